@@ -1,0 +1,111 @@
+"""Per-group sufficient statistics of a trial Dataset (what the models consume)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from saturation import schema as S
+
+#: statistics computed for every summarised variable over graded trials
+STAT_SUFFIXES = ("n", "sum", "sumsq", "mean")
+
+
+def aggregate(ds: xr.Dataset, by: Sequence[str] | None = None) -> xr.Dataset:
+    """Sufficient statistics per group (e.g. per run, arm and step).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Trial Dataset from :func:`~saturation.io.read_trials` or a simulator.
+    by : sequence of str, optional
+        Trial coordinates to group by. Default ``("run", "arm", "step")`` restricted to
+        the coordinates present. Naming a coordinate the Dataset lacks is an error.
+
+    Returns
+    -------
+    xarray.Dataset
+        One dim per ``by`` name (a dense grid over the observed values; empty cells have
+        ``n_trials == 0`` and NaN means) plus ``level``. Variables:
+
+        * ``n_trials``, ``n_graded``, ``ungraded_rate``;
+        * ``reward_all_mean``: mean logged reward over all trials (ungraded count as logged);
+        * for ``reward`` over graded trials and for each per-level variable
+          (f1, precision, recall, n_pred, n_gold, n_tp) over graded trials where the
+          value is present: ``<var>_n``, ``<var>_sum``, ``<var>_sumsq``, ``<var>_mean``.
+
+    Notes
+    -----
+    For a Gaussian likelihood on trial values :math:`y_i` with group mean
+    :math:`\\mu_g`, :math:`(n_g, \\sum y, \\sum y^2)` are sufficient:
+    :math:`\\sum_i (y_i-\\mu_g)^2 = \\sum y^2 - 2\\mu_g \\sum y + n_g \\mu_g^2`.
+    """
+    if by is None:
+        by = [c for c in S.DEFAULT_GROUP_BY if c in ds.coords]
+    missing = [c for c in by if c not in ds.coords]
+    if missing:
+        raise KeyError(f"aggregate: the Dataset has no coordinate(s) {missing}; have {sorted(ds.coords)}")
+    by = list(by)
+    if not by:
+        raise ValueError("aggregate: 'by' must name at least one trial coordinate")
+
+    codes_list, uniques = [], []
+    for name in by:
+        codes, uniq = pd.factorize(ds[name].to_numpy(), sort=True)
+        codes_list.append(codes)
+        uniques.append(uniq)
+    shape = tuple(len(u) for u in uniques)
+    flat = np.ravel_multi_index(codes_list, shape) if len(shape) > 1 else codes_list[0]
+    size = int(np.prod(shape))
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(flat[mask], minlength=size).reshape(shape).astype(np.int64)
+
+    def sums(values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, ...]:
+        idx = flat[mask]
+        v = values[mask]
+        n = np.bincount(idx, minlength=size).reshape(shape)
+        s = np.bincount(idx, weights=v, minlength=size).reshape(shape)
+        ss = np.bincount(idx, weights=v * v, minlength=size).reshape(shape)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(n > 0, s / np.where(n > 0, n, 1), np.nan)
+        return n.astype(np.int64), s, ss, mean
+
+    graded = ds[S.GRADED].to_numpy().astype(bool)
+    reward = ds[S.REWARD].to_numpy().astype(float)
+    everything = np.ones_like(graded)
+    n_trials = count(everything)
+    n_graded = count(graded)
+    dims = tuple(by)
+    out = xr.Dataset(coords={name: np.asarray(u) for name, u in zip(by, uniques, strict=True)})
+    out[S.N_TRIALS] = (dims, n_trials)
+    out[S.N_GRADED] = (dims, n_graded)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out[S.UNGRADED_RATE] = (dims, np.where(n_trials > 0, 1 - n_graded / np.maximum(n_trials, 1), np.nan))
+    finite_reward = np.isfinite(reward)
+    _, s_all, _, _ = sums(np.where(finite_reward, reward, 0.0), everything)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["reward_all_mean"] = (dims, np.where(n_trials > 0, s_all / np.maximum(n_trials, 1), np.nan))
+    for name, arr in zip(STAT_SUFFIXES, sums(reward, graded & finite_reward), strict=True):
+        out[f"{S.REWARD}_{name}"] = (dims, arr)
+
+    if S.LEVEL in ds.dims and ds.sizes[S.LEVEL] > 0:
+        out = out.assign_coords({S.LEVEL: ds[S.LEVEL].to_numpy()})
+        for fld in S.LEVEL_FIELDS:
+            if fld not in ds:
+                continue
+            values = ds[fld].transpose(S.TRIAL, S.LEVEL).to_numpy().astype(float)
+            stats = [np.empty((*shape, values.shape[1])) for _ in STAT_SUFFIXES]
+            for j in range(values.shape[1]):
+                col = values[:, j]
+                mask = graded & np.isfinite(col)
+                for k, arr in enumerate(sums(col, mask)):
+                    stats[k][..., j] = arr
+            for name, arr in zip(STAT_SUFFIXES, stats, strict=True):
+                out[f"{fld}_{name}"] = ((*dims, S.LEVEL), arr.astype(np.int64) if name == "n" else arr)
+    out.attrs.update({k: v for k, v in ds.attrs.items()})
+    out.attrs["aggregated_by"] = ",".join(by)
+    return out

@@ -1,0 +1,150 @@
+"""Curve math as plain functions, shared by the simulators and the model likelihoods.
+
+The functions written with plain arithmetic (``hinge``, ``exp_saturation``) accept
+NumPy arrays and PyTensor tensors alike, so the simulator and the PyMC models evaluate
+exactly the same curve.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import special
+
+# number of Gauss-Hermite nodes for logit-normal expectations (exact to ~1e-12 here)
+_GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(60)
+_GH_WEIGHTS = _GH_WEIGHTS / _GH_WEIGHTS.sum()
+
+
+def relu(x: Any) -> Any:
+    """max(x, 0) with plain arithmetic (works on tensors)."""
+    return (x + abs(x)) / 2
+
+
+def hinge(
+    t: Any,
+    *,
+    start: Any,
+    early_slope: Any,
+    late_slope: Any,
+    changepoint: Any,
+    t0: Any = 0.0,
+    jump: Any = 0.0,
+) -> Any:
+    """Piecewise-linear curve with one break.
+
+    Notes
+    -----
+    .. math::
+
+        f(t) = a + \\beta_1 (\\min(t, c) - t_0) + \\beta_2 \\max(t - c, 0)
+               + \\delta\\,[t \\ge c]
+
+    with ``start`` :math:`a = f(t_0)`, early slope :math:`\\beta_1`, late slope
+    :math:`\\beta_2`, change point :math:`c` and jump :math:`\\delta` (0: continuous
+    hinge; non-zero: the study's split model with separate intercepts).
+    """
+    after = relu(t - changepoint)
+    before = t - after  # == min(t, c)
+    out = start + early_slope * (before - t0) + late_slope * after
+    if not (isinstance(jump, int | float) and jump == 0):
+        out = out + jump * (t >= changepoint)
+    return out
+
+
+def exp_saturation(t: Any, *, asymptote: Any, start: Any, scale: Any, t0: Any = 0.0) -> Any:
+    """Exponential approach to an asymptote.
+
+    Notes
+    -----
+    :math:`f(t) = a - (a - b)\\exp(-(t - t_0)/k)` with asymptote :math:`a`, start
+    :math:`b = f(t_0)` and time scale :math:`k > 0`.
+    """
+    return asymptote - (asymptote - start) * _exp(-(t - t0) / scale)
+
+
+def _exp(x: Any) -> Any:
+    """exp for NumPy values and PyTensor tensors alike."""
+    if isinstance(x, np.ndarray | float | int | np.floating):
+        return np.exp(x)
+    import pytensor.tensor as pt
+
+    return pt.exp(x)
+
+
+def piecewise_linear(t: np.ndarray, knots: dict[float, float] | list[tuple[float, float]]) -> np.ndarray:
+    """Linear interpolation through ``(step, value)`` knots, constant beyond the ends."""
+    pairs = sorted(knots.items() if isinstance(knots, dict) else knots)
+    xs = np.array([p[0] for p in pairs], dtype=float)
+    ys = np.array([p[1] for p in pairs], dtype=float)
+    return np.interp(np.asarray(t, dtype=float), xs, ys)
+
+
+def logit(p: Any) -> Any:
+    p = np.asarray(p, dtype=float)
+    return np.log(p) - np.log1p(-p)
+
+
+def expit(x: Any) -> Any:
+    return special.expit(x)
+
+
+def logitnormal_mean(loc: Any, sd: float) -> np.ndarray:
+    """E[expit(loc + sd * Z)], Z ~ N(0, 1), by Gauss-Hermite quadrature."""
+    loc = np.asarray(loc, dtype=float)
+    return (special.expit(loc[..., None] + sd * _GH_NODES) * _GH_WEIGHTS).sum(-1)
+
+
+def logitnormal_location(mean: Any, sd: float, *, tol: float = 1e-12) -> np.ndarray:
+    """Inverse of :func:`logitnormal_mean` in ``loc``: the conditional logit location whose
+    population (marginal) mean over N(0, sd) task effects equals ``mean``."""
+    mean = np.asarray(mean, dtype=float)
+    if np.any((mean <= 0) | (mean >= 1)):
+        raise ValueError("logitnormal_location: means must lie strictly inside (0, 1)")
+    lo = np.full(mean.shape, -40.0)
+    hi = np.full(mean.shape, 40.0)
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        above = logitnormal_mean(mid, sd) > mean
+        hi = np.where(above, mid, hi)
+        lo = np.where(above, lo, mid)
+        if np.all(hi - lo < tol):
+            break
+    return (lo + hi) / 2
+
+
+def pass_at_k_beta(mean: Any, concentration: Any, k: int) -> np.ndarray:
+    """pass@k = E[1 - (1 - p)^k] for per-prompt success p ~ Beta(mean*kappa, (1-mean)*kappa).
+
+    Notes
+    -----
+    :math:`E[(1-p)^k] = B(a, b + k) / B(a, b)` with :math:`a = m\\kappa`,
+    :math:`b = (1-m)\\kappa`.
+    """
+    a = np.asarray(mean, dtype=float) * np.asarray(concentration, dtype=float)
+    b = (1 - np.asarray(mean, dtype=float)) * np.asarray(concentration, dtype=float)
+    return 1 - np.exp(special.betaln(a, b + k) - special.betaln(a, b))
+
+
+def beta_concentration_for_pass_at_k(mean: Any, pass_at_k: Any, k: int) -> np.ndarray:
+    """Concentration kappa such that :func:`pass_at_k_beta` (mean, kappa, k) == pass_at_k.
+
+    pass@k increases with kappa from ``mean`` (kappa -> 0) to ``1 - (1 - mean)^k``
+    (kappa -> inf); targets outside that range raise ValueError.
+    """
+    mean = np.asarray(mean, dtype=float)
+    target = np.asarray(pass_at_k, dtype=float)
+    upper = 1 - (1 - mean) ** k
+    if np.any((target <= mean) | (target >= upper)):
+        raise ValueError(
+            f"pass@{k} must lie strictly between the mean success rate and 1-(1-mean)^{k}"
+        )
+    lo = np.full(np.broadcast(mean, target).shape, np.log(1e-4))
+    hi = np.full_like(lo, np.log(1e6))
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        above = pass_at_k_beta(mean, np.exp(mid), k) > target
+        hi = np.where(above, mid, hi)
+        lo = np.where(above, lo, mid)
+    return np.exp((lo + hi) / 2)

@@ -1,0 +1,515 @@
+"""Simulators with known truth: ``simulate_*(spec, seed) -> (data, truth)``.
+
+Used by the embedded synthetic replica (``data/``), the tests (parameter recovery,
+null scenarios) and calibration. The expected curves come from
+:mod:`saturation.curves`, the same functions the models use. Same spec and seed give
+identical output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from scipy import special, stats
+
+from saturation import curves
+from saturation import schema as S
+from saturation.io import dataset_from_frame
+
+Knots = tuple[tuple[float, float], ...]
+
+
+# =========================================================== (a) plateau study
+@dataclass(frozen=True)
+class LevelSpec:
+    """One localisation level; its expected per-trial F1 follows :func:`curves.hinge`.
+
+    Answer model per graded trial: the task has ``n_gold`` = 1 + Poisson(n_gold_mean - 1)
+    gold locations (fixed per task); each is found with hit rate r (task, step and level
+    dependent, logit-normal); with probability ``fp_prob`` the answer adds
+    1 + Poisson(``fp_extra``) spurious locations; an answer names at least one location.
+    ``fp_prob`` moves linearly from ``fp_prob_start`` to ``fp_prob_end`` until the change
+    point. The hit-rate location is solved per step so that E[F1] equals the hinge
+    exactly; precision, recall and counts follow (their expectations are in the truth).
+    """
+
+    name: str
+    start: float
+    early_slope: float
+    late_slope: float
+    changepoint: float
+    jump: float = 0.0
+    n_gold_mean: float = 1.1
+    fp_prob_start: float = 0.2
+    fp_prob_end: float = 0.05
+    fp_extra: float = 0.5
+
+
+@dataclass(frozen=True)
+class PlateauSpec:
+    """A plateau study: one run, prompt groups of ``samples_per_prompt`` rollouts.
+
+    Task difficulty (``task_sd``) and per-step overdispersion (``step_sd`` shared by the
+    levels, ``level_step_sd`` per level) act on the logit of each trial's hit rate; the
+    hit-rate location is solved so that the population mean F1 follows the hinge exactly.
+    ``n_graded`` (optional) fixes the number of graded trials exactly; otherwise each
+    rollout is ungraded with probability ``ungraded_rate``.
+    """
+
+    levels: tuple[LevelSpec, ...] = (LevelSpec("file", 0.80, 0.004, 0.0, 40.0),)
+    run: str = "sim-plateau"
+    dataset: str = "simulated"
+    n_steps: int = 91
+    first_step: int = 0
+    prompts_per_step: int = 64
+    samples_per_prompt: int = 8
+    pool_size: int = 9263
+    ungraded_rate: float = 0.08
+    n_graded: int | None = None
+    task_sd: float = 1.0
+    step_sd: float = 0.1
+    level_step_sd: float = 0.05
+
+
+_GH_Z, _GH_W = np.polynomial.hermite_e.hermegauss(24)
+_GH_W = _GH_W / _GH_W.sum()
+_NMAX = 12  # counts are enumerated up to this value (tail mass < 1e-9 for the means used)
+
+
+def _answer_tables(n_gold_mean: float, fp_prob: np.ndarray, fp_extra: float) -> dict[str, np.ndarray]:
+    """For each step: E over spurious locations of f1/precision/recall/n_pred given (G, tp).
+
+    Returns arrays of shape (steps, G, tp) and the gold pmf over G.
+    """
+    g = np.arange(_NMAX + 1)
+    gold_pmf = np.where(g >= 1, stats.poisson.pmf(np.maximum(g - 1, 0), max(n_gold_mean - 1, 0)), 0.0)
+    gold_pmf /= gold_pmf.sum()
+    f = np.arange(_NMAX + 1)
+    extra = np.where(f >= 1, stats.poisson.pmf(np.maximum(f - 1, 0), fp_extra), 0.0)
+    fp_pmf = fp_prob[:, None] * extra[None, :] / extra.sum()
+    fp_pmf[:, 0] = 1 - fp_prob
+    G = g[:, None, None].astype(float)
+    T = g[None, :, None].astype(float)
+    F = f[None, None, :].astype(float)
+    F = np.where((T + F) == 0, 1.0, F)  # an answer names at least one location
+    pred = T + F
+    with np.errstate(invalid="ignore", divide="ignore"):
+        vals = {
+            S.F1: 2 * T / (pred + G),
+            S.PRECISION: T / pred,
+            S.RECALL: np.where(G > 0, T / np.maximum(G, 1), 0.0),
+            S.N_PRED: pred,
+        }
+    return {
+        k: np.einsum("sf,gtf->sgt", fp_pmf, np.nan_to_num(v)) for k, v in vals.items()
+    } | {"gold_pmf": gold_pmf}
+
+
+_G = np.arange(_NMAX + 1)
+_LOG_CHOOSE = np.where(
+    _G[None, :] <= _G[:, None],
+    special.gammaln(_G[:, None] + 1) - special.gammaln(_G[None, :] + 1)
+    - special.gammaln(np.maximum(_G[:, None] - _G[None, :], 0) + 1),
+    -np.inf,
+)  # (G, tp)
+
+
+def _expected(loc: np.ndarray, sd: float, tables: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Expected per-trial values per step for hit-rate logit location ``loc`` (steps,)."""
+    eta = loc[:, None] + sd * _GH_Z[None, :]  # (s, j)
+    log_r = -np.logaddexp(0.0, -eta)[:, :, None, None]
+    log_1mr = -np.logaddexp(0.0, eta)[:, :, None, None]
+    g = _G[None, None, :, None].astype(float)
+    t = _G[None, None, None, :].astype(float)
+    # binomial pmf of tp given G and r: (s, j, G, tp)
+    pmf = np.exp(_LOG_CHOOSE[None, None] + t * log_r + np.maximum(g - t, 0) * log_1mr)
+    w = np.einsum("sjgt,g,j->sgt", pmf, tables["gold_pmf"], _GH_W)
+    out = {k: np.einsum("sgt,sgt->s", w, tables[k]) for k in (S.F1, S.PRECISION, S.RECALL, S.N_PRED)}
+    out[S.N_TP] = np.einsum("sgt,t->s", w, _G.astype(float))
+    return out
+
+
+def level_curves(level: LevelSpec, steps: np.ndarray, first_step: int, sd: float) -> dict[str, np.ndarray]:
+    """Expected per-step f1 (the hinge), precision, recall, n_pred, n_gold and the
+    hit-rate logit location that produces them under logit-normal sd ``sd``."""
+    f1 = curves.hinge(
+        steps.astype(float), start=level.start, early_slope=level.early_slope,
+        late_slope=level.late_slope, changepoint=level.changepoint, t0=first_step, jump=level.jump,
+    )
+    span = max(level.changepoint - first_step, 1e-9)
+    frac = np.clip((steps - first_step) / span, 0, 1)
+    fp_prob = level.fp_prob_start + (level.fp_prob_end - level.fp_prob_start) * frac
+    # the curves only depend on (f1, fp_prob): solve once per distinct pair
+    pairs, inverse = np.unique(np.stack([f1, fp_prob], axis=1), axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    target = pairs[:, 0]
+    tables = _answer_tables(level.n_gold_mean, pairs[:, 1], level.fp_extra)
+    lo = np.full(len(pairs), -15.0)
+    hi = np.full(len(pairs), 15.0)
+    f1_max = _expected(hi, sd, tables)[S.F1]
+    if np.any(target >= f1_max) or np.any(target <= 0):
+        raise ValueError(
+            f"level {level.name!r}: expected F1 in {target.min():.3f}..{target.max():.3f} is not "
+            f"reachable (max reachable {f1_max.min():.3f} with these spurious-location settings)"
+        )
+    for _ in range(48):
+        mid = (lo + hi) / 2
+        above = _expected(mid, sd, tables)[S.F1] > target
+        hi = np.where(above, mid, hi)
+        lo = np.where(above, lo, mid)
+    loc = ((lo + hi) / 2)
+    exp = {k: v[inverse] for k, v in _expected(loc, sd, tables).items()}
+    loc = loc[inverse]
+    return {
+        **exp,
+        S.F1: f1,
+        S.N_GOLD: np.full(len(steps), float(np.arange(_NMAX + 1) @ tables["gold_pmf"])),
+        "fp_prob": fp_prob,
+        "loc": loc,
+    }
+
+
+def _draw_instances(rng: np.random.Generator, n_steps: int, per_step: int, pool: int) -> np.ndarray:
+    """Task indices per (step, prompt): without replacement within an epoch over the pool."""
+    need = n_steps * per_step
+    order = np.concatenate([rng.permutation(pool) for _ in range(-(-need // pool))])
+    return order[:need].reshape(n_steps, per_step)
+
+
+def _ungraded_mask(rng: np.random.Generator, n: int, rate: Any, n_graded: int | None) -> np.ndarray:
+    if n_graded is not None:
+        if not 0 <= n_graded <= n:
+            raise ValueError(f"n_graded={n_graded} must lie in [0, {n}]")
+        mask = np.zeros(n, dtype=bool)
+        mask[rng.choice(n, size=n - n_graded, replace=False)] = True
+        return mask
+    return rng.random(n) < rate
+
+
+def simulate_plateau(spec: PlateauSpec | None = None, seed: int = 0) -> tuple[xr.Dataset, dict[str, Any]]:
+    """Simulate a plateau study (graded trials with per-level localisation metrics).
+
+    Returns
+    -------
+    (xarray.Dataset, dict)
+        The trial Dataset (same schema as :func:`~saturation.io.read_trials`) and the
+        truth: per-level hinge parameters, value at start / change point / end,
+        headroom, and ``curves`` (an xarray Dataset of expected per-step f1, precision,
+        recall, n_pred, n_gold over dims step, level).
+    """
+    spec = spec or PlateauSpec()
+    rng = np.random.default_rng(seed)
+    steps = np.arange(spec.first_step, spec.first_step + spec.n_steps)
+    inst = _draw_instances(rng, spec.n_steps, spec.prompts_per_step, spec.pool_size)
+    k = spec.samples_per_prompt
+    n = spec.n_steps * spec.prompts_per_step * k
+    step_idx = np.repeat(np.arange(spec.n_steps), spec.prompts_per_step * k)
+    inst_idx = np.repeat(inst.ravel(), k)
+    sample = np.tile(np.arange(k), spec.n_steps * spec.prompts_per_step)
+    ungraded = _ungraded_mask(rng, n, spec.ungraded_rate, spec.n_graded)
+    graded = ~ungraded
+
+    task_z = rng.standard_normal(spec.pool_size)
+    step_z = rng.standard_normal(spec.n_steps)
+    total_sd = float(np.sqrt(spec.task_sd**2 + spec.step_sd**2 + spec.level_step_sd**2))
+    frame = pd.DataFrame(
+        {
+            S.RUN: spec.run,
+            S.STEP: steps[step_idx],
+            S.INSTANCE_ID: np.char.add("task-", np.char.zfill(inst_idx.astype(str), 5)).astype(object),
+            S.SAMPLE: sample,
+            S.PHASE: "train",
+            S.DATASET: spec.dataset,
+            S.GRADED: graded,
+        }
+    )
+    truth_levels: dict[str, dict[str, float]] = {}
+    curve_vars: dict[str, list[np.ndarray]] = {}
+    f1_cols = []
+    for level in spec.levels:
+        cur = level_curves(level, steps, spec.first_step, total_sd)
+        eta = (
+            cur["loc"][step_idx]
+            + spec.task_sd * task_z[inst_idx]
+            + spec.step_sd * step_z[step_idx]
+            + spec.level_step_sd * rng.standard_normal(spec.n_steps)[step_idx]
+        )
+        hit = curves.expit(eta)
+        gold_by_task = 1 + rng.poisson(max(level.n_gold_mean - 1, 0), size=spec.pool_size)
+        gold = gold_by_task[inst_idx]
+        tp = rng.binomial(gold, hit)
+        spurious = rng.random(n) < cur["fp_prob"][step_idx]
+        fp = np.where(spurious, 1 + rng.poisson(level.fp_extra, size=n), 0)
+        fp = np.where(tp + fp == 0, 1, fp)
+        pred = (tp + fp).astype(float)
+        gold_f, tp_f = gold.astype(float), tp.astype(float)
+        values = {
+            S.F1: 2 * tp_f / (pred + gold_f),
+            S.PRECISION: tp_f / pred,
+            S.RECALL: tp_f / gold_f,
+            S.N_PRED: pred,
+            S.N_GOLD: gold_f,
+            S.N_TP: tp_f,
+        }
+        for fld, v in values.items():
+            frame[f"{level.name}_{fld}"] = np.where(graded, v, np.nan)
+        f1_cols.append(f"{level.name}_{S.F1}")
+        for fld in (S.F1, S.PRECISION, S.RECALL, S.N_PRED, S.N_GOLD):
+            curve_vars.setdefault(fld, []).append(cur[fld])
+        cp_value = float(curves.hinge(
+            np.array(level.changepoint), start=level.start, early_slope=level.early_slope,
+            late_slope=0.0, changepoint=level.changepoint, t0=spec.first_step,
+        ))
+        end = float(cur[S.F1][-1])
+        truth_levels[level.name] = {
+            **{k_: float(v_) for k_, v_ in asdict(level).items() if k_ != "name"},
+            "value_at_changepoint": cp_value,
+            "end": end,
+            "headroom": 1.0 - end,
+            "late_gain": float(level.late_slope * max(steps[-1] - level.changepoint, 0)),
+        }
+    frame[S.REWARD] = np.where(graded, frame[f1_cols].mean(axis=1), 0.0)
+    ds = dataset_from_frame(frame, levels=[lv.name for lv in spec.levels], sources=["simulate_plateau"])
+    ds.attrs.update({"simulator": "simulate_plateau", "seed": seed, "spec": repr(spec)})
+    level_names = [lv.name for lv in spec.levels]
+    truth_curves = xr.Dataset(
+        {fld: ((S.STEP, S.LEVEL), np.stack(v, axis=1)) for fld, v in curve_vars.items()},
+        coords={S.STEP: steps, S.LEVEL: level_names},
+    )
+    truth = {"spec": asdict(spec), "levels": truth_levels, "curves": truth_curves, "seed": seed}
+    return ds, truth
+
+
+# =========================================================== (b) transfer study
+@dataclass(frozen=True)
+class ArmSpec:
+    """One arm of a transfer study.
+
+    ``ungraded`` and ``graded_reward`` are ``(step, value)`` knots of the population
+    (marginal) ungraded rate and graded-only mean reward, linearly interpolated.
+    ``n_trials`` rollouts are laid out in full steps of prompts x samples, the last
+    step partial if needed.
+    """
+
+    name: str
+    n_trials: int
+    ungraded: Knots
+    graded_reward: Knots
+
+
+@dataclass(frozen=True)
+class TransferSpec:
+    """Several arms on one shared task pool (paired: the same task sequence per arm).
+
+    Task effects are shared across arms: ``task_sd`` on the logit of the graded-only
+    reward, ``ungraded_task_sd`` on the logit of the ungraded probability (independent of
+    each other, so all-rollout reward = (1 - ungraded) x graded-only holds in
+    expectation). Graded rewards are Beta with mean from the curve and precision
+    ``reward_concentration``; ``step_sd`` adds per-(arm, step) logit noise.
+    """
+
+    arms: tuple[ArmSpec, ...] = (
+        ArmSpec("base", 10240, ((1, 0.40), (20, 0.30)), ((1, 0.40), (20, 0.55))),
+        ArmSpec("s85", 10240, ((1, 0.40), (20, 0.40)), ((1, 0.50), (20, 0.45))),
+    )
+    run_prefix: str = "sim-transfer"
+    dataset: str = "simulated"
+    first_step: int = 1
+    prompts_per_step: int = 64
+    samples_per_prompt: int = 8
+    pool_size: int = 2088
+    task_sd: float = 0.8
+    ungraded_task_sd: float = 0.8
+    reward_concentration: float = 4.0
+    step_sd: float = 0.05
+
+
+def transfer_truth_curves(spec: TransferSpec) -> xr.Dataset:
+    """Expected per-arm, per-step ungraded rate, graded-only and all-rollout reward."""
+    per_step = spec.prompts_per_step * spec.samples_per_prompt
+    last = max(-(-a.n_trials // per_step) for a in spec.arms)
+    steps = np.arange(spec.first_step, spec.first_step + last)
+    u = np.stack([curves.piecewise_linear(steps, a.ungraded) for a in spec.arms])
+    g = np.stack([curves.piecewise_linear(steps, a.graded_reward) for a in spec.arms])
+    n_steps = np.array([-(-a.n_trials // per_step) for a in spec.arms])
+    observed = steps[None, :] < spec.first_step + n_steps[:, None]
+    ds = xr.Dataset(
+        {
+            S.UNGRADED_RATE: ((S.ARM, S.STEP), u),
+            "graded_only": ((S.ARM, S.STEP), g),
+            "all_rollout": ((S.ARM, S.STEP), (1 - u) * g),
+            "observed": ((S.ARM, S.STEP), observed),
+        },
+        coords={S.ARM: [a.name for a in spec.arms], S.STEP: steps},
+    )
+    return ds
+
+
+def crossover_step(gap: np.ndarray, steps: np.ndarray) -> float:
+    """First step after which ``gap`` stays negative (NaN if it never does)."""
+    neg = gap < 0
+    if not neg[-1]:
+        return float("nan")
+    last_nonneg = np.flatnonzero(~neg)
+    return float(steps[last_nonneg[-1] + 1]) if len(last_nonneg) else float(steps[0])
+
+
+def simulate_transfer(spec: TransferSpec | None = None, seed: int = 0) -> tuple[xr.Dataset, dict[str, Any]]:
+    """Simulate a multi-arm transfer study on a shared task pool.
+
+    Returns
+    -------
+    (xarray.Dataset, dict)
+        Trials with coords run, arm, step, instance_id, sample (no levels) and the truth:
+        ``curves`` (see :func:`transfer_truth_curves`), the first-4-step means per arm
+        and the true all-rollout crossover step of every arm against the first arm.
+    """
+    spec = spec or TransferSpec()
+    rng = np.random.default_rng(seed)
+    per_step = spec.prompts_per_step * spec.samples_per_prompt
+    truth_curves = transfer_truth_curves(spec)
+    n_steps_max = truth_curves.sizes[S.STEP]
+    inst = _draw_instances(rng, n_steps_max, spec.prompts_per_step, spec.pool_size)
+    task_reward = rng.standard_normal(spec.pool_size)
+    task_ungraded = rng.standard_normal(spec.pool_size)
+    k = spec.samples_per_prompt
+    parts = []
+    for a_idx, arm in enumerate(spec.arms):
+        n = arm.n_trials
+        pos = np.arange(n)
+        step_i = pos // per_step
+        inst_idx = inst.ravel()[pos // k]
+        sample = pos % k
+        u_curve = truth_curves[S.UNGRADED_RATE].to_numpy()[a_idx]
+        g_curve = truth_curves["graded_only"].to_numpy()[a_idx]
+        sd_u = float(np.hypot(spec.ungraded_task_sd, spec.step_sd))
+        sd_g = float(np.hypot(spec.task_sd, spec.step_sd))
+        loc_u = curves.logitnormal_location(u_curve, sd_u)
+        loc_g = curves.logitnormal_location(g_curve, sd_g)
+        step_noise_u = spec.step_sd * rng.standard_normal(n_steps_max)
+        step_noise_g = spec.step_sd * rng.standard_normal(n_steps_max)
+        p_u = curves.expit(loc_u[step_i] + spec.ungraded_task_sd * task_ungraded[inst_idx] + step_noise_u[step_i])
+        mu = curves.expit(loc_g[step_i] + spec.task_sd * task_reward[inst_idx] + step_noise_g[step_i])
+        ungraded = rng.random(n) < p_u
+        phi = spec.reward_concentration
+        reward = np.clip(rng.beta(mu * phi, (1 - mu) * phi), 0.0, 1.0)
+        parts.append(
+            pd.DataFrame(
+                {
+                    S.RUN: f"{spec.run_prefix}-{arm.name}",
+                    S.ARM: arm.name,
+                    S.STEP: spec.first_step + step_i,
+                    S.INSTANCE_ID: np.char.add("task-", np.char.zfill(inst_idx.astype(str), 5)).astype(object),
+                    S.SAMPLE: sample,
+                    S.PHASE: "train",
+                    S.DATASET: spec.dataset,
+                    S.GRADED: ~ungraded,
+                    S.REWARD: np.where(ungraded, 0.0, reward),
+                }
+            )
+        )
+    frame = pd.concat(parts, ignore_index=True)
+    ds = dataset_from_frame(frame, levels=[], sources=["simulate_transfer"])
+    ds.attrs.update({"simulator": "simulate_transfer", "seed": seed, "spec": repr(spec)})
+    ref = spec.arms[0].name
+    steps = truth_curves[S.STEP].to_numpy()
+    first4 = truth_curves.isel({S.STEP: slice(0, 4)}).mean(S.STEP)
+    crossover = {}
+    for arm in spec.arms[1:]:
+        both = truth_curves["observed"].sel({S.ARM: [ref, arm.name]}).all(S.ARM).to_numpy()
+        gap = (truth_curves["all_rollout"].sel({S.ARM: arm.name}) - truth_curves["all_rollout"].sel({S.ARM: ref})).to_numpy()
+        crossover[arm.name] = crossover_step(gap[both], steps[both])
+    truth = {
+        "spec": asdict(spec),
+        "reference": ref,
+        "curves": truth_curves,
+        "first_4_steps": {
+            var: {str(a): float(first4[var].sel({S.ARM: a})) for a in first4[S.ARM].to_numpy()}
+            for var in (S.UNGRADED_RATE, "graded_only", "all_rollout")
+        },
+        "crossover_step": crossover,
+        "seed": seed,
+    }
+    return ds, truth
+
+
+# =========================================================== (c) per-step series
+#: netCDF-safe variable name -> metric name as SkyRL logs it
+SERIES_METRICS = {
+    "reward_mean": "reward/avg_raw_reward",
+    "pass_at_k": "reward/avg_pass_at_{k}",
+    "policy_entropy": "policy/policy_entropy",
+}
+
+
+@dataclass(frozen=True)
+class SeriesSpec:
+    """Per-step training metrics of one run.
+
+    Per step, ``prompts_per_step`` prompts get success probabilities
+    p ~ Beta(m kappa, (1 - m) kappa) where m follows ``reward`` knots and kappa is
+    solved so that E[1 - (1 - p)^k] follows ``pass_at_k`` knots; each prompt draws
+    ``k`` binary rollouts. Logged mean reward and pass@k are the batch estimates.
+    Entropy follows ``entropy`` knots plus Gaussian noise ``entropy_sd``.
+    """
+
+    run: str = "sim-series"
+    n_steps: int = 35
+    first_step: int = 1
+    k: int = 8
+    prompts_per_step: int = 64
+    reward: Knots = ((1, 0.30), (15, 0.50), (35, 0.50))
+    pass_at_k: Knots = ((1, 0.62), (35, 0.64))
+    entropy: Knots = ((1, 0.08), (35, 0.08))
+    entropy_sd: float = 0.002
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+def simulate_series(spec: SeriesSpec | None = None, seed: int = 0) -> tuple[xr.Dataset, dict[str, Any]]:
+    """Simulate per-step training-metric series (mean reward, pass@k, policy entropy).
+
+    Returns
+    -------
+    (xarray.Dataset, dict)
+        Dims (run, step); variables ``reward_mean``, ``pass_at_k`` (attr ``k``),
+        ``policy_entropy`` with the SkyRL metric names in ``attrs['metric_names']`` of
+        each variable. Truth: the expected curves.
+    """
+    spec = spec or SeriesSpec()
+    rng = np.random.default_rng(seed)
+    steps = np.arange(spec.first_step, spec.first_step + spec.n_steps)
+    m = curves.piecewise_linear(steps, spec.reward)
+    pk = curves.piecewise_linear(steps, spec.pass_at_k)
+    ent = curves.piecewise_linear(steps, spec.entropy)
+    kappa = curves.beta_concentration_for_pass_at_k(m, pk, spec.k)
+    p = rng.beta(m[:, None] * kappa[:, None], (1 - m[:, None]) * kappa[:, None], size=(spec.n_steps, spec.prompts_per_step))
+    succ = rng.binomial(spec.k, p)
+    reward_obs = succ.mean(axis=1) / spec.k
+    pass_obs = (succ > 0).mean(axis=1)
+    ent_obs = ent + spec.entropy_sd * rng.standard_normal(spec.n_steps)
+    coords = {S.RUN: [spec.run], S.STEP: steps}
+    ds = xr.Dataset(
+        {
+            "reward_mean": ((S.RUN, S.STEP), reward_obs[None]),
+            "pass_at_k": ((S.RUN, S.STEP), pass_obs[None]),
+            "policy_entropy": ((S.RUN, S.STEP), ent_obs[None]),
+        },
+        coords=coords,
+    )
+    for var, metric in SERIES_METRICS.items():
+        ds[var].attrs["metric_name"] = metric.format(k=spec.k)
+    ds["pass_at_k"].attrs["k"] = spec.k
+    ds.attrs.update({"simulator": "simulate_series", "seed": seed, "spec": repr(spec), **spec.metadata})
+    truth = {
+        "spec": asdict(spec),
+        "curves": xr.Dataset(
+            {"reward_mean": (S.STEP, m), "pass_at_k": (S.STEP, pk), "policy_entropy": (S.STEP, ent), "concentration": (S.STEP, kappa)},
+            coords={S.STEP: steps},
+        ),
+        "seed": seed,
+    }
+    return ds, truth

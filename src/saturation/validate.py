@@ -1,0 +1,368 @@
+"""Validation of graded-trial tables: every problem collected, raised once.
+
+:func:`validate_trials` takes the raw tables produced by the readers (one per file,
+values still as read) and returns typed rows plus an exact row accounting. In strict
+mode (the default) any problem raises :class:`TrialValidationError` listing all of
+them, each with file, row or line, and column. In lenient mode rows with problems are
+rejected (and can be written to a side file with their reasons); nothing is dropped
+without being counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from saturation import schema as S
+
+#: At most this many problems are printed in an exception message.
+MAX_PROBLEMS_SHOWN = 50
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One validation problem, located as precisely as the input allows."""
+
+    source: str
+    location: str  # "line 7", "row 3", or "" for file-level problems
+    column: str  # "" when the problem is not about one column
+    message: str
+
+    def __str__(self) -> str:
+        parts = [self.source]
+        if self.location:
+            parts.append(self.location)
+        if self.column:
+            parts.append(f"column '{self.column}'")
+        return ": ".join(parts) + ": " + self.message
+
+
+class TrialValidationError(ValueError):
+    """Raised once with every problem found in the input.
+
+    Attributes
+    ----------
+    problems : list of Problem
+    """
+
+    def __init__(self, problems: Sequence[Problem]):
+        self.problems = list(problems)
+        shown = [f"  - {p}" for p in self.problems[:MAX_PROBLEMS_SHOWN]]
+        more = len(self.problems) - len(shown)
+        tail = (
+            f"\n  ... and {more} more (read leniently to write every rejected row with its reason)"
+            if more > 0
+            else ""
+        )
+        super().__init__(
+            f"{len(self.problems)} problem(s) in the graded-trials input:\n" + "\n".join(shown) + tail
+        )
+
+
+@dataclass
+class RawTable:
+    """One input file as read: values untyped, one locator per row."""
+
+    source: str
+    frame: pd.DataFrame
+    locations: list[str]
+    #: problems found while reading (empty file, corrupt stream, malformed lines)
+    problems: list[Problem] = field(default_factory=list)
+    #: rows that could not even be parsed into fields (location, raw text)
+    unparsable: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class Validated:
+    """Result of :func:`validate_trials`.
+
+    ``frame`` holds the kept rows, typed, with ``_source``/``_location`` columns;
+    ``rejected`` one row per rejected input row with its reasons; ``accounting`` the
+    counts read / kept / ungraded / rejected (read == kept + rejected).
+    """
+
+    frame: pd.DataFrame
+    rejected: pd.DataFrame
+    problems: list[Problem]
+    accounting: dict[str, int]
+    levels: list[str]
+    extra_columns: list[str]
+
+
+# ------------------------------------------------------------------ parsing helpers
+def _is_empty(values: pd.Series) -> np.ndarray:
+    out = values.isna().to_numpy(dtype=bool).copy()
+    as_str = values[~out].astype(str).str.strip()
+    out[~out] = (as_str == "").to_numpy()
+    return out
+
+
+def _to_float(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Parse to float; returns (values with NaN for empty, mask of unparsable non-empty)."""
+    empty = _is_empty(values)
+    parsed = pd.to_numeric(values.where(~empty, None).map(_bool_to_num), errors="coerce")
+    arr = np.array(parsed.to_numpy(dtype=float, na_value=np.nan), dtype=float)
+    bad = ~empty & np.isnan(arr) & ~_is_nan_literal(values)
+    arr[empty] = np.nan
+    return arr, bad
+
+
+def _bool_to_num(v: object) -> object:
+    # JSON true/false must not become 1/0 silently in numeric columns
+    if isinstance(v, bool | np.bool_):
+        return "not-a-number"
+    return v
+
+
+def _is_nan_literal(values: pd.Series) -> np.ndarray:
+    return values.astype(str).str.strip().str.lower().isin(["nan"]).to_numpy()
+
+
+def _to_int(values: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Parse integers. Returns (float array, empty mask, bad mask for non-integers)."""
+    arr, bad = _to_float(values)
+    empty = _is_empty(values)
+    finite = np.isfinite(arr)
+    non_int = ~empty & ~bad & (~finite | (np.where(finite, arr, 0) % 1 != 0))
+    return arr, empty, bad | non_int
+
+
+_TRUE = {"true", "1", "1.0"}
+_FALSE = {"false", "0", "0.0"}
+
+
+def _to_bool(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    def conv(v: object) -> int:
+        if isinstance(v, bool | np.bool_):
+            return int(v)
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            return -1
+        s = str(v).strip().lower()
+        if s in _TRUE:
+            return 1
+        if s in _FALSE:
+            return 0
+        return -1
+
+    codes = np.fromiter((conv(v) for v in values), dtype=np.int8, count=len(values))
+    return codes == 1, codes < 0
+
+
+def _to_str(values: pd.Series) -> np.ndarray:
+    empty = _is_empty(values)
+    out = values.astype(object).where(~empty, "").map(str).to_numpy(dtype=object)
+    return out
+
+
+def _describe(value: object) -> str:
+    text = repr(value) if not isinstance(value, str) else f"'{value}'"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+# ------------------------------------------------------------------ the validator
+def _level_columns(columns: Sequence[str]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for col in columns:
+        m = S.LEVEL_COLUMN_RE.match(col)
+        if m:
+            out.setdefault(m["level"], {})[m["field"]] = col
+    return out
+
+
+def _validate_table(table: RawTable) -> tuple[pd.DataFrame, list[list[str]], list[Problem]]:
+    """Type one table's rows. Returns (typed frame, per-row reasons, problems)."""
+    raw = table.frame
+    n = len(raw)
+    reasons: list[list[str]] = [[] for _ in range(n)]
+    problems: list[Problem] = list(table.problems)
+    locs = table.locations
+
+    def flag(mask: np.ndarray, column: str, make_msg) -> None:  # type: ignore[no-untyped-def]
+        for i in np.flatnonzero(mask):
+            msg = make_msg(i)
+            problems.append(Problem(table.source, locs[i], column, msg))
+            reasons[i].append(f"{column}: {msg}")
+
+    missing = [c for c in S.REQUIRED_COLUMNS if c not in raw.columns]
+    if missing and n:
+        msg = "missing required column(s) " + ", ".join(f"'{c}'" for c in missing)
+        problems.append(Problem(table.source, "", "", msg + f" (all {n} rows rejected)"))
+        for r in reasons:
+            r.append(msg)
+    typed = pd.DataFrame(index=raw.index)
+    if missing or n == 0:
+        return typed, reasons, problems
+
+    for col in (S.RUN, S.INSTANCE_ID):
+        values = _to_str(raw[col])
+        flag(values == "", col, lambda i: "missing value")
+        typed[col] = values
+    for col in (S.STEP, S.SAMPLE):
+        arr, empty, bad = _to_int(raw[col])
+        flag(empty, col, lambda i: "missing value")
+        flag(bad, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is not an integer")
+        neg = ~bad & ~empty & (np.nan_to_num(arr) < 0)
+        flag(neg, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is negative")
+        typed[col] = np.where(bad | empty | neg, -1, np.nan_to_num(arr)).astype(np.int64)
+    graded, bad_graded = _to_bool(raw[S.GRADED])
+    flag(
+        bad_graded,
+        S.GRADED,
+        lambda i: f"{_describe(raw[S.GRADED].iat[i])} is not a boolean (true/false/1/0)",
+    )
+    typed[S.GRADED] = graded
+    reward, bad_reward = _to_float(raw[S.REWARD])
+    flag(bad_reward, S.REWARD, lambda i: f"{_describe(raw[S.REWARD].iat[i])} is not a number")
+    nonfinite = graded & ~bad_reward & ~np.isfinite(reward)
+    flag(nonfinite, S.REWARD, lambda i: f"non-finite reward {_describe(raw[S.REWARD].iat[i])} on a graded row")
+    typed[S.REWARD] = reward
+
+    for col in S.OPTIONAL_COORDS:
+        if col in raw.columns:
+            values = _to_str(raw[col])
+            if col == S.PHASE:
+                wrong = (values != "") & ~np.isin(values, list(S.PHASES))
+                flag(wrong, col, lambda i: f"{_describe(values[i])} is not one of train/eval")
+            typed[col] = values
+
+    levels = _level_columns(list(raw.columns))
+    for level, fields in levels.items():
+        counts: dict[str, np.ndarray] = {}
+        for fld, col in fields.items():
+            if fld in S.LEVEL_RATES:
+                arr, bad = _to_float(raw[col])
+                flag(bad, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is not a number")
+                out = ~bad & np.isfinite(arr) & ((arr < 0) | (arr > 1))
+                out |= ~bad & np.isinf(arr)
+                flag(out, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is outside [0, 1]")
+            else:
+                arr, empty, bad = _to_int(raw[col])
+                flag(bad, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is not an integer")
+                neg = ~bad & ~empty & (np.nan_to_num(arr) < 0)
+                flag(neg, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is a negative count")
+                counts[fld] = np.where(bad | neg, np.nan, arr)
+            present = np.isfinite(arr) & ~graded & ~bad_graded
+            flag(present, col, lambda i, c=col: f"value {_describe(raw[c].iat[i])} on an ungraded row (must be empty)")
+            typed[col] = arr
+        if S.N_TP in counts and S.N_PRED in counts and S.N_GOLD in counts:
+            tp, pred, gold = counts[S.N_TP], counts[S.N_PRED], counts[S.N_GOLD]
+            with np.errstate(invalid="ignore"):
+                over = tp > np.fmin(pred, gold)
+            over &= np.isfinite(tp) & np.isfinite(pred) & np.isfinite(gold)
+            flag(
+                over,
+                fields[S.N_TP],
+                lambda i, tp=tp, pred=pred, gold=gold: (
+                    f"n_tp={tp[i]:g} exceeds min(n_pred={pred[i]:g}, n_gold={gold[i]:g})"
+                ),
+            )
+
+    known = set(S.REQUIRED_COLUMNS) | set(S.OPTIONAL_COORDS)
+    known |= {c for f in levels.values() for c in f.values()}
+    for col in raw.columns:
+        if col in known:
+            continue
+        arr, bad = _to_float(raw[col])
+        typed[col] = arr if not bad.any() else _to_str(raw[col])
+    return typed, reasons, problems
+
+
+def validate_trials(tables: Sequence[RawTable], *, strict: bool = True) -> Validated:
+    """Validate and type graded-trial tables, collecting every problem.
+
+    Parameters
+    ----------
+    tables : sequence of RawTable
+        One per input file, as produced by :mod:`saturation.io`.
+    strict : bool, default True
+        Raise :class:`TrialValidationError` with all problems if there is any. When
+        False, rows with problems are rejected and reported in ``Validated.rejected``.
+
+    Returns
+    -------
+    Validated
+        Kept rows (typed), rejected rows with reasons, problems and accounting, where
+        ``read == kept + rejected`` and ``ungraded`` counts kept rows with graded false.
+    """
+    problems: list[Problem] = []
+    typed_parts: list[pd.DataFrame] = []
+    rejected_rows: list[dict[str, object]] = []
+    n_read = 0
+    for table in tables:
+        typed, reasons, probs = _validate_table(table)
+        problems.extend(probs)
+        n_read += len(table.frame) + len(table.unparsable)
+        for loc, text in table.unparsable:
+            rejected_rows.append({"source": table.source, "location": loc, "reasons": "unparsable line", "raw": text})
+        bad = np.array([bool(r) for r in reasons], dtype=bool)
+        for i in np.flatnonzero(bad):
+            rejected_rows.append(
+                {
+                    "source": table.source,
+                    "location": table.locations[i],
+                    "reasons": "; ".join(reasons[i]),
+                    "raw": table.frame.iloc[i].to_json(default_handler=str),
+                }
+            )
+        if len(typed.columns):
+            keep = typed.loc[~bad].copy()
+            keep["_source"] = table.source
+            keep["_location"] = np.asarray(table.locations, dtype=object)[~bad]
+            typed_parts.append(keep)
+
+    frame = pd.concat(typed_parts, ignore_index=True) if typed_parts else pd.DataFrame()
+    if len(frame):
+        # fill optional coords absent from some files with "" (explicitly unknown)
+        for col in S.OPTIONAL_COORDS:
+            if col in frame.columns:
+                frame[col] = frame[col].astype(object).where(frame[col].notna(), "")
+        key = [c for c in S.TRIAL_KEY if c in frame.columns]
+        dup = frame.duplicated(key, keep="first").to_numpy()
+        if dup.any():
+            firsts = frame.loc[frame.duplicated(key, keep=False).to_numpy() & ~dup]
+            first_loc = {
+                tuple(k): f"{src} {loc}"
+                for k, src, loc in zip(
+                    firsts[key].itertuples(index=False, name=None),
+                    firsts["_source"],
+                    firsts["_location"],
+                    strict=True,
+                )
+            }
+            for i in np.flatnonzero(dup):
+                row = frame.iloc[i]
+                msg = f"duplicate trial {dict(zip(key, row[key].tolist(), strict=True))} (first seen at {first_loc[tuple(row[key])]})"
+                problems.append(Problem(str(row["_source"]), str(row["_location"]), "", msg))
+                rejected_rows.append(
+                    {"source": row["_source"], "location": row["_location"], "reasons": msg, "raw": ""}
+                )
+            frame = frame.loc[~dup].reset_index(drop=True)
+
+    if strict and problems:
+        raise TrialValidationError(problems)
+    if n_read == 0 and not problems:
+        raise TrialValidationError([Problem("<input>", "", "", "no rows to read")])
+    levels = S.level_order(list(_level_columns(list(frame.columns)).keys())) if len(frame) else []
+    level_cols = {c for lvl in _level_columns(list(frame.columns)).values() for c in lvl.values()}
+    extra = [
+        c
+        for c in frame.columns
+        if c not in S.REQUIRED_COLUMNS
+        and c not in S.OPTIONAL_COORDS
+        and c not in level_cols
+        and not c.startswith("_")
+    ]
+    n_kept = len(frame)
+    accounting = {
+        "read": n_read,
+        "kept": n_kept,
+        "ungraded": int((~frame[S.GRADED].astype(bool)).sum()) if n_kept else 0,
+        "rejected": len(rejected_rows),
+    }
+    if accounting["read"] != accounting["kept"] + accounting["rejected"]:  # pragma: no cover
+        raise AssertionError(f"row accounting does not add up: {accounting}")
+    rejected = pd.DataFrame(rejected_rows, columns=["source", "location", "reasons", "raw"])
+    return Validated(frame, rejected, problems, accounting, levels, extra)

@@ -1,0 +1,175 @@
+"""Every bad input gets a message naming file, row/line and column; nothing is dropped silently."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import zstandard
+
+from saturation import schema as S
+from saturation.io import read_trials
+from saturation.validate import TrialValidationError
+
+HEADER = "run,step,instance_id,sample,graded,reward,file_f1,file_n_pred,file_n_gold,file_n_tp\n"
+GOOD = "r,0,a,0,true,1.0,1.0,1,1,1\n"
+
+
+def _csv(tmp_path, body: str, name: str = "t.csv"):
+    path = tmp_path / name
+    path.write_text(HEADER + body)
+    return path
+
+
+def _error(path) -> str:
+    with pytest.raises(TrialValidationError) as info:
+        read_trials(path)
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("row", "column", "fragment"),
+    [
+        ("r,x,a,0,true,1,1,1,1,1", "step", "is not an integer"),
+        ("r,-3,a,0,true,1,1,1,1,1", "step", "is negative"),
+        ("r,1.5,a,0,true,1,1,1,1,1", "step", "is not an integer"),
+        ("r,0,a,-1,true,1,1,1,1,1", "sample", "is negative"),
+        ("r,0,a,0,yes,1,1,1,1,1", "graded", "is not a boolean"),
+        ("r,0,a,0,true,nan,1,1,1,1", "reward", "non-finite reward"),
+        ("r,0,a,0,true,inf,1,1,1,1", "reward", "non-finite reward"),
+        ("r,0,a,0,true,abc,1,1,1,1", "reward", "is not a number"),
+        ("r,0,a,0,true,1,1.2,1,1,1", "file_f1", "outside [0, 1]"),
+        ("r,0,a,0,true,1,-0.1,1,1,1", "file_f1", "outside [0, 1]"),
+        ("r,0,a,0,true,1,1,-1,1,1", "file_n_pred", "negative count"),
+        ("r,0,a,0,true,1,1,1,2,2.5", "file_n_tp", "is not an integer"),
+        ("r,0,a,0,true,1,1,1,2,2", "file_n_tp", "exceeds min(n_pred=1, n_gold=2)"),
+        ("r,0,a,0,false,0,0.5,,,", "file_f1", "on an ungraded row"),
+        (",0,a,0,true,1,1,1,1,1", "run", "missing value"),
+    ],
+)
+def test_bad_value_names_file_line_and_column(tmp_path, row, column, fragment):
+    path = _csv(tmp_path, GOOD + row + "\n")
+    msg = _error(path)
+    assert f"{path}: line 3: column '{column}'" in msg
+    assert fragment in msg
+
+
+def test_graded_accepts_any_case(tmp_path):
+    body = "".join(f"r,{i},a,0,{g},0,,,,\n" for i, g in enumerate(["TRUE", "False", "1", "0", "tRuE"]))
+    ds = read_trials(_csv(tmp_path, body))
+    assert ds[S.GRADED].values.tolist() == [True, False, True, False, True]
+
+
+def test_all_problems_are_collected_and_raised_once(tmp_path):
+    path = _csv(tmp_path, GOOD + "r,x,a,0,maybe,1,2,1,1,1\n" + "r,0,a,-1,true,1,1,1,1,1\n")
+    with pytest.raises(TrialValidationError) as info:
+        read_trials(path)
+    problems = info.value.problems
+    assert {p.column for p in problems} == {"step", "graded", "file_f1", "sample"}
+    assert {p.location for p in problems} == {"line 3", "line 4"}
+    assert "4 problem(s)" in str(info.value)
+
+
+def test_missing_required_column(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("run,step,instance_id,graded,reward\nr,0,a,true,1\n")
+    assert f"{path}: missing required column(s) 'sample'" in _error(path)
+
+
+def test_empty_files(tmp_path):
+    (tmp_path / "e.csv").write_text("")
+    assert "e.csv: empty file" in _error(tmp_path / "e.csv")
+    (tmp_path / "h.csv").write_text(HEADER)
+    assert "h.csv: empty file (header only" in _error(tmp_path / "h.csv")
+    (tmp_path / "e.jsonl").write_text("\n\n")
+    assert "e.jsonl: empty file" in _error(tmp_path / "e.jsonl")
+
+
+def test_duplicate_trials_name_both_places(tmp_path):
+    path = _csv(tmp_path, GOOD + "r,1,a,0,true,1,1,1,1,1\n" + GOOD)
+    msg = _error(path)
+    assert f"{path}: line 4: duplicate trial" in msg
+    assert f"first seen at {path} line 2" in msg
+
+
+def test_duplicates_across_files(tmp_path):
+    a = _csv(tmp_path, GOOD, "a.csv")
+    b = _csv(tmp_path, GOOD, "b.csv")
+    with pytest.raises(TrialValidationError, match="duplicate trial"):
+        read_trials([a, b])
+
+
+def test_same_key_in_train_and_eval_is_not_a_duplicate(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("run,phase,step,instance_id,sample,graded,reward\nr,train,0,a,0,1,1\nr,eval,0,a,0,1,1\n")
+    assert read_trials(path).sizes[S.TRIAL] == 2
+
+
+def test_phase_must_be_train_or_eval(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("run,phase,step,instance_id,sample,graded,reward\nr,test,0,a,0,1,1\n")
+    assert f"{path}: line 2: column 'phase'" in _error(path)
+
+
+def test_corrupt_and_truncated_zstd(tmp_path):
+    data = zstandard.ZstdCompressor().compress((HEADER + GOOD * 50).encode())
+    trunc = tmp_path / "trunc.csv.zst"
+    trunc.write_bytes(data[: len(data) // 2])
+    assert "trunc.csv.zst: truncated zstd stream" in _error(trunc)
+    corrupt = tmp_path / "corrupt.csv.zst"
+    corrupt.write_bytes(b"this is not zstd at all")
+    assert "corrupt.csv.zst: corrupt zstd stream" in _error(corrupt)
+
+
+def test_malformed_json_line(tmp_path):
+    path = tmp_path / "t.jsonl"
+    good = json.dumps({"run": "r", "step": 0, "instance_id": "a", "sample": 0, "graded": True, "reward": 1.0})
+    path.write_text(good + "\n{not json\n" + "[1, 2]\n")
+    msg = _error(path)
+    assert f"{path}: line 2: malformed JSON" in msg
+    assert f"{path}: line 3: expected a JSON object" in msg
+
+
+def test_json_booleans_and_numbers(tmp_path):
+    path = tmp_path / "t.jsonl"
+    rows = [
+        {"run": "r", "step": 0, "instance_id": "a", "sample": 0, "graded": True, "reward": 1.0},
+        {"run": "r", "step": 1, "instance_id": "a", "sample": 0, "graded": 0, "reward": 0},
+        {"run": "r", "step": True, "instance_id": "a", "sample": 1, "graded": "x", "reward": 0},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    msg = _error(path)
+    assert f"{path}: line 3: column 'step'" in msg
+    assert f"{path}: line 3: column 'graded'" in msg
+
+
+def test_csv_wrong_field_count(tmp_path):
+    path = _csv(tmp_path, GOOD + "r,1,a,0,true\n")
+    assert f"{path}: line 3: expected 10 fields, found 5" in _error(path)
+
+
+def test_lenient_mode_accounts_for_every_row(tmp_path):
+    body = GOOD + "r,x,a,0,true,1,1,1,1,1\n" + "r,1,a,0,true\n" + "r,2,a,0,false,0,,,,\n" + GOOD
+    path = _csv(tmp_path, body)
+    rejects = tmp_path / "rejects.csv"
+    ds = read_trials(path, strict=False, rejects=rejects)
+    assert ds.attrs[S.ATTR_ROWS_READ] == 5
+    assert ds.attrs[S.ATTR_ROWS_KEPT] == 2
+    assert ds.attrs[S.ATTR_ROWS_UNGRADED] == 1
+    assert ds.attrs[S.ATTR_ROWS_REJECTED] == 3
+    side = pd.read_csv(rejects)
+    assert side["location"].tolist() == ["line 4", "line 3", "line 6"]
+    assert "is not an integer" in side.loc[side.location == "line 3", "reasons"].item()
+    assert "duplicate trial" in side.loc[side.location == "line 6", "reasons"].item()
+
+
+def test_lenient_mode_records_file_level_problems(tmp_path):
+    good = _csv(tmp_path, GOOD, "good.csv")
+    bad = tmp_path / "bad.csv.zst"
+    bad.write_bytes(b"garbage")
+    ds = read_trials([good, bad], strict=False)
+    assert ds.attrs[S.ATTR_ROWS_KEPT] == 1
+    unreadable = json.loads(ds.attrs["file_problems"])
+    assert len(unreadable) == 1
+    assert "bad.csv.zst: corrupt zstd stream" in unreadable[0]
