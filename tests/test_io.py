@@ -10,7 +10,14 @@ import pytest
 import xarray as xr
 
 from saturation import schema as S
-from saturation.io import open_trials, read_trials, table_format, trials_to_frame, write_table, write_trials
+from saturation.io import (
+    open_trials,
+    read_trials,
+    table_format,
+    trials_to_frame,
+    write_table,
+    write_trials,
+)
 
 FORMATS = ["csv", "csv.zst", "parquet", "parquet.zst", "jsonl", "jsonl.zst", "ndjson", "ndjson.zst"]
 

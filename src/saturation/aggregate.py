@@ -47,7 +47,9 @@ def aggregate(ds: xr.Dataset, by: Sequence[str] | None = None) -> xr.Dataset:
         by = [c for c in S.DEFAULT_GROUP_BY if c in ds.coords]
     missing = [c for c in by if c not in ds.coords]
     if missing:
-        raise KeyError(f"aggregate: the Dataset has no coordinate(s) {missing}; have {sorted(ds.coords)}")
+        raise KeyError(
+            f"aggregate: the Dataset has no coordinate(s) {missing}; have {sorted(map(str, ds.coords))}"
+        )
     by = list(by)
     if not by:
         raise ValueError("aggregate: 'by' must name at least one trial coordinate")

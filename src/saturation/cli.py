@@ -165,7 +165,7 @@ def _print_description(name: str, d: dict[str, Any]) -> None:
     _print(f"   {d['n_trials']} trials; rows read {a['rows_read']}, kept {a['rows_kept']} "
            f"(ungraded {a['rows_ungraded']}), rejected {a['rows_rejected']}")
     for r in d["runs"]:
-        label = " / ".join(f"{k}={r[k]}" for k in (S.RUN, S.ARM, S.PHASE) if k in r and r[k])
+        label = " / ".join(f"{k}={r[k]}" for k in (S.RUN, S.ARM, S.PHASE) if r.get(k))
         rw = r["reward_graded_only"]
         _print(f"   {label}: steps {r['steps'][0]}..{r['steps'][1]} ({r['n_steps']}), "
                f"{r['n_trials']} trials, graded {r['graded_rate']:.1%}, "

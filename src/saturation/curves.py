@@ -7,6 +7,7 @@ exactly the same curve.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -73,7 +74,9 @@ def _exp(x: Any) -> Any:
     return pt.exp(x)
 
 
-def piecewise_linear(t: np.ndarray, knots: dict[float, float] | list[tuple[float, float]]) -> np.ndarray:
+def piecewise_linear(
+    t: np.ndarray, knots: dict[float, float] | Sequence[tuple[float, float]]
+) -> np.ndarray:
     """Linear interpolation through ``(step, value)`` knots, constant beyond the ends."""
     pairs = sorted(knots.items() if isinstance(knots, dict) else knots)
     xs = np.array([p[0] for p in pairs], dtype=float)

@@ -25,8 +25,12 @@ def ols_slope(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
     se = float(np.sqrt(s2 / sxx))
     t = slope / se if se > 0 else np.inf * np.sign(slope)
     p = float(2 * stats.t.sf(abs(t), n - 2))
+    def se_fit(x0: float) -> float:
+        return float(np.sqrt(s2 * (1 / n + (x0 - x.mean()) ** 2 / sxx)))
+
     return {"slope": slope, "se": se, "t": float(t), "p": p, "intercept": intercept, "n": n,
-            "x_first": float(x.min()), "x_last": float(x.max())}
+            "x_first": float(x.min()), "x_last": float(x.max()),
+            "se_fit_first": se_fit(float(x.min())), "se_fit_last": se_fit(float(x.max()))}
 
 
 def split_ols(steps: np.ndarray, values: np.ndarray, split: float) -> pd.DataFrame:
@@ -43,7 +47,8 @@ def split_ols(steps: np.ndarray, values: np.ndarray, split: float) -> pd.DataFra
     -------
     pandas.DataFrame
         Rows ``early`` and ``late`` with slope, se, t, p, intercept, n and the fitted
-        value at the segment's first and last step (``fit_first``, ``fit_last``).
+        value at the segment's first and last step (``fit_first``, ``fit_last``) with
+        their standard errors (``se_fit_first``, ``se_fit_last``).
     """
     steps = np.asarray(steps, dtype=float)
     values = np.asarray(values, dtype=float)

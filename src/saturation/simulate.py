@@ -73,11 +73,15 @@ class PlateauSpec:
     task_sd: float = 1.0
     step_sd: float = 0.1
     level_step_sd: float = 0.05
+    #: if set, ``(extra_start, extra_end)``: emit a trial variable ``n_locations`` (location
+    #: entries in the answer) = last level's n_pred + Poisson(extra), extra moving
+    #: linearly from start to end until that level's change point
+    answer_locations: tuple[float, float] | None = None
 
 
-_GH_Z, _GH_W = np.polynomial.hermite_e.hermegauss(24)
+_GH_Z, _GH_W = np.polynomial.hermite_e.hermegauss(12)
 _GH_W = _GH_W / _GH_W.sum()
-_NMAX = 12  # counts are enumerated up to this value (tail mass < 1e-9 for the means used)
+_NMAX = 9  # counts are enumerated up to this value (tail mass < 1e-6 for the means used)
 
 
 def _answer_tables(n_gold_mean: float, fp_prob: np.ndarray, fp_extra: float) -> dict[str, np.ndarray]:
@@ -156,7 +160,7 @@ def level_curves(level: LevelSpec, steps: np.ndarray, first_step: int, sd: float
             f"level {level.name!r}: expected F1 in {target.min():.3f}..{target.max():.3f} is not "
             f"reachable (max reachable {f1_max.min():.3f} with these spurious-location settings)"
         )
-    for _ in range(48):
+    for _ in range(36):
         mid = (lo + hi) / 2
         above = _expected(mid, sd, tables)[S.F1] > target
         hi = np.where(above, mid, hi)
@@ -174,10 +178,16 @@ def level_curves(level: LevelSpec, steps: np.ndarray, first_step: int, sd: float
 
 
 def _draw_instances(rng: np.random.Generator, n_steps: int, per_step: int, pool: int) -> np.ndarray:
-    """Task indices per (step, prompt): without replacement within an epoch over the pool."""
-    need = n_steps * per_step
-    order = np.concatenate([rng.permutation(pool) for _ in range(-(-need // pool))])
-    return order[:need].reshape(n_steps, per_step)
+    """Task indices per (step, prompt): epochs over a shuffled pool, like a data loader with
+    ``drop_last=True`` (no task repeats within a step; the epoch's remainder is skipped)."""
+    if per_step > pool:
+        raise ValueError(f"prompts_per_step={per_step} exceeds the task pool ({pool})")
+    per_epoch = pool // per_step
+    batches: list[np.ndarray] = []
+    while len(batches) < n_steps:
+        perm = rng.permutation(pool)
+        batches.extend(perm[: per_epoch * per_step].reshape(per_epoch, per_step))
+    return np.stack(batches[:n_steps])
 
 
 def _ungraded_mask(rng: np.random.Generator, n: int, rate: Any, n_graded: int | None) -> np.ndarray:
@@ -273,11 +283,26 @@ def simulate_plateau(spec: PlateauSpec | None = None, seed: int = 0) -> tuple[xr
             "late_gain": float(level.late_slope * max(steps[-1] - level.changepoint, 0)),
         }
     frame[S.REWARD] = np.where(graded, frame[f1_cols].mean(axis=1), 0.0)
-    ds = dataset_from_frame(frame, levels=[lv.name for lv in spec.levels], sources=["simulate_plateau"])
+    if spec.answer_locations is not None:
+        finest = spec.levels[-1]
+        x0, x1 = spec.answer_locations
+        frac = np.clip((steps - spec.first_step) / max(finest.changepoint - spec.first_step, 1e-9), 0, 1)
+        extra = x0 + (x1 - x0) * frac
+        n_loc = frame[f"{finest.name}_{S.N_PRED}"].to_numpy() + rng.poisson(extra[step_idx])
+        frame["n_locations"] = np.where(graded, n_loc, np.nan)
+        curve_extra = curve_vars[S.N_PRED][-1] + extra
+        truth_levels_extra = {"n_locations": (S.STEP, curve_extra)}
+    else:
+        truth_levels_extra = {}
+    extra_cols = ["n_locations"] if spec.answer_locations is not None else []
+    ds = dataset_from_frame(
+        frame, levels=[lv.name for lv in spec.levels], extra=extra_cols, sources=["simulate_plateau"]
+    )
     ds.attrs.update({"simulator": "simulate_plateau", "seed": seed, "spec": repr(spec)})
     level_names = [lv.name for lv in spec.levels]
     truth_curves = xr.Dataset(
-        {fld: ((S.STEP, S.LEVEL), np.stack(v, axis=1)) for fld, v in curve_vars.items()},
+        {fld: ((S.STEP, S.LEVEL), np.stack(v, axis=1)) for fld, v in curve_vars.items()}
+        | truth_levels_extra,
         coords={S.STEP: steps, S.LEVEL: level_names},
     )
     truth = {"spec": asdict(spec), "levels": truth_levels, "curves": truth_curves, "seed": seed}

@@ -10,7 +10,7 @@ without being counted.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -180,7 +180,7 @@ def _validate_table(table: RawTable) -> tuple[pd.DataFrame, list[list[str]], lis
     problems: list[Problem] = list(table.problems)
     locs = table.locations
 
-    def flag(mask: np.ndarray, column: str, make_msg) -> None:  # type: ignore[no-untyped-def]
+    def flag(mask: np.ndarray, column: str, make_msg: Callable[..., str]) -> None:
         for i in np.flatnonzero(mask):
             msg = make_msg(i)
             problems.append(Problem(table.source, locs[i], column, msg))
@@ -225,11 +225,11 @@ def _validate_table(table: RawTable) -> tuple[pd.DataFrame, list[list[str]], lis
             values = _to_str(raw[col])
             if col == S.PHASE:
                 wrong = (values != "") & ~np.isin(values, list(S.PHASES))
-                flag(wrong, col, lambda i: f"{_describe(values[i])} is not one of train/eval")
+                flag(wrong, col, lambda i, v=values: f"{_describe(v[i])} is not one of train/eval")
             typed[col] = values
 
     levels = _level_columns(list(raw.columns))
-    for level, fields in levels.items():
+    for fields in levels.values():
         counts: dict[str, np.ndarray] = {}
         for fld, col in fields.items():
             if fld in S.LEVEL_RATES:
@@ -334,7 +334,8 @@ def validate_trials(tables: Sequence[RawTable], *, strict: bool = True) -> Valid
             }
             for i in np.flatnonzero(dup):
                 row = frame.iloc[i]
-                msg = f"duplicate trial {dict(zip(key, row[key].tolist(), strict=True))} (first seen at {first_loc[tuple(row[key])]})"
+                ident = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in zip(key, row[key].tolist(), strict=True)}
+                msg = f"duplicate trial {ident} (first seen at {first_loc[tuple(row[key])]})"
                 problems.append(Problem(str(row["_source"]), str(row["_location"]), "", msg))
                 rejected_rows.append(
                     {"source": row["_source"], "location": row["_location"], "reasons": msg, "raw": ""}

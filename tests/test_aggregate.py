@@ -1,0 +1,93 @@
+"""Sufficient statistics equal a pandas groupby to 1e-12."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from saturation import schema as S
+from saturation.aggregate import aggregate
+from saturation.io import trials_to_frame
+from saturation.simulate import ArmSpec, TransferSpec, simulate_transfer
+
+
+def _check_against_pandas(ds, by):
+    agg = aggregate(ds, by=by)
+    frame = trials_to_frame(ds)
+    graded = frame[frame[S.GRADED]]
+    g_all = frame.groupby(list(by))
+    g = graded.groupby(list(by))
+    for key, sub in g_all:
+        sel = dict(zip(by, key, strict=True))
+        cell = agg.sel(sel)
+        assert int(cell[S.N_TRIALS]) == len(sub)
+        assert int(cell[S.N_GRADED]) == int(sub[S.GRADED].sum())
+        np.testing.assert_allclose(float(cell["reward_all_mean"]), sub[S.REWARD].mean(), rtol=0, atol=1e-12)
+    checked = 0
+    for key, sub in g:
+        sel = dict(zip(by, key, strict=True))
+        cell = agg.sel(sel)
+        r = sub[S.REWARD]
+        np.testing.assert_allclose(float(cell["reward_sum"]), r.sum(), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(float(cell["reward_sumsq"]), (r**2).sum(), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(float(cell["reward_mean"]), r.mean(), rtol=0, atol=1e-12)
+        for level in ds[S.LEVEL].values if S.LEVEL in ds.dims else []:
+            for fld in S.LEVEL_FIELDS:
+                col = sub[f"{level}_{fld}"].astype(float).dropna()
+                c = cell.sel({S.LEVEL: level})
+                assert int(c[f"{fld}_n"]) == len(col)
+                np.testing.assert_allclose(float(c[f"{fld}_sum"]), col.sum(), rtol=0, atol=1e-12)
+                np.testing.assert_allclose(float(c[f"{fld}_sumsq"]), (col**2).sum(), rtol=0, atol=1e-12)
+                if len(col):
+                    np.testing.assert_allclose(float(c[f"{fld}_mean"]), col.mean(), rtol=0, atol=1e-12)
+                checked += 1
+    return agg, checked
+
+
+def test_plateau_aggregate_matches_pandas(small_plateau):
+    ds, _ = small_plateau
+    agg, checked = _check_against_pandas(ds, (S.RUN, S.STEP))
+    assert checked > 0
+    assert agg[S.F1 + "_mean"].dims == (S.RUN, S.STEP, S.LEVEL)
+
+
+def test_transfer_aggregate_matches_pandas():
+    spec = TransferSpec(
+        arms=tuple(ArmSpec(a.name, 150, a.ungraded, a.graded_reward) for a in TransferSpec().arms),
+        prompts_per_step=4, samples_per_prompt=4, pool_size=50,
+    )
+    ds, _ = simulate_transfer(spec, seed=1)
+    agg, _ = _check_against_pandas(ds, (S.ARM, S.STEP))
+    assert set(agg.dims) == {S.ARM, S.STEP}
+
+
+def test_default_group_by_skips_absent_coords(small_plateau):
+    ds, _ = small_plateau
+    agg = aggregate(ds)
+    assert S.ARM not in agg.dims
+    assert agg.sizes[S.STEP] == 12
+
+
+def test_empty_cells_are_explicit(small_plateau):
+    ds, _ = small_plateau
+    sub = ds.isel({S.TRIAL: ds[S.STEP].values != 5})
+    two = sub.assign_coords({S.RUN: (S.TRIAL, np.where(sub[S.STEP].values < 3, "a", "b").astype(object))})
+    agg = aggregate(two, by=(S.RUN, S.STEP))
+    assert int(agg[S.N_TRIALS].sel({S.RUN: "a", S.STEP: 7})) == 0
+    assert np.isnan(float(agg["f1_mean"].sel({S.RUN: "a", S.STEP: 7, S.LEVEL: "file"})))
+
+
+def test_unknown_group_coordinate_is_an_error(small_plateau):
+    ds, _ = small_plateau
+    with pytest.raises(KeyError, match="no coordinate"):
+        aggregate(ds, by=("arm", "step"))
+
+
+def test_ungraded_do_not_enter_graded_statistics(small_plateau):
+    ds, _ = small_plateau
+    agg = aggregate(ds, by=(S.STEP,))
+    assert (agg["f1_n"] <= agg[S.N_GRADED]).all()
+    assert (agg["reward_n"] == agg[S.N_GRADED]).all()
+    frame = pd.DataFrame({"u": agg[S.UNGRADED_RATE].values, "n": agg[S.N_TRIALS].values})
+    assert ((frame.u >= 0) & (frame.u <= 1)).all()

@@ -1,0 +1,71 @@
+"""The command-line interface: exit codes, outputs and messages."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from saturation import schema as S
+from saturation.cli import main
+from saturation.io import open_trials
+
+
+def test_simulate_then_ingest_then_describe(tmp_path, capsys):
+    out = tmp_path / "sim.csv.zst"
+    assert main(["simulate", "plateau", str(out), "--seed", "2", "--truth", str(tmp_path / "truth.json")]) == 0
+    truth = json.loads((tmp_path / "truth.json").read_text())
+    assert truth["levels"]["file"]["changepoint"] == 40.0
+    nc = tmp_path / "trials.nc"
+    assert main(["ingest", str(out), "-o", str(nc), "--json", str(tmp_path / "ingest.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "rows read 46592: kept 46592" in printed
+    ds = open_trials(nc)
+    assert ds.sizes[S.TRIAL] == 46592
+    report = json.loads((tmp_path / "ingest.json").read_text())
+    assert report["accounting"]["rejected"] == 0
+    assert main(["describe", str(nc), "--json", str(tmp_path / "d.json")]) == 0
+    d = json.loads((tmp_path / "d.json").read_text())
+    (summary,) = d.values()
+    assert summary["runs"][0]["steps"] == [0, 90]
+    assert summary["runs"][0]["n_trials"] == 46592
+
+
+def test_ingest_bad_data_exits_1_with_locations(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("run,step,instance_id,sample,graded,reward\nr,x,a,0,true,1\nr,0,a,0,maybe,1\n")
+    assert main(["ingest", str(bad), "-o", str(tmp_path / "t.nc")]) == 1
+    err = capsys.readouterr().err
+    assert f"{bad}: line 2: column 'step'" in err
+    assert f"{bad}: line 3: column 'graded'" in err
+    assert not (tmp_path / "t.nc").exists()
+
+
+def test_ingest_lenient_writes_rejects(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("run,step,instance_id,sample,graded,reward\nr,x,a,0,true,1\nr,0,a,0,true,1\n")
+    assert main(["ingest", str(bad), "-o", str(tmp_path / "t.nc"), "--lenient"]) == 0
+    out = capsys.readouterr().out
+    assert "rows read 2: kept 1 (of which ungraded 0), rejected 1" in out
+    assert (tmp_path / "t.rejected.csv").read_text().count("line 2") == 1
+
+
+def test_unknown_scenario_and_usage(tmp_path, capsys):
+    assert main(["simulate", "nope", str(tmp_path / "x.csv")]) == 2
+    assert "unknown scenario" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        main([])
+    assert info.value.code == 2
+
+
+def test_describe_defaults_to_embedded_synthetic_data(capsys, tmp_path):
+    assert main(["describe", "--json", str(tmp_path / "d.json")]) == 0
+    out = capsys.readouterr().out
+    assert "SYNTHETIC" in out
+    d = json.loads((tmp_path / "d.json").read_text())
+    swesmith = d["embedded: swesmith"]
+    assert swesmith["synthetic"]
+    assert swesmith["runs"][0]["n_graded"] == 42511
+    assert swesmith["levels"] == ["file", "module", "entity"]
+    arms = {r["arm"]: r["n_trials"] for r in d["embedded: swegym"]["runs"]}
+    assert arms == {"base": 20156, "s85": 19034}

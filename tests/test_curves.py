@@ -1,0 +1,72 @@
+"""Curve functions: values, tensors and numerical inverses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from saturation import curves
+
+
+def test_hinge_values():
+    t = np.arange(0.0, 11.0)
+    y = curves.hinge(t, start=1.0, early_slope=0.5, late_slope=0.1, changepoint=4.0)
+    assert y[0] == 1.0
+    assert y[4] == pytest.approx(3.0)
+    assert y[10] == pytest.approx(3.0 + 0.6)
+    yj = curves.hinge(t, start=1.0, early_slope=0.5, late_slope=0.1, changepoint=4.0, jump=0.2)
+    np.testing.assert_allclose(yj - y, np.where(t >= 4, 0.2, 0.0))
+
+
+def test_hinge_is_the_same_on_tensors():
+    import pytensor.tensor as pt
+
+    t = np.linspace(0, 20, 41)
+    c = pt.dscalar("c")
+    expr = curves.hinge(pt.as_tensor(t), start=0.3, early_slope=0.02, late_slope=-0.001, changepoint=c)
+    got = expr.eval({c: 7.5})
+    np.testing.assert_allclose(got, curves.hinge(t, start=0.3, early_slope=0.02, late_slope=-0.001, changepoint=7.5))
+
+
+def test_exp_saturation():
+    t = np.array([0.0, 1e6])
+    y = curves.exp_saturation(t, asymptote=0.9, start=0.5, scale=3.0)
+    np.testing.assert_allclose(y, [0.5, 0.9])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(0.02, 0.98), st.floats(0.0, 2.5))
+def test_logitnormal_location_inverts_mean(mean, sd):
+    loc = curves.logitnormal_location(mean, sd)
+    assert float(curves.logitnormal_mean(loc, sd)) == pytest.approx(mean, abs=1e-9)
+
+
+def test_logitnormal_mean_matches_monte_carlo():
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal(2_000_000)
+    mc = curves.expit(0.7 + 1.3 * z).mean()
+    assert float(curves.logitnormal_mean(0.7, 1.3)) == pytest.approx(mc, abs=1e-3)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(0.05, 0.9), st.floats(0.05, 0.95))
+def test_pass_at_k_concentration_inverse(mean, frac):
+    k = 8
+    upper = 1 - (1 - mean) ** k
+    target = mean + frac * (upper - mean)
+    kappa = curves.beta_concentration_for_pass_at_k(mean, target, k)
+    assert float(curves.pass_at_k_beta(mean, kappa, k)) == pytest.approx(target, abs=1e-6)
+
+
+def test_pass_at_k_matches_monte_carlo():
+    rng = np.random.default_rng(1)
+    p = rng.beta(0.3 * 2, 0.7 * 2, size=1_000_000)
+    mc = (1 - (1 - p) ** 8).mean()
+    assert float(curves.pass_at_k_beta(0.3, 2.0, 8)) == pytest.approx(mc, abs=2e-3)
+
+
+def test_unreachable_pass_at_k_raises():
+    with pytest.raises(ValueError, match="strictly between"):
+        curves.beta_concentration_for_pass_at_k(0.5, 0.4, 8)
