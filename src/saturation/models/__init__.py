@@ -1,0 +1,12 @@
+"""PyMC model code: build -> fit -> InferenceData."""
+
+from saturation.models._sampling import ConvergenceWarning, SamplerConfig
+from saturation.models.plateau import (
+    PlateauFit,
+    PlateauPriors,
+    StepData,
+    fit_plateau,
+    step_data,
+)
+
+__all__ = ["ConvergenceWarning", "PlateauFit", "PlateauPriors", "SamplerConfig", "StepData", "fit_plateau", "step_data"]

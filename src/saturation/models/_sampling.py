@@ -1,0 +1,148 @@
+"""Sampling with nutpie (compiled-model cache) or PyMC's NUTS, and convergence checks."""
+
+from __future__ import annotations
+
+import warnings
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import arviz as az
+import numpy as np
+import pymc as pm
+
+#: Convergence thresholds reported with every fit.
+RHAT_MAX = 1.01
+ESS_BULK_MIN = 400
+
+
+class ConvergenceWarning(UserWarning):
+    """A fit did not meet the convergence thresholds; its numbers are not trustworthy."""
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """Sampler settings. ``sampler``: "auto" (default: nutpie where it is known to work
+    for the model, else PyMC's NUTS), "nutpie" (falls back to "pymc" if nutpie is not
+    installed) or "pymc"."""
+
+    draws: int = 1000
+    tune: int = 1000
+    chains: int = 4
+    sampler: str = "auto"
+    target_accept: float = 0.9
+    progress: bool = False
+
+
+_COMPILED: OrderedDict[Hashable, Any] = OrderedDict()
+_CACHE_SIZE = 16
+
+
+def available_samplers() -> list[str]:
+    out = ["pymc"]
+    try:
+        import nutpie  # noqa: F401
+    except ImportError:  # pragma: no cover - nutpie is a dependency
+        return out
+    return ["nutpie", *out]
+
+
+def sample_model(
+    model: pm.Model,
+    *,
+    cache_key: Hashable | None,
+    data: dict[str, np.ndarray],
+    seed: int,
+    config: SamplerConfig,
+    auto: str = "nutpie",
+) -> tuple[az.InferenceData, dict[str, float]]:
+    """Sample ``model``; with nutpie, a compiled model is reused for the same ``cache_key``
+    (model structure) and only the ``data`` (pm.Data values) are swapped.
+
+    ``auto`` is the sampler used when ``config.sampler == "auto"``. Returns the
+    InferenceData (posterior + sample_stats), timings in seconds and the sampler used.
+    """
+    import time
+
+    sampler = auto if config.sampler == "auto" else config.sampler
+    if sampler == "nutpie" and "nutpie" not in available_samplers():  # pragma: no cover
+        warnings.warn("nutpie is not installed; falling back to PyMC's NUTS", stacklevel=2)
+        sampler = "pymc"
+    timings = {"compile": 0.0, "sample": 0.0}
+    if sampler == "nutpie":
+        import nutpie
+
+        t0 = time.perf_counter()
+        compiled = _COMPILED.get(cache_key) if cache_key is not None else None
+        if compiled is None:
+            compiled = nutpie.compile_pymc_model(model, freeze_model=False)
+            if cache_key is not None:
+                _COMPILED[cache_key] = compiled
+                while len(_COMPILED) > _CACHE_SIZE:
+                    _COMPILED.popitem(last=False)
+        else:
+            _COMPILED.move_to_end(cache_key)
+        compiled = compiled.with_data(**{k: v for k, v in data.items() if k in compiled.shared_data})
+        timings["compile"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        idata = nutpie.sample(
+            compiled, draws=config.draws, tune=config.tune, chains=config.chains,
+            seed=seed, progress_bar=config.progress, save_warmup=False,
+            target_accept=config.target_accept,
+        )
+        timings["sample"] = time.perf_counter() - t0
+    elif sampler == "pymc":
+        t0 = time.perf_counter()
+        with model:
+            pm.set_data(data)
+            idata = pm.sample(
+                draws=config.draws, tune=config.tune, chains=config.chains, random_seed=seed,
+                progressbar=config.progress, target_accept=config.target_accept,
+                compute_convergence_checks=False, cores=min(config.chains, 2),
+            )
+        timings["sample"] = time.perf_counter() - t0
+    else:  # pragma: no cover - guarded by SamplerConfig users
+        raise ValueError(f"unknown sampler {sampler!r}; choose from {available_samplers()}")
+    return idata, timings
+
+
+def diagnostics(idata: az.InferenceData, var_names: Sequence[str]) -> dict[str, Any]:
+    """Max R-hat, min bulk/tail ESS and divergences over ``var_names``; ``converged`` flag."""
+    post = idata.posterior[list(var_names)]
+    rhat = az.rhat(post)
+    ess_bulk = az.ess(post, method="bulk")
+    ess_tail = az.ess(post, method="tail")
+
+    def extreme(ds: Any, fn: Any) -> float:
+        vals = [float(fn(ds[v].values)) for v in ds.data_vars if np.size(ds[v].values)]
+        return float(fn(vals)) if vals else float("nan")
+
+    rhat_max = extreme(rhat, np.nanmax)
+    ess_min = extreme(ess_bulk, np.nanmin)
+    ess_tail_min = extreme(ess_tail, np.nanmin)
+    div = int(idata.sample_stats["diverging"].sum()) if "diverging" in idata.sample_stats else 0
+    n_chains = idata.posterior.sizes["chain"]
+    n_draws = idata.posterior.sizes["draw"]
+    ess_needed = min(ESS_BULK_MIN, n_chains * n_draws // 4)
+    converged = bool(rhat_max <= RHAT_MAX and ess_min >= ess_needed and div == 0)
+    return {
+        "rhat_max": rhat_max,
+        "ess_bulk_min": ess_min,
+        "ess_tail_min": ess_tail_min,
+        "divergences": div,
+        "converged": converged,
+        "thresholds": {"rhat_max": RHAT_MAX, "ess_bulk_min": ess_needed, "divergences": 0},
+    }
+
+
+def warn_if_not_converged(diag: dict[str, Any], what: str) -> None:
+    if not diag["converged"]:
+        warnings.warn(
+            f"\n{'!' * 70}\n{what} DID NOT CONVERGE: R-hat max {diag['rhat_max']:.3f} "
+            f"(<= {RHAT_MAX}), bulk ESS min {diag['ess_bulk_min']:.0f} "
+            f"(>= {diag['thresholds']['ess_bulk_min']}), divergences {diag['divergences']} (0).\n"
+            f"Do not read its tables; sample longer or revisit the model.\n{'!' * 70}",
+            ConvergenceWarning,
+            stacklevel=3,
+        )

@@ -1,0 +1,641 @@
+"""Bayesian segmented regression of a per-step metric: did it plateau, when, how flat?
+
+Model (per level :math:`l`, per step :math:`t` with :math:`n_t` graded trials):
+
+.. math::
+
+    \\bar y_{lt} \\sim \\mathcal N\\big(\\mu_l(t; c_l),\\; \\sigma_{w,l}^2 / n_{lt} + \\tau_l^2\\big),
+    \\qquad
+    \\mu_l(t; c) = a_l + \\beta_{1l}(\\min(t, c) - t_0) + \\beta_{2l}\\max(t - c, 0)
+                   + \\delta_l [t \\ge c]
+
+with the within-step variance :math:`\\sigma_{w,l}^2` informed exactly by the within-step
+sums of squares (sufficient statistics), step overdispersion :math:`\\tau_l`, jump
+:math:`\\delta_l = 0` for the continuous hinge. An unknown change point is discrete on
+the grid of observed steps leaving at least ``min_segment`` steps on each side, and is
+marginalised exactly: :math:`p(y_l\\mid\\theta) = \\sum_c w_c\\, p(y_l \\mid c, \\theta)`.
+Separate change points use uniform :math:`w_c`; the shared (pooled) model puts
+:math:`w_{c} \\propto \\exp(-(c - c_0)^2 / 2 s^2)` around a common :math:`c_0` with spread
+:math:`s`. The posterior over the change point is recovered per draw from the
+conditional :math:`p(c\\mid\\theta, y)` and averaged (Rao-Blackwellised).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import arviz as az
+import numpy as np
+import pandas as pd
+import pymc as pm
+import pytensor.tensor as pt
+import xarray as xr
+from scipy import special, stats
+
+from saturation import __version__, curves
+from saturation import schema as S
+from saturation.models._sampling import (
+    SamplerConfig,
+    diagnostics,
+    sample_model,
+    warn_if_not_converged,
+)
+
+CONTINUITIES = ("hinge", "jump")
+LIKELIHOODS = ("gaussian", "binomial")
+#: default region of practical equivalence: the late segment gains less than this (metric
+#: units) over the whole late window
+DEFAULT_ROPE = 0.01
+
+_NP = SimpleNamespace(log=np.log, gammaln=special.gammaln)
+_PT = SimpleNamespace(log=pt.log, gammaln=pt.gammaln)
+
+
+# ====================================================================== data
+@dataclass
+class StepData:
+    """Per-step inputs of the plateau model (one row per level).
+
+    ``n`` is the number of trials behind each per-step mean (``inf`` when only a logged
+    series is available); ``var_mean`` the squared standard error of each per-step mean
+    from its within-step variance, s_t^2 / n_t (0 for a logged series: then the variance
+    is the overdispersion alone); ``k`` the number of successes (binary responses).
+    """
+
+    steps: np.ndarray
+    levels: list[str]
+    y: np.ndarray
+    n: np.ndarray
+    var_mean: np.ndarray
+    response: str
+    k: np.ndarray | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def binary(self) -> bool:
+        return self.k is not None
+
+
+def step_data(
+    data: xr.Dataset,
+    *,
+    response: str = S.F1,
+    levels: list[str] | None = None,
+    run: str | None = None,
+) -> StepData:
+    """Per-step means and sufficient statistics from trials, aggregates or a series.
+
+    ``data`` may be a trial Dataset (dim ``trial``), the output of
+    :func:`~saturation.aggregate.aggregate` (``<response>_n``, ``_sum``, ``_sumsq``), or a
+    per-step series Dataset (dims run/step, one variable per metric). Only graded trials
+    enter. With several runs, ``run`` selects one.
+    """
+    from saturation.aggregate import aggregate
+
+    summary: dict[str, Any] = {"response": response}
+    if S.TRIAL in data.dims:
+        if S.RUN in data.coords and np.unique(data[S.RUN].values).size > 1:
+            if run is None:
+                raise ValueError(f"several runs {sorted(np.unique(data[S.RUN].values))}: pass run=")
+            data = data.isel({S.TRIAL: data[S.RUN].values == run})
+        summary.update(
+            n_trials=int(data.sizes[S.TRIAL]), n_graded=int(data[S.GRADED].sum()),
+            sources=json.loads(data.attrs.get(S.ATTR_SOURCES, "[]")),
+            synthetic=data.attrs.get(S.ATTR_SYNTHETIC, ""),
+        )
+        data = aggregate(data, by=(S.STEP,))
+    if f"{response}_n" in data:
+        stats_ = data
+        for dim in [d for d in stats_[f"{response}_n"].dims if d not in (S.STEP, S.LEVEL)]:
+            if stats_.sizes[dim] != 1:
+                if run is None or dim != S.RUN:
+                    raise ValueError(f"aggregate has several {dim} values; select one first")
+                stats_ = stats_.sel({dim: run})
+            else:
+                stats_ = stats_.isel({dim: 0})
+        has_level = S.LEVEL in stats_[f"{response}_n"].dims
+        all_levels = [str(v) for v in stats_[S.LEVEL].values] if has_level else [response]
+        levels = levels or all_levels
+        unknown = sorted(set(levels) - set(all_levels))
+        if unknown:
+            raise KeyError(f"unknown level(s) {unknown}; have {all_levels}")
+
+        def get(suffix: str) -> np.ndarray:
+            v = stats_[f"{response}_{suffix}"]
+            if has_level:
+                v = v.sel({S.LEVEL: levels}).transpose(S.LEVEL, S.STEP)
+            return np.atleast_2d(v.to_numpy().astype(float))
+
+        n, s, ss = get("n"), get("sum"), get("sumsq")
+        steps = stats_[S.STEP].to_numpy()
+        keep = (n > 0).all(axis=0)
+        n, s, ss, steps = n[:, keep], s[:, keep], ss[:, keep], steps[keep]
+        y = s / n
+        ss_dev = (ss - s * s / n).clip(min=0)
+        pooled = ss_dev.sum(axis=1, keepdims=True) / np.maximum((n - 1).sum(axis=1, keepdims=True), 1)
+        var_within = np.where(n >= 2, ss_dev / np.maximum(n - 1, 1), pooled)
+        var_mean = var_within / n
+        binary = bool(np.allclose(ss, s)) and bool(np.allclose(s, np.round(s)))
+        k = np.round(s) if binary else None
+        summary.setdefault("n_graded", int(n[0].sum()))
+    else:
+        if response not in data:
+            raise KeyError(f"no variable {response!r} (have {sorted(map(str, data.data_vars))})")
+        series = data[response]
+        if S.RUN in series.dims:
+            series = series.sel({S.RUN: run}) if run is not None else series.squeeze(S.RUN, drop=True)
+        series = series.dropna(S.STEP)
+        steps = series[S.STEP].to_numpy()
+        y = series.to_numpy()[None, :].astype(float)
+        n = np.full_like(y, np.inf)
+        var_mean = np.zeros_like(y)
+        k = None
+        levels = [response]
+        summary.update(series=True, metric_name=series.attrs.get("metric_name", response))
+    summary.update(steps=[int(steps[0]), int(steps[-1])], n_steps=len(steps), levels=levels)
+    return StepData(np.asarray(steps, dtype=float), list(levels), y, n, var_mean, response, k, summary)
+
+
+# ====================================================================== priors
+@dataclass(frozen=True)
+class PlateauPriors:
+    r"""Priors of the plateau model (``None``: scaled to the data, see Notes).
+
+    Notes
+    -----
+    The curve is parameterised by its start :math:`a` (value at the first step), its value
+    :math:`h` at the change point and its late slope :math:`\beta_2`; the early slope is
+    :math:`(h - a)/(c - t_0)`. This keeps the parameters' meaning stable across candidate
+    change points, so the marginalised posterior is close to unimodal. With :math:`r` the
+    range of the per-step means of a level (at least 0.01), :math:`T` the step span:
+
+    * start :math:`a \sim N(\text{mean of the first 3 steps}, r)`;
+    * value at the change point :math:`h \sim N(\text{mean of the last third}, r)`;
+    * late slope :math:`\beta_2 \sim N(0, 2r/T)` (a late gain of twice the observed range
+      over the whole run is one prior sd); the Savage-Dickey Bayes factor for
+      :math:`\beta_2 = 0` depends on this width (wider prior -> larger BF01);
+    * jump :math:`\delta \sim N(0, r)`;
+    * overdispersion :math:`\tau \sim HalfNormal(r)`; the within-step variance of each
+      per-step mean is plugged in from the sufficient statistics (:math:`s_t^2/n_t`;
+      heteroscedastic: a metric near its ceiling varies less);
+    * change point: uniform over steps leaving ``min_segment`` steps on each side; shared
+      (pooled) model: common :math:`c_0` uniform on the same grid, level change points
+      :math:`c_l \mid c_0 \propto \exp(-(c_l - c_0)^2/2s^2)`, spread
+      :math:`s \sim HalfNormal(` ``spread_sd`` :math:`)` steps;
+    * binomial: concentration :math:`\log\kappa \sim N(\log 200, 1.5)`.
+    """
+
+    min_segment: int = 5
+    start_sd: float | None = None
+    level_sd: float | None = None
+    late_slope_sd: float | None = None
+    jump_sd: float | None = None
+    tau_sd: float | None = None
+    spread_sd: float = 5.0
+
+    def resolve(self, data: StepData) -> dict[str, np.ndarray]:
+        """Numeric prior parameters per level."""
+        rng = np.maximum(np.ptp(data.y, axis=1), 0.01)
+        span = max(float(data.steps[-1] - data.steps[0]), 1.0)
+
+        def pick(value: float | None, default: np.ndarray) -> np.ndarray:
+            return np.full(len(data.levels), float(value)) if value is not None else default
+
+        return {
+            "start_mu": data.y[:, : min(3, data.y.shape[1])].mean(axis=1),
+            "start_sd": pick(self.start_sd, rng),
+            "level_mu": data.y[:, -max(3, data.y.shape[1] // 3):].mean(axis=1),
+            "level_sd": pick(self.level_sd, rng),
+            "late_slope_sd": pick(self.late_slope_sd, 2 * rng / span),
+            "jump_sd": pick(self.jump_sd, rng),
+            "tau_sd": pick(self.tau_sd, rng),
+        }
+
+
+# ====================================================================== likelihood
+def candidate_grid(steps: np.ndarray, min_segment: int) -> np.ndarray:
+    """Change-point candidates: steps with at least ``min_segment`` steps before
+    (t < c) and at least ``min_segment`` at or after (t >= c)."""
+    if len(steps) < 2 * min_segment:
+        raise ValueError(f"{len(steps)} steps cannot hold two segments of min_segment={min_segment}")
+    return np.asarray(steps[min_segment : len(steps) - min_segment + 1], dtype=float)
+
+
+def _mean_curve(t: Any, c: Any, a: Any, h: Any, b2: Any, d: Any, t0: float) -> Any:
+    """Hinge through start ``a`` (at t0) and ``h`` (at the change point, before any jump):
+    the early slope is (h - a) / (c - t0)."""
+    return curves.hinge(t, start=a, early_slope=(h - a) / (c - t0), late_slope=b2, changepoint=c, t0=t0, jump=d)
+
+
+def step_loglik(
+    xp: SimpleNamespace, y: Any, n: Any, k: Any, t: Any, c: Any, params: dict[str, Any],
+    t0: float, likelihood: str,
+) -> Any:
+    """Pointwise log-likelihood of per-step data under change point(s) ``c``.
+
+    Shapes broadcast: e.g. ``t`` (1, T) with ``c`` (C, 1) gives (C, T). Works with NumPy
+    (``xp=_NP``) and PyTensor (``xp=_PT``) so the model and the post-processing share it.
+    """
+    mu = _mean_curve(t, c, params["start"], params["value_at_changepoint"], params["late_slope"],
+                     params.get("jump", 0.0), t0)
+    if likelihood == "gaussian":
+        var = params["var_mean"] + params["tau"] ** 2
+        return -0.5 * (xp.log(2 * np.pi * var) + (y - mu) ** 2 / var)
+    # beta-binomial with mean mu (clipped into (0, 1)) and concentration kappa
+    p = _clip01(mu)
+    kappa = params["kappa"]
+    alpha, beta = p * kappa, (1 - p) * kappa
+    g = xp.gammaln
+    return (g(n + 1) - g(k + 1) - g(n - k + 1) + g(k + alpha) + g(n - k + beta) - g(n + kappa)
+            + g(kappa) - g(alpha) - g(beta))
+
+
+def _clip01(x: Any, eps: float = 1e-6) -> Any:
+    lo, hi = eps, 1 - eps
+    x = (x + lo + abs(x - lo)) / 2  # max(x, lo)
+    return (x + hi - abs(x - hi)) / 2  # min(x, hi)
+
+
+# ====================================================================== model
+@dataclass(frozen=True)
+class PlateauConfig:
+    """Structure and settings of one plateau fit (stored in the InferenceData attrs)."""
+
+    response: str = S.F1
+    levels: tuple[str, ...] | None = None
+    breakpoint: float | None = None
+    shared: bool = True
+    continuity: str = "hinge"
+    likelihood: str = "gaussian"
+    rope: float = DEFAULT_ROPE
+    priors: PlateauPriors = field(default_factory=PlateauPriors)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    headroom_ceiling: float | None = 1.0
+
+    def validate(self) -> None:
+        problems = []
+        if self.continuity not in CONTINUITIES:
+            problems.append(f"continuity must be one of {CONTINUITIES}, got {self.continuity!r}")
+        if self.likelihood not in LIKELIHOODS:
+            problems.append(f"likelihood must be one of {LIKELIHOODS}, got {self.likelihood!r}")
+        if not self.rope > 0:
+            problems.append(f"rope must be positive (metric units), got {self.rope}")
+        if self.priors.min_segment < 2:
+            problems.append("priors.min_segment must be >= 2")
+        if problems:
+            raise ValueError("invalid plateau configuration:\n  - " + "\n  - ".join(problems))
+
+
+def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model, dict[str, np.ndarray]]:
+    """Build the PyMC model; returns (model, pm.Data values) - the values are what a
+    cached compiled model needs swapped in."""
+    config.validate()
+    if config.likelihood == "binomial" and not data.binary:
+        raise ValueError(f"likelihood='binomial' needs a binary response; {data.response!r} is not 0/1")
+    pri = config.priors.resolve(data)
+    n_levels = data.y.shape[0]
+    t0 = float(data.steps[0])
+    known = config.breakpoint is not None
+    grid = np.array([float(config.breakpoint)]) if config.breakpoint is not None else candidate_grid(data.steps, config.priors.min_segment)
+    if known and not (data.steps[0] < grid[0] <= data.steps[-1]):
+        raise ValueError(f"breakpoint {config.breakpoint} outside the observed steps {data.steps[0]}..{data.steps[-1]}")
+    values = {
+        "y": data.y, "n": np.where(np.isfinite(data.n), data.n, 1e12), "t": data.steps,
+        "grid": grid, "var_mean": data.var_mean,
+        "k": data.k if data.k is not None else np.zeros_like(data.y),
+        **{f"prior_{k}": v for k, v in pri.items()},
+    }
+    coords = {S.LEVEL: data.levels}
+    pooled = not known and config.shared and n_levels > 1
+    with pm.Model(coords=coords) as model:
+        d = {name: pm.Data(name, v) for name, v in values.items()}
+        start = pm.Normal("start", d["prior_start_mu"], d["prior_start_sd"], dims=S.LEVEL)
+        level_c = pm.Normal("value_at_changepoint", d["prior_level_mu"], d["prior_level_sd"], dims=S.LEVEL)
+        late = pm.Normal("late_slope", 0.0, d["prior_late_slope_sd"], dims=S.LEVEL)
+        params: dict[str, Any] = {"start": start[:, None, None], "value_at_changepoint": level_c[:, None, None],
+                                  "late_slope": late[:, None, None]}
+        if config.continuity == "jump":
+            params["jump"] = pm.Normal("jump", 0.0, d["prior_jump_sd"], dims=S.LEVEL)[:, None, None]
+        if config.likelihood == "gaussian":
+            params["tau"] = pm.HalfNormal("tau", d["prior_tau_sd"], dims=S.LEVEL)[:, None, None]
+            params["var_mean"] = d["var_mean"][:, None, :]
+        else:
+            params["kappa"] = pt.exp(pm.Normal("log_kappa", np.log(200.0), 1.5, dims=S.LEVEL))[:, None, None]
+        ll = step_loglik(_PT, d["y"][:, None, :], d["n"][:, None, :], d["k"][:, None, :],
+                         d["t"][None, None, :], d["grid"][None, :, None], params, t0, config.likelihood)
+        ll_c = ll.sum(axis=2)  # (L, C): log p(y_l | c, theta)
+        if pooled:
+            spread = pm.HalfNormal("changepoint_spread", config.priors.spread_sd)
+            logw = _pooled_logw(pt, d["grid"], _effective_spread(pt, spread), pm.math.logsumexp)  # (C0, C)
+            # sum over levels of log sum_c w(c | c0) p(y_l | c): 2-D per level (C0, C)
+            joint = sum(pm.math.logsumexp(logw + ll_c[j][None, :], axis=1, keepdims=False)
+                        for j in range(n_levels))
+            total = pm.math.logsumexp(joint) - pt.log(float(len(grid)))
+        else:
+            total = (pm.math.logsumexp(ll_c, axis=1) - pt.log(float(len(grid)))).sum()
+        pm.Potential("likelihood", total)
+    return model, values
+
+
+def _effective_spread(xp: Any, spread: Any) -> Any:
+    """Spread in steps, floored smoothly at half a grid step (sqrt(s^2 + 0.25)): below
+    that every level sits on the common change point, and the floor keeps the weights
+    finite for tiny s."""
+    return xp.sqrt(spread**2 + 0.25)
+
+
+def _pooled_logw(xp: Any, grid: Any, spread: Any, logsumexp: Any) -> Any:
+    """log p(c_l = grid[j] | c0 = grid[i], s): discretised normal around the common c0."""
+    logw = -0.5 * ((grid[None, :] - grid[:, None]) / spread) ** 2
+    return logw - logsumexp(logw, axis=1, keepdims=True)
+
+
+# ====================================================================== fit
+@dataclass
+class PlateauFit:
+    """Result of :func:`fit_plateau`: InferenceData plus tidy estimands and diagnostics."""
+
+    idata: az.InferenceData
+    config: PlateauConfig
+    data: StepData
+    estimands: dict[str, Any]
+    diagnostics: dict[str, Any]
+    timings: dict[str, float]
+
+    def summary(self) -> pd.DataFrame:
+        """Tidy table: one row per (level, estimand) with mean, sd and 94 % HDI, plus the
+        probabilities and Bayes factor (in ``mean``). ``attrs['converged']`` is set."""
+        rows = []
+        for level, est in self.estimands["levels"].items():
+            for name in ("changepoint", "early_slope", "late_slope", "start", "value_at_changepoint", "end", "headroom", "late_gain"):
+                if name in est and est[name] is not None:
+                    e = est[name]
+                    rows.append({"level": level, "estimand": name, "mean": e["mean"], "sd": e["sd"],
+                                 "hdi_low": e["hdi"][0], "hdi_high": e["hdi"][1]})
+            for name in ("p_early_positive", "p_late_in_rope", "bf01_late_zero"):
+                rows.append({"level": level, "estimand": name, "mean": est[name], "sd": np.nan,
+                             "hdi_low": np.nan, "hdi_high": np.nan})
+        table = pd.DataFrame(rows)
+        table.attrs["converged"] = self.diagnostics["converged"]
+        table.attrs["hdi_prob"] = S.HDI_PROB
+        return table
+
+    def to_dict(self) -> dict[str, Any]:
+        """The public JSON shape (docs/plateau.md)."""
+        cfg = self.config
+        return {
+            "data": {"path": self.data.summary.get("sources"), "n_trials": self.data.summary.get("n_trials"),
+                     "n_graded": self.data.summary.get("n_graded"), "steps": self.data.summary["steps"],
+                     "response": self.data.response, "synthetic": self.data.summary.get("synthetic", "")},
+            "model": {"breakpoint": "unknown" if cfg.breakpoint is None else cfg.breakpoint,
+                      "shared": cfg.shared, "continuity": cfg.continuity, "likelihood": cfg.likelihood,
+                      "rope": cfg.rope, "min_segment": cfg.priors.min_segment, "hdi_prob": S.HDI_PROB},
+            "levels": self.estimands["levels"],
+            "together": self.estimands.get("together"),
+            "diagnostics": {k: v for k, v in self.diagnostics.items() if k != "thresholds"}
+            | {"thresholds": self.diagnostics["thresholds"]},
+        }
+
+
+def fit_plateau(
+    data: xr.Dataset | StepData,
+    *,
+    levels: list[str] | None = None,
+    response: str = S.F1,
+    run: str | None = None,
+    breakpoint: float | None = None,
+    shared: bool = True,
+    continuity: str = "hinge",
+    likelihood: str = "gaussian",
+    rope: float = DEFAULT_ROPE,
+    priors: PlateauPriors | None = None,
+    sampler: SamplerConfig | None = None,
+    seed: int = 0,
+    headroom_ceiling: float | None = 1.0,
+) -> PlateauFit:
+    """Fit the plateau model and compute its estimands.
+
+    Parameters
+    ----------
+    data : xarray.Dataset or StepData
+        Trials, aggregates or a per-step series (see :func:`step_data`).
+    levels, response, run
+        What to model: per-level ``response`` (default F1) or a trial / series variable.
+    breakpoint : number, optional
+        Known break (e.g. 46); ``None`` marginalises over every candidate step.
+    shared : bool
+        Several levels: pool their change points around a common one (True) or treat
+        them separately (False).
+    continuity : {"hinge", "jump"}
+        Continuous hinge, or a jump at the break (the study's split OLS).
+    likelihood : {"gaussian", "binomial"}
+        Gaussian on per-step means (sufficient statistics, step overdispersion) or
+        beta-binomial on success counts for binary responses.
+    rope : float
+        Region of practical equivalence for the late segment, in metric units: the late
+        segment is "flat" when its total gain over the late window is within +-rope.
+    seed : int
+        Seeds the sampler and the post-processing; same seed and data give the same numbers.
+
+    Returns
+    -------
+    PlateauFit
+    """
+    config = PlateauConfig(
+        response=response, levels=tuple(levels) if levels else None, breakpoint=breakpoint, shared=shared,
+        continuity=continuity, likelihood=likelihood, rope=rope, priors=priors or PlateauPriors(),
+        sampler=sampler or SamplerConfig(), headroom_ceiling=headroom_ceiling,
+    )
+    config.validate()
+    sd = data if isinstance(data, StepData) else step_data(data, response=response, levels=levels, run=run)
+    model, values = build_plateau_model(sd, config)
+    key = ("plateau", sd.y.shape, len(values["grid"]), config.breakpoint is None, config.shared,
+           config.continuity, config.likelihood, bool(np.isfinite(sd.n).all()))
+    # nutpie diverges on the pooled (shared) multi-level model with three or more levels
+    # (every transition; PyMC's NUTS samples it cleanly) - see docs/plateau.md
+    pooled = config.breakpoint is None and config.shared and len(sd.levels) > 1
+    auto = "pymc" if pooled else "nutpie"
+    idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=config.sampler, auto=auto)
+    timings["sampler"] = auto if config.sampler.sampler == "auto" else config.sampler.sampler  # type: ignore[assignment]
+    sampled = [v for v in ("start", "value_at_changepoint", "late_slope", "jump", "tau",
+                           "log_kappa", "changepoint_spread") if v in idata.posterior]
+    diag = diagnostics(idata, sampled)
+    estimands = _estimands(idata, sd, config, values["grid"], seed)
+    _attach(idata, sd, config, diag, values["grid"])
+    fit = PlateauFit(idata, config, sd, estimands, diag, timings)
+    warn_if_not_converged(diag, f"plateau fit ({sd.response}, levels {sd.levels})")
+    return fit
+
+
+def _param_draws(idata: az.InferenceData, likelihood: str) -> dict[str, Any]:
+    """Posterior draws as arrays (samples, levels)."""
+    post = idata.posterior.stack(sample=("chain", "draw")).transpose("sample", ...)
+
+    def g(name: str) -> np.ndarray:
+        return post[name].transpose("sample", S.LEVEL).to_numpy()
+
+    out: dict[str, Any] = {"start": g("start"), "value_at_changepoint": g("value_at_changepoint"),
+                           "late_slope": g("late_slope"), "jump": g("jump") if "jump" in post else 0.0}
+    if likelihood == "gaussian":
+        out["tau"] = g("tau")
+    else:
+        out["kappa"] = np.exp(g("log_kappa"))
+    return out
+
+
+def _interval(x: np.ndarray) -> dict[str, Any]:
+    x = np.asarray(x, dtype=float)
+    hdi = np.asarray(az.hdi(x, hdi_prob=S.HDI_PROB))
+    return {"mean": float(np.mean(x)), "sd": float(np.std(x, ddof=1)), "hdi": [float(hdi[0]), float(hdi[1])]}
+
+
+def _sample_index(rng: np.random.Generator, prob: np.ndarray) -> np.ndarray:
+    """One categorical draw per row of ``prob`` (rows sum to 1)."""
+    u = rng.random(prob.shape[0])[:, None]
+    return np.minimum((prob.cumsum(axis=1) < u).sum(axis=1), prob.shape[1] - 1)
+
+
+def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, grid: np.ndarray,
+               seed: int) -> dict[str, Any]:
+    """Change-point posterior (exact conditional per draw), derived draws and estimands."""
+    rng = np.random.default_rng([seed, 7])
+    t = data.steps
+    t0, t_last = float(t[0]), float(t[-1])
+    n_levels, n_grid = len(data.levels), len(grid)
+    p = _param_draws(idata, config.likelihood)
+    n_samples = p["start"].shape[0]
+    pooled = config.breakpoint is None and config.shared and n_levels > 1
+    spread_draws = (idata.posterior["changepoint_spread"].stack(sample=("chain", "draw")).to_numpy()
+                    if pooled else np.zeros(0))
+    n = np.where(np.isfinite(data.n), data.n, 1e12)
+    k = data.k if data.k is not None else np.zeros_like(data.y)
+    cps = np.empty((n_samples, n_levels))
+    mass = np.zeros((n_levels, n_grid))
+    pointwise = np.empty((n_samples, n_levels, len(t)))
+    jump = p["jump"] if isinstance(p["jump"], np.ndarray) else np.zeros_like(p["start"])
+    chunk = 250
+    for lo in range(0, n_samples, chunk):
+        sl = slice(lo, min(lo + chunk, n_samples))
+        pb = {key: (v[sl][:, :, None, None] if isinstance(v, np.ndarray) else v) for key, v in p.items()}
+        pb["var_mean"] = data.var_mean[None, :, None, :]
+        ll = step_loglik(_NP, data.y[None, :, None, :], n[None, :, None, :], k[None, :, None, :],
+                         t[None, None, None, :], grid[None, None, :, None], pb, t0, config.likelihood)
+        ll_c = ll.sum(axis=3)  # (D, L, C)
+        m = ll_c.shape[0]
+        if pooled:
+            s_ = _effective_spread(np, spread_draws[sl])[:, None, None]
+            logw = -0.5 * ((grid[None, None, :] - grid[None, :, None]) / s_) ** 2
+            logw = logw - special.logsumexp(logw, axis=2, keepdims=True)  # (D, C0, C)
+            joint = logw[:, None, :, :] + ll_c[:, :, None, :]  # (D, L, C0, C)
+            per_level = special.logsumexp(joint, axis=3)  # (D, L, C0)
+            log_c0 = per_level.sum(axis=1)
+            p_c0 = np.exp(log_c0 - special.logsumexp(log_c0, axis=1, keepdims=True))  # (D, C0)
+            cond = np.exp(joint - per_level[..., None])  # p(c_l | c0, ...): (D, L, C0, C)
+            mass += np.einsum("dz,dlzc->lc", p_c0, cond)
+            i0 = _sample_index(rng, p_c0)
+            cond_sel = cond[np.arange(m), :, i0, :]  # (D, L, C)
+        else:
+            cond_sel = np.exp(ll_c - special.logsumexp(ll_c, axis=2, keepdims=True))
+            mass += cond_sel.sum(axis=0)
+        for j in range(n_levels):
+            idx = _sample_index(rng, cond_sel[:, j, :])
+            cps[sl, j] = grid[idx]
+            pointwise[sl, j, :] = ll[np.arange(m), j, idx, :]
+    mass /= n_samples
+    pri = config.priors.resolve(data)
+    out: dict[str, Any] = {"levels": {}}
+    for j, level in enumerate(data.levels):
+        c = cps[:, j]
+        a, h, b2 = p["start"][:, j], p["value_at_changepoint"][:, j], p["late_slope"][:, j]
+        dj = jump[:, j]
+        b1 = (h - a) / (c - t0)
+        end = _mean_curve(t_last, c, a, h, b2, dj, t0)
+        late_gain = b2 * (t_last - c)
+        in_rope = np.abs(late_gain) < config.rope
+        # Savage-Dickey: posterior density of the late slope at 0 over its prior density at 0
+        post_density = float(stats.gaussian_kde(b2)(0.0)[0]) if np.std(b2) > 0 else np.inf
+        bf01 = post_density / stats.norm.pdf(0.0, 0.0, float(pri["late_slope_sd"][j]))
+        est: dict[str, Any] = {
+            "changepoint": _interval(c) if config.breakpoint is None else None,
+            "changepoint_mass": {str(int(g_)): float(m_) for g_, m_ in zip(grid, mass[j], strict=True)},
+            "early_slope": _interval(b1),
+            "late_slope": _interval(b2),
+            "start": _interval(a),
+            "value_at_changepoint": _interval(h),
+            "end": _interval(end),
+            "headroom": _interval(config.headroom_ceiling - end) if config.headroom_ceiling is not None else None,
+            "late_gain": _interval(late_gain),
+            "p_early_positive": float(np.mean(b1 > 0)),
+            "p_late_in_rope": float(np.mean(in_rope)),
+            "bf01_late_zero": float(bf01),
+            "p_plateaued_by_step": {str(int(s_)): float(np.mean((c <= s_) & in_rope)) for s_ in t},
+        }
+        if config.continuity == "jump":
+            est["jump"] = _interval(np.asarray(dj))
+        out["levels"][level] = est
+    if n_levels > 1 and config.breakpoint is None:
+        spread = cps.max(axis=1) - cps.min(axis=1)
+        out["together"] = {
+            "changepoint_range": _interval(spread),
+            "p_range_le_2_steps": float(np.mean(spread <= 2)),
+            "changepoint_spread_parameter": _interval(spread_draws) if pooled else None,
+        }
+    shape = (idata.posterior.sizes["chain"], idata.posterior.sizes["draw"])
+    derived = {
+        "changepoint": cps,
+        "early_slope": (p["value_at_changepoint"] - p["start"]) / (cps - t0),
+    }
+    for name, arr in derived.items():
+        idata.posterior[name] = (("chain", "draw", S.LEVEL), arr.reshape(*shape, n_levels))
+    ll_da = xr.DataArray(pointwise.reshape(*shape, n_levels, len(t)), dims=("chain", "draw", S.LEVEL, S.STEP),
+                         coords={S.LEVEL: data.levels, S.STEP: t})
+    idata.add_groups(log_likelihood=xr.Dataset({"y": ll_da}))
+    idata.add_groups(changepoint_mass=xr.Dataset(
+        {"probability": ((S.LEVEL, "candidate"), mass)}, coords={S.LEVEL: data.levels, "candidate": grid}))
+    return out
+
+
+def _attach(idata: az.InferenceData, data: StepData, config: PlateauConfig, diag: dict[str, Any],
+            grid: np.ndarray) -> None:
+    obs = xr.Dataset(
+        {"y": ((S.LEVEL, S.STEP), data.y), "n": ((S.LEVEL, S.STEP), np.where(np.isfinite(data.n), data.n, -1))},
+        coords={S.LEVEL: data.levels, S.STEP: data.steps},
+    )
+    idata.add_groups(observed_data=obs)
+    attrs = {
+        "saturation_version": __version__,
+        "model": "plateau",
+        "config": json.dumps(_config_dict(config)),
+        "data_summary": json.dumps(data.summary, default=str),
+        "diagnostics": json.dumps({k: v for k, v in diag.items()}),
+        "hdi_prob": S.HDI_PROB,
+    }
+    for group in idata.groups():
+        getattr(idata, group).attrs.update(attrs)
+
+
+def _config_dict(config: PlateauConfig) -> dict[str, Any]:
+    d = asdict(config)
+    return d
+
+
+def plateau_frame(fit: PlateauFit) -> pd.DataFrame:
+    """Per-step observed means with the posterior mean curve, its 94 % band and the
+    posterior probability of the change point at that step (the data behind the plot)."""
+    rows = []
+    t = fit.data.steps
+    p = _param_draws(fit.idata, fit.config.likelihood)
+    cps = fit.idata.posterior["changepoint"].stack(sample=("chain", "draw")).transpose("sample", ...).to_numpy()
+    for j, level in enumerate(fit.data.levels):
+        dj = p["jump"][:, j, None] if isinstance(p["jump"], np.ndarray) else 0.0
+        mu = _mean_curve(t[None, :], cps[:, j, None], p["start"][:, j, None], p["value_at_changepoint"][:, j, None],
+                         p["late_slope"][:, j, None], dj, float(t[0]))
+        hdi = az.hdi(mu[None], hdi_prob=S.HDI_PROB)
+        mass = fit.estimands["levels"][level]["changepoint_mass"]
+        for i, step in enumerate(t):
+            rows.append({"level": level, "step": step, "observed": fit.data.y[j, i], "mean": mu[:, i].mean(),
+                         "hdi_low": hdi[i, 0], "hdi_high": hdi[i, 1], "p_changepoint": mass.get(str(int(step)), 0.0)})
+    return pd.DataFrame(rows)
