@@ -69,3 +69,26 @@ def test_describe_defaults_to_embedded_synthetic_data(capsys, tmp_path):
     assert swesmith["levels"] == ["file", "module", "entity"]
     arms = {r["arm"]: r["n_trials"] for r in d["embedded: swegym"]["runs"]}
     assert arms == {"base": 20156, "s85": 19034}
+
+
+def test_plateau_command_writes_the_json_contract(tmp_path, capsys):
+    from saturation.io import write_table
+    from saturation.simulate import LevelSpec, PlateauSpec, simulate_plateau
+
+    spec = PlateauSpec(levels=(LevelSpec("file", 0.55, 0.02, 0.0, 15.0),), n_steps=40,
+                       prompts_per_step=16, samples_per_prompt=4, pool_size=2000, task_sd=0.5)
+    ds, _ = simulate_plateau(spec, seed=8)
+    path = write_table(ds, tmp_path / "t.csv")
+    rc = main(["plateau", str(path), "--separate", "--tune", "1500", "--json", str(tmp_path / "p.json"),
+               "--idata", str(tmp_path / "p.nc")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "change point" in out and "diagnostics: R-hat max" in out
+    d = json.loads((tmp_path / "p.json").read_text())
+    assert set(d) >= {"data", "model", "levels", "diagnostics"}
+    assert d["model"]["breakpoint"] == "unknown"
+    assert d["data"]["n_trials"] == 40 * 16 * 4
+    lvl = d["levels"]["file"]
+    assert {"changepoint", "early_slope", "late_slope", "start", "end", "headroom", "p_early_positive",
+            "p_late_in_rope", "bf01_late_zero", "p_plateaued_by_step"} <= set(lvl)
+    assert (tmp_path / "p.nc").stat().st_size > 0

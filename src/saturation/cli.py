@@ -178,14 +178,9 @@ def _print_description(name: str, d: dict[str, Any]) -> None:
 
 def _cmd_describe(args: argparse.Namespace) -> int:
     from saturation import replica
-    from saturation.io import open_trials, read_trials
 
     if args.trials:
-        paths = args.trials
-        if len(paths) == 1 and paths[0].endswith(".nc"):
-            datasets = {paths[0]: open_trials(paths[0])}
-        else:
-            datasets = {", ".join(paths): read_trials(paths)}
+        datasets = {", ".join(args.trials): _load_trials_arg(args.trials, "")}
     else:
         datasets = {f"embedded: {name}": replica.load_embedded(name) for name in replica.EMBEDDED_TRIALS}
     out = {}
@@ -196,6 +191,65 @@ def _cmd_describe(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(out, args.json)
     return EXIT_OK
+
+
+# ------------------------------------------------------------------ plateau
+def _load_trials_arg(paths: list[str] | None, default: str) -> xr.Dataset:
+    from saturation import replica
+    from saturation.io import open_trials, read_trials
+
+    if not paths:
+        return replica.load_embedded(default)
+    if len(paths) == 1 and paths[0].endswith(".nc"):
+        return open_trials(paths[0])
+    return read_trials(paths)
+
+
+def _fmt(e: dict[str, Any] | None, digits: int = 4) -> str:
+    if e is None:
+        return "-"
+    return f"{e['mean']:.{digits}f} [{e['hdi'][0]:.{digits}f}, {e['hdi'][1]:.{digits}f}]"
+
+
+def _cmd_plateau(args: argparse.Namespace) -> int:
+    from saturation.models import SamplerConfig, fit_plateau
+
+    ds = _load_trials_arg(args.trials, "swesmith")
+    levels = args.levels.split(",") if args.levels else None
+    sampler = SamplerConfig(draws=args.draws, tune=args.tune, chains=args.chains, sampler=args.sampler,
+                            progress=args.progress)
+    fit = fit_plateau(ds, levels=levels, response=args.response, run=args.run, breakpoint=args.breakpoint,
+                      shared=not args.separate, continuity=args.continuity, likelihood=args.likelihood,
+                      rope=args.rope, seed=args.seed, sampler=sampler)
+    out = fit.to_dict()
+    if out["data"].get("synthetic"):
+        _print(f"NOTE: {out['data']['synthetic']}")
+    m = out["model"]
+    _print(f"plateau model: response {fit.data.response}, breakpoint {m['breakpoint']}, "
+           f"{'shared' if m['shared'] else 'separate'} change points, {m['continuity']}, "
+           f"{m['likelihood']} likelihood, ROPE +-{m['rope']} (late gain), {int(S.HDI_PROB * 100)}% HDI")
+    for level, e in out["levels"].items():
+        _print(f"  {level}")
+        _print(f"    change point      {_fmt(e['changepoint'], 1)}")
+        _print(f"    early slope       {_fmt(e['early_slope'], 5)}   P(>0) = {e['p_early_positive']:.3f}")
+        _print(f"    late slope        {_fmt(e['late_slope'], 5)}   P(late gain in ROPE) = {e['p_late_in_rope']:.3f}"
+               f"   BF01(late = 0) = {e['bf01_late_zero']:.2f}")
+        _print(f"    start -> end      {_fmt(e['start'], 3)} -> {_fmt(e['end'], 3)}")
+        if e.get("headroom"):
+            _print(f"    headroom          {_fmt(e['headroom'], 3)}")
+    if out.get("together"):
+        tg = out["together"]
+        _print(f"  levels stopped together? range of change points {_fmt(tg['changepoint_range'], 1)} steps; "
+               f"P(range <= 2) = {tg['p_range_le_2_steps']:.3f}")
+    d = out["diagnostics"]
+    _print(f"diagnostics: R-hat max {d['rhat_max']:.3f}, bulk ESS min {d['ess_bulk_min']:.0f}, "
+           f"divergences {d['divergences']} -> {'converged' if d['converged'] else 'NOT CONVERGED: do not use these numbers'}")
+    _print(f"time: compile {fit.timings['compile']:.1f} s, sampling {fit.timings['sample']:.1f} s ({fit.timings['sampler']})")
+    if args.json:
+        _write_json(out, args.json)
+    if args.idata:
+        fit.idata.to_netcdf(args.idata)
+    return EXIT_OK if d["converged"] else EXIT_DATA
 
 
 # ------------------------------------------------------------------ parser
@@ -226,6 +280,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("trials", nargs="*", metavar="TRIALS", help="trial tables or a .nc Dataset")
     p.add_argument("--json", metavar="PATH", help="write the summary as JSON ('-' for stdout)")
     p.set_defaults(func=_cmd_describe)
+
+    p = sub.add_parser("plateau", help="Bayesian change-point / plateau analysis (default: embedded SWE-smith)")
+    p.add_argument("trials", nargs="*", metavar="TRIALS", help="trial tables or a .nc Dataset")
+    p.add_argument("--levels", help="comma-separated levels (default: all)")
+    p.add_argument("--response", default=S.F1, help="per-level variable or trial variable (default f1)")
+    p.add_argument("--run", help="run to analyse when the data hold several")
+    p.add_argument("--breakpoint", type=float, help="known break step (default: unknown, marginalised)")
+    p.add_argument("--separate", action="store_true", help="separate change points per level (default: pooled)")
+    p.add_argument("--continuity", choices=["hinge", "jump"], default="hinge")
+    p.add_argument("--likelihood", choices=["gaussian", "binomial"], default="gaussian")
+    p.add_argument("--rope", type=float, default=0.01, help="late-gain ROPE in metric units (default 0.01)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--draws", type=int, default=1000)
+    p.add_argument("--tune", type=int, default=1000)
+    p.add_argument("--chains", type=int, default=4)
+    p.add_argument("--sampler", choices=["auto", "nutpie", "pymc"], default="auto")
+    p.add_argument("--progress", action="store_true", help="show the sampler's progress bar")
+    p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")
+    p.add_argument("--idata", metavar="PATH", help="write the InferenceData (netCDF)")
+    p.set_defaults(func=_cmd_plateau)
     return parser
 
 

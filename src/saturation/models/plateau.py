@@ -494,7 +494,7 @@ def _interval(x: np.ndarray) -> dict[str, Any]:
 
 def _sample_index(rng: np.random.Generator, prob: np.ndarray) -> np.ndarray:
     """One categorical draw per row of ``prob`` (rows sum to 1)."""
-    u = rng.random(prob.shape[0])[:, None]
+    u = rng.random((prob.shape[0], 1))
     return np.minimum((prob.cumsum(axis=1) < u).sum(axis=1), prob.shape[1] - 1)
 
 

@@ -1,0 +1,129 @@
+"""Plateau model: recovery with known truth, null scenarios, frequentist cross-check."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from saturation import schema as S
+from saturation.aggregate import aggregate
+from saturation.frequentist import split_ols
+from saturation.models import ConvergenceWarning, SamplerConfig, fit_plateau
+from saturation.models.plateau import candidate_grid, plateau_frame, step_data
+from saturation.simulate import LevelSpec, PlateauSpec, simulate_plateau
+
+FAST = SamplerConfig(draws=1000, tune=1500, chains=4)
+#: the marginalised change point mixes slowly on small noisy data: longer chains
+LONG = SamplerConfig(draws=2000, tune=2000, chains=4)
+
+
+def _sim(level: LevelSpec, seed: int, n_steps: int = 40):
+    spec = PlateauSpec(levels=(level,), n_steps=n_steps, prompts_per_step=16, samples_per_prompt=4,
+                       pool_size=2000, task_sd=0.5, step_sd=0.05, level_step_sd=0.0)
+    return simulate_plateau(spec, seed)
+
+
+def _inside(interval, value):
+    return interval["hdi"][0] <= value <= interval["hdi"][1]
+
+
+@pytest.mark.parametrize("changepoint", [10.0, 20.0, 30.0])
+def test_recovers_changepoint_and_slopes(changepoint):
+    level = LevelSpec("file", 0.55, 0.3 / changepoint, 0.0, changepoint)
+    ds, truth = _sim(level, seed=int(changepoint))
+    fit = fit_plateau(ds, seed=1, sampler=LONG)
+    assert fit.diagnostics["converged"], fit.diagnostics
+    est = fit.estimands["levels"]["file"]
+    assert _inside(est["changepoint"], changepoint), est["changepoint"]
+    assert _inside(est["early_slope"], level.early_slope), est["early_slope"]
+    assert _inside(est["late_slope"], 0.0), est["late_slope"]
+    assert est["p_early_positive"] > 0.95
+    mass = np.array(list(est["changepoint_mass"].values()))
+    assert mass.sum() == pytest.approx(1.0)
+    steps = np.array([float(s) for s in est["changepoint_mass"]])
+    if changepoint <= 20:
+        # with enough flat steps after the break the posterior over steps is concentrated;
+        # a break 10 steps before the end leaves the data unable to rule out later breaks
+        assert mass[np.abs(steps - changepoint) <= 5].sum() > 0.75
+
+
+def test_steadily_rising_metric_is_not_a_plateau():
+    ds, _ = _sim(LevelSpec("file", 0.45, 0.008, 0.008, 1000.0), seed=5)
+    fit = fit_plateau(ds, seed=1, sampler=LONG)
+    est = fit.estimands["levels"]["file"]
+    assert est["p_late_in_rope"] < 0.1
+    # no plateau before the last steps
+    assert est["p_plateaued_by_step"]["30"] < 0.1
+
+
+def test_flat_metric_has_no_early_trend():
+    ds, _ = _sim(LevelSpec("file", 0.7, 0.0, 0.0, 20.0), seed=6)
+    fit = fit_plateau(ds, seed=1, sampler=FAST)
+    est = fit.estimands["levels"]["file"]
+    assert 0.1 < est["p_early_positive"] < 0.9
+    assert _inside(est["early_slope"], 0.0)
+
+
+def test_jump_model_at_known_break_agrees_with_split_ols():
+    """Frequentist cross-check on data whose segments are linear (true hinge at the split)."""
+    ds, _ = _sim(LevelSpec("file", 0.55, 0.006, 0.001, 20.0), seed=7)
+    fit = fit_plateau(ds, breakpoint=20, continuity="jump", seed=1, sampler=FAST)
+    agg = aggregate(ds, by=(S.STEP,))
+    ols = split_ols(agg[S.STEP].values, agg["f1_mean"].sel({S.LEVEL: "file"}).values, 20)
+    est = fit.estimands["levels"]["file"]
+    for seg in ("early", "late"):
+        bayes = est[f"{seg}_slope"]
+        assert abs(bayes["mean"] - ols.loc[seg, "slope"]) < 0.5 * ols.loc[seg, "se"] + 0.5 * bayes["sd"]
+        assert bayes["sd"] == pytest.approx(ols.loc[seg, "se"], rel=0.6)
+    assert est["changepoint"] is None
+
+
+def test_same_seed_same_numbers():
+    ds, _ = _sim(LevelSpec("file", 0.55, 0.02, 0.0, 15.0), seed=8)
+    a = fit_plateau(ds, seed=3, sampler=FAST).to_dict()
+    b = fit_plateau(ds, seed=3, sampler=FAST).to_dict()
+    assert a["levels"] == b["levels"]
+
+
+def test_outputs_and_attrs():
+    ds, _ = _sim(LevelSpec("file", 0.55, 0.02, 0.0, 15.0), seed=9)
+    fit = fit_plateau(ds, seed=1, sampler=FAST)
+    out = fit.to_dict()
+    assert out["model"]["breakpoint"] == "unknown"
+    assert set(out["diagnostics"]) >= {"rhat_max", "ess_bulk_min", "divergences", "converged"}
+    lvl = out["levels"]["file"]
+    for key in ("changepoint", "early_slope", "late_slope", "start", "end", "headroom"):
+        assert set(lvl[key]) == {"mean", "sd", "hdi"}
+    assert set(lvl["p_plateaued_by_step"]) == {str(s) for s in range(40)}
+    table = fit.summary()
+    assert table.attrs["converged"] == fit.diagnostics["converged"]
+    assert "saturation_version" in fit.idata.posterior.attrs
+    assert "config" in fit.idata.posterior.attrs
+    frame = plateau_frame(fit)
+    assert len(frame) == 40
+    assert (frame.hdi_low <= frame["mean"]).all() and (frame["mean"] <= frame.hdi_high).all()
+    assert "log_likelihood" in fit.idata.groups()
+
+
+def test_non_converged_fit_warns_loudly():
+    ds, _ = _sim(LevelSpec("file", 0.55, 0.02, 0.0, 15.0), seed=10)
+    with pytest.warns(ConvergenceWarning, match="DID NOT CONVERGE"):
+        fit = fit_plateau(ds, seed=1, sampler=SamplerConfig(draws=8, tune=4, chains=2))
+    assert not fit.diagnostics["converged"]
+    assert fit.summary().attrs["converged"] is False
+
+
+def test_series_input_and_validation():
+    from saturation.simulate import SeriesSpec, simulate_series
+
+    series, _ = simulate_series(SeriesSpec(), seed=0)
+    sd = step_data(series, response="reward_mean")
+    assert sd.levels == ["reward_mean"]
+    assert np.isinf(sd.n).all()
+    with pytest.raises(ValueError, match="cannot hold two segments"):
+        candidate_grid(np.arange(6.0), 5)
+    ds, _ = _sim(LevelSpec("file", 0.55, 0.02, 0.0, 15.0), seed=11)
+    with pytest.raises(ValueError, match="invalid plateau configuration"):
+        fit_plateau(ds, continuity="smooth")
+    with pytest.raises(ValueError, match="binary response"):
+        fit_plateau(ds, likelihood="binomial")
