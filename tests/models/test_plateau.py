@@ -30,7 +30,7 @@ def _inside(interval, value):
 @pytest.mark.parametrize("changepoint", [10.0, 20.0, 30.0])
 def test_recovers_changepoint_and_slopes(changepoint):
     level = LevelSpec("file", 0.55, 0.3 / changepoint, 0.0, changepoint)
-    ds, truth = _sim(level, seed=int(changepoint))
+    ds, _ = _sim(level, seed=int(changepoint))
     fit = fit_plateau(ds, seed=1, sampler=LONG)
     assert fit.diagnostics["converged"], fit.diagnostics
     est = fit.estimands["levels"]["file"]
