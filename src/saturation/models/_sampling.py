@@ -56,7 +56,7 @@ def sample_model(
     seed: int,
     config: SamplerConfig,
     auto: str = "nutpie",
-) -> tuple[az.InferenceData, dict[str, float]]:
+) -> tuple[az.InferenceData, dict[str, Any]]:
     """Sample ``model``; with nutpie, a compiled model is reused for the same ``cache_key``
     (model structure) and only the ``data`` (pm.Data values) are swapped.
 
@@ -69,7 +69,7 @@ def sample_model(
     if sampler == "nutpie" and "nutpie" not in available_samplers():  # pragma: no cover
         warnings.warn("nutpie is not installed; falling back to PyMC's NUTS", stacklevel=2)
         sampler = "pymc"
-    timings = {"compile": 0.0, "sample": 0.0}
+    timings: dict[str, Any] = {"compile": 0.0, "sample": 0.0, "sampler": sampler}
     if sampler == "nutpie":
         import nutpie
 

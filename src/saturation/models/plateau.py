@@ -363,7 +363,7 @@ class PlateauFit:
     data: StepData
     estimands: dict[str, Any]
     diagnostics: dict[str, Any]
-    timings: dict[str, float]
+    timings: dict[str, Any]
 
     def summary(self) -> pd.DataFrame:
         """Tidy table: one row per (level, estimand) with mean, sd and 94 % HDI, plus the
@@ -459,7 +459,6 @@ def fit_plateau(
     pooled = config.breakpoint is None and config.shared and len(sd.levels) > 1
     auto = "pymc" if pooled else "nutpie"
     idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=config.sampler, auto=auto)
-    timings["sampler"] = auto if config.sampler.sampler == "auto" else config.sampler.sampler  # type: ignore[assignment]
     sampled = [v for v in ("start", "value_at_changepoint", "late_slope", "jump", "tau",
                            "log_kappa", "changepoint_spread") if v in idata.posterior]
     diag = diagnostics(idata, sampled)
