@@ -127,3 +127,15 @@ def test_series_input_and_validation():
         fit_plateau(ds, continuity="smooth")
     with pytest.raises(ValueError, match="binary response"):
         fit_plateau(ds, likelihood="binomial")
+
+
+def test_loo_prefers_a_change_point_over_a_line_on_plateau_data():
+    from saturation.models import compare_plateau_models
+
+    ds, _ = _sim(LevelSpec("file", 0.55, 0.03, 0.0, 10.0), seed=12)
+    table, fits = compare_plateau_models(ds, models=("hinge", "linear", "exponential"), seed=1, sampler=FAST)
+    assert set(table.index) == {"hinge", "linear", "exponential"}
+    assert table.index[-1] == "linear"  # the straight line is the worst description of a plateau
+    assert table.loc["linear", "elpd_diff"] > 2 * table.loc["linear", "dse"]
+    for idata in fits.values():
+        assert "log_likelihood" in idata.groups()

@@ -5,8 +5,10 @@ from saturation.models.plateau import (
     PlateauFit,
     PlateauPriors,
     StepData,
+    compare_plateau_models,
+    fit_alternative,
     fit_plateau,
     step_data,
 )
 
-__all__ = ["ConvergenceWarning", "PlateauFit", "PlateauPriors", "SamplerConfig", "StepData", "fit_plateau", "step_data"]
+__all__ = ["ConvergenceWarning", "PlateauFit", "PlateauPriors", "SamplerConfig", "StepData", "compare_plateau_models", "fit_alternative", "fit_plateau", "step_data"]

@@ -638,3 +638,100 @@ def plateau_frame(fit: PlateauFit) -> pd.DataFrame:
             rows.append({"level": level, "step": step, "observed": fit.data.y[j, i], "mean": mu[:, i].mean(),
                          "hdi_low": hdi[i, 0], "hdi_high": hdi[i, 1], "p_changepoint": mass.get(str(int(step)), 0.0)})
     return pd.DataFrame(rows)
+
+
+# ====================================================================== alternatives + LOO
+ALTERNATIVES = ("linear", "exponential")
+
+
+def _alt_mean(kind: str, t: Any, params: dict[str, Any], t0: float, exp: Any) -> Any:
+    if kind == "linear":
+        return params["start"] + params["slope"] * (t - t0)
+    # exponential saturation: a - (a - b) exp(-(t - t0) / k), k = exp(log_scale)
+    return curves.exp_saturation(t, asymptote=params["asymptote"], start=params["start"],
+                                 scale=exp(params["log_scale"]), t0=t0)
+
+
+def fit_alternative(
+    data: StepData, kind: str, *, seed: int = 0, sampler: SamplerConfig | None = None,
+    priors: PlateauPriors | None = None,
+) -> az.InferenceData:
+    """Fit a no-change-point alternative (Gaussian on per-step means, same variance model).
+
+    ``kind="linear"``: :math:`\\mu(t) = a + \\beta (t - t_0)`, :math:`\\beta \\sim N(0, 2r/T)`.
+    ``kind="exponential"``: :math:`\\mu(t) = A - (A - a) e^{-(t - t_0)/k}`, asymptote
+    :math:`A \\sim N(\\text{last third}, r)`, :math:`\\log k \\sim N(\\log(T/4), 1)`.
+    Returns InferenceData with a pointwise ``log_likelihood`` (level, step) for LOO.
+    """
+    if kind not in ALTERNATIVES:
+        raise ValueError(f"kind must be one of {ALTERNATIVES}")
+    sampler = sampler or SamplerConfig()
+    pri = (priors or PlateauPriors()).resolve(data)
+    t0 = float(data.steps[0])
+    span = max(float(data.steps[-1] - data.steps[0]), 1.0)
+    values = {"y": data.y, "t": data.steps, "var_mean": data.var_mean,
+              **{f"prior_{k}": v for k, v in pri.items()}}
+    with pm.Model(coords={S.LEVEL: data.levels}) as model:
+        d = {name: pm.Data(name, v) for name, v in values.items()}
+        params: dict[str, Any] = {"start": pm.Normal("start", d["prior_start_mu"], d["prior_start_sd"], dims=S.LEVEL)[:, None]}
+        if kind == "linear":
+            params["slope"] = pm.Normal("slope", 0.0, d["prior_late_slope_sd"], dims=S.LEVEL)[:, None]
+        else:
+            params["asymptote"] = pm.Normal("asymptote", d["prior_level_mu"], d["prior_level_sd"], dims=S.LEVEL)[:, None]
+            params["log_scale"] = pm.Normal("log_scale", np.log(span / 4), 1.0, dims=S.LEVEL)[:, None]
+        tau = pm.HalfNormal("tau", d["prior_tau_sd"], dims=S.LEVEL)
+        mu = _alt_mean(kind, d["t"][None, :], params, t0, pt.exp)
+        var = d["var_mean"] + tau[:, None] ** 2
+        pm.Potential("likelihood", (-0.5 * (pt.log(2 * np.pi * var) + (d["y"] - mu) ** 2 / var)).sum())
+    key = ("alternative", kind, data.y.shape, bool(np.isfinite(data.n).all()))
+    idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=sampler)
+    post = idata.posterior
+    p = {name: post[name].to_numpy()[..., None] for name in post.data_vars}
+    mu_np = _alt_mean(kind, data.steps, p, t0, np.exp)  # (chain, draw, level, step)
+    var_np = data.var_mean + p["tau"] ** 2
+    ll = -0.5 * (np.log(2 * np.pi * var_np) + (data.y - mu_np) ** 2 / var_np)
+    idata.add_groups(log_likelihood=xr.Dataset(
+        {"y": (("chain", "draw", S.LEVEL, S.STEP), ll)}, coords={S.LEVEL: data.levels, S.STEP: data.steps}))
+    diag = diagnostics(idata, list(post.data_vars))
+    idata.posterior.attrs.update({"saturation_version": __version__, "model": kind,
+                                  "diagnostics": json.dumps(diag), "timings": json.dumps(timings)})
+    warn_if_not_converged(diag, f"{kind} alternative ({data.response})")
+    return idata
+
+
+def compare_plateau_models(
+    data: xr.Dataset | StepData,
+    *,
+    models: tuple[str, ...] = ("hinge", "linear", "exponential"),
+    seed: int = 0,
+    sampler: SamplerConfig | None = None,
+    **plateau_kwargs: Any,
+) -> tuple[pd.DataFrame, dict[str, az.InferenceData]]:
+    """ArviZ LOO comparison of plateau models on the same per-step data.
+
+    ``models`` may contain "hinge" (:func:`fit_plateau` with ``plateau_kwargs``; add
+    "hinge-separate"/"hinge-shared" to compare pooling), "linear" and "exponential".
+
+    Notes
+    -----
+    The change-point models' pointwise log-likelihood is conditional on the change point
+    drawn from its posterior in each draw (the marginal over the change point does not
+    factorise over steps); the alternatives have no latent change point. Pareto-k
+    warnings from ArviZ are part of the returned table (column ``warning``).
+    """
+    sd = data if isinstance(data, StepData) else step_data(
+        data, response=plateau_kwargs.pop("response", S.F1), levels=plateau_kwargs.pop("levels", None),
+        run=plateau_kwargs.pop("run", None))
+    fits: dict[str, az.InferenceData] = {}
+    for name in models:
+        if name.startswith("hinge"):
+            kw = dict(plateau_kwargs)
+            if name == "hinge-separate":
+                kw["shared"] = False
+            elif name == "hinge-shared":
+                kw["shared"] = True
+            fits[name] = fit_plateau(sd, seed=seed, sampler=sampler, **kw).idata
+        else:
+            fits[name] = fit_alternative(sd, name, seed=seed, sampler=sampler)
+    table = az.compare(fits, ic="loo")
+    return table, fits
