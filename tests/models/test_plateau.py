@@ -139,3 +139,19 @@ def test_loo_prefers_a_change_point_over_a_line_on_plateau_data():
     assert table.loc["linear", "elpd_diff"] > 2 * table.loc["linear", "dse"]
     for idata in fits.values():
         assert "log_likelihood" in idata.groups()
+
+
+def test_prior_predictive_covers_the_data_scale():
+    from saturation.models.plateau import plateau_prior_predictive
+
+    ds, _ = _sim(LevelSpec("file", 0.55, 0.03, 0.0, 10.0), seed=13)
+    prior = plateau_prior_predictive(ds, draws=400, seed=1)
+    assert prior["y"].dims == ("draw", S.LEVEL, S.STEP)
+    obs = prior["observed"].values[0]
+    lo, hi = np.quantile(prior["y"].values[:, 0, :], [0.03, 0.97], axis=0)
+    # weakly informative: the observed per-step means sit inside the central 94 % prior band
+    assert ((obs >= lo) & (obs <= hi)).mean() > 0.9
+    # but the prior is not absurdly wide: the band is within a few data ranges
+    assert (hi - lo).max() < 10 * np.ptp(obs)
+    again = plateau_prior_predictive(ds, draws=400, seed=1)
+    np.testing.assert_array_equal(prior["y"].values, again["y"].values)

@@ -8,7 +8,8 @@ from saturation.models.plateau import (
     compare_plateau_models,
     fit_alternative,
     fit_plateau,
+    plateau_prior_predictive,
     step_data,
 )
 
-__all__ = ["ConvergenceWarning", "PlateauFit", "PlateauPriors", "SamplerConfig", "StepData", "compare_plateau_models", "fit_alternative", "fit_plateau", "step_data"]
+__all__ = ["ConvergenceWarning", "PlateauFit", "PlateauPriors", "SamplerConfig", "StepData", "compare_plateau_models", "fit_alternative", "fit_plateau", "plateau_prior_predictive", "step_data"]

@@ -735,3 +735,44 @@ def compare_plateau_models(
             fits[name] = fit_alternative(sd, name, seed=seed, sampler=sampler)
     table = az.compare(fits, ic="loo")
     return table, fits
+
+
+def plateau_prior_predictive(
+    data: xr.Dataset | StepData, *, draws: int = 500, seed: int = 0, config: PlateauConfig | None = None,
+    response: str = S.F1, levels: list[str] | None = None,
+) -> xr.Dataset:
+    """Prior predictive check: per-step means simulated from the priors.
+
+    Draws the change point uniformly from its candidate grid (or the known break), the
+    curve parameters from :class:`PlateauPriors` (as resolved for ``data``), and per-step
+    means from the Gaussian likelihood with the data's own within-step variances.
+    Returns a Dataset (draw, level, step) with ``mu`` (prior curves), ``y`` (prior
+    predictive means) and ``changepoint``, next to ``observed``.
+    """
+    config = config or PlateauConfig()
+    sd = data if isinstance(data, StepData) else step_data(data, response=response, levels=levels)
+    rng = np.random.default_rng([seed, 11])
+    pri = config.priors.resolve(sd)
+    n_levels = len(sd.levels)
+    t = sd.steps
+    t0 = float(t[0])
+    grid = (np.array([float(config.breakpoint)]) if config.breakpoint is not None
+            else candidate_grid(t, config.priors.min_segment))
+
+    def normal(mu: np.ndarray, sd_: np.ndarray) -> np.ndarray:
+        return rng.normal(mu, sd_, size=(draws, n_levels))[..., None]
+
+    c = rng.choice(grid, size=(draws, n_levels))[..., None]
+    start = normal(pri["start_mu"], pri["start_sd"])
+    level = normal(pri["level_mu"], pri["level_sd"])
+    late = normal(np.zeros(n_levels), pri["late_slope_sd"])
+    jump = normal(np.zeros(n_levels), pri["jump_sd"]) if config.continuity == "jump" else 0.0
+    tau = np.abs(normal(np.zeros(n_levels), pri["tau_sd"]))
+    mu = _mean_curve(t[None, None, :], c, start, level, late, jump, t0)
+    y = mu + rng.standard_normal(mu.shape) * np.sqrt(sd.var_mean[None] + tau**2)
+    coords = {"draw": np.arange(draws), S.LEVEL: sd.levels, S.STEP: t}
+    return xr.Dataset(
+        {"mu": (("draw", S.LEVEL, S.STEP), mu), "y": (("draw", S.LEVEL, S.STEP), y),
+         "changepoint": (("draw", S.LEVEL), c[..., 0]), "observed": ((S.LEVEL, S.STEP), sd.y)},
+        coords=coords,
+    )
