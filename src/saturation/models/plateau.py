@@ -395,8 +395,7 @@ class PlateauFit:
                       "rope": cfg.rope, "min_segment": cfg.priors.min_segment, "hdi_prob": S.HDI_PROB},
             "levels": self.estimands["levels"],
             "together": self.estimands.get("together"),
-            "diagnostics": {k: v for k, v in self.diagnostics.items() if k != "thresholds"}
-            | {"thresholds": self.diagnostics["thresholds"]},
+            "diagnostics": dict(self.diagnostics),
         }
 
 
@@ -607,18 +606,13 @@ def _attach(idata: az.InferenceData, data: StepData, config: PlateauConfig, diag
     attrs = {
         "saturation_version": __version__,
         "model": "plateau",
-        "config": json.dumps(_config_dict(config)),
+        "config": json.dumps(asdict(config)),
         "data_summary": json.dumps(data.summary, default=str),
-        "diagnostics": json.dumps({k: v for k, v in diag.items()}),
+        "diagnostics": json.dumps(diag),
         "hdi_prob": S.HDI_PROB,
     }
     for group in idata.groups():
         getattr(idata, group).attrs.update(attrs)
-
-
-def _config_dict(config: PlateauConfig) -> dict[str, Any]:
-    d = asdict(config)
-    return d
 
 
 def plateau_frame(fit: PlateauFit) -> pd.DataFrame:
