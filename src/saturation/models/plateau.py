@@ -50,8 +50,8 @@ LIKELIHOODS = ("gaussian", "binomial")
 #: units) over the whole late window
 DEFAULT_ROPE = 0.01
 
-_NP = SimpleNamespace(log=np.log, gammaln=special.gammaln)
-_PT = SimpleNamespace(log=pt.log, gammaln=pt.gammaln)
+_NP = SimpleNamespace(log=np.log, gammaln=special.gammaln, cumsum=np.cumsum)
+_PT = SimpleNamespace(log=pt.log, gammaln=pt.gammaln, cumsum=pt.cumsum)
 
 
 # ====================================================================== data
@@ -253,6 +253,39 @@ def step_loglik(
             + g(kappa) - g(alpha) - g(beta))
 
 
+def gaussian_loglik_by_changepoint(
+    xp: SimpleNamespace, y: Any, var: Any, t: Any, idx: np.ndarray, params: dict[str, Any], t0: Any,
+) -> Any:
+    r"""Gaussian log-likelihood of all steps for every candidate change point at once.
+
+    Equal to ``step_loglik(..., "gaussian").sum(-1)`` on the grid ``t[idx]`` but in
+    O(T + C) instead of O(T C): with weights :math:`w_t = 1/v_t`, the residual sum of
+    squares of each (linear) segment is a quadratic form in its intercept and slope whose
+    coefficients are prefix (early) or suffix (late) sums of :math:`w, wy, wy^2, ws, wsy,
+    ws^2` (:math:`s = t - t_0`), read off cumulative sums at each candidate.
+
+    ``y`` and ``var`` are (..., T); parameters broadcast as (..., 1); ``idx`` holds the
+    candidates' positions in ``t`` (each >= 1). Returns (..., C).
+    """
+    s = t - t0
+    sc = s[idx]
+    w = 1.0 / var
+    moments = [w, w * y, w * y * y, w * s, w * s * y, w * s * s]
+    cum = [xp.cumsum(m_, axis=-1) for m_ in moments]
+    pre = [c_[..., idx - 1] for c_ in cum]
+    suf = [c_[..., -1][..., None] - p_ for c_, p_ in zip(cum, pre, strict=True)]
+    a, h, b2 = params["start"], params["value_at_changepoint"], params["late_slope"]
+    e = h + params.get("jump", 0.0)
+    b1 = (h - a) / sc
+    w0, wy, wy2, ws, wsy, ws2 = pre
+    q_early = wy2 - 2 * a * wy - 2 * b1 * wsy + a * a * w0 + 2 * a * b1 * ws + b1 * b1 * ws2
+    w0, wy, wy2, ws, wsy, ws2 = suf
+    wu, wu2, wuy = ws - sc * w0, ws2 - 2 * sc * ws + sc * sc * w0, wsy - sc * wy
+    q_late = wy2 - 2 * e * wy - 2 * b2 * wuy + e * e * w0 + 2 * e * b2 * wu + b2 * b2 * wu2
+    const = -0.5 * xp.log(2 * np.pi * var).sum(axis=-1)[..., None]
+    return const - 0.5 * (q_early + q_late)
+
+
 def _clip01(x: Any, eps: float = 1e-6) -> Any:
     lo, hi = eps, 1 - eps
     x = (x + lo + abs(x - lo)) / 2  # max(x, lo)
@@ -304,7 +337,7 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
         raise ValueError(f"breakpoint {config.breakpoint} outside the observed steps {data.steps[0]}..{data.steps[-1]}")
     values = {
         "y": data.y, "n": np.where(np.isfinite(data.n), data.n, 1e12), "t": data.steps,
-        "grid": grid, "var_mean": data.var_mean,
+        "grid": grid, "var_mean": data.var_mean, "t0": np.asarray(t0),
         "k": data.k if data.k is not None else np.zeros_like(data.y),
         **{f"prior_{k}": v for k, v in pri.items()},
     }
@@ -324,9 +357,15 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
             params["var_mean"] = d["var_mean"][:, None, :]
         else:
             params["kappa"] = pt.exp(pm.Normal("log_kappa", np.log(200.0), 1.5, dims=S.LEVEL))[:, None, None]
-        ll = step_loglik(_PT, d["y"][:, None, :], d["n"][:, None, :], d["k"][:, None, :],
-                         d["t"][None, None, :], d["grid"][None, :, None], params, t0, config.likelihood)
-        ll_c = ll.sum(axis=2)  # (L, C): log p(y_l | c, theta)
+        if config.likelihood == "gaussian" and not known:
+            # O(T + C) per level via cumulative sums (candidates are the steps themselves)
+            ll_c = gaussian_loglik_by_changepoint(
+                _PT, d["y"], d["var_mean"] + params["tau"][:, 0] ** 2, d["t"], _grid_positions(data.steps, grid),
+                {k_: v[:, 0] for k_, v in params.items() if k_ not in ("var_mean", "tau")}, d["t0"])
+        else:
+            ll = step_loglik(_PT, d["y"][:, None, :], d["n"][:, None, :], d["k"][:, None, :],
+                             d["t"][None, None, :], d["grid"][None, :, None], params, d["t0"], config.likelihood)
+            ll_c = ll.sum(axis=2)  # (L, C): log p(y_l | c, theta)
         if pooled:
             spread = pm.HalfNormal("changepoint_spread", config.priors.spread_sd)
             logw = _pooled_logw(pt, d["grid"], _effective_spread(pt, spread), pm.math.logsumexp)  # (C0, C)
@@ -338,6 +377,14 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
             total = (pm.math.logsumexp(ll_c, axis=1) - pt.log(float(len(grid)))).sum()
         pm.Potential("likelihood", total)
     return model, values
+
+
+def _grid_positions(steps: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Positions of the candidate change points among the steps (each >= 1)."""
+    idx = np.searchsorted(steps, grid)
+    if not np.array_equal(steps[np.minimum(idx, len(steps) - 1)], grid) or idx.min() < 1:
+        raise ValueError("change-point candidates must be observed steps after the first")
+    return idx
 
 
 def _effective_spread(xp: Any, spread: Any) -> Any:
@@ -514,14 +561,22 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
     mass = np.zeros((n_levels, n_grid))
     pointwise = np.empty((n_samples, n_levels, len(t)))
     jump = p["jump"] if isinstance(p["jump"], np.ndarray) else np.zeros_like(p["start"])
+    fast = config.likelihood == "gaussian" and config.breakpoint is None
+    positions = _grid_positions(t, grid) if fast else np.zeros(0, dtype=int)
     chunk = 250
     for lo in range(0, n_samples, chunk):
         sl = slice(lo, min(lo + chunk, n_samples))
         pb = {key: (v[sl][:, :, None, None] if isinstance(v, np.ndarray) else v) for key, v in p.items()}
         pb["var_mean"] = data.var_mean[None, :, None, :]
-        ll = step_loglik(_NP, data.y[None, :, None, :], n[None, :, None, :], k[None, :, None, :],
-                         t[None, None, None, :], grid[None, None, :, None], pb, t0, config.likelihood)
-        ll_c = ll.sum(axis=3)  # (D, L, C)
+        if fast:
+            ll_c = gaussian_loglik_by_changepoint(
+                _NP, data.y[None], data.var_mean[None] + pb["tau"][..., 0] ** 2, t, positions,
+                {k_: v[..., 0] if isinstance(v, np.ndarray) else v for k_, v in pb.items()
+                 if k_ not in ("var_mean", "tau")}, t0)
+        else:
+            ll_c = step_loglik(_NP, data.y[None, :, None, :], n[None, :, None, :], k[None, :, None, :],
+                               t[None, None, None, :], grid[None, None, :, None], pb, t0,
+                               config.likelihood).sum(axis=3)  # (D, L, C)
         m = ll_c.shape[0]
         if pooled:
             s_ = _effective_spread(np, spread_draws[sl])[:, None, None]
@@ -541,7 +596,10 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
         for j in range(n_levels):
             idx = _sample_index(rng, cond_sel[:, j, :])
             cps[sl, j] = grid[idx]
-            pointwise[sl, j, :] = ll[np.arange(m), j, idx, :]
+        pj = {key: (v[sl][:, :, None] if isinstance(v, np.ndarray) else v) for key, v in p.items()}
+        pj["var_mean"] = data.var_mean[None]
+        pointwise[sl] = step_loglik(_NP, data.y[None], n[None], k[None], t[None, None, :], cps[sl][:, :, None],
+                                    pj, t0, config.likelihood)
     mass /= n_samples
     pri = config.priors.resolve(data)
     out: dict[str, Any] = {"levels": {}}
@@ -663,7 +721,8 @@ def fit_alternative(
     pri = (priors or PlateauPriors()).resolve(data)
     t0 = float(data.steps[0])
     span = max(float(data.steps[-1] - data.steps[0]), 1.0)
-    values = {"y": data.y, "t": data.steps, "var_mean": data.var_mean,
+    values = {"y": data.y, "t": data.steps, "var_mean": data.var_mean, "t0": np.asarray(t0),
+              "prior_log_scale_mu": np.full(len(data.levels), np.log(span / 4)),
               **{f"prior_{k}": v for k, v in pri.items()}}
     with pm.Model(coords={S.LEVEL: data.levels}) as model:
         d = {name: pm.Data(name, v) for name, v in values.items()}
@@ -672,9 +731,9 @@ def fit_alternative(
             params["slope"] = pm.Normal("slope", 0.0, d["prior_late_slope_sd"], dims=S.LEVEL)[:, None]
         else:
             params["asymptote"] = pm.Normal("asymptote", d["prior_level_mu"], d["prior_level_sd"], dims=S.LEVEL)[:, None]
-            params["log_scale"] = pm.Normal("log_scale", np.log(span / 4), 1.0, dims=S.LEVEL)[:, None]
+            params["log_scale"] = pm.Normal("log_scale", d["prior_log_scale_mu"], 1.0, dims=S.LEVEL)[:, None]
         tau = pm.HalfNormal("tau", d["prior_tau_sd"], dims=S.LEVEL)
-        mu = _alt_mean(kind, d["t"][None, :], params, t0, pt.exp)
+        mu = _alt_mean(kind, d["t"][None, :], params, d["t0"], pt.exp)
         var = d["var_mean"] + tau[:, None] ** 2
         pm.Potential("likelihood", (-0.5 * (pt.log(2 * np.pi * var) + (d["y"] - mu) ** 2 / var)).sum())
     key = ("alternative", kind, data.y.shape, bool(np.isfinite(data.n).all()))
