@@ -41,6 +41,13 @@ def _check_against_pandas(ds, by):
                 np.testing.assert_allclose(float(c[f"{fld}_sumsq"]), (col**2).sum(), rtol=0, atol=1e-12)
                 if len(col):
                     np.testing.assert_allclose(float(c[f"{fld}_mean"]), col.mean(), rtol=0, atol=1e-12)
+                if fld in S.LEVEL_RATES:
+                    inside = col[(col > 0) & (col < 1)]
+                    assert int(c[f"{fld}_n0"]) == int((col == 0).sum())
+                    assert int(c[f"{fld}_n1"]) == int((col == 1).sum())
+                    np.testing.assert_allclose(float(c[f"{fld}_slogy"]), np.log(inside).sum(), rtol=1e-12, atol=1e-12)
+                    np.testing.assert_allclose(float(c[f"{fld}_slog1my"]), np.log1p(-inside).sum(),
+                                               rtol=1e-12, atol=1e-12)
                 checked += 1
     return agg, checked
 
@@ -91,3 +98,17 @@ def test_ungraded_do_not_enter_graded_statistics(small_plateau):
     assert (agg["reward_n"] == agg[S.N_GRADED]).all()
     frame = pd.DataFrame({"u": agg[S.UNGRADED_RATE].values, "n": agg[S.N_TRIALS].values})
     assert ((frame.u >= 0) & (frame.u <= 1)).all()
+
+
+def test_bounded_statistics_are_nan_outside_unit_interval(small_plateau):
+    ds, _ = small_plateau
+    ds = ds.copy(deep=True)
+    reward = ds[S.REWARD].to_numpy().copy()
+    first = int(np.flatnonzero(ds[S.GRADED].to_numpy())[0])
+    reward[first] = 1.5
+    ds[S.REWARD] = (S.TRIAL, reward)
+    agg = aggregate(ds, by=(S.STEP,))
+    step = ds[S.STEP].to_numpy()[first]
+    assert np.isnan(float(agg["reward_n0"].sel({S.STEP: step})))
+    others = agg["reward_n0"].drop_sel({S.STEP: step})
+    assert np.isfinite(others.to_numpy()).all()

@@ -12,6 +12,9 @@ from saturation import schema as S
 
 #: statistics computed for every summarised variable over graded trials
 STAT_SUFFIXES = ("n", "sum", "sumsq", "mean")
+#: extra statistics of variables bounded in [0, 1] (reward, f1, precision, recall): counts
+#: of exact 0 and 1 and, over values strictly inside, sums of log y and log(1 - y)
+BOUNDED_SUFFIXES = ("n0", "n1", "slogy", "slog1my")
 
 
 def aggregate(ds: xr.Dataset, by: Sequence[str] | None = None) -> xr.Dataset:
@@ -35,13 +38,17 @@ def aggregate(ds: xr.Dataset, by: Sequence[str] | None = None) -> xr.Dataset:
         * ``reward_all_mean``: mean logged reward over all trials (ungraded count as logged);
         * for ``reward`` over graded trials and for each per-level variable
           (f1, precision, recall, n_pred, n_gold, n_tp) over graded trials where the
-          value is present: ``<var>_n``, ``<var>_sum``, ``<var>_sumsq``, ``<var>_mean``.
+          value is present: ``<var>_n``, ``<var>_sum``, ``<var>_sumsq``, ``<var>_mean``;
+        * for ``reward``, f1, precision and recall also ``<var>_n0``, ``<var>_n1``,
+          ``<var>_slogy``, ``<var>_slog1my`` (NaN where a value lies outside [0, 1]).
 
     Notes
     -----
     For a Gaussian likelihood on trial values :math:`y_i` with group mean
     :math:`\\mu_g`, :math:`(n_g, \\sum y, \\sum y^2)` are sufficient:
     :math:`\\sum_i (y_i-\\mu_g)^2 = \\sum y^2 - 2\\mu_g \\sum y + n_g \\mu_g^2`.
+    For a zero-one-inflated Beta the counts of 0 and 1 and the sums of :math:`\\log y` and
+    :math:`\\log(1-y)` over the values inside (0, 1) are sufficient.
     """
     if by is None:
         by = [c for c in S.DEFAULT_GROUP_BY if c in ds.coords]
@@ -76,6 +83,18 @@ def aggregate(ds: xr.Dataset, by: Sequence[str] | None = None) -> xr.Dataset:
             mean = np.where(n > 0, s / np.where(n > 0, n, 1), np.nan)
         return n.astype(np.int64), s, ss, mean
 
+    def bounded(values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, ...]:
+        idx = flat[mask]
+        v = values[mask]
+        inside = (v > 0) & (v < 1)
+        safe = np.where(inside, v, 0.5)
+        out_of_range = np.bincount(idx, weights=((v < 0) | (v > 1)).astype(float), minlength=size) > 0
+        res = (np.bincount(idx, weights=(v == 0).astype(float), minlength=size),
+               np.bincount(idx, weights=(v == 1).astype(float), minlength=size),
+               np.bincount(idx, weights=np.where(inside, np.log(safe), 0.0), minlength=size),
+               np.bincount(idx, weights=np.where(inside, np.log1p(-safe), 0.0), minlength=size))
+        return tuple(np.where(out_of_range, np.nan, r).reshape(shape) for r in res)
+
     graded = ds[S.GRADED].to_numpy().astype(bool)
     reward = ds[S.REWARD].to_numpy().astype(float)
     everything = np.ones_like(graded)
@@ -93,6 +112,8 @@ def aggregate(ds: xr.Dataset, by: Sequence[str] | None = None) -> xr.Dataset:
         out["reward_all_mean"] = (dims, np.where(n_trials > 0, s_all / np.maximum(n_trials, 1), np.nan))
     for name, arr in zip(STAT_SUFFIXES, sums(reward, graded & finite_reward), strict=True):
         out[f"{S.REWARD}_{name}"] = (dims, arr)
+    for name, arr in zip(BOUNDED_SUFFIXES, bounded(reward, graded & finite_reward), strict=True):
+        out[f"{S.REWARD}_{name}"] = (dims, arr)
 
     if S.LEVEL in ds.dims and ds.sizes[S.LEVEL] > 0:
         out = out.assign_coords({S.LEVEL: ds[S.LEVEL].to_numpy()})
@@ -100,13 +121,15 @@ def aggregate(ds: xr.Dataset, by: Sequence[str] | None = None) -> xr.Dataset:
             if fld not in ds:
                 continue
             values = ds[fld].transpose(S.TRIAL, S.LEVEL).to_numpy().astype(float)
-            stats = [np.empty((*shape, values.shape[1])) for _ in STAT_SUFFIXES]
+            suffixes = STAT_SUFFIXES + (BOUNDED_SUFFIXES if fld in S.LEVEL_RATES else ())
+            stats = [np.empty((*shape, values.shape[1])) for _ in suffixes]
             for j in range(values.shape[1]):
                 col = values[:, j]
                 mask = graded & np.isfinite(col)
-                for k, arr in enumerate(sums(col, mask)):
+                parts = sums(col, mask) + (bounded(col, mask) if fld in S.LEVEL_RATES else ())
+                for k, arr in enumerate(parts):
                     stats[k][..., j] = arr
-            for name, arr in zip(STAT_SUFFIXES, stats, strict=True):
+            for name, arr in zip(suffixes, stats, strict=True):
                 out[f"{fld}_{name}"] = ((*dims, S.LEVEL), arr.astype(np.int64) if name == "n" else arr)
     out.attrs.update({k: v for k, v in ds.attrs.items()})
     out.attrs["aggregated_by"] = ",".join(by)

@@ -212,12 +212,11 @@ def _fmt(e: dict[str, Any] | None, digits: int = 4) -> str:
 
 
 def _cmd_plateau(args: argparse.Namespace) -> int:
-    from saturation.models import SamplerConfig, fit_plateau
+    from saturation.models import fit_plateau
 
     ds = _load_trials_arg(args.trials, "swesmith")
     levels = args.levels.split(",") if args.levels else None
-    sampler = SamplerConfig(draws=args.draws, tune=args.tune, chains=args.chains, sampler=args.sampler,
-                            progress=args.progress)
+    sampler = _sampler_args(args)
     fit = fit_plateau(ds, levels=levels, response=args.response, run=args.run, breakpoint=args.breakpoint,
                       shared=not args.separate, continuity=args.continuity, likelihood=args.likelihood,
                       rope=args.rope, seed=args.seed, sampler=sampler)
@@ -242,14 +241,67 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
         _print(f"  levels stopped together? range of change points {_fmt(tg['changepoint_range'], 1)} steps; "
                f"P(range <= 2) = {tg['p_range_le_2_steps']:.3f}")
     d = out["diagnostics"]
-    _print(f"diagnostics: R-hat max {d['rhat_max']:.3f}, bulk ESS min {d['ess_bulk_min']:.0f}, "
-           f"divergences {d['divergences']} -> {'converged' if d['converged'] else 'NOT CONVERGED: do not use these numbers'}")
-    _print(f"time: compile {fit.timings['compile']:.1f} s, sampling {fit.timings['sample']:.1f} s ({fit.timings['sampler']})")
+    _print_diagnostics(d, fit.timings)
     if args.json:
         _write_json(out, args.json)
     if args.idata:
         fit.idata.to_netcdf(args.idata)
     return EXIT_OK if d["converged"] else EXIT_DATA
+
+
+# ------------------------------------------------------------------ transfer
+def _sampler_args(args: argparse.Namespace) -> Any:
+    from saturation.models import SamplerConfig
+
+    return SamplerConfig(draws=args.draws, tune=args.tune, chains=args.chains, sampler=args.sampler,
+                         progress=args.progress)
+
+
+def _add_sampler_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--draws", type=int, default=1000)
+    p.add_argument("--tune", type=int, default=1000)
+    p.add_argument("--chains", type=int, default=4)
+    p.add_argument("--sampler", choices=["auto", "nutpie", "pymc"], default="auto")
+    p.add_argument("--progress", action="store_true", help="show the sampler's progress bar")
+
+
+def _print_diagnostics(d: dict[str, Any], timings: dict[str, Any]) -> None:
+    _print(f"diagnostics: R-hat max {d['rhat_max']:.3f}, bulk ESS min {d['ess_bulk_min']:.0f}, "
+           f"divergences {d['divergences']} -> {'converged' if d['converged'] else 'NOT CONVERGED: do not use these numbers'}")
+    _print(f"time: compile {timings['compile']:.1f} s, sampling {timings['sample']:.1f} s ({timings['sampler']})")
+
+
+def _cmd_transfer(args: argparse.Namespace) -> int:
+    from saturation.models import fit_transfer
+
+    ds = _load_trials_arg(args.trials, "swegym")
+    arms = args.arms.split(",") if args.arms else None
+    fit = fit_transfer(ds, reference=args.reference, arms=arms, first_steps=args.first_steps,
+                       knot_every=args.knot_every, seed=args.seed, sampler=_sampler_args(args))
+    out = fit.to_dict()
+    if out["data"].get("synthetic"):
+        _print(f"NOTE: {out['data']['synthetic']}")
+    _print(f"transfer model: arms {fit.data.arms}, reference {out['reference']}, "
+           f"{out['data']['n_trials']} trials ({out['data']['n_groups']} arm x step x task groups), "
+           f"{int(S.HDI_PROB * 100)}% HDI; gaps are arm - reference")
+    for arm in out["arms"]:
+        ini = out["initial"][arm]
+        _print(f"  {arm}: first {len(ini['steps'])} steps")
+        _print(f"    all-rollout reward gap   {_fmt(ini['delta_all_rollout'])}   P(gap > 0) = {ini['p_positive']:.3f}")
+        _print(f"    graded-only reward gap   {_fmt(ini['delta_graded_only'])}")
+        _print(f"    ungraded-rate gap        {_fmt(ini['delta_ungraded_rate'])}")
+        c = out["crossover_step"][arm]
+        cross = "-" if c["mean"] is None else _fmt(c, 1)
+        _print(f"    crossover step           {cross}   P(no crossover) = {c['p_no_crossover']:.3f}")
+        last = out["last_step"][arm]
+        _print(f"    gap at step {last['step']:<4}        all-rollout {_fmt(last['delta_all_rollout'])}")
+    _print_diagnostics(out["diagnostics"], fit.timings)
+    if args.json:
+        _write_json(out, args.json)
+    if args.idata:
+        fit.idata.to_netcdf(args.idata)
+    return EXIT_OK if out["diagnostics"]["converged"] else EXIT_DATA
 
 
 # ------------------------------------------------------------------ parser
@@ -288,18 +340,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", help="run to analyse when the data hold several")
     p.add_argument("--breakpoint", type=float, help="known break step (default: unknown, marginalised)")
     p.add_argument("--separate", action="store_true", help="separate change points per level (default: pooled)")
-    p.add_argument("--continuity", choices=["hinge", "jump"], default="hinge")
-    p.add_argument("--likelihood", choices=["gaussian", "binomial"], default="gaussian")
+    p.add_argument("--continuity", choices=list(S.CONTINUITIES), default="hinge")
+    p.add_argument("--likelihood", choices=list(S.LIKELIHOODS), default="gaussian")
     p.add_argument("--rope", type=float, default=0.01, help="late-gain ROPE in metric units (default 0.01)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--draws", type=int, default=1000)
-    p.add_argument("--tune", type=int, default=1000)
-    p.add_argument("--chains", type=int, default=4)
-    p.add_argument("--sampler", choices=["auto", "nutpie", "pymc"], default="auto")
-    p.add_argument("--progress", action="store_true", help="show the sampler's progress bar")
+    _add_sampler_args(p)
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")
     p.add_argument("--idata", metavar="PATH", help="write the InferenceData (netCDF)")
     p.set_defaults(func=_cmd_plateau)
+
+    p = sub.add_parser("transfer", help="hierarchical multi-arm transfer analysis (default: embedded SWE-Gym)")
+    p.add_argument("trials", nargs="*", metavar="TRIALS", help="trial tables or a .nc Dataset (needs an arm column)")
+    p.add_argument("--reference", default="base", help="reference arm (default base)")
+    p.add_argument("--arms", help="comma-separated arms to include (default: all)")
+    p.add_argument("--first-steps", type=int, default=4, help="initial window in steps (default 4)")
+    p.add_argument("--knot-every", type=float, default=4.0, help="knot spacing of the arm curves (default 4)")
+    _add_sampler_args(p)
+    p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")
+    p.add_argument("--idata", metavar="PATH", help="write the InferenceData (netCDF)")
+    p.set_defaults(func=_cmd_transfer)
     return parser
 
 

@@ -93,10 +93,24 @@ def expit(x: Any) -> Any:
     return special.expit(x)
 
 
-def logitnormal_mean(loc: Any, sd: float) -> np.ndarray:
-    """E[expit(loc + sd * Z)], Z ~ N(0, 1), by Gauss-Hermite quadrature."""
+def logitnormal_mean(loc: Any, sd: Any) -> np.ndarray:
+    """E[expit(loc + sd * Z)], Z ~ N(0, 1), by Gauss-Hermite quadrature (``sd`` a scalar
+    or an array broadcasting against ``loc``)."""
     loc = np.asarray(loc, dtype=float)
-    return (special.expit(loc[..., None] + sd * _GH_NODES) * _GH_WEIGHTS).sum(-1)
+    sd = np.asarray(sd, dtype=float)
+    return (special.expit(loc[..., None] + sd[..., None] * _GH_NODES) * _GH_WEIGHTS).sum(-1)
+
+
+def crossover_steps(gap: Any, steps: Any) -> np.ndarray:
+    """First step after which ``gap`` (..., T) stays negative; NaN where the last gap is
+    not negative (no crossover). Vectorised over leading dims."""
+    gap = np.asarray(gap, dtype=float)
+    steps = np.asarray(steps, dtype=float)
+    neg = gap < 0
+    # index of the last non-negative gap (-1 if none), the crossover is the step after it
+    last_nonneg = np.where((~neg).any(axis=-1), gap.shape[-1] - 1 - np.argmax((~neg)[..., ::-1], axis=-1), -1)
+    out = steps[np.minimum(last_nonneg + 1, gap.shape[-1] - 1)]
+    return np.where(neg[..., -1], out, np.nan)
 
 
 def logitnormal_location(mean: Any, sd: float, *, tol: float = 1e-12) -> np.ndarray:

@@ -81,3 +81,9 @@ def level_order(levels: list[str] | set[str] | tuple[str, ...]) -> list[str]:
     levels = set(levels)
     head = [lvl for lvl in CANONICAL_LEVELS if lvl in levels]
     return head + sorted(levels - set(head))
+
+# ---------------------------------------------------------------- plateau model choices
+#: per-step likelihoods of the plateau model (docs/plateau.md: when each is right)
+LIKELIHOODS: Final = ("gaussian", "binomial", "zoib")
+#: continuity at the change point: continuous hinge or a jump (the study's split OLS)
+CONTINUITIES: Final = ("hinge", "jump")

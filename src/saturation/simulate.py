@@ -376,11 +376,7 @@ def transfer_truth_curves(spec: TransferSpec) -> xr.Dataset:
 
 def crossover_step(gap: np.ndarray, steps: np.ndarray) -> float:
     """First step after which ``gap`` stays negative (NaN if it never does)."""
-    neg = gap < 0
-    if not neg[-1]:
-        return float("nan")
-    last_nonneg = np.flatnonzero(~neg)
-    return float(steps[last_nonneg[-1] + 1]) if len(last_nonneg) else float(steps[0])
+    return float(curves.crossover_steps(gap, steps))
 
 
 def simulate_transfer(spec: TransferSpec | None = None, seed: int = 0) -> tuple[xr.Dataset, dict[str, Any]]:

@@ -171,3 +171,25 @@ def test_cached_compiled_model_follows_shifted_steps():
     assert b["changepoint"]["mean"] == pytest.approx(a["changepoint"]["mean"] + 100.0, abs=1e-6)
     assert b["early_slope"]["mean"] == pytest.approx(a["early_slope"]["mean"], rel=1e-6)
     assert b["start"]["mean"] == pytest.approx(a["start"]["mean"], rel=1e-6)
+
+
+def test_zoib_likelihood_recovers_changepoint_from_bounded_statistics():
+    level = LevelSpec("file", 0.45, 0.015, 0.0, 20.0)
+    ds, _ = _sim(level, seed=11)
+    sd = step_data(ds)
+    assert sd.bounded is not None and set(sd.bounded) == {"n0", "n1", "slogy", "slog1my"}
+    fit = fit_plateau(sd, likelihood="zoib", seed=1, sampler=FAST)
+    assert fit.diagnostics["converged"], fit.diagnostics
+    est = fit.estimands["levels"]["file"]
+    assert _inside(est["changepoint"], 20.0), est["changepoint"]
+    assert _inside(est["early_slope"], level.early_slope), est["early_slope"]
+    assert est["p_early_positive"] > 0.95
+    assert "step_offset_z" in fit.idata.posterior and "log_likelihood" in fit.idata.groups()
+
+
+def test_zoib_needs_per_trial_bounded_values():
+    ds, _ = simulate_plateau(PlateauSpec(levels=(LevelSpec("file", 0.5, 0.01, 0.0, 10.0),), n_steps=20), 1)
+    series = step_data(ds)
+    series.bounded = None
+    with pytest.raises(ValueError, match="zoib"):
+        fit_plateau(series, likelihood="zoib")

@@ -11,5 +11,28 @@ from saturation.models.plateau import (
     plateau_prior_predictive,
     step_data,
 )
+from saturation.models.transfer import (
+    TransferFit,
+    TransferPriors,
+    fit_transfer,
+    transfer_data,
+    transfer_frame,
+)
 
-__all__ = ["ConvergenceWarning", "PlateauFit", "PlateauPriors", "SamplerConfig", "StepData", "compare_plateau_models", "fit_alternative", "fit_plateau", "plateau_prior_predictive", "step_data"]
+__all__ = [
+    "ConvergenceWarning",
+    "PlateauFit",
+    "PlateauPriors",
+    "SamplerConfig",
+    "StepData",
+    "TransferFit",
+    "TransferPriors",
+    "compare_plateau_models",
+    "fit_alternative",
+    "fit_plateau",
+    "fit_transfer",
+    "plateau_prior_predictive",
+    "step_data",
+    "transfer_data",
+    "transfer_frame",
+]

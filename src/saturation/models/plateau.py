@@ -31,6 +31,7 @@ import arviz as az
 import numpy as np
 import pandas as pd
 import pymc as pm
+import pytensor
 import pytensor.tensor as pt
 import xarray as xr
 from scipy import special, stats
@@ -44,14 +45,16 @@ from saturation.models._sampling import (
     warn_if_not_converged,
 )
 
-CONTINUITIES = ("hinge", "jump")
-LIKELIHOODS = ("gaussian", "binomial")
+CONTINUITIES = S.CONTINUITIES
+LIKELIHOODS = S.LIKELIHOODS
+#: names of the zero-one-inflated Beta sufficient statistics (see aggregate.BOUNDED_SUFFIXES)
+BOUNDED_STATS = ("n0", "n1", "slogy", "slog1my")
 #: default region of practical equivalence: the late segment gains less than this (metric
 #: units) over the whole late window
 DEFAULT_ROPE = 0.01
 
-_NP = SimpleNamespace(log=np.log, gammaln=special.gammaln, cumsum=np.cumsum)
-_PT = SimpleNamespace(log=pt.log, gammaln=pt.gammaln, cumsum=pt.cumsum)
+_NP = SimpleNamespace(log=np.log, gammaln=special.gammaln, cumsum=np.cumsum, exp=np.exp)
+_PT = SimpleNamespace(log=pt.log, gammaln=pt.gammaln, cumsum=pt.cumsum, exp=pt.exp)
 
 
 # ====================================================================== data
@@ -62,7 +65,9 @@ class StepData:
     ``n`` is the number of trials behind each per-step mean (``inf`` when only a logged
     series is available); ``var_mean`` the squared standard error of each per-step mean
     from its within-step variance, s_t^2 / n_t (0 for a logged series: then the variance
-    is the overdispersion alone); ``k`` the number of successes (binary responses).
+    is the overdispersion alone); ``k`` the number of successes (binary responses);
+    ``bounded`` the zero-one-inflated Beta statistics (counts of 0 and 1, sums of log y and
+    log(1 - y) inside (0, 1)) when every value lies in [0, 1].
     """
 
     steps: np.ndarray
@@ -73,6 +78,7 @@ class StepData:
     response: str
     k: np.ndarray | None = None
     summary: dict[str, Any] = field(default_factory=dict)
+    bounded: dict[str, np.ndarray] | None = None
 
     @property
     def binary(self) -> bool:
@@ -133,6 +139,11 @@ def step_data(
         steps = stats_[S.STEP].to_numpy()
         keep = (n > 0).all(axis=0)
         n, s, ss, steps = n[:, keep], s[:, keep], ss[:, keep], steps[keep]
+        bounded: dict[str, np.ndarray] | None = None
+        if all(f"{response}_{b}" in stats_ for b in BOUNDED_STATS):
+            bounded = {b: get(b)[:, keep] for b in BOUNDED_STATS}
+            if not all(np.isfinite(v).all() for v in bounded.values()):
+                bounded = None
         y = s / n
         ss_dev = (ss - s * s / n).clip(min=0)
         pooled = ss_dev.sum(axis=1, keepdims=True) / np.maximum((n - 1).sum(axis=1, keepdims=True), 1)
@@ -153,10 +164,11 @@ def step_data(
         n = np.full_like(y, np.inf)
         var_mean = np.zeros_like(y)
         k = None
+        bounded = None
         levels = [response]
         summary.update(series=True, metric_name=series.attrs.get("metric_name", response))
     summary.update(steps=[int(steps[0]), int(steps[-1])], n_steps=len(steps), levels=levels)
-    return StepData(np.asarray(steps, dtype=float), list(levels), y, n, var_mean, response, k, summary)
+    return StepData(np.asarray(steps, dtype=float), list(levels), y, n, var_mean, response, k, summary, bounded)
 
 
 # ====================================================================== priors
@@ -231,24 +243,37 @@ def _mean_curve(t: Any, c: Any, a: Any, h: Any, b2: Any, d: Any, t0: float) -> A
 
 
 def step_loglik(
-    xp: SimpleNamespace, y: Any, n: Any, k: Any, t: Any, c: Any, params: dict[str, Any],
-    t0: float, likelihood: str,
+    xp: SimpleNamespace, obs: dict[str, Any], t: Any, c: Any, params: dict[str, Any],
+    t0: Any, likelihood: str,
 ) -> Any:
     """Pointwise log-likelihood of per-step data under change point(s) ``c``.
 
-    Shapes broadcast: e.g. ``t`` (1, T) with ``c`` (C, 1) gives (C, T). Works with NumPy
-    (``xp=_NP``) and PyTensor (``xp=_PT``) so the model and the post-processing share it.
+    ``obs`` holds the per-step statistics (``y``, ``n``, ``k``, and for "zoib" ``n0``,
+    ``n1``, ``slogy``, ``slog1my``). Shapes broadcast: e.g. ``t`` (1, T) with ``c`` (C, 1)
+    gives (C, T). Works with NumPy (``xp=_NP``) and PyTensor (``xp=_PT``) so the model
+    and the post-processing share it.
     """
     mu = _mean_curve(t, c, params["start"], params["value_at_changepoint"], params["late_slope"],
                      params.get("jump", 0.0), t0)
+    y, n, k = obs["y"], obs["n"], obs["k"]
     if likelihood == "gaussian":
         var = params["var_mean"] + params["tau"] ** 2
         return -0.5 * (xp.log(2 * np.pi * var) + (y - mu) ** 2 / var)
+    g = xp.gammaln
+    if likelihood == "zoib":
+        m = _clip01(mu)
+        m = 1.0 / (1.0 + xp.exp(-(xp.log(m) - xp.log(1 - m) + params["step_offset"])))
+        m = _clip01(m)
+        z, phi = params["boundary"], params["phi"]
+        n0, n1 = obs["n0"], obs["n1"]
+        nmid = n - n0 - n1
+        return (n0 * xp.log(z * (1 - m)) + n1 * xp.log(z * m) + nmid * xp.log(1 - z)
+                + (m * phi - 1) * obs["slogy"] + ((1 - m) * phi - 1) * obs["slog1my"]
+                - nmid * (g(m * phi) + g((1 - m) * phi) - g(phi)))
     # beta-binomial with mean mu (clipped into (0, 1)) and concentration kappa
     p = _clip01(mu)
     kappa = params["kappa"]
     alpha, beta = p * kappa, (1 - p) * kappa
-    g = xp.gammaln
     return (g(n + 1) - g(k + 1) - g(n - k + 1) + g(k + alpha) + g(n - k + beta) - g(n + kappa)
             + g(kappa) - g(alpha) - g(beta))
 
@@ -328,6 +353,9 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
     config.validate()
     if config.likelihood == "binomial" and not data.binary:
         raise ValueError(f"likelihood='binomial' needs a binary response; {data.response!r} is not 0/1")
+    if config.likelihood == "zoib" and data.bounded is None:
+        raise ValueError(f"likelihood='zoib' needs per-trial values of {data.response!r} in [0, 1] "
+                         "(trials or aggregates with <var>_n0/_n1/_slogy/_slog1my); a logged series cannot use it")
     pri = config.priors.resolve(data)
     n_levels = data.y.shape[0]
     t0 = float(data.steps[0])
@@ -339,9 +367,10 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
         "y": data.y, "n": np.where(np.isfinite(data.n), data.n, 1e12), "t": data.steps,
         "grid": grid, "var_mean": data.var_mean, "t0": np.asarray(t0),
         "k": data.k if data.k is not None else np.zeros_like(data.y),
+        **(data.bounded if config.likelihood == "zoib" and data.bounded is not None else {}),
         **{f"prior_{k}": v for k, v in pri.items()},
     }
-    coords = {S.LEVEL: data.levels}
+    coords = {S.LEVEL: data.levels, S.STEP: data.steps}
     pooled = not known and config.shared and n_levels > 1
     with pm.Model(coords=coords) as model:
         d = {name: pm.Data(name, v) for name, v in values.items()}
@@ -355,26 +384,32 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
         if config.likelihood == "gaussian":
             params["tau"] = pm.HalfNormal("tau", d["prior_tau_sd"], dims=S.LEVEL)[:, None, None]
             params["var_mean"] = d["var_mean"][:, None, :]
-        else:
+        elif config.likelihood == "binomial":
             params["kappa"] = pt.exp(pm.Normal("log_kappa", np.log(200.0), 1.5, dims=S.LEVEL))[:, None, None]
+        else:
+            params["boundary"] = pm.Beta("boundary", 1.0, 1.0, dims=S.LEVEL)[:, None, None]
+            params["phi"] = pt.exp(pm.Normal("log_phi", np.log(5.0), 1.5, dims=S.LEVEL))[:, None, None]
+            tau_logit = pm.HalfNormal("tau_logit", 0.5, dims=S.LEVEL)
+            offset_z = pm.Normal("step_offset_z", 0.0, 1.0, dims=(S.LEVEL, S.STEP))
+            params["step_offset"] = (tau_logit[:, None] * offset_z)[:, None, :]
         if config.likelihood == "gaussian" and not known:
             # O(T + C) per level via cumulative sums (candidates are the steps themselves)
             ll_c = gaussian_loglik_by_changepoint(
                 _PT, d["y"], d["var_mean"] + params["tau"][:, 0] ** 2, d["t"], _grid_positions(data.steps, grid),
                 {k_: v[:, 0] for k_, v in params.items() if k_ not in ("var_mean", "tau")}, d["t0"])
         else:
-            ll = step_loglik(_PT, d["y"][:, None, :], d["n"][:, None, :], d["k"][:, None, :],
-                             d["t"][None, None, :], d["grid"][None, :, None], params, d["t0"], config.likelihood)
+            obs = {name: d[name][:, None, :] for name in ("y", "n", "k", *BOUNDED_STATS) if name in d}
+            ll = step_loglik(_PT, obs, d["t"][None, None, :], d["grid"][None, :, None], params, d["t0"],
+                             config.likelihood)
             ll_c = ll.sum(axis=2)  # (L, C): log p(y_l | c, theta)
         if pooled:
             spread = pm.HalfNormal("changepoint_spread", config.priors.spread_sd)
-            logw = _pooled_logw(pt, d["grid"], _effective_spread(pt, spread), pm.math.logsumexp)  # (C0, C)
+            logw = _pooled_logw(pt, d["grid"], _effective_spread(pt, spread), _logsumexp)  # (C0, C)
             # sum over levels of log sum_c w(c | c0) p(y_l | c): 2-D per level (C0, C)
-            joint = sum(pm.math.logsumexp(logw + ll_c[j][None, :], axis=1, keepdims=False)
-                        for j in range(n_levels))
-            total = pm.math.logsumexp(joint) - pt.log(float(len(grid)))
+            joint = _logsumexp(logw[None, :, :] + ll_c[:, None, :], axis=2).sum(axis=0)  # (C0,)
+            total = _logsumexp(joint, axis=0) - pt.log(float(len(grid)))
         else:
-            total = (pm.math.logsumexp(ll_c, axis=1) - pt.log(float(len(grid)))).sum()
+            total = (_logsumexp(ll_c, axis=1) - pt.log(float(len(grid)))).sum()
         pm.Potential("likelihood", total)
     return model, values
 
@@ -392,6 +427,20 @@ def _effective_spread(xp: Any, spread: Any) -> Any:
     that every level sits on the common change point, and the floor keeps the weights
     finite for tiny s."""
     return xp.sqrt(spread**2 + 0.25)
+
+
+def _logsumexp(x: Any, axis: int, keepdims: bool = False) -> Any:
+    """log-sum-exp whose gradient stays finite for large arguments.
+
+    ``pm.math.logsumexp`` is stable alone, but inside the pooled model PyTensor's rewrites
+    turned its gradient into exp(x) / sum(exp(x)), which overflows once the joint
+    log-likelihood passes ~709 (three levels of the SWE-smith replica do): every NUTS
+    trajectory then ended in a NaN gradient (a "divergence"). The shift is held constant
+    for differentiation, so no rewrite can cancel it.
+    """
+    m = pytensor.gradient.disconnected_grad(pt.max(x, axis=axis, keepdims=True))
+    out = m + pt.log(pt.exp(x - m).sum(axis=axis, keepdims=True))
+    return out if keepdims else out.squeeze(axis)
 
 
 def _pooled_logw(xp: Any, grid: Any, spread: Any, logsumexp: Any) -> Any:
@@ -477,9 +526,11 @@ def fit_plateau(
         them separately (False).
     continuity : {"hinge", "jump"}
         Continuous hinge, or a jump at the break (the study's split OLS).
-    likelihood : {"gaussian", "binomial"}
-        Gaussian on per-step means (sufficient statistics, step overdispersion) or
-        beta-binomial on success counts for binary responses.
+    likelihood : {"gaussian", "binomial", "zoib"}
+        Gaussian on per-step means (sufficient statistics, step overdispersion; default),
+        beta-binomial on success counts for binary responses, or a zero-one-inflated Beta
+        on per-trial values in [0, 1] (exact from sufficient statistics, with logit-scale
+        step offsets). See docs/plateau.md for when each is right.
     rope : float
         Region of practical equivalence for the late segment, in metric units: the late
         segment is "flat" when its total gain over the late window is within +-rope.
@@ -500,13 +551,9 @@ def fit_plateau(
     model, values = build_plateau_model(sd, config)
     key = ("plateau", sd.y.shape, len(values["grid"]), config.breakpoint is None, config.shared,
            config.continuity, config.likelihood, bool(np.isfinite(sd.n).all()))
-    # nutpie diverges on the pooled (shared) multi-level model with three or more levels
-    # (every transition; PyMC's NUTS samples it cleanly) - see docs/plateau.md
-    pooled = config.breakpoint is None and config.shared and len(sd.levels) > 1
-    auto = "pymc" if pooled else "nutpie"
-    idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=config.sampler, auto=auto)
-    sampled = [v for v in ("start", "value_at_changepoint", "late_slope", "jump", "tau",
-                           "log_kappa", "changepoint_spread") if v in idata.posterior]
+    idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=config.sampler)
+    sampled = [v for v in ("start", "value_at_changepoint", "late_slope", "jump", "tau", "log_kappa",
+                           "boundary", "log_phi", "tau_logit", "changepoint_spread") if v in idata.posterior]
     diag = diagnostics(idata, sampled)
     estimands = _estimands(idata, sd, config, values["grid"], seed)
     _attach(idata, sd, config, diag, values["grid"])
@@ -526,8 +573,12 @@ def _param_draws(idata: az.InferenceData, likelihood: str) -> dict[str, Any]:
                            "late_slope": g("late_slope"), "jump": g("jump") if "jump" in post else 0.0}
     if likelihood == "gaussian":
         out["tau"] = g("tau")
-    else:
+    elif likelihood == "binomial":
         out["kappa"] = np.exp(g("log_kappa"))
+    else:
+        out["boundary"], out["phi"] = g("boundary"), np.exp(g("log_phi"))
+        offsets = post["step_offset_z"].transpose("sample", S.LEVEL, S.STEP).to_numpy()
+        out["step_offset"] = g("tau_logit")[:, :, None] * offsets  # (samples, levels, steps)
     return out
 
 
@@ -555,8 +606,8 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
     pooled = config.breakpoint is None and config.shared and n_levels > 1
     spread_draws = (idata.posterior["changepoint_spread"].stack(sample=("chain", "draw")).to_numpy()
                     if pooled else np.zeros(0))
-    n = np.where(np.isfinite(data.n), data.n, 1e12)
-    k = data.k if data.k is not None else np.zeros_like(data.y)
+    obs = {"y": data.y, "n": np.where(np.isfinite(data.n), data.n, 1e12),
+           "k": data.k if data.k is not None else np.zeros_like(data.y), **(data.bounded or {})}
     cps = np.empty((n_samples, n_levels))
     mass = np.zeros((n_levels, n_grid))
     pointwise = np.empty((n_samples, n_levels, len(t)))
@@ -566,7 +617,9 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
     chunk = 250
     for lo in range(0, n_samples, chunk):
         sl = slice(lo, min(lo + chunk, n_samples))
-        pb = {key: (v[sl][:, :, None, None] if isinstance(v, np.ndarray) else v) for key, v in p.items()}
+        # per-draw parameters as (draws, levels, candidates, steps); step offsets vary by step
+        pb = {key: (v[sl][:, :, None, None] if v.ndim == 2 else v[sl][:, :, None, :])
+              if isinstance(v, np.ndarray) else v for key, v in p.items()}
         pb["var_mean"] = data.var_mean[None, :, None, :]
         if fast:
             ll_c = gaussian_loglik_by_changepoint(
@@ -574,7 +627,7 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
                 {k_: v[..., 0] if isinstance(v, np.ndarray) else v for k_, v in pb.items()
                  if k_ not in ("var_mean", "tau")}, t0)
         else:
-            ll_c = step_loglik(_NP, data.y[None, :, None, :], n[None, :, None, :], k[None, :, None, :],
+            ll_c = step_loglik(_NP, {k_: v[None, :, None, :] for k_, v in obs.items()},
                                t[None, None, None, :], grid[None, None, :, None], pb, t0,
                                config.likelihood).sum(axis=3)  # (D, L, C)
         m = ll_c.shape[0]
@@ -596,10 +649,11 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
         for j in range(n_levels):
             idx = _sample_index(rng, cond_sel[:, j, :])
             cps[sl, j] = grid[idx]
-        pj = {key: (v[sl][:, :, None] if isinstance(v, np.ndarray) else v) for key, v in p.items()}
+        pj = {key: (v[sl][:, :, None] if v.ndim == 2 else v[sl]) if isinstance(v, np.ndarray) else v
+              for key, v in p.items()}
         pj["var_mean"] = data.var_mean[None]
-        pointwise[sl] = step_loglik(_NP, data.y[None], n[None], k[None], t[None, None, :], cps[sl][:, :, None],
-                                    pj, t0, config.likelihood)
+        pointwise[sl] = step_loglik(_NP, {k_: v[None] for k_, v in obs.items()}, t[None, None, :],
+                                    cps[sl][:, :, None], pj, t0, config.likelihood)
     mass /= n_samples
     pri = config.priors.resolve(data)
     out: dict[str, Any] = {"levels": {}}

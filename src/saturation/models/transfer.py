@@ -1,0 +1,450 @@
+"""Hierarchical multi-arm transfer model: does an arm that started elsewhere beat the reference?
+
+Model (arm :math:`a`, step :math:`t`, task :math:`i`; groups of rollouts of one task in
+one step of one arm):
+
+.. math::
+
+    k^{ungraded}_{ati} &\\sim \\mathrm{Binomial}(n_{ati}, u_{ati}), \\quad
+        \\operatorname{logit} u_{ati} = \\alpha^u_a + f^u_a(t) + \\epsilon^u_{at} + \\theta^u_i \\\\
+    y_{atij} \\mid \\text{graded} &\\sim \\mathcal N\\big(r_{ati},\\; r_{ati}(1 - r_{ati})/(1 + \\phi_a)\\big),
+        \\quad \\operatorname{logit} r_{ati} = \\alpha^r_a + f^r_a(t) + \\epsilon^r_{at} + \\theta^r_i
+
+with :math:`f_a` piecewise linear between knots (every ``knot_every`` steps) whose values
+follow a Gaussian random walk (:math:`f_a(\\text{first knot}) = 0`, increments
+:math:`\\sigma^f_a z`), per-(arm, step) noise :math:`\\epsilon_{at} \\sim N(0, \\sigma_\\epsilon)`
+and task effects :math:`\\theta_i \\sim N(0, \\sigma_\\theta)` shared by every arm (paired
+design). The graded-reward likelihood is per trial, Gaussian with a Beta-type variance,
+evaluated exactly from each group's (count, sum, sum of squares).
+
+Population curves average over tasks and step noise (Gauss-Hermite):
+:math:`\\bar u_{at} = E[\\operatorname{expit}(\\alpha^u_a + f^u_a(t) + \\sqrt{\\sigma_\\theta^2 +
+\\sigma_\\epsilon^2} Z)]`, likewise :math:`\\bar r_{at}`, and the all-rollout reward
+:math:`(1 - \\bar u_{at})\\,\\bar r_{at}` (the two task effects are independent).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import arviz as az
+import numpy as np
+import pandas as pd
+import pymc as pm
+import pytensor.tensor as pt
+import xarray as xr
+
+from saturation import __version__, curves
+from saturation import schema as S
+from saturation.models._sampling import (
+    SamplerConfig,
+    diagnostics,
+    sample_model,
+    warn_if_not_converged,
+)
+
+#: the three per-step quantities compared between arms
+QUANTITIES = ("all_rollout", "graded_only", S.UNGRADED_RATE)
+PARTS = ("ungraded", "reward")
+
+
+# ====================================================================== data
+@dataclass
+class TransferData:
+    """(arm, step, task) groups of a multi-arm trial Dataset plus empirical per-step values."""
+
+    arms: list[str]
+    steps: np.ndarray
+    tasks: np.ndarray
+    arm_idx: np.ndarray
+    step_idx: np.ndarray
+    task_idx: np.ndarray
+    n: np.ndarray
+    n_ungraded: np.ndarray
+    n_graded: np.ndarray
+    r_sum: np.ndarray
+    r_sumsq: np.ndarray
+    observed: np.ndarray  # (arm, step): the arm has trials at that step
+    empirical: xr.Dataset  # per (arm, step): ungraded_rate, graded_only, all_rollout, n_trials
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def transfer_data(ds: xr.Dataset, *, arms: list[str] | None = None) -> TransferData:
+    """Group a trial Dataset with an ``arm`` coordinate by (arm, step, instance_id)."""
+    if S.ARM not in ds.coords:
+        raise KeyError("transfer analysis needs an 'arm' coordinate on the trials")
+    arm_all = ds[S.ARM].to_numpy().astype(str)
+    present = sorted(set(arm_all))
+    arms = list(arms) if arms else present
+    unknown = sorted(set(arms) - set(present))
+    if unknown:
+        raise KeyError(f"unknown arm(s) {unknown}; the data has {present}")
+    keep = np.isin(arm_all, arms)
+    frame = pd.DataFrame({
+        "arm": arm_all[keep], "step": ds[S.STEP].to_numpy()[keep], "task": ds[S.INSTANCE_ID].to_numpy()[keep],
+        "graded": ds[S.GRADED].to_numpy()[keep].astype(bool), "reward": ds[S.REWARD].to_numpy()[keep].astype(float),
+    })
+    if frame.loc[frame["graded"], "reward"].isna().any():
+        raise ValueError("graded trials with a missing reward; validate the trials first")
+    frame["r"] = np.where(frame["graded"], frame["reward"], 0.0)
+    frame["r2"] = frame["r"] ** 2
+    frame["ungraded"] = ~frame["graded"]
+    g = frame.groupby(["arm", "step", "task"], sort=True).agg(
+        n=("graded", "size"), n_graded=("graded", "sum"), n_ungraded=("ungraded", "sum"),
+        r_sum=("r", "sum"), r_sumsq=("r2", "sum")).reset_index()
+    steps = np.sort(frame["step"].unique())
+    tasks = np.sort(frame["task"].unique())
+    arm_pos = {a: i for i, a in enumerate(arms)}
+    # per (arm, step) empirical values: all-rollout mean counts ungraded trials as logged (0)
+    logged = np.where(frame["graded"], frame["reward"], np.nan_to_num(frame["reward"], nan=0.0))
+    frame["logged"] = logged
+    per = frame.groupby(["arm", "step"]).agg(n_trials=("graded", "size"), n_graded=("graded", "sum"),
+                                             all_rollout=("logged", "mean"))
+    graded_mean = frame[frame["graded"]].groupby(["arm", "step"])["reward"].mean()
+    emp = {name: np.full((len(arms), len(steps)), np.nan) for name in ("n_trials", *QUANTITIES)}
+    step_pos = {s: j for j, s in enumerate(steps)}
+    for (a, s), row in per.iterrows():
+        i, j = arm_pos[a], step_pos[s]
+        emp["n_trials"][i, j] = row["n_trials"]
+        emp[S.UNGRADED_RATE][i, j] = 1 - row["n_graded"] / row["n_trials"]
+        emp["all_rollout"][i, j] = row["all_rollout"]
+    for (a, s), v in graded_mean.items():
+        emp["graded_only"][arm_pos[a], step_pos[s]] = v
+    empirical = xr.Dataset({k: ((S.ARM, S.STEP), v) for k, v in emp.items()},
+                           coords={S.ARM: arms, S.STEP: steps})
+    summary = {
+        "n_trials": len(frame), "n_graded": int(frame["graded"].sum()), "n_groups": len(g),
+        "n_tasks": len(tasks), "steps": [int(steps[0]), int(steps[-1])], "arms": arms,
+        "trials_per_arm": {a: int((frame["arm"] == a).sum()) for a in arms},
+        "sources": json.loads(ds.attrs.get(S.ATTR_SOURCES, "[]")),
+        "synthetic": ds.attrs.get(S.ATTR_SYNTHETIC, ""),
+    }
+    return TransferData(
+        arms=arms, steps=steps.astype(float), tasks=tasks,
+        arm_idx=g["arm"].map(arm_pos).to_numpy(), step_idx=np.searchsorted(steps, g["step"].to_numpy()),
+        task_idx=np.searchsorted(tasks, g["task"].to_numpy()),
+        n=g["n"].to_numpy(float), n_ungraded=g["n_ungraded"].to_numpy(float), n_graded=g["n_graded"].to_numpy(float),
+        r_sum=g["r_sum"].to_numpy(float), r_sumsq=g["r_sumsq"].to_numpy(float),
+        observed=np.isfinite(emp["n_trials"]), empirical=empirical, summary=summary,
+    )
+
+
+def knot_basis(steps: np.ndarray, knot_every: float) -> tuple[np.ndarray, np.ndarray]:
+    """Knots every ``knot_every`` steps from the first step (the last knot at or after the
+    last step) and the (steps x knots) matrix of linear-interpolation weights."""
+    first, last = float(steps[0]), float(steps[-1])
+    n_knots = max(int(np.ceil((last - first) / knot_every)), 1) + 1
+    knots = first + knot_every * np.arange(n_knots)
+    basis = np.stack([curves.piecewise_linear(steps, tuple(zip(knots, np.eye(n_knots)[k], strict=True)))
+                      for k in range(n_knots)], axis=1)
+    return knots, basis
+
+
+# ====================================================================== config + model
+@dataclass(frozen=True)
+class TransferPriors:
+    """Priors (logit scale) of the transfer model.
+
+    Intercepts ~ N(logit of the reference arm's empirical first-step value, ``intercept_sd``);
+    random-walk increments between knots ~ N(0, sigma_f), sigma_f ~ HalfNormal(``rw_sd``);
+    per-(arm, step) noise sd ~ HalfNormal(``step_sd``); task-effect sd ~
+    HalfNormal(``task_sd``); Beta-type precision log(1 + phi) ~ N(log 5, 1).
+    """
+
+    intercept_sd: float = 1.5
+    rw_sd: float = 0.5
+    step_sd: float = 0.2
+    task_sd: float = 1.0
+
+
+@dataclass(frozen=True)
+class TransferConfig:
+    """Structure and settings of one transfer fit (stored in the InferenceData attrs)."""
+
+    reference: str = "base"
+    arms: tuple[str, ...] | None = None
+    first_steps: int = 4
+    knot_every: float = 4.0
+    priors: TransferPriors = field(default_factory=TransferPriors)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+
+    def validate(self, data: TransferData | None = None) -> None:
+        problems = []
+        if self.first_steps < 1:
+            problems.append(f"first_steps must be >= 1, got {self.first_steps}")
+        if not self.knot_every > 0:
+            problems.append(f"knot_every must be positive, got {self.knot_every}")
+        if data is not None:
+            if self.reference not in data.arms:
+                problems.append(f"reference arm {self.reference!r} not in the data's arms {data.arms}")
+            if len(data.arms) < 2:
+                problems.append(f"need at least two arms, have {data.arms}")
+        if problems:
+            raise ValueError("invalid transfer configuration:\n  - " + "\n  - ".join(problems))
+
+
+def _start_logit(values: np.ndarray) -> float:
+    v = values[np.isfinite(values)]
+    return float(curves.logit(np.clip(v[0] if len(v) else 0.5, 0.02, 0.98)))
+
+
+def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm.Model, dict[str, np.ndarray]]:
+    """Build the PyMC model; returns (model, pm.Data values)."""
+    config.validate(data)
+    knots, basis = knot_basis(data.steps, config.knot_every)
+    ref = data.arms.index(config.reference)
+    emp = data.empirical
+    has_reward = data.n_graded > 0
+    values = {
+        "basis": basis, "arm_idx": data.arm_idx, "step_idx": data.step_idx, "task_idx": data.task_idx,
+        "n": data.n, "n_ungraded": data.n_ungraded,
+        "g_arm": data.arm_idx[has_reward], "g_step": data.step_idx[has_reward], "g_task": data.task_idx[has_reward],
+        "g_n": data.n_graded[has_reward], "g_sum": data.r_sum[has_reward], "g_sumsq": data.r_sumsq[has_reward],
+        "prior_mu": np.array([_start_logit(emp[S.UNGRADED_RATE].to_numpy()[ref]),
+                              _start_logit(emp["graded_only"].to_numpy()[ref])]),
+    }
+    pri = config.priors
+    coords = {S.ARM: data.arms, S.STEP: data.steps, "task": np.arange(len(data.tasks)), "knot": knots,
+              "increment": knots[1:], "part": list(PARTS)}
+    with pm.Model(coords=coords) as model:
+        d = {name: pm.Data(name, v) for name, v in values.items()}
+        lin = {}
+        for p_i, part in enumerate(PARTS):
+            intercept = pm.Normal(f"{part}_intercept", d["prior_mu"][p_i], pri.intercept_sd, dims=S.ARM)
+            rw_sd = pm.HalfNormal(f"{part}_rw_sd", pri.rw_sd, dims=S.ARM)
+            z = pm.Normal(f"{part}_rw_z", 0.0, 1.0, dims=(S.ARM, "increment"))
+            knot_vals = pt.concatenate([pt.zeros((len(data.arms), 1)), pt.cumsum(rw_sd[:, None] * z, axis=1)], axis=1)
+            curve = pm.Deterministic(f"{part}_curve", intercept[:, None] + pt.dot(knot_vals, d["basis"].T),
+                                     dims=(S.ARM, S.STEP))
+            step_sd = pm.HalfNormal(f"{part}_step_sd", pri.step_sd)
+            step_z = pm.Normal(f"{part}_step_z", 0.0, 1.0, dims=(S.ARM, S.STEP))
+            task_sd = pm.HalfNormal(f"{part}_task_sd", pri.task_sd)
+            task_z = pm.Normal(f"{part}_task_z", 0.0, 1.0, dims="task")
+            loc = curve + step_sd * step_z
+            a_, s_, t_ = (d["arm_idx"], d["step_idx"], d["task_idx"]) if part == "ungraded" else (
+                d["g_arm"], d["g_step"], d["g_task"])
+            lin[part] = loc[a_, s_] + task_sd * task_z[t_]
+        pm.Binomial("ungraded", n=d["n"], logit_p=lin["ungraded"], observed=d["n_ungraded"])
+        r = pm.math.sigmoid(lin["reward"])
+        log1p_phi = pm.Normal("log1p_phi", np.log(5.0), 1.0, dims=S.ARM)
+        var = r * (1 - r) / pt.exp(log1p_phi)[d["g_arm"]] + 1e-6
+        sq = d["g_sumsq"] - 2 * r * d["g_sum"] + d["g_n"] * r * r
+        pm.Potential("graded_reward", (-0.5 * d["g_n"] * pt.log(2 * np.pi * var) - 0.5 * sq / var).sum())
+    return model, values
+
+
+# ====================================================================== fit
+@dataclass
+class TransferFit:
+    """Result of :func:`fit_transfer`: InferenceData plus tidy estimands and diagnostics."""
+
+    idata: az.InferenceData
+    config: TransferConfig
+    data: TransferData
+    estimands: dict[str, Any]
+    diagnostics: dict[str, Any]
+    timings: dict[str, Any]
+
+    def summary(self) -> pd.DataFrame:
+        """One row per (arm, estimand, quantity) against the reference, 94 % HDI."""
+        rows = []
+        for arm, est in self.estimands["initial"].items():
+            for q in QUANTITIES:
+                e = est[f"delta_{q}"]
+                rows.append({"arm": arm, "estimand": f"initial_delta_{q}", "mean": e["mean"], "sd": e["sd"],
+                             "hdi_low": e["hdi"][0], "hdi_high": e["hdi"][1]})
+            rows.append({"arm": arm, "estimand": "p_initial_all_rollout_positive", "mean": est["p_positive"],
+                         "sd": np.nan, "hdi_low": np.nan, "hdi_high": np.nan})
+            c = self.estimands["crossover_step"][arm]
+            rows.append({"arm": arm, "estimand": "crossover_step", "mean": c["mean"], "sd": c["sd"],
+                         "hdi_low": c["hdi"][0], "hdi_high": c["hdi"][1]})
+            rows.append({"arm": arm, "estimand": "p_no_crossover", "mean": c["p_no_crossover"], "sd": np.nan,
+                         "hdi_low": np.nan, "hdi_high": np.nan})
+            for q in QUANTITIES:
+                e = self.estimands["last_step"][arm][f"delta_{q}"]
+                rows.append({"arm": arm, "estimand": f"last_step_delta_{q}", "mean": e["mean"], "sd": e["sd"],
+                             "hdi_low": e["hdi"][0], "hdi_high": e["hdi"][1]})
+        table = pd.DataFrame(rows)
+        table.attrs["converged"] = self.diagnostics["converged"]
+        table.attrs["hdi_prob"] = S.HDI_PROB
+        table.attrs["reference"] = self.config.reference
+        return table
+
+    def to_dict(self) -> dict[str, Any]:
+        """The public JSON shape (docs/transfer.md)."""
+        return {
+            "data": self.data.summary,
+            "reference": self.config.reference,
+            "arms": [a for a in self.data.arms if a != self.config.reference],
+            "first_steps": self.config.first_steps,
+            "hdi_prob": S.HDI_PROB,
+            "initial": self.estimands["initial"],
+            "crossover_step": self.estimands["crossover_step"],
+            "last_step": self.estimands["last_step"],
+            "task_effect_sd": self.estimands["task_effect_sd"],
+            "by_step": self.estimands["by_step"],
+            "diagnostics": dict(self.diagnostics),
+        }
+
+
+def fit_transfer(
+    ds: xr.Dataset | TransferData,
+    *,
+    reference: str = "base",
+    arms: list[str] | None = None,
+    first_steps: int = 4,
+    knot_every: float = 4.0,
+    priors: TransferPriors | None = None,
+    sampler: SamplerConfig | None = None,
+    seed: int = 0,
+) -> TransferFit:
+    """Fit the transfer model and compute every arm's gaps against ``reference``.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset or TransferData
+        Trials with an ``arm`` coordinate (see :func:`transfer_data`).
+    reference : str
+        Reference arm (e.g. the untrained ``base``).
+    arms : list of str, optional
+        Arms to include (default: all).
+    first_steps : int
+        Width of the initial window for the initial advantage (default 4).
+    knot_every : float
+        Knot spacing of the per-arm random-walk curve, in steps (default 4).
+    seed : int
+        Seeds the sampler; same seed and data give the same numbers.
+
+    Returns
+    -------
+    TransferFit
+
+    Notes
+    -----
+    Why a knot random walk: the curves must bend both ways (the reference study's s85
+    rises, then falls below base), a random walk on knot values shrinks towards a straight
+    line between knots without imposing monotonicity, it costs a few parameters per arm,
+    and its smoothness (the knot spacing) is explicit. An HSGP would also work; it needs
+    a length-scale prior and boundary settings that a knot spacing avoids.
+    """
+    config = TransferConfig(reference=reference, arms=tuple(arms) if arms else None, first_steps=first_steps,
+                            knot_every=knot_every, priors=priors or TransferPriors(),
+                            sampler=sampler or SamplerConfig())
+    config.validate()
+    data = ds if isinstance(ds, TransferData) else transfer_data(ds, arms=arms)
+    model, values = build_transfer_model(data, config)
+    key = ("transfer", len(data.arms), len(data.steps), len(data.tasks), len(data.n), len(values["g_n"]),
+           values["basis"].shape)
+    idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=config.sampler)
+    sampled = [f"{part}_{v}" for part in PARTS for v in ("intercept", "rw_sd", "rw_z", "step_sd", "task_sd")]
+    sampled += ["log1p_phi"]
+    diag = diagnostics(idata, sampled)
+    estimands = _estimands(idata, data, config)
+    _attach(idata, data, config, diag)
+    fit = TransferFit(idata, config, data, estimands, diag, timings)
+    warn_if_not_converged(diag, f"transfer fit (arms {data.arms}, reference {config.reference})")
+    return fit
+
+
+def _interval(x: np.ndarray) -> dict[str, Any]:
+    x = np.asarray(x, dtype=float)
+    hdi = np.asarray(az.hdi(x, hdi_prob=S.HDI_PROB))
+    return {"mean": float(np.mean(x)), "sd": float(np.std(x, ddof=1)), "hdi": [float(hdi[0]), float(hdi[1])]}
+
+
+def population_curves(idata: az.InferenceData) -> dict[str, np.ndarray]:
+    """Per-draw population curves (samples, arm, step): ungraded rate, graded-only and
+    all-rollout reward, averaged over task effects and step noise."""
+    post = idata.posterior.stack(sample=("chain", "draw"))
+    out = {}
+    for part, name in zip(PARTS, (S.UNGRADED_RATE, "graded_only"), strict=True):
+        curve = post[f"{part}_curve"].transpose("sample", S.ARM, S.STEP).to_numpy()
+        sd = np.hypot(post[f"{part}_task_sd"].to_numpy(), post[f"{part}_step_sd"].to_numpy())
+        out[name] = curves.logitnormal_mean(curve, sd[:, None, None])
+    out["all_rollout"] = (1 - out[S.UNGRADED_RATE]) * out["graded_only"]
+    return out
+
+
+def _estimands(idata: az.InferenceData, data: TransferData, config: TransferConfig) -> dict[str, Any]:
+    pop = population_curves(idata)
+    ref = data.arms.index(config.reference)
+    steps = data.steps
+    out: dict[str, Any] = {"initial": {}, "crossover_step": {}, "last_step": {}, "by_step": []}
+    post = idata.posterior.stack(sample=("chain", "draw"))
+    out["task_effect_sd"] = {part: _interval(post[f"{part}_task_sd"].to_numpy()) for part in PARTS}
+    gaps: dict[str, dict[str, np.ndarray]] = {}
+    for a_i, arm in enumerate(data.arms):
+        if a_i == ref:
+            continue
+        both = data.observed[ref] & data.observed[a_i]
+        common = steps[both]
+        gap = {q: pop[q][:, a_i, both] - pop[q][:, ref, both] for q in QUANTITIES}
+        gaps[arm] = gap
+        first = slice(0, min(config.first_steps, len(common)))
+        initial: dict[str, Any] = {f"delta_{q}": _interval(gap[q][:, first].mean(axis=1)) for q in QUANTITIES}
+        initial["p_positive"] = float(np.mean(gap["all_rollout"][:, first].mean(axis=1) > 0))
+        initial["steps"] = [int(s) for s in common[first]]
+        out["initial"][arm] = initial
+        cross = curves.crossover_steps(gap["all_rollout"], common)
+        found = np.isfinite(cross)
+        c_int = _interval(cross[found]) if found.sum() >= 2 else {"mean": None, "sd": None, "hdi": [None, None]}
+        out["crossover_step"][arm] = {**c_int, "p_no_crossover": float(np.mean(~found)),
+                                      "mass": {str(int(s)): float(np.mean(cross == s)) for s in common}}
+        out["last_step"][arm] = {"step": int(common[-1]),
+                                 **{f"delta_{q}": _interval(gap[q][:, -1]) for q in QUANTITIES}}
+    for j, step in enumerate(steps):
+        row: dict[str, Any] = {"step": int(step)}
+        for a_i, arm in enumerate(data.arms):
+            if not data.observed[a_i, j]:
+                continue
+            row[arm] = {q: {"mean": float(pop[q][:, a_i, j].mean()),
+                            "hdi": [float(v) for v in az.hdi(pop[q][:, a_i, j], hdi_prob=S.HDI_PROB)]}
+                        for q in QUANTITIES}
+            row[arm]["empirical"] = {q: float(data.empirical[q].to_numpy()[a_i, j]) for q in QUANTITIES}
+        out["by_step"].append(row)
+    shape = (idata.posterior.sizes["chain"], idata.posterior.sizes["draw"])
+    for q in QUANTITIES:
+        idata.posterior[f"population_{q}"] = (("chain", "draw", S.ARM, S.STEP),
+                                              pop[q].reshape(*shape, len(data.arms), len(steps)))
+    return out
+
+
+def _attach(idata: az.InferenceData, data: TransferData, config: TransferConfig, diag: dict[str, Any]) -> None:
+    idata.add_groups(observed_data=data.empirical)
+    attrs = {
+        "saturation_version": __version__,
+        "model": "transfer",
+        "config": json.dumps(asdict(config)),
+        "data_summary": json.dumps(data.summary, default=str),
+        "diagnostics": json.dumps(diag),
+        "hdi_prob": S.HDI_PROB,
+    }
+    for group in idata.groups():
+        getattr(idata, group).attrs.update(attrs)
+
+
+def transfer_frame(fit: TransferFit) -> pd.DataFrame:
+    """Per (arm, step): empirical values and the posterior mean with its 94 % HDI of the
+    three quantities, plus each arm's gap to the reference (the data behind the plot)."""
+    pop = population_curves(fit.idata)
+    ref = fit.data.arms.index(fit.config.reference)
+    rows = []
+    for a_i, arm in enumerate(fit.data.arms):
+        for j, step in enumerate(fit.data.steps):
+            if not fit.data.observed[a_i, j]:
+                continue
+            for q in QUANTITIES:
+                draws = pop[q][:, a_i, j]
+                hdi = az.hdi(draws, hdi_prob=S.HDI_PROB)
+                row = {"arm": arm, "step": step, "quantity": q,
+                       "empirical": float(fit.data.empirical[q].to_numpy()[a_i, j]),
+                       "mean": float(draws.mean()), "hdi_low": float(hdi[0]), "hdi_high": float(hdi[1]),
+                       "gap_mean": np.nan, "gap_hdi_low": np.nan, "gap_hdi_high": np.nan}
+                if a_i != ref and fit.data.observed[ref, j]:
+                    gap = draws - pop[q][:, ref, j]
+                    ghdi = az.hdi(gap, hdi_prob=S.HDI_PROB)
+                    row.update(gap_mean=float(gap.mean()), gap_hdi_low=float(ghdi[0]), gap_hdi_high=float(ghdi[1]))
+                rows.append(row)
+    return pd.DataFrame(rows)

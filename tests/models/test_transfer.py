@@ -1,0 +1,131 @@
+"""Transfer model: data accounting, recovery of known curves and crossover, no-crossover null."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from saturation import curves
+from saturation import schema as S
+from saturation.io import trials_to_frame
+from saturation.models import SamplerConfig, fit_transfer, transfer_data, transfer_frame
+from saturation.models.transfer import knot_basis
+from saturation.simulate import ArmSpec, TransferSpec, simulate_transfer
+
+SAMPLER = SamplerConfig(draws=1000, tune=1000, chains=4)
+
+
+def _spec(arms, n_steps=24, prompts=48, samples=4):
+    per_arm = n_steps * prompts * samples
+    return TransferSpec(arms=tuple(ArmSpec(name, per_arm, u, g) for name, u, g in arms),
+                        prompts_per_step=prompts, samples_per_prompt=samples, pool_size=600,
+                        task_sd=0.5, ungraded_task_sd=0.5, step_sd=0.03)
+
+
+CROSSING = _spec((
+    ("base", ((1, 0.40), (24, 0.25)), ((1, 0.40), (24, 0.60))),
+    ("s85", ((1, 0.40), (24, 0.40)), ((1, 0.55), (24, 0.45))),
+))
+NO_CROSSING = _spec((
+    ("base", ((1, 0.40), (24, 0.35)), ((1, 0.40), (24, 0.50))),
+    ("s85", ((1, 0.35), (24, 0.30)), ((1, 0.55), (24, 0.65))),
+))
+
+
+def _inside(e, value):
+    return e["hdi"][0] <= value <= e["hdi"][1]
+
+
+def test_transfer_data_accounts_for_every_trial():
+    ds, _ = simulate_transfer(CROSSING, seed=1)
+    data = transfer_data(ds)
+    assert data.n.sum() == ds.sizes[S.TRIAL]
+    assert data.n_graded.sum() + data.n_ungraded.sum() == ds.sizes[S.TRIAL]
+    frame = trials_to_frame(ds)
+    sub = frame[(frame[S.ARM] == "s85") & (frame[S.STEP] == 3)]
+    emp = data.empirical.sel({S.ARM: "s85", S.STEP: 3})
+    assert float(emp[S.UNGRADED_RATE]) == pytest.approx(1 - sub[S.GRADED].mean(), abs=1e-12)
+    assert float(emp["graded_only"]) == pytest.approx(sub.loc[sub[S.GRADED], S.REWARD].mean(), abs=1e-12)
+    assert float(emp["all_rollout"]) == pytest.approx(sub[S.REWARD].mean(), abs=1e-12)
+    with pytest.raises(KeyError, match="unknown arm"):
+        transfer_data(ds, arms=["base", "nope"])
+
+
+def test_knot_basis_interpolates_linearly():
+    steps = np.arange(1.0, 24.0)
+    knots, basis = knot_basis(steps, 4.0)
+    np.testing.assert_allclose(basis.sum(axis=1), 1.0)
+    values = np.sin(knots)
+    np.testing.assert_allclose(basis @ values, np.interp(steps, knots, values))
+
+
+def test_crossover_steps_vectorised_matches_definition():
+    rng = np.random.default_rng(0)
+    steps = np.arange(1, 11)
+    gaps = rng.normal(size=(200, 10)) + np.linspace(1, -1, 10)
+    got = curves.crossover_steps(gaps, steps)
+    for g, c in zip(gaps, got, strict=True):
+        if g[-1] >= 0:
+            assert np.isnan(c)
+        else:
+            j = int(np.flatnonzero(steps == c)[0])
+            assert (g[j:] < 0).all() and (j == 0 or g[j - 1] >= 0)
+
+
+def test_recovers_initial_advantage_and_crossover():
+    ds, truth = simulate_transfer(CROSSING, seed=2)
+    fit = fit_transfer(ds, seed=1, sampler=SAMPLER)
+    assert fit.diagnostics["converged"], fit.diagnostics
+    ini = fit.estimands["initial"]["s85"]
+    t4 = truth["first_4_steps"]
+    for q in ("all_rollout", "graded_only", S.UNGRADED_RATE):
+        assert _inside(ini[f"delta_{q}"], t4[q]["s85"] - t4[q]["base"]), (q, ini[f"delta_{q}"])
+    cross = fit.estimands["crossover_step"]["s85"]
+    assert _inside(cross, truth["crossover_step"]["s85"]), cross
+    assert cross["p_no_crossover"] < 0.05
+    assert ini["p_positive"] > 0.9
+    # population curves: truth inside the 94 % band at most steps (bands are pointwise)
+    frame = transfer_frame(fit)
+    tc = truth["curves"]
+    inside = [row.hdi_low <= float(tc[row.quantity].sel({S.ARM: row.arm, S.STEP: row.step})) <= row.hdi_high
+              for row in frame.itertuples()]
+    assert np.mean(inside) > 0.85
+    # attrs and JSON shape
+    attrs = fit.idata.posterior.attrs
+    assert attrs["model"] == "transfer" and "config" in attrs and "data_summary" in attrs
+    out = fit.to_dict()
+    assert out["reference"] == "base" and out["arms"] == ["s85"]
+    assert {"step", "base", "s85"} <= set(out["by_step"][0])
+
+
+def test_no_crossover_when_the_arm_stays_ahead():
+    ds, truth = simulate_transfer(NO_CROSSING, seed=3)
+    assert np.isnan(truth["crossover_step"]["s85"])
+    fit = fit_transfer(ds, seed=1, sampler=SAMPLER)
+    assert fit.diagnostics["converged"], fit.diagnostics
+    assert fit.estimands["crossover_step"]["s85"]["p_no_crossover"] > 0.9
+    last = fit.estimands["last_step"]["s85"]["delta_all_rollout"]
+    assert last["hdi"][0] > 0
+
+
+def test_transfer_command_writes_the_json_contract(tmp_path, capsys):
+    import json
+
+    from saturation.cli import main
+    from saturation.io import write_table
+
+    ds, _ = simulate_transfer(CROSSING, seed=2)  # same shapes as the recovery test: cached model
+    path = write_table(ds, tmp_path / "t.csv")
+    rc = main(["transfer", str(path), "--seed", "1", "--json", str(tmp_path / "t.json")])
+    out = capsys.readouterr().out
+    d = json.loads((tmp_path / "t.json").read_text())
+    assert rc == (0 if d["diagnostics"]["converged"] else 1), out
+    assert "crossover step" in out and "diagnostics: R-hat max" in out
+    assert set(d) >= {"data", "reference", "arms", "initial", "crossover_step", "by_step", "diagnostics"}
+    ini = d["initial"]["s85"]
+    assert {"delta_all_rollout", "delta_graded_only", "delta_ungraded_rate", "p_positive"} <= set(ini)
+    assert set(ini["delta_all_rollout"]) == {"mean", "sd", "hdi"}
+    assert {"mean", "sd", "hdi", "p_no_crossover"} <= set(d["crossover_step"]["s85"])
+    row = d["by_step"][0]
+    assert {"all_rollout", "graded_only", "ungraded_rate"} <= set(row["s85"])
+    assert d["data"]["n_trials"] == ds.sizes[S.TRIAL]
