@@ -250,11 +250,14 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------ transfer
-def _sampler_args(args: argparse.Namespace) -> Any:
+def _sampler_args(args: argparse.Namespace, base: Any = None) -> Any:
+    """The model's default sampler settings (``base``) with the command line's overrides."""
+    from dataclasses import replace
+
     from saturation.models import SamplerConfig
 
-    return SamplerConfig(draws=args.draws, tune=args.tune, chains=args.chains, sampler=args.sampler,
-                         progress=args.progress)
+    return replace(base or SamplerConfig(), draws=args.draws, tune=args.tune, chains=args.chains,
+                   sampler=args.sampler, progress=args.progress)
 
 
 def _add_sampler_args(p: argparse.ArgumentParser) -> None:
@@ -274,11 +277,12 @@ def _print_diagnostics(d: dict[str, Any], timings: dict[str, Any]) -> None:
 
 def _cmd_transfer(args: argparse.Namespace) -> int:
     from saturation.models import fit_transfer
+    from saturation.models.transfer import DEFAULT_SAMPLER
 
     ds = _load_trials_arg(args.trials, "swegym")
     arms = args.arms.split(",") if args.arms else None
     fit = fit_transfer(ds, reference=args.reference, arms=arms, first_steps=args.first_steps,
-                       knot_every=args.knot_every, seed=args.seed, sampler=_sampler_args(args))
+                       knot_every=args.knot_every, seed=args.seed, sampler=_sampler_args(args, DEFAULT_SAMPLER))
     out = fit.to_dict()
     if out["data"].get("synthetic"):
         _print(f"NOTE: {out['data']['synthetic']}")

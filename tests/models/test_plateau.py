@@ -173,6 +173,7 @@ def test_cached_compiled_model_follows_shifted_steps():
     assert b["start"]["mean"] == pytest.approx(a["start"]["mean"], rel=1e-6)
 
 
+@pytest.mark.slow
 def test_zoib_likelihood_recovers_changepoint_from_bounded_statistics():
     level = LevelSpec("file", 0.45, 0.015, 0.0, 20.0)
     ds, _ = _sim(level, seed=11)

@@ -33,6 +33,8 @@ class SamplerConfig:
     sampler: str = "auto"
     target_accept: float = 0.9
     progress: bool = False
+    #: nutpie only: adapt a low-rank mass matrix (for strongly correlated posteriors)
+    low_rank: bool = False
 
 
 _COMPILED: OrderedDict[Hashable, Any] = OrderedDict()
@@ -89,7 +91,7 @@ def sample_model(
         idata = nutpie.sample(
             compiled, draws=config.draws, tune=config.tune, chains=config.chains,
             seed=seed, progress_bar=config.progress, save_warmup=False,
-            target_accept=config.target_accept,
+            target_accept=config.target_accept, low_rank_modified_mass_matrix=config.low_rank,
         )
         timings["sample"] = time.perf_counter() - t0
     elif sampler == "pymc":
