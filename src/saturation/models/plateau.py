@@ -530,7 +530,8 @@ def fit_plateau(
         Gaussian on per-step means (sufficient statistics, step overdispersion; default),
         beta-binomial on success counts for binary responses, or a zero-one-inflated Beta
         on per-trial values in [0, 1] (exact from sufficient statistics, with logit-scale
-        step offsets). See docs/plateau.md for when each is right.
+        step offsets; EXPERIMENTAL: slow and not yet verified by a recovery test). See
+        docs/plateau.md for when each is right.
     rope : float
         Region of practical equivalence for the late segment, in metric units: the late
         segment is "flat" when its total gain over the late window is within +-rope.
