@@ -31,7 +31,7 @@ class SamplerConfig:
     tune: int = 1000
     chains: int = 4
     sampler: str = "auto"
-    target_accept: float = 0.9
+    target_accept: float = 0.95
     progress: bool = False
     #: nutpie only: adapt a low-rank mass matrix (for strongly correlated posteriors)
     low_rank: bool = False
