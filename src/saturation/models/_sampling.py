@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import arviz as az
 import numpy as np
 import pymc as pm
+
+from saturation import __version__
+from saturation import schema as S
 
 #: Convergence thresholds reported with every fit.
 RHAT_MAX = 1.01
@@ -148,3 +152,26 @@ def warn_if_not_converged(diag: dict[str, Any], what: str) -> None:
             ConvergenceWarning,
             stacklevel=3,
         )
+
+
+def interval(x: Any) -> dict[str, Any]:
+    """Posterior mean, sd and 94 % HDI (``schema.HDI_PROB``) of a 1-D sample."""
+    x = np.asarray(x, dtype=float)
+    hdi = np.asarray(az.hdi(x, hdi_prob=S.HDI_PROB))
+    return {"mean": float(np.mean(x)), "sd": float(np.std(x, ddof=1)), "hdi": [float(hdi[0]), float(hdi[1])]}
+
+
+def stamp_attrs(idata: az.InferenceData, model: str, config: Any, data_summary: dict[str, Any],
+                diag: dict[str, Any]) -> None:
+    """Record the package version, model name, config (a dataclass), the input data's
+    summary, the diagnostics and the interval convention on every InferenceData group."""
+    attrs = {
+        "saturation_version": __version__,
+        "model": model,
+        "config": json.dumps(asdict(config)),
+        "data_summary": json.dumps(data_summary, default=str),
+        "diagnostics": json.dumps(diag),
+        "hdi_prob": S.HDI_PROB,
+    }
+    for group in idata.groups():
+        getattr(idata, group).attrs.update(attrs)

@@ -23,7 +23,7 @@ conditional :math:`p(c\\mid\\theta, y)` and averaged (Rao-Blackwellised).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
@@ -41,7 +41,9 @@ from saturation import schema as S
 from saturation.models._sampling import (
     SamplerConfig,
     diagnostics,
+    interval,
     sample_model,
+    stamp_attrs,
     warn_if_not_converged,
 )
 
@@ -583,12 +585,6 @@ def _param_draws(idata: az.InferenceData, likelihood: str) -> dict[str, Any]:
     return out
 
 
-def _interval(x: np.ndarray) -> dict[str, Any]:
-    x = np.asarray(x, dtype=float)
-    hdi = np.asarray(az.hdi(x, hdi_prob=S.HDI_PROB))
-    return {"mean": float(np.mean(x)), "sd": float(np.std(x, ddof=1)), "hdi": [float(hdi[0]), float(hdi[1])]}
-
-
 def _sample_index(rng: np.random.Generator, prob: np.ndarray) -> np.ndarray:
     """One categorical draw per row of ``prob`` (rows sum to 1)."""
     u = rng.random((prob.shape[0], 1))
@@ -670,29 +666,29 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
         post_density = float(stats.gaussian_kde(b2)(0.0)[0]) if np.std(b2) > 0 else np.inf
         bf01 = post_density / stats.norm.pdf(0.0, 0.0, float(pri["late_slope_sd"][j]))
         est: dict[str, Any] = {
-            "changepoint": _interval(c) if config.breakpoint is None else None,
+            "changepoint": interval(c) if config.breakpoint is None else None,
             "changepoint_mass": {str(int(g_)): float(m_) for g_, m_ in zip(grid, mass[j], strict=True)},
-            "early_slope": _interval(b1),
-            "late_slope": _interval(b2),
-            "start": _interval(a),
-            "value_at_changepoint": _interval(h),
-            "end": _interval(end),
-            "headroom": _interval(config.headroom_ceiling - end) if config.headroom_ceiling is not None else None,
-            "late_gain": _interval(late_gain),
+            "early_slope": interval(b1),
+            "late_slope": interval(b2),
+            "start": interval(a),
+            "value_at_changepoint": interval(h),
+            "end": interval(end),
+            "headroom": interval(config.headroom_ceiling - end) if config.headroom_ceiling is not None else None,
+            "late_gain": interval(late_gain),
             "p_early_positive": float(np.mean(b1 > 0)),
             "p_late_in_rope": float(np.mean(in_rope)),
             "bf01_late_zero": float(bf01),
             "p_plateaued_by_step": {str(int(s_)): float(np.mean((c <= s_) & in_rope)) for s_ in t},
         }
         if config.continuity == "jump":
-            est["jump"] = _interval(np.asarray(dj))
+            est["jump"] = interval(np.asarray(dj))
         out["levels"][level] = est
     if n_levels > 1 and config.breakpoint is None:
         spread = cps.max(axis=1) - cps.min(axis=1)
         out["together"] = {
-            "changepoint_range": _interval(spread),
+            "changepoint_range": interval(spread),
             "p_range_le_2_steps": float(np.mean(spread <= 2)),
-            "changepoint_spread_parameter": _interval(spread_draws) if pooled else None,
+            "changepoint_spread_parameter": interval(spread_draws) if pooled else None,
         }
     shape = (idata.posterior.sizes["chain"], idata.posterior.sizes["draw"])
     derived = {
@@ -716,16 +712,7 @@ def _attach(idata: az.InferenceData, data: StepData, config: PlateauConfig, diag
         coords={S.LEVEL: data.levels, S.STEP: data.steps},
     )
     idata.add_groups(observed_data=obs)
-    attrs = {
-        "saturation_version": __version__,
-        "model": "plateau",
-        "config": json.dumps(asdict(config)),
-        "data_summary": json.dumps(data.summary, default=str),
-        "diagnostics": json.dumps(diag),
-        "hdi_prob": S.HDI_PROB,
-    }
-    for group in idata.groups():
-        getattr(idata, group).attrs.update(attrs)
+    stamp_attrs(idata, "plateau", config, data.summary, diag)
 
 
 def plateau_frame(fit: PlateauFit) -> pd.DataFrame:

@@ -30,7 +30,7 @@ Population curves average over tasks (Gauss-Hermite):
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import arviz as az
@@ -40,12 +40,14 @@ import pymc as pm
 import pytensor.tensor as pt
 import xarray as xr
 
-from saturation import __version__, curves
+from saturation import curves
 from saturation import schema as S
 from saturation.models._sampling import (
     SamplerConfig,
     diagnostics,
+    interval,
     sample_model,
+    stamp_attrs,
     warn_if_not_converged,
 )
 
@@ -106,8 +108,7 @@ def transfer_data(ds: xr.Dataset, *, arms: list[str] | None = None) -> TransferD
     tasks = np.sort(frame["task"].unique())
     arm_pos = {a: i for i, a in enumerate(arms)}
     # per (arm, step) empirical values: all-rollout mean counts ungraded trials as logged (0)
-    logged = np.where(frame["graded"], frame["reward"], np.nan_to_num(frame["reward"], nan=0.0))
-    frame["logged"] = logged
+    frame["logged"] = frame["reward"].fillna(0.0)  # graded rewards are never missing (checked above)
     per = frame.groupby(["arm", "step"]).agg(n_trials=("graded", "size"), n_graded=("graded", "sum"),
                                              all_rollout=("logged", "mean"))
     graded_mean = frame[frame["graded"]].groupby(["arm", "step"])["reward"].mean()
@@ -361,12 +362,6 @@ def fit_transfer(
     return fit
 
 
-def _interval(x: np.ndarray) -> dict[str, Any]:
-    x = np.asarray(x, dtype=float)
-    hdi = np.asarray(az.hdi(x, hdi_prob=S.HDI_PROB))
-    return {"mean": float(np.mean(x)), "sd": float(np.std(x, ddof=1)), "hdi": [float(hdi[0]), float(hdi[1])]}
-
-
 def population_curves(idata: az.InferenceData) -> dict[str, np.ndarray]:
     """Per-draw population curves (samples, arm, step): ungraded rate, graded-only and
     all-rollout reward, averaged over task effects and step noise."""
@@ -386,7 +381,7 @@ def _estimands(idata: az.InferenceData, data: TransferData, config: TransferConf
     steps = data.steps
     out: dict[str, Any] = {"initial": {}, "crossover_step": {}, "last_step": {}, "by_step": []}
     post = idata.posterior.stack(sample=("chain", "draw"))
-    out["task_effect_sd"] = {part: _interval(post[f"{part}_task_sd"].to_numpy()) for part in PARTS}
+    out["task_effect_sd"] = {part: interval(post[f"{part}_task_sd"].to_numpy()) for part in PARTS}
     gaps: dict[str, dict[str, np.ndarray]] = {}
     for a_i, arm in enumerate(data.arms):
         if a_i == ref:
@@ -396,17 +391,17 @@ def _estimands(idata: az.InferenceData, data: TransferData, config: TransferConf
         gap = {q: pop[q][:, a_i, both] - pop[q][:, ref, both] for q in QUANTITIES}
         gaps[arm] = gap
         first = slice(0, min(config.first_steps, len(common)))
-        initial: dict[str, Any] = {f"delta_{q}": _interval(gap[q][:, first].mean(axis=1)) for q in QUANTITIES}
+        initial: dict[str, Any] = {f"delta_{q}": interval(gap[q][:, first].mean(axis=1)) for q in QUANTITIES}
         initial["p_positive"] = float(np.mean(gap["all_rollout"][:, first].mean(axis=1) > 0))
         initial["steps"] = [int(s) for s in common[first]]
         out["initial"][arm] = initial
         cross = curves.crossover_steps(gap["all_rollout"], common)
         found = np.isfinite(cross)
-        c_int = _interval(cross[found]) if found.sum() >= 2 else {"mean": None, "sd": None, "hdi": [None, None]}
+        c_int = interval(cross[found]) if found.sum() >= 2 else {"mean": None, "sd": None, "hdi": [None, None]}
         out["crossover_step"][arm] = {**c_int, "p_no_crossover": float(np.mean(~found)),
                                       "mass": {str(int(s)): float(np.mean(cross == s)) for s in common}}
         out["last_step"][arm] = {"step": int(common[-1]),
-                                 **{f"delta_{q}": _interval(gap[q][:, -1]) for q in QUANTITIES}}
+                                 **{f"delta_{q}": interval(gap[q][:, -1]) for q in QUANTITIES}}
     for j, step in enumerate(steps):
         row: dict[str, Any] = {"step": int(step)}
         for a_i, arm in enumerate(data.arms):
@@ -426,16 +421,7 @@ def _estimands(idata: az.InferenceData, data: TransferData, config: TransferConf
 
 def _attach(idata: az.InferenceData, data: TransferData, config: TransferConfig, diag: dict[str, Any]) -> None:
     idata.add_groups(observed_data=data.empirical)
-    attrs = {
-        "saturation_version": __version__,
-        "model": "transfer",
-        "config": json.dumps(asdict(config)),
-        "data_summary": json.dumps(data.summary, default=str),
-        "diagnostics": json.dumps(diag),
-        "hdi_prob": S.HDI_PROB,
-    }
-    for group in idata.groups():
-        getattr(idata, group).attrs.update(attrs)
+    stamp_attrs(idata, "transfer", config, data.summary, diag)
 
 
 def transfer_frame(fit: TransferFit) -> pd.DataFrame:
