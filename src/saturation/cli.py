@@ -265,7 +265,8 @@ def _add_sampler_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draws", type=int, default=1000)
     p.add_argument("--tune", type=int, default=1000)
     p.add_argument("--chains", type=int, default=4)
-    p.add_argument("--sampler", choices=["auto", "nutpie", "pymc"], default="auto")
+    p.add_argument("--sampler", choices=S.SAMPLERS, default="auto",
+                   help="auto: exact independent draws for the Gaussian plateau model, else nutpie")
     p.add_argument("--progress", action="store_true", help="show the sampler's progress bar")
 
 

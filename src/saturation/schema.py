@@ -87,3 +87,6 @@ def level_order(levels: list[str] | set[str] | tuple[str, ...]) -> list[str]:
 LIKELIHOODS: Final = ("gaussian", "binomial", "zoib")
 #: continuity at the change point: continuous hinge or a jump (the study's split OLS)
 CONTINUITIES: Final = ("hinge", "jump")
+#: samplers: "auto" picks the fastest that works ("exact" for the Gaussian plateau model,
+#: else "nutpie"); "exact" = independent draws without MCMC (Gaussian plateau model only)
+SAMPLERS: Final = ("auto", "exact", "nutpie", "pymc")

@@ -27,9 +27,10 @@ class ConvergenceWarning(UserWarning):
 
 @dataclass(frozen=True)
 class SamplerConfig:
-    """Sampler settings. ``sampler``: "auto" (default: nutpie where it is known to work
-    for the model, else PyMC's NUTS), "nutpie" (falls back to "pymc" if nutpie is not
-    installed) or "pymc"."""
+    """Sampler settings. ``sampler``: "auto" (default: the fastest that works for the model:
+    independent exact draws for the Gaussian plateau model, else nutpie), "exact" (Gaussian
+    plateau model only, see ``models._exact``), "nutpie" (falls back to "pymc" if nutpie is
+    not installed) or "pymc"."""
 
     draws: int = 1000
     tune: int = 1000
@@ -127,7 +128,9 @@ def diagnostics(idata: az.InferenceData, var_names: Sequence[str]) -> dict[str, 
     rhat_max = extreme(rhat, np.nanmax)
     ess_min = extreme(ess_bulk, np.nanmin)
     ess_tail_min = extreme(ess_tail, np.nanmin)
-    div = int(idata.sample_stats["diverging"].sum()) if "diverging" in idata.sample_stats else 0
+    # independent draws ("exact" sampler) have no sample_stats: no trajectories, no divergences
+    stats_ = idata.get("sample_stats")
+    div = int(stats_["diverging"].sum()) if stats_ is not None and "diverging" in stats_ else 0
     n_chains = idata.posterior.sizes["chain"]
     n_draws = idata.posterior.sizes["draw"]
     ess_needed = min(ESS_BULK_MIN, n_chains * n_draws // 4)

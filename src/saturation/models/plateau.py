@@ -38,6 +38,7 @@ from scipy import special, stats
 
 from saturation import __version__, curves
 from saturation import schema as S
+from saturation.models._exact import sample_gaussian_exact
 from saturation.models._sampling import (
     SamplerConfig,
     diagnostics,
@@ -362,9 +363,7 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
     n_levels = data.y.shape[0]
     t0 = float(data.steps[0])
     known = config.breakpoint is not None
-    grid = np.array([float(config.breakpoint)]) if config.breakpoint is not None else candidate_grid(data.steps, config.priors.min_segment)
-    if known and not (data.steps[0] < grid[0] <= data.steps[-1]):
-        raise ValueError(f"breakpoint {config.breakpoint} outside the observed steps {data.steps[0]}..{data.steps[-1]}")
+    grid = _grid(data, config)
     values = {
         "y": data.y, "n": np.where(np.isfinite(data.n), data.n, 1e12), "t": data.steps,
         "grid": grid, "var_mean": data.var_mean, "t0": np.asarray(t0),
@@ -373,7 +372,7 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
         **{f"prior_{k}": v for k, v in pri.items()},
     }
     coords = {S.LEVEL: data.levels, S.STEP: data.steps}
-    pooled = not known and config.shared and n_levels > 1
+    pooled = _pooled(config, n_levels)
     with pm.Model(coords=coords) as model:
         d = {name: pm.Data(name, v) for name, v in values.items()}
         start = pm.Normal("start", d["prior_start_mu"], d["prior_start_sd"], dims=S.LEVEL)
@@ -414,6 +413,20 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
             total = (_logsumexp(ll_c, axis=1) - pt.log(float(len(grid)))).sum()
         pm.Potential("likelihood", total)
     return model, values
+
+
+def _grid(data: StepData, config: PlateauConfig) -> np.ndarray:
+    """The known break as a one-point grid, or every candidate step."""
+    if config.breakpoint is None:
+        return candidate_grid(data.steps, config.priors.min_segment)
+    if not (data.steps[0] < config.breakpoint <= data.steps[-1]):
+        raise ValueError(f"breakpoint {config.breakpoint} outside the observed steps {data.steps[0]}..{data.steps[-1]}")
+    return np.array([float(config.breakpoint)])
+
+
+def _pooled(config: PlateauConfig, n_levels: int) -> bool:
+    """Several levels with an unknown, shared (pooled) change point."""
+    return config.breakpoint is None and config.shared and n_levels > 1
 
 
 def _grid_positions(steps: np.ndarray, grid: np.ndarray) -> np.ndarray:
@@ -551,15 +564,24 @@ def fit_plateau(
     )
     config.validate()
     sd = data if isinstance(data, StepData) else step_data(data, response=response, levels=levels, run=run)
-    model, values = build_plateau_model(sd, config)
-    key = ("plateau", sd.y.shape, len(values["grid"]), config.breakpoint is None, config.shared,
-           config.continuity, config.likelihood, bool(np.isfinite(sd.n).all()))
-    idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=config.sampler)
+    if config.sampler.sampler in ("auto", "exact") and config.likelihood == "gaussian":
+        grid = _grid(sd, config)
+        idata, timings = sample_gaussian_exact(
+            y=sd.y, var_mean=sd.var_mean, steps=sd.steps, grid=grid, priors=config.priors.resolve(sd),
+            jump=config.continuity == "jump", pooled=_pooled(config, len(sd.levels)),
+            spread_sd=config.priors.spread_sd, levels=sd.levels, chains=config.sampler.chains,
+            draws=config.sampler.draws, seed=seed)
+    else:
+        model, values = build_plateau_model(sd, config)
+        grid = values["grid"]
+        key = ("plateau", sd.y.shape, len(grid), config.breakpoint is None, config.shared,
+               config.continuity, config.likelihood, bool(np.isfinite(sd.n).all()))
+        idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=config.sampler)
     sampled = [v for v in ("start", "value_at_changepoint", "late_slope", "jump", "tau", "log_kappa",
                            "boundary", "log_phi", "tau_logit", "changepoint_spread") if v in idata.posterior]
     diag = diagnostics(idata, sampled)
-    estimands = _estimands(idata, sd, config, values["grid"], seed)
-    _attach(idata, sd, config, diag, values["grid"])
+    estimands = _estimands(idata, sd, config, grid, seed)
+    _attach(idata, sd, config, diag, grid)
     fit = PlateauFit(idata, config, sd, estimands, diag, timings)
     warn_if_not_converged(diag, f"plateau fit ({sd.response}, levels {sd.levels})")
     return fit
@@ -600,7 +622,7 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
     n_levels, n_grid = len(data.levels), len(grid)
     p = _param_draws(idata, config.likelihood)
     n_samples = p["start"].shape[0]
-    pooled = config.breakpoint is None and config.shared and n_levels > 1
+    pooled = _pooled(config, n_levels)
     spread_draws = (idata.posterior["changepoint_spread"].stack(sample=("chain", "draw")).to_numpy()
                     if pooled else np.zeros(0))
     obs = {"y": data.y, "n": np.where(np.isfinite(data.n), data.n, 1e12),
@@ -628,20 +650,25 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
                                t[None, None, None, :], grid[None, None, :, None], pb, t0,
                                config.likelihood).sum(axis=3)  # (D, L, C)
         m = ll_c.shape[0]
+        # conditional of each level's change point given the parameters: e * w / norm
+        e = np.exp(ll_c - ll_c.max(axis=2, keepdims=True))  # (D, L, C), max 1 per row
         if pooled:
             s_ = _effective_spread(np, spread_draws[sl])[:, None, None]
-            logw = -0.5 * ((grid[None, None, :] - grid[None, :, None]) / s_) ** 2
-            logw = logw - special.logsumexp(logw, axis=2, keepdims=True)  # (D, C0, C)
-            joint = logw[:, None, :, :] + ll_c[:, :, None, :]  # (D, L, C0, C)
-            per_level = special.logsumexp(joint, axis=3)  # (D, L, C0)
-            log_c0 = per_level.sum(axis=1)
-            p_c0 = np.exp(log_c0 - special.logsumexp(log_c0, axis=1, keepdims=True))  # (D, C0)
-            cond = np.exp(joint - per_level[..., None])  # p(c_l | c0, ...): (D, L, C0, C)
-            mass += np.einsum("dz,dlzc->lc", p_c0, cond)
+            w = np.exp(-0.5 * ((grid[None, None, :] - grid[None, :, None]) / s_) ** 2)
+            w /= w.sum(axis=2, keepdims=True)  # p(c_l | c0, s): (D, C0, C)
+            per_level = np.einsum("dzc,dlc->dlz", w, e)  # sum_c p(c | c0) p(y_l | c) / max: (D, L, C0)
+            with np.errstate(divide="ignore"):
+                log_c0 = np.log(per_level).sum(axis=1)  # (D, C0), up to a per-draw constant
+            p_c0 = np.exp(log_c0 - log_c0.max(axis=1, keepdims=True))
+            p_c0 /= p_c0.sum(axis=1, keepdims=True)
+            # mass: sum_z p(c0 = z) p(c_l = c | z) = e * sum_z p(z) w[z, c] / per_level[z]
+            ratio = np.divide(p_c0[:, None, :], per_level, out=np.zeros_like(per_level), where=per_level > 0)
+            mass += (e * np.einsum("dlz,dzc->dlc", ratio, w)).sum(axis=0)
             i0 = _sample_index(rng, p_c0)
-            cond_sel = cond[np.arange(m), :, i0, :]  # (D, L, C)
+            cond_sel = e * w[np.arange(m), i0, :][:, None, :]  # (D, L, C), unnormalised
+            cond_sel /= cond_sel.sum(axis=2, keepdims=True)
         else:
-            cond_sel = np.exp(ll_c - special.logsumexp(ll_c, axis=2, keepdims=True))
+            cond_sel = e / e.sum(axis=2, keepdims=True)
             mass += cond_sel.sum(axis=0)
         for j in range(n_levels):
             idx = _sample_index(rng, cond_sel[:, j, :])

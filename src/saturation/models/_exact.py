@@ -1,0 +1,203 @@
+r"""Independent posterior draws of the Gaussian plateau model, without MCMC.
+
+The Gaussian plateau model is linear in its curve parameters once the change point
+:math:`c` and the overdispersion :math:`\tau` are fixed: with
+:math:`\beta = (a, h, \beta_2[, \delta])` (start, value at the change point, late slope,
+jump) the per-step means are :math:`\bar y = X_c \beta + \varepsilon`,
+:math:`\varepsilon \sim N(0, V_\tau)`, :math:`V_\tau = \mathrm{diag}(s_t^2/n_t + \tau^2)`,
+and the priors on :math:`\beta` are independent normals :math:`N(m_0, S_0)`. Hence
+
+* :math:`\beta \mid c, \tau, y \sim N(m_0 + A^{-1} b,\; A^{-1})` with
+  :math:`A = S_0^{-1} + X_c^\top V_\tau^{-1} X_c`,
+  :math:`b = X_c^\top V_\tau^{-1}(y - X_c m_0)`;
+* :math:`\log p(y \mid c, \tau) = -\tfrac12\big[\log|2\pi V_\tau| + \log|S_0| + \log|A|
+  + r^\top V_\tau^{-1} r - b^\top A^{-1} b\big]`, :math:`r = y - X_c m_0`.
+
+The change point is discrete (a sum over the candidate grid) and :math:`\tau` (and, for the
+pooled model, the spread :math:`s` of the level change points) are one-dimensional: their
+posterior is evaluated on a grid in :math:`\log\tau` that is refined to where the mass
+is (two passes, 400 points over the posterior's support), and a draw picks a grid cell
+and a uniform position inside it. Every draw is independent, so there is no warm-up, no
+compilation and no autocorrelation; the only approximation is the quadrature of the
+one-dimensional scale parameters, which tests/models/test_plateau.py checks against NUTS
+on the same model.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import arviz as az
+import numpy as np
+from scipy import special
+
+from saturation import schema as S
+
+#: points of the first (coarse) and second (refined) pass of each scale grid
+COARSE_POINTS = 160
+FINE_POINTS = 400
+#: the refined grid covers the cells within this many log units of the coarse maximum
+SUPPORT_LOG = 30.0
+
+
+def design(t: np.ndarray, grid: np.ndarray, t0: float, jump: bool) -> np.ndarray:
+    """Design matrices (C, T, p) of the curve for every candidate change point.
+
+    Columns: start :math:`a` (weight 1 - s/s_c before the break), value at the change point
+    :math:`h` (s/s_c before, 1 after), late slope (t - c after) and, with ``jump``, the jump
+    (1 after); s = t - t0. ``X @ beta`` equals ``plateau.step_loglik``'s mean curve.
+    """
+    s = (t - t0)[None, :]
+    sc = (grid - t0)[:, None]
+    early = t[None, :] < grid[:, None]
+    cols = [np.where(early, 1 - s / sc, 0.0), np.where(early, s / sc, 1.0),
+            np.where(early, 0.0, t[None, :] - grid[:, None])]
+    if jump:
+        cols.append(np.where(early, 0.0, 1.0))
+    return np.stack(cols, axis=-1)
+
+
+def _normal_stats(y: np.ndarray, var_mean: np.ndarray, x: np.ndarray, m0: np.ndarray, p0: np.ndarray,
+                  tau: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """log p(y | c, tau) marginal over beta, and A, b of the conditional; for every tau
+    (G,) and candidate (C): shapes (G, C), (G, C, p, p), (G, C, p)."""
+    n_c, n_t, p = x.shape
+    v = var_mean[None, :] + tau[:, None] ** 2  # (G, T)
+    w = 1.0 / v
+    r = y[None, :] - x @ m0  # (C, T)
+    xx = (x[:, :, :, None] * x[:, :, None, :]).transpose(1, 0, 2, 3).reshape(n_t, -1)
+    a = (w @ xx).reshape(len(tau), n_c, p, p) + np.diag(p0)
+    b = (w @ (x * r[:, :, None]).transpose(1, 0, 2).reshape(n_t, -1)).reshape(len(tau), n_c, p)
+    rwr = w @ (r * r).T  # (G, C)
+    chol = np.linalg.cholesky(a)
+    logdet = 2 * np.log(np.diagonal(chol, axis1=-2, axis2=-1)).sum(-1)
+    z = np.linalg.solve(chol, b[..., None])[..., 0]
+    logml = -0.5 * (np.log(2 * np.pi * v).sum(-1)[:, None] - np.log(p0).sum() + logdet + rwr - (z * z).sum(-1))
+    return logml, a, b
+
+
+def _log_halfnormal(x: np.ndarray, sd: float) -> np.ndarray:
+    return np.log(np.sqrt(2 / np.pi) / sd) - 0.5 * (x / sd) ** 2
+
+
+def _scale_grid(logpost: Any, lo: float, hi: float) -> tuple[np.ndarray, float, np.ndarray]:
+    """Two-pass grid in u = log(scale): ``logpost(u)`` returns (G, ...) log densities in u
+    (prior x Jacobian x likelihood); returns the refined u points, their spacing and
+    ``logpost`` on them."""
+    u = np.linspace(lo, hi, COARSE_POINTS)
+    lp = logpost(u)
+    marg = special.logsumexp(lp.reshape(len(u), -1), axis=1)
+    inside = np.flatnonzero(marg > marg.max() - SUPPORT_LOG)
+    step = u[1] - u[0]
+    lo2, hi2 = max(u[inside[0]] - step, lo), min(u[inside[-1]] + step, hi)
+    u = np.linspace(lo2, hi2, FINE_POINTS)
+    return u, float(u[1] - u[0]), logpost(u)
+
+
+def _pick_one(rng: np.random.Generator, logw: np.ndarray, size: int) -> np.ndarray:
+    """``size`` categorical draws from one set of unnormalised log weights (flattened)."""
+    cum = np.exp(logw.reshape(-1) - logw.max()).cumsum()
+    return np.minimum(np.searchsorted(cum, rng.random(size) * cum[-1], side="right"), cum.size - 1)
+
+
+def _pick(rng: np.random.Generator, logw: np.ndarray) -> np.ndarray:
+    """Categorical draws, one per row of ``logw`` (rows: unnormalised log weights)."""
+    prob = np.exp(logw - logw.max(axis=-1, keepdims=True))
+    cum = prob.cumsum(axis=-1)
+    u = rng.random(logw.shape[:-1] + (1,)) * cum[..., -1:]
+    return np.minimum((cum < u).sum(axis=-1), logw.shape[-1] - 1)
+
+
+class _Level:
+    """The tau grid and conditional pieces of one level."""
+
+    def __init__(self, y: np.ndarray, var_mean: np.ndarray, x: np.ndarray, m0: np.ndarray, sd0: np.ndarray,
+                 tau_sd: float) -> None:
+        self.y, self.var_mean, self.x, self.m0, self.p0 = y, var_mean, x, m0, 1.0 / sd0**2
+        positive = var_mean[var_mean > 0]
+        floor = min(float(np.sqrt(positive.min())) if positive.size else tau_sd, tau_sd)
+        lo, hi = np.log(1e-4 * floor), np.log(8.0 * tau_sd)
+
+        def logpost(u: np.ndarray) -> np.ndarray:
+            tau = np.exp(u)
+            logml = _normal_stats(y, var_mean, x, m0, self.p0, tau)[0]
+            return logml + (_log_halfnormal(tau, tau_sd) + u)[:, None]
+
+        self.u, self.du, self.logjoint = _scale_grid(logpost, lo, hi)  # logjoint: (G, C)
+        # log p(y | c) up to a constant shared by all candidates
+        self.log_m = special.logsumexp(self.logjoint, axis=0)
+
+    def draw(self, rng: np.random.Generator, c_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """tau | c and beta | c, tau for each draw's candidate index; (D,), (D, p)."""
+        g = _pick(rng, self.logjoint[:, c_idx].T)
+        tau = np.exp(self.u[g] + self.du * (rng.random(len(g)) - 0.5))
+        x = self.x[c_idx]  # (D, T, p)
+        w = 1.0 / (self.var_mean[None, :] + tau[:, None] ** 2)
+        r = self.y[None, :] - x @ self.m0
+        a = np.einsum("dt,dtp,dtq->dpq", w, x, x) + np.diag(self.p0)
+        b = np.einsum("dt,dtp->dp", w * r, x)
+        chol = np.linalg.cholesky(a)
+        mean = self.m0 + np.linalg.solve(a, b[..., None])[..., 0]
+        z = rng.standard_normal(b.shape)
+        beta = mean + np.linalg.solve(chol.transpose(0, 2, 1), z[..., None])[..., 0]
+        return tau, beta
+
+
+def sample_gaussian_exact(
+    *, y: np.ndarray, var_mean: np.ndarray, steps: np.ndarray, grid: np.ndarray, priors: dict[str, np.ndarray],
+    jump: bool, pooled: bool, spread_sd: float, levels: list[str], chains: int, draws: int, seed: int,
+) -> tuple[az.InferenceData, dict[str, Any]]:
+    """Independent posterior draws of the Gaussian plateau model.
+
+    Same model and variable names as ``plateau.build_plateau_model`` with
+    ``likelihood="gaussian"``: ``start``, ``value_at_changepoint``, ``late_slope``,
+    ``jump`` (with ``jump``), ``tau`` (dims level) and ``changepoint_spread`` (pooled).
+    ``priors`` is ``PlateauPriors.resolve``'s output. Returns (InferenceData, timings).
+    """
+    t_start = time.perf_counter()
+    rng = np.random.default_rng([seed, 20261130])
+    t0 = float(steps[0])
+    x = design(steps, grid, t0, jump)
+    n_draws = chains * draws
+    lv = []
+    for j in range(len(levels)):
+        m0 = np.array([priors["start_mu"][j], priors["level_mu"][j], 0.0] + ([0.0] if jump else []))
+        sd0 = np.array([priors["start_sd"][j], priors["level_sd"][j], priors["late_slope_sd"][j]]
+                       + ([priors["jump_sd"][j]] if jump else []))
+        lv.append(_Level(y[j], var_mean[j], x, m0, sd0, float(priors["tau_sd"][j])))
+    post: dict[str, np.ndarray] = {}
+    if pooled:
+        log_m = np.stack([level.log_m for level in lv])  # (L, C)
+        diff2 = (grid[None, :] - grid[:, None]) ** 2  # (C0, C)
+
+        top = log_m.max(axis=1, keepdims=True)
+        m_scaled = np.exp(log_m - top)  # (L, C), max 1 per level
+
+        def logpost(u: np.ndarray) -> np.ndarray:  # (G, C0)
+            w = np.exp(-0.5 * diff2[None] / (np.exp(2 * u)[:, None, None] + 0.25))  # plateau._effective_spread
+            w /= w.sum(axis=2, keepdims=True)  # p(c | c0, s): (G, C0, C)
+            with np.errstate(divide="ignore"):
+                per_level = np.log(w @ m_scaled.T)  # (G, C0, L)
+            return per_level.sum(axis=2) + (_log_halfnormal(np.exp(u), spread_sd) + u)[:, None]
+
+        u, du, lp = _scale_grid(logpost, np.log(1e-3), np.log(8.0 * spread_sd))
+        g, c0 = np.divmod(_pick_one(rng, lp, n_draws), len(grid))
+        spread = np.exp(u[g] + du * (rng.random(n_draws) - 0.5))
+        lw_draw = -0.5 * (grid[None, :] - grid[c0][:, None]) ** 2 / (spread[:, None] ** 2 + 0.25)  # (D, C)
+        c_idx = np.stack([_pick(rng, lw_draw + level.log_m[None, :]) for level in lv])  # (L, D)
+        post["changepoint_spread"] = spread
+    else:
+        c_idx = np.stack([_pick_one(rng, level.log_m, n_draws) for level in lv])
+    taus, betas = zip(*(level.draw(rng, c_idx[j]) for j, level in enumerate(lv)), strict=True)
+    beta = np.stack(betas, axis=1)  # (D, L, p)
+    post.update(start=beta[..., 0], value_at_changepoint=beta[..., 1], late_slope=beta[..., 2],
+                tau=np.stack(taus, axis=1))
+    if jump:
+        post["jump"] = beta[..., 3]
+    shaped = {k: v.reshape(chains, draws, *v.shape[1:]) for k, v in post.items()}
+    dims = {k: [S.LEVEL] for k in shaped if k != "changepoint_spread"}
+    idata = az.from_dict(posterior=shaped, coords={S.LEVEL: levels}, dims=dims)
+    idata.posterior.attrs["sampler"] = "exact"
+    elapsed = time.perf_counter() - t_start
+    return idata, {"compile": 0.0, "sample": elapsed, "sampler": "exact"}
