@@ -1,6 +1,6 @@
 """Benchmark the plateau fit on the embedded SWE-smith replica (42,511 graded trials).
 
-    python benchmarks/plateau_bench.py [--draws 1000] [--samplers nutpie,pymc] [--models separate,pooled]
+    python benchmarks/plateau_bench.py [--draws 1000] [--samplers exact,nutpie,pymc] [--models separate,pooled]
 
 Prints, per sampler and model: cold time (build + compile + sample), warm time (cached
 compiled model, new data), sampling time, min bulk ESS, ESS/s, max R-hat, divergences.
@@ -24,7 +24,7 @@ from saturation.replica import load_embedded
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--draws", type=int, default=1000)
-    ap.add_argument("--samplers", default="nutpie,pymc")
+    ap.add_argument("--samplers", default="exact,nutpie,pymc")
     ap.add_argument("--models", default="separate,pooled")
     args = ap.parse_args()
     ds = load_embedded("swesmith")

@@ -211,8 +211,21 @@ class PlateauPriors:
     tau_sd: float | None = None
     spread_sd: float = 5.0
 
-    def resolve(self, data: StepData) -> dict[str, np.ndarray]:
-        """Numeric prior parameters per level."""
+    def resolve(self, data: StepData, likelihood: str = "gaussian") -> dict[str, np.ndarray]:
+        """Numeric prior parameters per level. For ``likelihood="zoib"`` the curve lives on
+        the logit scale: centres are logits and widths are divided by m (1 - m) (the
+        slope of the logistic at the level's mean m, clipped to [0.05, 0.95])."""
+        out = self._resolve(data)
+        if likelihood == "zoib":
+            m = np.clip(np.nanmean(data.y, axis=1), 0.05, 0.95)
+            scale = 1.0 / (m * (1 - m))
+            out.update(start_mu=special.logit(np.clip(out["start_mu"], 0.01, 0.99)),
+                       level_mu=special.logit(np.clip(out["level_mu"], 0.01, 0.99)),
+                       start_sd=out["start_sd"] * scale, level_sd=out["level_sd"] * scale,
+                       late_slope_sd=out["late_slope_sd"] * scale, jump_sd=out["jump_sd"] * scale)
+        return out
+
+    def _resolve(self, data: StepData) -> dict[str, np.ndarray]:
         rng = np.maximum(np.ptp(data.y, axis=1), 0.01)
         span = max(float(data.steps[-1] - data.steps[0]), 1.0)
 
@@ -263,16 +276,18 @@ def step_loglik(
         var = params["var_mean"] + params["tau"] ** 2
         return -0.5 * (xp.log(2 * np.pi * var) + (y - mu) ** 2 / var)
     g = xp.gammaln
-    if likelihood == "zoib":
-        m = _clip01(mu)
-        m = 1.0 / (1.0 + xp.exp(-(xp.log(m) - xp.log(1 - m) + params["step_offset"])))
-        m = _clip01(m)
+    if likelihood == "zoib":  # the hinge is on the logit scale
+        logit_m = mu + params["step_offset"]
+        ones = _clip01(1.0 / (1.0 + xp.exp(-logit_m)))  # P(y = 1 | y in {0, 1})
+        # E[y | 0 < y < 1] follows the curve with weight lambda (0: partial credit has its own
+        # stable mean, as for F1 of a few gold locations; 1: moves with the ones share)
+        inner = _clip01(1.0 / (1.0 + xp.exp(-(params["interior_shift"] + params["interior_weight"] * logit_m))))
         z, phi = params["boundary"], params["phi"]
         n0, n1 = obs["n0"], obs["n1"]
         nmid = n - n0 - n1
-        return (n0 * xp.log(z * (1 - m)) + n1 * xp.log(z * m) + nmid * xp.log(1 - z)
-                + (m * phi - 1) * obs["slogy"] + ((1 - m) * phi - 1) * obs["slog1my"]
-                - nmid * (g(m * phi) + g((1 - m) * phi) - g(phi)))
+        return (n0 * xp.log(z * (1 - ones)) + n1 * xp.log(z * ones) + nmid * xp.log(1 - z)
+                + (inner * phi - 1) * obs["slogy"] + ((1 - inner) * phi - 1) * obs["slog1my"]
+                - nmid * (g(inner * phi) + g((1 - inner) * phi) - g(phi)))
     # beta-binomial with mean mu (clipped into (0, 1)) and concentration kappa
     p = _clip01(mu)
     kappa = params["kappa"]
@@ -312,6 +327,15 @@ def gaussian_loglik_by_changepoint(
     q_late = wy2 - 2 * e * wy - 2 * b2 * wuy + e * e * w0 + 2 * e * b2 * wu + b2 * b2 * wu2
     const = -0.5 * xp.log(2 * np.pi * var).sum(axis=-1)[..., None]
     return const - 0.5 * (q_early + q_late)
+
+
+def zoib_mean(curve: Any, boundary: Any, interior_shift: Any, interior_weight: Any) -> Any:
+    r"""Metric mean :math:`E[y] = z\,\mathrm{expit}(f) + (1 - z)\,\mathrm{expit}(\delta + \lambda f)`
+    of the zero-one-inflated Beta at a typical step (offset 0): ``curve`` is the hinge
+    :math:`f` on the logit scale (logit of the share of ones among exact 0/1 outcomes),
+    ``boundary`` :math:`z`, ``interior_shift`` :math:`\delta`, ``interior_weight``
+    :math:`\lambda` (NumPy)."""
+    return boundary * special.expit(curve) + (1 - boundary) * special.expit(interior_shift + interior_weight * curve)
 
 
 def _clip01(x: Any, eps: float = 1e-6) -> Any:
@@ -359,7 +383,7 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
     if config.likelihood == "zoib" and data.bounded is None:
         raise ValueError(f"likelihood='zoib' needs per-trial values of {data.response!r} in [0, 1] "
                          "(trials or aggregates with <var>_n0/_n1/_slogy/_slog1my); a logged series cannot use it")
-    pri = config.priors.resolve(data)
+    pri = config.priors.resolve(data, config.likelihood)
     n_levels = data.y.shape[0]
     t0 = float(data.steps[0])
     known = config.breakpoint is not None
@@ -391,6 +415,8 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
             params["boundary"] = pm.Beta("boundary", 1.0, 1.0, dims=S.LEVEL)[:, None, None]
             params["phi"] = pt.exp(pm.Normal("log_phi", np.log(5.0), 1.5, dims=S.LEVEL))[:, None, None]
             tau_logit = pm.HalfNormal("tau_logit", 0.5, dims=S.LEVEL)
+            params["interior_shift"] = pm.Normal("interior_shift", 0.0, 1.5, dims=S.LEVEL)[:, None, None]
+            params["interior_weight"] = pm.Normal("interior_weight", 0.5, 0.5, dims=S.LEVEL)[:, None, None]
             offset_z = pm.Normal("step_offset_z", 0.0, 1.0, dims=(S.LEVEL, S.STEP))
             params["step_offset"] = (tau_logit[:, None] * offset_z)[:, None, :]
         if config.likelihood == "gaussian" and not known:
@@ -578,7 +604,9 @@ def fit_plateau(
                config.continuity, config.likelihood, bool(np.isfinite(sd.n).all()))
         idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=config.sampler)
     sampled = [v for v in ("start", "value_at_changepoint", "late_slope", "jump", "tau", "log_kappa",
-                           "boundary", "log_phi", "tau_logit", "changepoint_spread") if v in idata.posterior]
+                           "boundary", "log_phi", "tau_logit", "interior_shift", "interior_weight",
+                           "changepoint_spread")
+               if v in idata.posterior]
     diag = diagnostics(idata, sampled)
     estimands = _estimands(idata, sd, config, grid, seed)
     _attach(idata, sd, config, diag, grid)
@@ -602,6 +630,7 @@ def _param_draws(idata: az.InferenceData, likelihood: str) -> dict[str, Any]:
         out["kappa"] = np.exp(g("log_kappa"))
     else:
         out["boundary"], out["phi"] = g("boundary"), np.exp(g("log_phi"))
+        out["interior_shift"], out["interior_weight"] = g("interior_shift"), g("interior_weight")
         offsets = post["step_offset_z"].transpose("sample", S.LEVEL, S.STEP).to_numpy()
         out["step_offset"] = g("tau_logit")[:, :, None] * offsets  # (samples, levels, steps)
     return out
@@ -679,18 +708,31 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
         pointwise[sl] = step_loglik(_NP, {k_: v[None] for k_, v in obs.items()}, t[None, None, :],
                                     cps[sl][:, :, None], pj, t0, config.likelihood)
     mass /= n_samples
-    pri = config.priors.resolve(data)
+    pri = config.priors.resolve(data, config.likelihood)
     out: dict[str, Any] = {"levels": {}}
+    early_draws = np.empty_like(cps)
     for j, level in enumerate(data.levels):
         c = cps[:, j]
         a, h, b2 = p["start"][:, j], p["value_at_changepoint"][:, j], p["late_slope"][:, j]
         dj = jump[:, j]
-        b1 = (h - a) / (c - t0)
         end = _mean_curve(t_last, c, a, h, b2, dj, t0)
-        late_gain = b2 * (t_last - c)
+        if config.likelihood == "zoib":  # the hinge is on the share of ones: report the metric mean
+            def metric(x: np.ndarray, j_: int = j) -> np.ndarray:
+                return np.asarray(zoib_mean(x, p["boundary"][:, j_], p["interior_shift"][:, j_],
+                                            p["interior_weight"][:, j_]))
+
+            late_gain = metric(end) - metric(h + dj)
+            a, h, end = metric(a), metric(h), metric(end)
+            b2 = late_gain / np.maximum(t_last - c, 1.0)
+        else:
+            late_gain = b2 * (t_last - c)
+        b1 = (h - a) / (c - t0)
+        early_draws[:, j] = b1
         in_rope = np.abs(late_gain) < config.rope
         # Savage-Dickey: posterior density of the late slope at 0 over its prior density at 0
-        post_density = float(stats.gaussian_kde(b2)(0.0)[0]) if np.std(b2) > 0 else np.inf
+        # (of the hinge's own late slope, whose prior is known; zero there is zero late gain)
+        b2_hinge = p["late_slope"][:, j]
+        post_density = float(stats.gaussian_kde(b2_hinge)(0.0)[0]) if np.std(b2_hinge) > 0 else np.inf
         bf01 = post_density / stats.norm.pdf(0.0, 0.0, float(pri["late_slope_sd"][j]))
         est: dict[str, Any] = {
             "changepoint": interval(c) if config.breakpoint is None else None,
@@ -720,7 +762,7 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
     shape = (idata.posterior.sizes["chain"], idata.posterior.sizes["draw"])
     derived = {
         "changepoint": cps,
-        "early_slope": (p["value_at_changepoint"] - p["start"]) / (cps - t0),
+        "early_slope": early_draws,
     }
     for name, arr in derived.items():
         idata.posterior[name] = (("chain", "draw", S.LEVEL), arr.reshape(*shape, n_levels))
@@ -753,6 +795,9 @@ def plateau_frame(fit: PlateauFit) -> pd.DataFrame:
         dj = p["jump"][:, j, None] if isinstance(p["jump"], np.ndarray) else 0.0
         mu = _mean_curve(t[None, :], cps[:, j, None], p["start"][:, j, None], p["value_at_changepoint"][:, j, None],
                          p["late_slope"][:, j, None], dj, float(t[0]))
+        if fit.config.likelihood == "zoib":
+            mu = zoib_mean(mu, p["boundary"][:, j, None], p["interior_shift"][:, j, None],
+                           p["interior_weight"][:, j, None])
         hdi = az.hdi(mu[None], hdi_prob=S.HDI_PROB)
         mass = fit.estimands["levels"][level]["changepoint_mass"]
         for i, step in enumerate(t):
