@@ -39,6 +39,8 @@ def aggregate(ds: xr.Dataset, by: Sequence[str] | None = None) -> xr.Dataset:
         * for ``reward`` over graded trials and for each per-level variable
           (f1, precision, recall, n_pred, n_gold, n_tp) over graded trials where the
           value is present: ``<var>_n``, ``<var>_sum``, ``<var>_sumsq``, ``<var>_mean``;
+        * for every other numeric per-trial variable (e.g. ``n_locations``) the same four
+          statistics over graded trials where the value is present;
         * for ``reward``, f1, precision and recall also ``<var>_n0``, ``<var>_n1``,
           ``<var>_slogy``, ``<var>_slog1my`` (NaN where a value lies outside [0, 1]).
 
@@ -114,6 +116,14 @@ def aggregate(ds: xr.Dataset, by: Sequence[str] | None = None) -> xr.Dataset:
         out[f"{S.REWARD}_{name}"] = (dims, arr)
     for name, arr in zip(BOUNDED_SUFFIXES, bounded(reward, graded & finite_reward), strict=True):
         out[f"{S.REWARD}_{name}"] = (dims, arr)
+
+    # any other numeric per-trial variable (e.g. n_locations, turns, tokens), over graded trials
+    extra = [str(v) for v, da in ds.data_vars.items()
+             if v not in (S.GRADED, S.REWARD) and da.dims == (S.TRIAL,) and np.issubdtype(da.dtype, np.number)]
+    for var in extra:
+        values = ds[var].to_numpy().astype(float)
+        for name, arr in zip(STAT_SUFFIXES, sums(values, graded & np.isfinite(values)), strict=True):
+            out[f"{var}_{name}"] = (dims, arr)
 
     if S.LEVEL in ds.dims and ds.sizes[S.LEVEL] > 0:
         out = out.assign_coords({S.LEVEL: ds[S.LEVEL].to_numpy()})

@@ -428,8 +428,10 @@ def truth_table(reference: dict[str, Any]) -> pd.DataFrame:
 
 
 def _per_step_mean(ds: xr.Dataset, var: str) -> np.ndarray:
-    frame = pd.DataFrame({"step": ds[S.STEP].to_numpy(), "v": ds[var].to_numpy(), "g": ds[S.GRADED].to_numpy()})
-    return frame[frame.g].groupby("step")["v"].mean().to_numpy()
+    """Graded-only per-step mean of a per-trial variable."""
+    from saturation.aggregate import aggregate
+
+    return aggregate(ds, by=(S.STEP,))[f"{var}_mean"].to_numpy()
 
 
 def _group_se(first: xr.Dataset, fld: str, level: str) -> float:

@@ -58,6 +58,12 @@ def design(t: np.ndarray, grid: np.ndarray, t0: float, jump: bool) -> np.ndarray
     return np.stack(cols, axis=-1)
 
 
+def design_line(t: np.ndarray) -> np.ndarray:
+    """Design (1, T, 2) of a straight line through its values at the first and last step."""
+    s = (t - t[0]) / max(float(t[-1] - t[0]), 1e-12)
+    return np.stack([1 - s, s], axis=-1)[None]
+
+
 def _normal_stats(y: np.ndarray, var_mean: np.ndarray, x: np.ndarray, m0: np.ndarray, p0: np.ndarray,
                   tau: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """log p(y | c, tau) marginal over beta, and A, b of the conditional; for every tau
@@ -101,16 +107,21 @@ def _pick_one(rng: np.random.Generator, logw: np.ndarray, size: int) -> np.ndarr
     return np.minimum(np.searchsorted(cum, rng.random(size) * cum[-1], side="right"), cum.size - 1)
 
 
+def sample_rows(rng: np.random.Generator, weights: np.ndarray) -> np.ndarray:
+    """Categorical draws, one per row of ``weights`` (non-negative, unnormalised)."""
+    cum = weights.cumsum(axis=-1)
+    u = rng.random((*weights.shape[:-1], 1)) * cum[..., -1:]
+    return np.minimum((cum < u).sum(axis=-1), weights.shape[-1] - 1)
+
+
 def _pick(rng: np.random.Generator, logw: np.ndarray) -> np.ndarray:
     """Categorical draws, one per row of ``logw`` (rows: unnormalised log weights)."""
-    prob = np.exp(logw - logw.max(axis=-1, keepdims=True))
-    cum = prob.cumsum(axis=-1)
-    u = rng.random(logw.shape[:-1] + (1,)) * cum[..., -1:]
-    return np.minimum((cum < u).sum(axis=-1), logw.shape[-1] - 1)
+    return sample_rows(rng, np.exp(logw - logw.max(axis=-1, keepdims=True)))
 
 
-class _Level:
-    """The tau grid and conditional pieces of one level."""
+class Level:
+    """One level (or series) of a model linear in its curve parameters given tau: the tau
+    grid over every design in ``x`` (C, T, p) and the conditional draws."""
 
     def __init__(self, y: np.ndarray, var_mean: np.ndarray, x: np.ndarray, m0: np.ndarray, sd0: np.ndarray,
                  tau_sd: float) -> None:
@@ -165,7 +176,7 @@ def sample_gaussian_exact(
         m0 = np.array([priors["start_mu"][j], priors["level_mu"][j], 0.0] + ([0.0] if jump else []))
         sd0 = np.array([priors["start_sd"][j], priors["level_sd"][j], priors["late_slope_sd"][j]]
                        + ([priors["jump_sd"][j]] if jump else []))
-        lv.append(_Level(y[j], var_mean[j], x, m0, sd0, float(priors["tau_sd"][j])))
+        lv.append(Level(y[j], var_mean[j], x, m0, sd0, float(priors["tau_sd"][j])))
     post: dict[str, np.ndarray] = {}
     if pooled:
         log_m = np.stack([level.log_m for level in lv])  # (L, C)

@@ -38,7 +38,7 @@ from scipy import special, stats
 
 from saturation import __version__, curves
 from saturation import schema as S
-from saturation.models._exact import sample_gaussian_exact
+from saturation.models._exact import sample_gaussian_exact, sample_rows
 from saturation.models._sampling import (
     SamplerConfig,
     diagnostics,
@@ -570,9 +570,13 @@ def fit_plateau(
     likelihood : {"gaussian", "binomial", "zoib"}
         Gaussian on per-step means (sufficient statistics, step overdispersion; default),
         beta-binomial on success counts for binary responses, or a zero-one-inflated Beta
-        on per-trial values in [0, 1] (exact from sufficient statistics, with logit-scale
-        step offsets; EXPERIMENTAL: slow and not yet verified by a recovery test). See
-        docs/plateau.md for when each is right.
+        on per-trial values in [0, 1] (exact from sufficient statistics; the hinge on the
+        logit scale of the ones share, partial credit with a mean of its own, logit-scale
+        step offsets; estimands on the metric mean). See docs/plateau.md for when each is
+        right.
+    sampler : SamplerConfig, optional
+        ``sampler="auto"`` draws the Gaussian model exactly (independent draws, no MCMC;
+        see ``models._exact``) and samples the others with nutpie.
     rope : float
         Region of practical equivalence for the late segment, in metric units: the late
         segment is "flat" when its total gain over the late window is within +-rope.
@@ -636,12 +640,6 @@ def _param_draws(idata: az.InferenceData, likelihood: str) -> dict[str, Any]:
     return out
 
 
-def _sample_index(rng: np.random.Generator, prob: np.ndarray) -> np.ndarray:
-    """One categorical draw per row of ``prob`` (rows sum to 1)."""
-    u = rng.random((prob.shape[0], 1))
-    return np.minimum((prob.cumsum(axis=1) < u).sum(axis=1), prob.shape[1] - 1)
-
-
 def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, grid: np.ndarray,
                seed: int) -> dict[str, Any]:
     """Change-point posterior (exact conditional per draw), derived draws and estimands."""
@@ -693,14 +691,14 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
             # mass: sum_z p(c0 = z) p(c_l = c | z) = e * sum_z p(z) w[z, c] / per_level[z]
             ratio = np.divide(p_c0[:, None, :], per_level, out=np.zeros_like(per_level), where=per_level > 0)
             mass += (e * np.einsum("dlz,dzc->dlc", ratio, w)).sum(axis=0)
-            i0 = _sample_index(rng, p_c0)
+            i0 = sample_rows(rng, p_c0)
             cond_sel = e * w[np.arange(m), i0, :][:, None, :]  # (D, L, C), unnormalised
             cond_sel /= cond_sel.sum(axis=2, keepdims=True)
         else:
             cond_sel = e / e.sum(axis=2, keepdims=True)
             mass += cond_sel.sum(axis=0)
         for j in range(n_levels):
-            idx = _sample_index(rng, cond_sel[:, j, :])
+            idx = sample_rows(rng, cond_sel[:, j, :])
             cps[sl, j] = grid[idx]
         pj = {key: (v[sl][:, :, None] if v.ndim == 2 else v[sl]) if isinstance(v, np.ndarray) else v
               for key, v in p.items()}
@@ -784,20 +782,32 @@ def _attach(idata: az.InferenceData, data: StepData, config: PlateauConfig, diag
     stamp_attrs(idata, "plateau", config, data.summary, diag)
 
 
+def curve_draws(fit: PlateauFit, steps: Any = None) -> np.ndarray:
+    """Posterior draws of the fitted metric mean at ``steps`` (default: the observed
+    steps), each draw with its own change point: array (samples, levels, steps)."""
+    t = np.atleast_1d(np.asarray(fit.data.steps if steps is None else steps, dtype=float))
+    p = _param_draws(fit.idata, fit.config.likelihood)
+    cps = fit.idata.posterior["changepoint"].stack(sample=("chain", "draw")).transpose("sample", ...).to_numpy()
+    out = np.empty((cps.shape[0], cps.shape[1], len(t)))
+    for j in range(cps.shape[1]):
+        dj = p["jump"][:, j, None] if isinstance(p["jump"], np.ndarray) else 0.0
+        mu = _mean_curve(t[None, :], cps[:, j, None], p["start"][:, j, None], p["value_at_changepoint"][:, j, None],
+                         p["late_slope"][:, j, None], dj, float(fit.data.steps[0]))
+        if fit.config.likelihood == "zoib":
+            mu = zoib_mean(mu, p["boundary"][:, j, None], p["interior_shift"][:, j, None],
+                           p["interior_weight"][:, j, None])
+        out[:, j, :] = mu
+    return out
+
+
 def plateau_frame(fit: PlateauFit) -> pd.DataFrame:
     """Per-step observed means with the posterior mean curve, its 94 % band and the
     posterior probability of the change point at that step (the data behind the plot)."""
     rows = []
     t = fit.data.steps
-    p = _param_draws(fit.idata, fit.config.likelihood)
-    cps = fit.idata.posterior["changepoint"].stack(sample=("chain", "draw")).transpose("sample", ...).to_numpy()
+    draws = curve_draws(fit)
     for j, level in enumerate(fit.data.levels):
-        dj = p["jump"][:, j, None] if isinstance(p["jump"], np.ndarray) else 0.0
-        mu = _mean_curve(t[None, :], cps[:, j, None], p["start"][:, j, None], p["value_at_changepoint"][:, j, None],
-                         p["late_slope"][:, j, None], dj, float(t[0]))
-        if fit.config.likelihood == "zoib":
-            mu = zoib_mean(mu, p["boundary"][:, j, None], p["interior_shift"][:, j, None],
-                           p["interior_weight"][:, j, None])
+        mu = draws[:, j, :]
         hdi = az.hdi(mu[None], hdi_prob=S.HDI_PROB)
         mass = fit.estimands["levels"][level]["changepoint_mass"]
         for i, step in enumerate(t):

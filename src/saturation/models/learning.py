@@ -1,0 +1,385 @@
+r"""Learning diagnostics: what did RL actually teach?
+
+Three questions, each answered with posteriors and a verdict sentence:
+
+1. :func:`diagnose_cardinality` - real localisation skill or a cardinality prior? Per level,
+   linear trends of precision, recall, predicted and gold counts (and predicted locations
+   per answer); real skill needs precision to rise while recall does not fall; a model
+   that only learned to name fewer locations trades recall for precision.
+2. :func:`diagnose_reliability` (logged series) and :func:`fit_pass_at_k` (trials with
+   prompt groups) - did capability (pass@k) move, or only reliability (pass@1, the mean
+   reward)?
+3. :func:`diagnose_entropy` - did policy entropy collapse, and did it turn together with
+   the reward?
+
+A trend is the plateau model itself (``fit_plateau``: Gaussian on per-step means, hinge
+with an unknown change point, drawn exactly without MCMC) fitted to one series: "start"
+and "end" are the fitted metric at the first and last step, "change" their difference,
+with the early and late slopes and the change point alongside. RL curves rise and then
+flatten, so a straight line would misstate both ends. Decisions use ``P_DECIDE`` (0.95)
+posterior probability and documented ROPEs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import xarray as xr
+from scipy import special
+
+from saturation import curves
+from saturation import schema as S
+from saturation.models._sampling import (
+    SamplerConfig,
+    diagnostics,
+    interval,
+    sample_model,
+    warn_if_not_converged,
+)
+from saturation.models.plateau import StepData, curve_draws, fit_plateau, step_data
+
+#: posterior probability needed for a verdict
+P_DECIDE = 0.95
+#: pass@k counts as unchanged when |end - start| < this (absolute, pass@k units)
+PASS_AT_K_ROPE = 0.05
+#: entropy counts as stable when |end - start| / start < this
+ENTROPY_ROPE_RELATIVE = 0.05
+#: two change points "coincide" when they are at most this many steps apart
+TOGETHER_STEPS = 3
+#: variables of the cardinality diagnostic (per level) and the per-answer count
+CARDINALITY_VARS = (S.PRECISION, S.RECALL, S.N_PRED, S.N_GOLD)
+N_LOCATIONS = "n_locations"
+
+
+# ====================================================================== trend
+def trend_draws(sd: StepData, *, seed: int, draws: int = 1000, chains: int = 4) -> tuple[dict[str, np.ndarray],
+                                                                                        dict[str, Any]]:
+    """Posterior draws (samples,) of one series' fitted start, end, change point and
+    slopes (a one-level plateau fit), and the fit's diagnostics."""
+    if len(sd.levels) != 1:
+        raise ValueError(f"a trend is one series; got levels {sd.levels}")
+    fit = fit_plateau(sd, seed=seed, sampler=SamplerConfig(draws=draws, chains=chains))
+    ends = curve_draws(fit, [sd.steps[0], sd.steps[-1]])[:, 0, :]
+    post = fit.idata.posterior.stack(sample=("chain", "draw")).transpose("sample", ...)
+    out = {"start": ends[:, 0], "end": ends[:, 1]}
+    out.update({v: post[v].to_numpy()[:, 0] for v in ("changepoint", "early_slope", "late_slope")})
+    return out, fit.diagnostics
+
+
+def _trend_summary(d: dict[str, np.ndarray]) -> dict[str, Any]:
+    change = np.ravel(d["end"] - d["start"])
+    out: dict[str, Any] = {v: interval(np.ravel(d[v])) for v in ("start", "end", "changepoint", "early_slope", "late_slope") if v in d}
+    return {**out, "change": interval(change), "p_increase": float(np.mean(change > 0)),
+            "p_decrease": float(np.mean(change < 0))}
+
+
+def _idata(trends: dict[str, dict[str, np.ndarray]], chains: int, attrs: dict[str, Any]) -> az.InferenceData:
+    """Trend draws as one InferenceData (dim ``series``)."""
+    names = list(trends)
+    post = {v: np.stack([trends[n][v] for n in names], axis=-1).reshape(chains, -1, len(names))
+            for v in ("start", "end", "changepoint", "early_slope", "late_slope")}
+    idata = az.from_dict(posterior=post, coords={"series": names}, dims={v: ["series"] for v in post})
+    idata.posterior.attrs.update({k: str(v) for k, v in attrs.items()})
+    return idata
+
+
+def _step_stats(data: xr.Dataset, var: str, level: str | None, run: str | None = None) -> StepData:
+    return step_data(data, response=var, levels=[level] if level else None, run=run)
+
+
+# ====================================================================== 1. cardinality
+@dataclass
+class Diagnosis:
+    """A verdict per unit (level or run), the numbers behind it and the draws."""
+
+    name: str
+    verdicts: dict[str, str]
+    numbers: dict[str, Any]
+    diagnostics: dict[str, Any]
+    idata: az.InferenceData
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdicts": self.verdicts, "numbers": self.numbers, "diagnostics": self.diagnostics}
+
+
+def diagnose_cardinality(ds: xr.Dataset, *, levels: list[str] | None = None, run: str | None = None,
+                         seed: int = 0, draws: int = 1000, chains: int = 4) -> Diagnosis:
+    """Real localisation skill or a cardinality prior?
+
+    Per level, linear trends (start -> end, slope, 94 % HDIs) of precision, recall,
+    predicted count and gold count from the graded trials, the predicted/gold ratio at
+    the start and end, and, when the trials carry ``n_locations``, the predicted
+    locations per answer.
+
+    Verdict per level (posterior probabilities of the start -> end change):
+
+    * "real skill" - precision or recall rises (P > 0.95) and recall does not fall
+      (P(recall falls) < 0.95... stated with its probability);
+    * "cardinality prior" - recall falls (P > 0.95): the model names fewer locations and
+      trades recall for precision;
+    * "no learning detected" - neither rises nor falls decisively.
+    """
+    levels = levels or [str(v) for v in ds[S.LEVEL].values]
+    trends: dict[str, dict[str, np.ndarray]] = {}
+    diags = []
+    series: list[tuple[str, str, str | None]] = [(f"{var}/{level}", var, level) for level in levels
+                                                 for var in CARDINALITY_VARS]
+    if N_LOCATIONS in ds:
+        series.append((N_LOCATIONS, N_LOCATIONS, None))
+    for i, (name, var, level) in enumerate(series):
+        trends[name], diag_ = trend_draws(_step_stats(ds, var, level, run), seed=seed + i, draws=draws, chains=chains)
+        diags.append(diag_)
+    numbers: dict[str, Any] = {"levels": {}}
+    verdicts: dict[str, str] = {}
+    for level in levels:
+        tr = {var: _trend_summary(trends[f"{var}/{level}"]) for var in CARDINALITY_VARS}
+        pred, gold = trends[f"{S.N_PRED}/{level}"], trends[f"{S.N_GOLD}/{level}"]
+        ratio = {"start": interval((pred["start"] / gold["start"]).ravel()),
+                 "end": interval((pred["end"] / gold["end"]).ravel())}
+        prec, rec = tr[S.PRECISION], tr[S.RECALL]
+        if rec["p_decrease"] >= P_DECIDE:
+            kind = "cardinality prior"
+            why = "recall fell while the model named fewer locations: precision was bought with recall"
+        elif prec["p_increase"] >= P_DECIDE or rec["p_increase"] >= P_DECIDE:
+            kind = "real skill"
+            why = "precision rose without recall falling" if rec["p_increase"] < P_DECIDE else "precision and recall rose"
+        else:
+            kind = "no learning detected"
+            why = "neither precision nor recall moved decisively"
+        numbers["levels"][level] = {**tr, "pred_over_gold": ratio, "verdict": kind}
+        verdicts[level] = (
+            f"{level}: {kind} - {why}. Precision {_arrow(prec)}, recall {_arrow(rec)} "
+            f"(P(recall rises) = {rec['p_increase']:.2f}), predicted/gold {ratio['start']['mean']:.2f} -> "
+            f"{ratio['end']['mean']:.2f}.")
+    if N_LOCATIONS in trends:
+        numbers[N_LOCATIONS] = _trend_summary(trends[N_LOCATIONS])
+        verdicts[N_LOCATIONS] = f"predicted locations per answer: {_arrow(numbers[N_LOCATIONS])}."
+    idata = _idata(trends, chains, {"diagnosis": "cardinality"})
+    diag = _merge_diag(diags)
+    warn_if_not_converged(diag, "cardinality diagnosis")
+    return Diagnosis("cardinality", verdicts, numbers, diag, idata)
+
+
+def _arrow(tr: dict[str, Any]) -> str:
+    s, e = tr["start"], tr["end"]
+    return (f"{s['mean']:.3f} [{s['hdi'][0]:.3f}, {s['hdi'][1]:.3f}] -> "
+            f"{e['mean']:.3f} [{e['hdi'][0]:.3f}, {e['hdi'][1]:.3f}]")
+
+
+# ====================================================================== 2. reliability vs capability
+def _capability_verdict(pass1: dict[str, np.ndarray], passk: dict[str, np.ndarray], k: int,
+                        rope: float) -> tuple[str, dict[str, float]]:
+    d1 = (pass1["end"] - pass1["start"]).ravel()
+    dk = (passk["end"] - passk["start"]).ravel()
+    probs = {"p_pass1_up": float(np.mean(d1 > 0)), "p_pass1_down": float(np.mean(d1 < 0)),
+             "p_passk_in_rope": float(np.mean(np.abs(dk) < rope)),
+             "p_passk_up_beyond_rope": float(np.mean(dk > rope)),
+             "p_passk_down_beyond_rope": float(np.mean(dk < -rope))}
+    if probs["p_passk_up_beyond_rope"] >= P_DECIDE:
+        kind = "capability gain"
+    elif probs["p_passk_down_beyond_rope"] >= P_DECIDE:
+        kind = "capability loss"
+    elif probs["p_pass1_up"] >= P_DECIDE and probs["p_passk_in_rope"] >= 0.5:
+        kind = "reliability gain, capability flat"
+    elif probs["p_pass1_up"] >= P_DECIDE:
+        kind = "reliability gain, capability undetermined"
+    elif probs["p_pass1_down"] >= P_DECIDE:
+        kind = "reliability loss"
+    else:
+        kind = "no decisive change"
+    return kind, probs
+
+
+def diagnose_reliability(series: xr.Dataset, *, runs: list[str] | None = None, pass1: str = "reward_mean",
+                         passk: str = "pass_at_k", rope: float = PASS_AT_K_ROPE, seed: int = 0,
+                         draws: int = 1000, chains: int = 4) -> Diagnosis:
+    """Reliability (pass@1 = mean reward) vs capability (pass@k) from logged series.
+
+    Per run: linear trends of both series, and a plateau fit of pass@1 (unknown change
+    point, exact Gaussian sampler). Verdict (P = posterior probability of the start -> end
+    change, ROPE ``rope`` on pass@k):
+
+    * "capability gain" / "capability loss": pass@k moved beyond the ROPE (P > 0.95);
+    * "reliability gain, capability flat": pass@1 rose (P > 0.95) and pass@k's change is
+      more likely inside the ROPE than not (P(in ROPE) >= 0.5; the probability is reported);
+    * "reliability gain, capability undetermined", "reliability loss", "no decisive change".
+    """
+    runs = runs or [str(r) for r in series[S.RUN].values]
+    k = int(series[passk].attrs.get("k", 0)) or None
+    trends: dict[str, dict[str, np.ndarray]] = {}
+    numbers: dict[str, Any] = {"rope": rope, "k": k, "runs": {}}
+    verdicts: dict[str, str] = {}
+    diags = []
+    for i, run in enumerate(runs):
+        out: dict[str, Any] = {}
+        for j, var in enumerate((pass1, passk)):
+            trends[f"{var}/{run}"], diag_ = trend_draws(step_data(series, response=var, run=run),
+                                                        seed=seed + 10 * i + j, draws=draws, chains=chains)
+            diags.append(diag_)
+            out[var] = _trend_summary(trends[f"{var}/{run}"])
+        kind, probs = _capability_verdict(trends[f"{pass1}/{run}"], trends[f"{passk}/{run}"], k or 0, rope)
+        out.update(probs, verdict=kind)
+        numbers["runs"][run] = out
+        cp = out[pass1]["changepoint"]
+        verdicts[run] = (
+            f"{run}: {kind}. pass@1 {_arrow(out[pass1])} (P(up) = {probs['p_pass1_up']:.2f}); "
+            f"pass@{k or 'k'} {_arrow(out[passk])} (P(|change| < {rope}) = {probs['p_passk_in_rope']:.2f}); "
+            f"pass@1 change point {cp['mean']:.1f} [{cp['hdi'][0]:.0f}, {cp['hdi'][1]:.0f}].")
+    idata = _idata(trends, chains, {"diagnosis": "reliability"})
+    diag = _merge_diag(diags)
+    warn_if_not_converged(diag, "reliability diagnosis")
+    return Diagnosis("reliability", verdicts, numbers, diag, idata)
+
+
+def _merge_diag(diags: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"rhat_max": max(d["rhat_max"] for d in diags), "ess_bulk_min": min(d["ess_bulk_min"] for d in diags),
+            "ess_tail_min": min(d["ess_tail_min"] for d in diags), "divergences": sum(d["divergences"] for d in diags),
+            "converged": all(d["converged"] for d in diags), "thresholds": diags[0]["thresholds"]}
+
+
+# ---------------------------------------------------------------------- pass@k from prompt groups
+def group_counts(ds: xr.Dataset, *, success_threshold: float = 1.0, run: str | None = None) -> xr.Dataset:
+    """Successes per prompt group: one row per (step, instance_id) with ``n`` samples and
+    ``s`` successes (graded and reward >= ``success_threshold``; an ungraded rollout is a
+    failure). Every trial is counted once."""
+    frame = ds[[S.GRADED, S.REWARD]].to_dataframe().reset_index(drop=True)
+    for c in (S.RUN, S.STEP, S.INSTANCE_ID):
+        frame[c] = ds[c].values
+    if run is not None:
+        frame = frame[frame[S.RUN] == run]
+    elif frame[S.RUN].nunique() > 1:
+        raise ValueError(f"several runs {sorted(frame[S.RUN].unique())}: pass run=")
+    frame["s"] = (frame[S.GRADED].astype(bool) & (frame[S.REWARD].fillna(-np.inf) >= success_threshold)).astype(int)
+    g = frame.groupby([S.STEP, S.INSTANCE_ID], sort=True)["s"].agg(["size", "sum"]).reset_index()
+    if int(g["size"].sum()) != len(frame):  # pragma: no cover - groupby keeps every row
+        raise AssertionError("group counts lost trials")
+    return xr.Dataset({"n": ("group", g["size"].to_numpy()), "s": ("group", g["sum"].to_numpy()),
+                       S.STEP: ("group", g[S.STEP].to_numpy())})
+
+
+def _log_beta(a: Any, b: Any) -> Any:
+    return pt.gammaln(a) + pt.gammaln(b) - pt.gammaln(a + b)
+
+
+def fit_pass_at_k(ds: xr.Dataset, *, k: int | None = None, success_threshold: float = 1.0, run: str | None = None,
+                  rope: float = PASS_AT_K_ROPE, seed: int = 0, sampler: SamplerConfig | None = None) -> Diagnosis:
+    r"""pass@1 and pass@k per step from prompt groups, with a hierarchical model over prompts.
+
+    Notes
+    -----
+    Prompt :math:`i` at step :math:`t` has success probability
+    :math:`p_{ti} \sim Beta(\mu_t\kappa_t, (1-\mu_t)\kappa_t)` and :math:`s_{ti}` successes of
+    :math:`n_{ti}` samples (beta-binomial; counts of identical (t, n, s) rows are the
+    sufficient statistics). :math:`\mathrm{logit}\,\mu_t = \alpha_0 + \alpha_1 x_t + \sigma\epsilon_t`,
+    :math:`\log\kappa_t = \gamma_0 + \gamma_1 x_t`, :math:`x_t \in [0, 1]` the scaled step,
+    :math:`\epsilon_t \sim N(0, 1)` step overdispersion. Then pass@1 = :math:`\mu_t` and
+    pass@k = :math:`E[1 - (1 - p)^k] = 1 - B(\alpha, \beta + k)/B(\alpha, \beta)`
+    (``curves.pass_at_k_beta``); the trend compares the curves at the first and last step
+    (at :math:`\epsilon = 0`). Priors: :math:`\alpha_0 \sim N(0, 2)`, :math:`\alpha_1 \sim N(0, 2)`,
+    :math:`\gamma_0 \sim N(\log 2, 1.5)`, :math:`\gamma_1 \sim N(0, 1)`,
+    :math:`\sigma \sim HalfNormal(0.5)`.
+    """
+    counts = group_counts(ds, success_threshold=success_threshold, run=run)
+    k = k or int(np.bincount(counts["n"].values).argmax())
+    steps = np.unique(counts[S.STEP].values)
+    t_idx = np.searchsorted(steps, counts[S.STEP].values)
+    key = np.stack([t_idx, counts["n"].values, counts["s"].values], axis=1)
+    uniq, weight = np.unique(key, axis=0, return_counts=True)
+    span = max(float(steps[-1] - steps[0]), 1.0)
+    x = (steps - steps[0]) / span
+    values = {"t": uniq[:, 0], "n": uniq[:, 1].astype(float), "s": uniq[:, 2].astype(float),
+              "w": weight.astype(float), "x": x}
+    with pm.Model(coords={S.STEP: steps}) as model:
+        d = {name: pm.Data(name, v) for name, v in values.items()}
+        a0, a1 = pm.Normal("a0", 0.0, 2.0), pm.Normal("a1", 0.0, 2.0)
+        g0, g1 = pm.Normal("g0", np.log(2.0), 1.5), pm.Normal("g1", 0.0, 1.0)
+        sigma = pm.HalfNormal("sigma", 0.5)
+        eps = pm.Normal("eps", 0.0, 1.0, dims=S.STEP)
+        mu = pm.math.invlogit(a0 + a1 * d["x"] + sigma * eps)
+        kappa = pt.exp(g0 + g1 * d["x"])
+        al, be = (mu * kappa)[d["t"]], ((1 - mu) * kappa)[d["t"]]
+        ll = _log_beta(d["s"] + al, d["n"] - d["s"] + be) - _log_beta(al, be)  # + binomial coefficient (constant)
+        pm.Potential("likelihood", (d["w"] * ll).sum())
+    cfg = sampler or SamplerConfig()
+    t0 = time.perf_counter()
+    idata, timings = sample_model(model, cache_key=("pass_at_k", len(uniq), len(steps)), data=values, seed=seed,
+                                  config=cfg)
+    post = idata.posterior
+    draws_ = {v: post[v].values for v in ("a0", "a1", "g0", "g1")}
+    curves_ = {}
+    for name, xv in (("start", 0.0), ("end", 1.0)):
+        m = special.expit(draws_["a0"] + draws_["a1"] * xv)
+        kap = np.exp(draws_["g0"] + draws_["g1"] * xv)
+        curves_[name] = (m, curves.pass_at_k_beta(m, kap, k))
+    pass1 = {"start": curves_["start"][0], "end": curves_["end"][0]}
+    passk = {"start": curves_["start"][1], "end": curves_["end"][1]}
+    kind, probs = _capability_verdict(pass1, passk, k, rope)
+    diag = diagnostics(idata, ["a0", "a1", "g0", "g1", "sigma"])
+    numbers: dict[str, Any] = {"k": k, "rope": rope, "n_groups": int(counts.sizes["group"]), "n_trials": int(counts["n"].sum()),
+               "pass1": _trend_summary(pass1), "passk": _trend_summary(passk), **probs,
+               "verdict": kind, "timings": {**timings, "total": time.perf_counter() - t0}}
+    verdict = (f"{kind}. pass@1 {_arrow(numbers['pass1'])} (P(up) = {probs['p_pass1_up']:.2f}); pass@{k} "
+               f"{_arrow(numbers['passk'])} (P(|change| < {rope}) = {probs['p_passk_in_rope']:.2f}).")
+    warn_if_not_converged(diag, "pass@k fit")
+    return Diagnosis("pass_at_k", {"groups": verdict}, numbers, diag, idata)
+
+
+# ====================================================================== 3. entropy
+def diagnose_entropy(series: xr.Dataset, *, runs: list[str] | None = None, entropy: str = "policy_entropy",
+                     reward: str = "reward_mean", rope_relative: float = ENTROPY_ROPE_RELATIVE, seed: int = 0,
+                     draws: int = 1000, chains: int = 4) -> Diagnosis:
+    """Did policy entropy collapse, and did it turn together with the reward?
+
+    Per run: linear trend of entropy (P(decline), decline and relative decline with
+    HDIs), trend of the reward, and plateau fits (unknown change point, exact sampler) of
+    both; P(the two change points are at most ``TOGETHER_STEPS`` apart).
+
+    Verdict: "entropy collapse" when the relative decline exceeds ``rope_relative`` with
+    P > 0.95; "entropy rising" symmetrically; "entropy stable" when
+    P(|relative change| < rope_relative) >= 0.95; else "entropy change undetermined".
+    """
+    runs = runs or [str(r) for r in series[S.RUN].values]
+    trends: dict[str, dict[str, np.ndarray]] = {}
+    numbers: dict[str, Any] = {"rope_relative": rope_relative, "runs": {}}
+    verdicts: dict[str, str] = {}
+    diags = []
+    for i, run in enumerate(runs):
+        out: dict[str, Any] = {}
+        for j, var in enumerate((entropy, reward)):
+            trends[f"{var}/{run}"], diag_ = trend_draws(step_data(series, response=var, run=run),
+                                                        seed=seed + 10 * i + j, draws=draws, chains=chains)
+            diags.append(diag_)
+            out[var] = _trend_summary(trends[f"{var}/{run}"])
+        gap = trends[f"{entropy}/{run}"]["changepoint"] - trends[f"{reward}/{run}"]["changepoint"]
+        e = trends[f"{entropy}/{run}"]
+        rel = ((e["end"] - e["start"]) / e["start"]).ravel()
+        out["relative_change"] = interval(rel)
+        p_down, p_up = float(np.mean(rel < -rope_relative)), float(np.mean(rel > rope_relative))
+        p_stable = float(np.mean(np.abs(rel) < rope_relative))
+        p_together = float(np.mean(np.abs(gap) <= TOGETHER_STEPS))
+        if p_down >= P_DECIDE:
+            kind = "entropy collapse"
+        elif p_up >= P_DECIDE:
+            kind = "entropy rising"
+        elif p_stable >= P_DECIDE:
+            kind = "entropy stable"
+        else:
+            kind = "entropy change undetermined"
+        out.update(p_decline_beyond_rope=p_down, p_rise_beyond_rope=p_up, p_stable=p_stable,
+                   p_turns_with_reward=p_together, verdict=kind)
+        numbers["runs"][run] = out
+        r = out[reward]
+        verdicts[run] = (
+            f"{run}: {kind}. Entropy {_arrow(out[entropy])} (relative change {rel.mean():+.1%}, "
+            f"P(decline > {rope_relative:.0%}) = {p_down:.2f}); reward {_arrow(r)}; entropy and reward "
+            f"change points within {TOGETHER_STEPS} steps with P = {p_together:.2f}.")
+    idata = _idata(trends, chains, {"diagnosis": "entropy"})
+    diag = _merge_diag(diags)
+    warn_if_not_converged(diag, "entropy diagnosis")
+    return Diagnosis("entropy", verdicts, numbers, diag, idata)
