@@ -249,6 +249,50 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
     return EXIT_OK if d["converged"] else EXIT_DATA
 
 
+# ------------------------------------------------------------------ diagnose
+def _cmd_diagnose(args: argparse.Namespace) -> int:
+    from saturation import replica
+    from saturation.models.learning import (
+        diagnose_cardinality,
+        diagnose_entropy,
+        diagnose_reliability,
+        fit_pass_at_k,
+    )
+
+    ds = _load_trials_arg(args.trials, "swesmith")
+    series = replica.read_metrics_csv(args.metrics) if args.metrics else replica.load_embedded("code-contests")
+    kw = {"seed": args.seed, "draws": args.draws, "chains": args.chains}
+    results = [diagnose_cardinality(ds, run=args.run, **kw)]
+    has_series = {"reward_mean", "pass_at_k"} <= set(map(str, series.data_vars))
+    if has_series:
+        results.append(diagnose_reliability(series, rope=args.pass_rope, **kw))
+    if {"reward_mean", "policy_entropy"} <= set(map(str, series.data_vars)):
+        results.append(diagnose_entropy(series, rope_relative=args.entropy_rope, **kw))
+    if args.groups:
+        results.append(fit_pass_at_k(ds, run=args.run, rope=args.pass_rope, seed=args.seed,
+                                     success_threshold=args.success_threshold))
+    synthetic = {str(x.attrs.get(S.ATTR_SYNTHETIC, "")) for x in (ds, series)} - {""}
+    for note in sorted(synthetic):
+        _print(f"NOTE: {note}")
+    titles = {"cardinality": "1. Real skill or a cardinality prior? (trials)",
+              "reliability": "2. Reliability (pass@1) or capability (pass@k)? (logged series)",
+              "pass_at_k": "2b. pass@1 and pass@k from prompt groups (trials)",
+              "entropy": "3. Did policy entropy collapse? (logged series)"}
+    for res in results:
+        _print(titles[res.name])
+        for sentence in res.verdicts.values():
+            _print(f"  {sentence}")
+        d = res.diagnostics
+        _print(f"  diagnostics: R-hat max {d['rhat_max']:.3f}, bulk ESS min {d['ess_bulk_min']:.0f}, divergences "
+               f"{d['divergences']} -> {'converged' if d['converged'] else 'NOT CONVERGED: do not use these numbers'}")
+    out = {"data": {"trials": ds.attrs.get(S.ATTR_SOURCES, ""), "metrics": series.attrs.get(S.ATTR_SOURCES, ""),
+                    "synthetic": sorted(synthetic)},
+           **{res.name: res.to_dict() for res in results}}
+    if args.json:
+        _write_json(out, args.json)
+    return EXIT_OK if all(res.diagnostics["converged"] for res in results) else EXIT_DATA
+
+
 # ------------------------------------------------------------------ transfer
 def _sampler_args(args: argparse.Namespace, base: Any = None) -> Any:
     """The model's default sampler settings (``base``) with the command line's overrides."""
@@ -352,6 +396,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")
     p.add_argument("--idata", metavar="PATH", help="write the InferenceData (netCDF)")
     p.set_defaults(func=_cmd_plateau)
+
+    p = sub.add_parser("diagnose", help="learning diagnostics: skill vs cardinality prior, pass@1 vs pass@k, "
+                                        "entropy (default: embedded SWE-smith trials + code-contests series)")
+    p.add_argument("trials", nargs="*", metavar="TRIALS", help="trial tables or a .nc Dataset")
+    p.add_argument("--metrics", metavar="CSV", help="per-step metrics CSV (columns run, step, metric names)")
+    p.add_argument("--run", help="run of the trials to analyse when they hold several")
+    p.add_argument("--pass-rope", type=float, default=0.05, help="ROPE on the pass@k change (default 0.05)")
+    p.add_argument("--entropy-rope", type=float, default=0.05,
+                   help="ROPE on the relative entropy change (default 0.05)")
+    p.add_argument("--groups", action="store_true",
+                   help="also fit pass@1/pass@k from the trials' prompt groups (beta-binomial, NUTS)")
+    p.add_argument("--success-threshold", type=float, default=1.0,
+                   help="a trial succeeds when graded and reward >= this (default 1.0)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--draws", type=int, default=1000)
+    p.add_argument("--chains", type=int, default=4)
+    p.add_argument("--json", metavar="PATH", help="write verdicts and numbers as JSON ('-' for stdout)")
+    p.set_defaults(func=_cmd_diagnose)
 
     p = sub.add_parser("transfer", help="hierarchical multi-arm transfer analysis (default: embedded SWE-Gym)")
     p.add_argument("trials", nargs="*", metavar="TRIALS", help="trial tables or a .nc Dataset (needs an arm column)")

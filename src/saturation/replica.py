@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -169,17 +170,46 @@ def write_metrics_csv(ds: xr.Dataset, path: str | Path) -> Path:
 
 
 def read_metrics_csv(path: str | Path) -> xr.Dataset:
-    """Read a per-step metrics CSV (columns run, step and metric names) into (run, step)."""
-    frame = pd.read_csv(path)
+    """Read a per-step metrics CSV into a (run, step) Dataset.
+
+    Accepted shape: one row per (run, step); a ``step`` column (integer), an optional
+    ``run`` column (default: the file's stem) and one column per logged metric under its
+    original name (e.g. ``reward/avg_raw_reward``, ``reward/avg_pass_at_8``,
+    ``policy/policy_entropy``); empty cells are missing values. Variables get netCDF-safe
+    names (``reward_mean``, ``pass_at_k``, ``policy_entropy`` for the known metrics) with
+    the original in ``attrs['metric_name']`` (and ``k`` for pass@k). Every problem (missing
+    step column, non-integer step, non-numeric value, duplicate (run, step)) is reported
+    with its line number in one ValueError.
+    """
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     if S.STEP not in frame.columns:
-        raise ValueError(f"{path}: metrics CSV needs a 'step' column")
+        raise ValueError(f"{path}: metrics CSV needs a 'step' column (have {list(frame.columns)})")
     if S.RUN not in frame.columns:
         frame[S.RUN] = Path(path).stem
     metrics = [c for c in frame.columns if c not in (S.RUN, S.STEP)]
+    problems: list[str] = []
+    step = pd.to_numeric(frame[S.STEP], errors="coerce")
+    for i in np.flatnonzero(step.isna() | (step != step.round())):
+        problems.append(f"line {i + 2}, field 'step': {frame[S.STEP].iloc[i]!r} is not an integer step")
+    for m in metrics:
+        raw = frame[m].str.strip()
+        num = pd.to_numeric(raw.where(raw != "", None), errors="coerce")
+        for i in np.flatnonzero(num.isna() & (raw != "")):
+            problems.append(f"line {i + 2}, field {m!r}: {frame[m].iloc[i]!r} is not a number")
+        frame[m] = num
+    dup = frame.assign(step_=step).duplicated([S.RUN, "step_"], keep="first")
+    for i in np.flatnonzero(dup):
+        problems.append(f"line {i + 2}: duplicate (run, step) = ({frame[S.RUN].iloc[i]}, {frame[S.STEP].iloc[i]})")
+    if problems:
+        raise ValueError(f"{path}: {len(problems)} problem(s) in the metrics CSV:\n  " + "\n  ".join(problems[:50]))
+    frame[S.STEP] = step.astype(int)
     safe = {m: _safe_name(m) for m in metrics}
     ds = frame.rename(columns=safe).set_index([S.RUN, S.STEP]).to_xarray()
     for m, v in safe.items():
         ds[v].attrs["metric_name"] = m
+        k = re.search(r"pass_at_(\d+)", m)
+        if k:
+            ds[v].attrs["k"] = int(k.group(1))
     ds.attrs[S.ATTR_SOURCES] = json.dumps([str(path)])
     return ds
 

@@ -534,3 +534,36 @@ def simulate_series(spec: SeriesSpec | None = None, seed: int = 0) -> tuple[xr.D
         "seed": seed,
     }
     return ds, truth
+
+
+def simulate_prompt_groups(spec: SeriesSpec | None = None, seed: int = 0) -> tuple[xr.Dataset, dict[str, Any]]:
+    """Simulate the trials behind :func:`simulate_series`: per step ``prompts_per_step``
+    prompts (new instance ids each step) with p ~ Beta(m kappa, (1 - m) kappa) and ``k``
+    binary rollouts each (reward 0/1, all graded).
+
+    Returns
+    -------
+    (xarray.Dataset, dict)
+        Trial Dataset (coords run, step, instance_id, sample) and the truth: curves of
+        pass@1 (``reward_mean``) and ``pass_at_k`` per step, the concentration, ``k``.
+    """
+    spec = spec or SeriesSpec()
+    rng = np.random.default_rng(seed)
+    steps = np.arange(spec.first_step, spec.first_step + spec.n_steps)
+    m = curves.piecewise_linear(steps, spec.reward)
+    pk = curves.piecewise_linear(steps, spec.pass_at_k)
+    kappa = curves.beta_concentration_for_pass_at_k(m, pk, spec.k)
+    p = rng.beta(m[:, None] * kappa[:, None], (1 - m[:, None]) * kappa[:, None], size=(spec.n_steps, spec.prompts_per_step))
+    outcome = rng.random((spec.n_steps, spec.prompts_per_step, spec.k)) < p[:, :, None]
+    t, i, s = np.meshgrid(np.arange(spec.n_steps), np.arange(spec.prompts_per_step), np.arange(spec.k), indexing="ij")
+    frame = pd.DataFrame({
+        S.RUN: spec.run, S.STEP: steps[t.ravel()],
+        S.INSTANCE_ID: [f"prompt-{a}-{b}" for a, b in zip(t.ravel(), i.ravel(), strict=True)],
+        S.SAMPLE: s.ravel(), S.GRADED: True, S.REWARD: outcome.ravel().astype(float),
+    })
+    ds = dataset_from_frame(frame, levels=[], sources=["simulate_prompt_groups"])
+    ds.attrs.update({"simulator": "simulate_prompt_groups", "seed": seed, "spec": repr(spec)})
+    truth = {"k": spec.k, "seed": seed,
+             "curves": xr.Dataset({"reward_mean": (S.STEP, m), "pass_at_k": (S.STEP, pk), "concentration": (S.STEP, kappa)},
+                                  coords={S.STEP: steps})}
+    return ds, truth

@@ -276,13 +276,15 @@ def fit_pass_at_k(ds: xr.Dataset, *, k: int | None = None, success_threshold: fl
     Prompt :math:`i` at step :math:`t` has success probability
     :math:`p_{ti} \sim Beta(\mu_t\kappa_t, (1-\mu_t)\kappa_t)` and :math:`s_{ti}` successes of
     :math:`n_{ti}` samples (beta-binomial; counts of identical (t, n, s) rows are the
-    sufficient statistics). :math:`\mathrm{logit}\,\mu_t = \alpha_0 + \alpha_1 x_t + \sigma\epsilon_t`,
-    :math:`\log\kappa_t = \gamma_0 + \gamma_1 x_t`, :math:`x_t \in [0, 1]` the scaled step,
+    sufficient statistics).
+    :math:`\mathrm{logit}\,\mu_t = \alpha_0 + \alpha_1 x_t + \alpha_2 x_t(x_t - 1) + \sigma\epsilon_t`,
+    :math:`\log\kappa_t = \gamma_0 + \gamma_1 x_t + \gamma_2 x_t(x_t - 1)`, :math:`x_t \in [0, 1]` the
+    scaled step (the quadratic terms bend the trends without moving their ends),
     :math:`\epsilon_t \sim N(0, 1)` step overdispersion. Then pass@1 = :math:`\mu_t` and
     pass@k = :math:`E[1 - (1 - p)^k] = 1 - B(\alpha, \beta + k)/B(\alpha, \beta)`
     (``curves.pass_at_k_beta``); the trend compares the curves at the first and last step
     (at :math:`\epsilon = 0`). Priors: :math:`\alpha_0 \sim N(0, 2)`, :math:`\alpha_1 \sim N(0, 2)`,
-    :math:`\gamma_0 \sim N(\log 2, 1.5)`, :math:`\gamma_1 \sim N(0, 1)`,
+    :math:`\gamma_0 \sim N(\log 2, 1.5)`, :math:`\gamma_1 \sim N(0, 1)`, :math:`\alpha_2, \gamma_2 \sim N(0, 1)`,
     :math:`\sigma \sim HalfNormal(0.5)`.
     """
     counts = group_counts(ds, success_threshold=success_threshold, run=run)
@@ -297,12 +299,13 @@ def fit_pass_at_k(ds: xr.Dataset, *, k: int | None = None, success_threshold: fl
               "w": weight.astype(float), "x": x}
     with pm.Model(coords={S.STEP: steps}) as model:
         d = {name: pm.Data(name, v) for name, v in values.items()}
-        a0, a1 = pm.Normal("a0", 0.0, 2.0), pm.Normal("a1", 0.0, 2.0)
-        g0, g1 = pm.Normal("g0", np.log(2.0), 1.5), pm.Normal("g1", 0.0, 1.0)
+        a0, a1, a2 = pm.Normal("a0", 0.0, 2.0), pm.Normal("a1", 0.0, 2.0), pm.Normal("a2", 0.0, 1.0)
+        g0, g1, g2 = pm.Normal("g0", np.log(2.0), 1.5), pm.Normal("g1", 0.0, 1.0), pm.Normal("g2", 0.0, 1.0)
         sigma = pm.HalfNormal("sigma", 0.5)
         eps = pm.Normal("eps", 0.0, 1.0, dims=S.STEP)
-        mu = pm.math.invlogit(a0 + a1 * d["x"] + sigma * eps)
-        kappa = pt.exp(g0 + g1 * d["x"])
+        xc = d["x"] * (d["x"] - 1)  # quadratic term, zero at both ends
+        mu = pm.math.invlogit(a0 + a1 * d["x"] + a2 * xc + sigma * eps)
+        kappa = pt.exp(g0 + g1 * d["x"] + g2 * xc)
         al, be = (mu * kappa)[d["t"]], ((1 - mu) * kappa)[d["t"]]
         ll = _log_beta(d["s"] + al, d["n"] - d["s"] + be) - _log_beta(al, be)  # + binomial coefficient (constant)
         pm.Potential("likelihood", (d["w"] * ll).sum())
@@ -320,7 +323,7 @@ def fit_pass_at_k(ds: xr.Dataset, *, k: int | None = None, success_threshold: fl
     pass1 = {"start": curves_["start"][0], "end": curves_["end"][0]}
     passk = {"start": curves_["start"][1], "end": curves_["end"][1]}
     kind, probs = _capability_verdict(pass1, passk, k, rope)
-    diag = diagnostics(idata, ["a0", "a1", "g0", "g1", "sigma"])
+    diag = diagnostics(idata, ["a0", "a1", "a2", "g0", "g1", "g2", "sigma"])
     numbers: dict[str, Any] = {"k": k, "rope": rope, "n_groups": int(counts.sizes["group"]), "n_trials": int(counts["n"].sum()),
                "pass1": _trend_summary(pass1), "passk": _trend_summary(passk), **probs,
                "verdict": kind, "timings": {**timings, "total": time.perf_counter() - t0}}
