@@ -53,7 +53,7 @@ def test_real_skill_is_called_real_skill():
 
 def test_cardinality_prior_is_not_called_real_skill():
     # F1 flat while the model stops naming spurious locations: precision up, recall down
-    ds, truth = _plateau_trials(LevelSpec("file", 0.5, 0.0, 0.0, 30.0, n_gold_mean=1.6, fp_prob_start=0.9,
+    ds, _truth = _plateau_trials(LevelSpec("file", 0.5, 0.0, 0.0, 30.0, n_gold_mean=1.6, fp_prob_start=0.9,
                                           fp_prob_end=0.0, fp_extra=1.5), 4)
     d = diagnose_cardinality(ds, seed=1)
     lvl = d.numbers["levels"]["file"]
@@ -83,7 +83,7 @@ def test_capability_gain_is_not_called_reliability_only():
 
 
 def test_entropy_collapse_and_stable_entropy():
-    falling, truth = _series(entropy=((1, 0.074), (35, 0.062)), entropy_sd=0.001)
+    falling, _truth = _series(entropy=((1, 0.074), (35, 0.062)), entropy_sd=0.001)
     d = diagnose_entropy(falling, seed=1)
     run = d.numbers["runs"]["sim-series"]
     assert run["verdict"] == "entropy collapse", d.verdicts
