@@ -92,3 +92,19 @@ def test_plateau_command_writes_the_json_contract(tmp_path, capsys):
     assert {"changepoint", "early_slope", "late_slope", "start", "end", "headroom", "p_early_positive",
             "p_late_in_rope", "bf01_late_zero", "p_plateaued_by_step"} <= set(lvl)
     assert (tmp_path / "p.nc").stat().st_size > 0
+
+
+def test_diagnose_command_defaults_to_the_embedded_data(tmp_path, capsys):
+    rc = main(["diagnose", "--draws", "500", "--json", str(tmp_path / "d.json")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "SYNTHETIC" in out
+    for title in ("1. Real skill", "2. Reliability", "3. Did policy entropy collapse"):
+        assert title in out
+    d = json.loads((tmp_path / "d.json").read_text())
+    assert set(d) == {"data", "cardinality", "reliability", "entropy"}
+    for part in ("cardinality", "reliability", "entropy"):
+        assert set(d[part]) == {"verdicts", "numbers", "diagnostics"}
+        assert d[part]["diagnostics"]["converged"]
+    assert set(d["cardinality"]["verdicts"]) == {"file", "module", "entity", "n_locations"}
+    assert d["entropy"]["numbers"]["runs"]["code-contests-g1"]["verdict"] == "entropy collapse"
