@@ -88,5 +88,6 @@ LIKELIHOODS: Final = ("gaussian", "binomial", "zoib")
 #: continuity at the change point: continuous hinge or a jump (the study's split OLS)
 CONTINUITIES: Final = ("hinge", "jump")
 #: samplers: "auto" picks the fastest that works ("exact" for the Gaussian plateau model,
-#: else "nutpie"); "exact" = independent draws without MCMC (Gaussian plateau model only)
-SAMPLERS: Final = ("auto", "exact", "nutpie", "pymc")
+#: else "nutpie"); "exact" = independent draws without MCMC (Gaussian plateau model only);
+#: "numpyro" needs numpyro + jax installed (optional, not dependencies)
+SAMPLERS: Final = ("auto", "exact", "nutpie", "pymc", "numpyro")

@@ -30,7 +30,8 @@ class SamplerConfig:
     """Sampler settings. ``sampler``: "auto" (default: the fastest that works for the model:
     independent exact draws for the Gaussian plateau model, else nutpie), "exact" (Gaussian
     plateau model only, see ``models._exact``), "nutpie" (falls back to "pymc" if nutpie is
-    not installed) or "pymc"."""
+    not installed), "pymc", or "numpyro" (only if numpyro and jax are installed; measured
+    in benchmarks/plateau_bench.py, not a dependency)."""
 
     draws: int = 1000
     tune: int = 1000
@@ -47,12 +48,11 @@ _CACHE_SIZE = 16
 
 
 def available_samplers() -> list[str]:
-    out = ["pymc"]
-    try:
-        import nutpie  # noqa: F401
-    except ImportError:  # pragma: no cover - nutpie is a dependency
-        return out
-    return ["nutpie", *out]
+    """NUTS implementations importable here (nutpie is a dependency; numpyro optional)."""
+    import importlib.util
+
+    out = [name for name in ("nutpie", "numpyro") if importlib.util.find_spec(name) is not None]
+    return [*out, "pymc"]
 
 
 def sample_model(
@@ -73,6 +73,8 @@ def sample_model(
     import time
 
     sampler = auto if config.sampler == "auto" else config.sampler
+    if sampler == "numpyro" and "numpyro" not in available_samplers():
+        raise ValueError("sampler='numpyro' needs numpyro and jax installed (not dependencies of saturation)")
     if sampler == "nutpie" and "nutpie" not in available_samplers():  # pragma: no cover
         warnings.warn("nutpie is not installed; falling back to PyMC's NUTS", stacklevel=2)
         sampler = "pymc"
@@ -99,16 +101,17 @@ def sample_model(
             target_accept=config.target_accept, low_rank_modified_mass_matrix=config.low_rank,
         )
         timings["sample"] = time.perf_counter() - t0
-    elif sampler == "pymc":
+    elif sampler in ("pymc", "numpyro"):
         t0 = time.perf_counter()
+        extra = {"nuts_sampler": "numpyro", "chain_method": "sequential"} if sampler == "numpyro" else {}
         with model:
             pm.set_data(data)
             idata = pm.sample(
                 draws=config.draws, tune=config.tune, chains=config.chains, random_seed=seed,
                 progressbar=config.progress, target_accept=config.target_accept,
-                compute_convergence_checks=False, cores=min(config.chains, 2),
+                compute_convergence_checks=False, cores=min(config.chains, 2), **extra,
             )
-        timings["sample"] = time.perf_counter() - t0
+        timings["sample"] = time.perf_counter() - t0  # numpyro: includes its JAX compile
     else:  # pragma: no cover - guarded by SamplerConfig users
         raise ValueError(f"unknown sampler {sampler!r}; choose from {available_samplers()}")
     return idata, timings
