@@ -203,7 +203,7 @@ def read_metrics_csv(path: str | Path) -> xr.Dataset:
     if problems:
         raise ValueError(f"{path}: {len(problems)} problem(s) in the metrics CSV:\n  " + "\n  ".join(problems[:50]))
     frame[S.STEP] = step.astype(int)
-    safe = {m: _safe_name(m) for m in metrics}
+    safe = metric_variable_names(metrics)
     ds = frame.rename(columns=safe).set_index([S.RUN, S.STEP]).to_xarray()
     for m, v in safe.items():
         ds[v].attrs["metric_name"] = m
@@ -212,6 +212,29 @@ def read_metrics_csv(path: str | Path) -> xr.Dataset:
             ds[v].attrs["k"] = int(k.group(1))
     ds.attrs[S.ATTR_SOURCES] = json.dumps([str(path)])
     return ds
+
+
+def metric_variable_names(metrics: list[str]) -> dict[str, str]:
+    """netCDF-safe, unique variable names for logged metric keys: the package's names for
+    known SkyRL metrics (``reward_mean``, ``pass_at_k``, ``policy_entropy``) when exactly
+    one key maps to them, otherwise the key with every non-alphanumeric character as ``_``;
+    a remaining clash gets a numeric suffix."""
+    known = {m: _safe_name(m) for m in metrics}
+    generic = {m: "".join(ch if ch.isalnum() else "_" for ch in m).strip("_") or "metric" for m in metrics}
+    counts: dict[str, int] = {}
+    for v in known.values():
+        counts[v] = counts.get(v, 0) + 1
+    names: dict[str, str] = {}
+    used: set[str] = set()
+    for m in metrics:
+        name = known[m] if counts[known[m]] == 1 else generic[m]
+        base, i = name, 1
+        while name in used:
+            i += 1
+            name = f"{base}_{i}"
+        used.add(name)
+        names[m] = name
+    return names
 
 
 def _safe_name(metric: str) -> str:

@@ -1,0 +1,304 @@
+"""Read SkyRL console logs (plain or ``.zst``) into a per-step metrics Dataset, streaming.
+
+What a SkyRL console log holds (skyrl-train and recipes built on it; docs/skyrl.md):
+
+* lines may carry ANSI colour codes, a Ray prefix such as ``(skyrl_entrypoint pid=2143) ``
+  or ``(name pid=N, ip=ADDR) `` and a ``[repeated Nx across cluster]`` suffix;
+* per training step a Python-literal dict is printed after a line ending in ``Step N:``,
+  possibly over several lines until its braces balance; decimals arrive as strings rounded
+  to 4 places (``'0.4123'``); async trainers print two blocks per step (metrics and
+  ``timing/*``), merged by step;
+* an eval-only run logs one ``Metrics from eval only run: {...}`` line;
+* the configuration arrives as command-line overrides (``trainer.policy.model.path=...``)
+  and/or a YAML dump; overrides are recorded as run attributes and the run identity is
+  ``trainer.policy.model.path``.
+
+Parsing is literal only (:func:`ast.literal_eval`, never ``eval``); the file is read as a
+stream, so memory stays bounded by the largest block, not the log size. Every line is
+accounted for; a malformed or truncated block is reported with ``file:line`` and skipped
+(lenient) or raises (strict).
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import xarray as xr
+
+from saturation import schema as S
+
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+RAY_PREFIX_RE = re.compile(r"^\((?P<actor>[^()\s]+) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)\s]+))?\)\s?")
+REPEATED_RE = re.compile(r"\s*\[repeated (?P<n>\d+)x across cluster\]\s*$")
+STEP_RE = re.compile(r"Step (?P<step>\d+):\s*$")
+EVAL_ONLY = "Metrics from eval only run:"
+OVERRIDE_RE = re.compile(
+    r"(?<![\w.+-])(?P<key>(?:trainer|generator|environment|data)(?:\.[A-Za-z_]\w*)+)="
+    r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s]+)"
+)
+RUN_KEY = "trainer.policy.model.path"
+#: a block longer than this many lines is treated as malformed (bounds memory)
+MAX_BLOCK_LINES = 5000
+
+
+class LogFormatError(ValueError):
+    """A console log could not be parsed (strict mode); the message names file:line."""
+
+
+@dataclass
+class ConsoleLog:
+    """What one console log held, and the accounting of its lines."""
+
+    path: str
+    steps: dict[int, dict[str, float]] = field(default_factory=dict)
+    eval_only: list[dict[str, float]] = field(default_factory=list)
+    config: dict[str, str] = field(default_factory=dict)
+    lines: int = 0
+    block_lines: int = 0
+    blocks: int = 0
+    problems: list[str] = field(default_factory=list)
+    non_numeric: dict[str, str] = field(default_factory=dict)
+    conflicts: int = 0
+    bytes_read: int = 0
+
+    @property
+    def run(self) -> str:
+        return self.config.get(RUN_KEY, Path(self.path).name.split(".")[0])
+
+    def accounting(self) -> dict[str, Any]:
+        return {"file": self.path, "lines": self.lines, "block_lines": self.block_lines,
+                "other_lines": self.lines - self.block_lines, "blocks": self.blocks, "steps": len(self.steps),
+                "eval_only_blocks": len(self.eval_only), "malformed": len(self.problems),
+                "conflicting_values": self.conflicts, "bytes": self.bytes_read}
+
+
+def open_text(path: str | Path) -> IO[str]:
+    """A text stream over a plain or zstandard-compressed file (decoded as UTF-8, invalid
+    bytes replaced), read incrementally."""
+    path = Path(path)
+    raw: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed by the TextIOWrapper
+    if path.suffix == ".zst":
+        import zstandard
+
+        raw = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=None)
+
+
+def clean_line(line: str) -> str:
+    """Strip ANSI codes, the Ray actor prefix and the ``[repeated Nx across cluster]`` suffix."""
+    line = line.rstrip("\r\n")
+    if "\x1b" in line:
+        line = ANSI_RE.sub("", line)
+    if line.startswith("("):
+        line = RAY_PREFIX_RE.sub("", line, count=1)
+    if "[repeated" in line:
+        line = REPEATED_RE.sub("", line)
+    return line
+
+
+#: a quoted string (either quote, backslash escapes) - braces inside do not count
+QUOTED_RE = re.compile(r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"")
+#: one ``'key': value`` item of a flat metrics dict (string, number, bool or None value)
+ITEM_RE = re.compile(
+    r"\s*(?P<q>['\"])(?P<key>[^'\"\\]*)(?P=q)\s*:\s*"
+    r"(?:(?P<vq>['\"])(?P<str>[^'\"\\]*)(?P=vq)|(?P<num>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+    r"|(?P<const>True|False|None))\s*(?:,|$)"
+)
+
+
+def _brace_delta(text: str) -> int:
+    """Net change of brace depth over ``text``, ignoring braces inside quoted strings
+    (a metrics block's strings do not span lines)."""
+    if "'" in text or '"' in text:
+        text = QUOTED_RE.sub("", text)
+    return text.count("{") - text.count("}")
+
+
+def _fast_dict(text: str) -> dict[str, Any] | None:
+    """Parse a flat ``{'key': value, ...}`` dict of strings/numbers without ``ast``; None
+    when the text is anything else (then :func:`ast.literal_eval` decides)."""
+    body = text.strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        return None
+    body = body[1:-1].strip()
+    out: dict[str, Any] = {}
+    pos = 0
+    for m in ITEM_RE.finditer(body):
+        if m.start() != pos:
+            return None
+        pos = m.end()
+        if m.group("str") is not None:
+            out[m.group("key")] = m.group("str")
+        elif m.group("num") is not None:
+            num = m.group("num")
+            out[m.group("key")] = int(num) if num.lstrip("+-").isdigit() else float(num)
+        else:
+            out[m.group("key")] = {"True": True, "False": False, "None": None}[m.group("const")]
+    return out if pos == len(body) else None
+
+
+def _numeric(block: dict[str, Any], out: ConsoleLog) -> dict[str, float]:
+    values: dict[str, float] = {}
+    for key, value in block.items():
+        key = str(key)
+        if isinstance(value, int | float):  # bool is an int
+            values[key] = float(value)
+        elif isinstance(value, str):
+            try:
+                values[key] = float(value)
+            except ValueError:
+                out.non_numeric.setdefault(key, value[:80])
+        else:
+            out.non_numeric.setdefault(key, repr(value)[:80])
+    return values
+
+
+def _parse_block(text: str, where: str, out: ConsoleLog, strict: bool) -> dict[str, Any] | None:
+    fast = _fast_dict(text.replace("\n", " "))
+    if fast is not None:
+        return fast
+    try:
+        value = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
+        _problem(out, f"{where}: malformed metrics block ({type(exc).__name__}: {str(exc)[:80]})", strict)
+        return None
+    if not isinstance(value, dict):
+        _problem(out, f"{where}: metrics block is a {type(value).__name__}, not a dict", strict)
+        return None
+    return value
+
+
+def _problem(out: ConsoleLog, message: str, strict: bool) -> None:
+    if strict:
+        raise LogFormatError(message)
+    out.problems.append(message)
+
+
+def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = None) -> ConsoleLog:
+    """Parse one SkyRL console log (module docstring) in one streaming pass.
+
+    ``progress``, if given, is called with the number of bytes consumed so far (about
+    every 4 MB). Returns the per-step metrics (blocks of the same step merged; a key seen
+    twice in one step with different values keeps the first and is counted as a
+    conflict), the eval-only blocks, the configuration overrides and the line accounting.
+    """
+    out = ConsoleLog(str(path))
+    block: list[str] = []
+    block_step: int | None = None
+    block_kind = ""
+    block_start = 0
+    depth = 0
+    pending_step: int | None = None
+    consumed = 0
+    next_report = 1 << 22
+    with open_text(path) as stream:
+        for number, raw in enumerate(stream, start=1):
+            out.lines += 1
+            consumed += len(raw)
+            if progress is not None and consumed >= next_report:
+                progress(consumed)
+                next_report += 1 << 22
+            line = clean_line(raw)
+            if block:
+                if ("Step " in line and STEP_RE.search(line)) or len(block) >= MAX_BLOCK_LINES:
+                    _problem(out, f"{path}:{block_start}: truncated metrics block (braces never balanced)", strict)
+                    block, depth = [], 0
+                else:
+                    block.append(line)
+                    out.block_lines += 1
+                    depth += _brace_delta(line)
+                    if depth <= 0:
+                        _finish(out, "\n".join(block), block_kind, block_step, f"{path}:{block_start}", strict)
+                        block, depth = [], 0
+                    continue
+            if "=" in line:
+                for m in OVERRIDE_RE.finditer(line):
+                    out.config.setdefault(m.group("key"), m.group("value").strip("'\""))
+            step_match = STEP_RE.search(line) if "Step " in line else None
+            if step_match:
+                pending_step = int(step_match.group("step"))
+                out.block_lines += 1
+                continue
+            text, kind = None, ""
+            if EVAL_ONLY in line:
+                text, kind = line.split(EVAL_ONLY, 1)[1], "eval"
+            elif pending_step is not None and line.lstrip().startswith("{"):
+                text, kind = line, "step"
+            if text is None:  # other output (possibly interleaved from other actors)
+                continue
+            out.block_lines += 1
+            block_step, block_kind, block_start = pending_step, kind, number
+            pending_step = None
+            depth = _brace_delta(text)
+            if depth <= 0:
+                _finish(out, text, kind, block_step, f"{path}:{number}", strict)
+            else:
+                block = [text]
+    if block:
+        _problem(out, f"{path}:{block_start}: truncated metrics block at end of file", strict)
+    out.bytes_read = consumed
+    if progress is not None:
+        progress(consumed)
+    return out
+
+
+def _finish(out: ConsoleLog, text: str, kind: str, step: int | None, where: str, strict: bool) -> None:
+    parsed = _parse_block(text, where, out, strict)
+    if parsed is None:
+        return
+    out.blocks += 1
+    values = _numeric(parsed, out)
+    if kind == "eval":
+        out.eval_only.append(values)
+        return
+    if step is None:  # pragma: no cover - a step block always has its step
+        return
+    merged = out.steps.setdefault(step, {})
+    for key, value in values.items():
+        if key in merged and merged[key] != value:
+            out.conflicts += 1
+            continue
+        merged[key] = value
+
+
+def metrics_dataset(logs: list[ConsoleLog]) -> xr.Dataset:
+    """Per-step metrics of several logs as one Dataset (dims run, step): one variable per
+    logged key under a netCDF-safe name (known SkyRL metrics get the package's names, e.g.
+    ``reward_mean``, ``pass_at_k``, ``policy_entropy``), the original key in
+    ``attrs['metric_name']``; the run's configuration overrides in the Dataset attrs
+    (``config/<run>``) and the line accounting in ``attrs['accounting']``."""
+    import json
+
+    from saturation.replica import metric_variable_names
+
+    runs = [log.run for log in logs]
+    if len(set(runs)) != len(runs):
+        raise ValueError(f"several logs share a run identity ({RUN_KEY}): {runs}")
+    keys = sorted({k for log in logs for values in log.steps.values() for k in values})
+    names = metric_variable_names(keys)
+    steps = sorted({s for log in logs for s in log.steps})
+    arr = np.full((len(keys), len(logs), len(steps)), np.nan)
+    kpos = {k: i for i, k in enumerate(keys)}
+    spos = {s: i for i, s in enumerate(steps)}
+    for r, log in enumerate(logs):
+        for step, values in log.steps.items():
+            for key, value in values.items():
+                arr[kpos[key], r, spos[step]] = value
+    ds = xr.Dataset({names[k]: ((S.RUN, S.STEP), arr[i]) for k, i in kpos.items()},
+                    coords={S.RUN: np.asarray(runs, dtype=object), S.STEP: np.asarray(steps, dtype=np.int64)})
+    for key in keys:
+        ds[names[key]].attrs["metric_name"] = key
+        k = re.search(r"pass_at_(\d+)", key)
+        if k:
+            ds[names[key]].attrs["k"] = int(k.group(1))
+    ds.attrs[S.ATTR_SOURCES] = json.dumps([log.path for log in logs])
+    ds.attrs["accounting"] = json.dumps([log.accounting() for log in logs])
+    for log in logs:
+        ds.attrs[f"config/{log.run}"] = json.dumps(log.config, sort_keys=True)
+    return ds

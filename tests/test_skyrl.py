@@ -1,0 +1,78 @@
+"""SkyRL console logs: streaming parse, accounting, malformed blocks (fixtures: skyrl_fixtures.py)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from skyrl_fixtures import PREFIX, console_log, write
+
+from saturation.skyrl import LogFormatError, clean_line, metrics_dataset, read_console_log
+
+
+def test_clean_line_strips_prefix_colour_and_repeat_marker():
+    raw = "(TrainerActor pid=12, ip=10.1.2.3) \x1b[1;32mStep 3:\x1b[0m [repeated 4x across cluster]\n"
+    assert clean_line(raw) == "Step 3:"
+
+
+@pytest.mark.parametrize("suffix", [".log", ".log.zst"])
+def test_console_log_to_metrics(tmp_path, suffix):
+    path = write(tmp_path / f"run{suffix}", console_log(6, eval_only=True))
+    log = read_console_log(path)
+    assert sorted(log.steps) == [1, 2, 3, 4, 5, 6]
+    assert log.steps[3]["reward/avg_raw_reward"] == pytest.approx(0.33)
+    assert log.steps[3]["trainer/global_step"] == 3
+    assert "timing/step" in log.steps[3]  # the async trainer's second block is merged by step
+    assert log.eval_only == [{"eval/swe_gym/avg_score": 0.41, "eval/swe_gym/pass_at_8": 0.62}]
+    assert log.config["trainer.policy.model.path"] == "Qwen/Qwen3-8B"
+    assert log.config["trainer.algorithm.loss_reduction"] == "sequence_mean"
+    assert log.run == "Qwen/Qwen3-8B"
+    acc = log.accounting()
+    assert acc["lines"] == len(console_log(6, eval_only=True).splitlines())
+    assert acc["malformed"] == 0 and acc["blocks"] == 13
+    ds = metrics_dataset([log])
+    assert ds["reward_mean"].attrs["metric_name"] == "reward/avg_raw_reward"
+    assert ds["pass_at_k"].attrs == {"metric_name": "reward/avg_pass_at_8", "k": 8}
+    assert ds["policy_entropy"].sel(step=6).item() == pytest.approx(0.0788)
+    assert ds.sizes == {"run": 1, "step": 6}
+    assert json.loads(ds.attrs["config/Qwen/Qwen3-8B"])["generator.n_samples_per_prompt"] == "8"
+
+
+def test_malformed_blocks_are_reported_with_file_and_line(tmp_path):
+    good = console_log(2, async_timing=False)
+    bad = (good
+           + f"{PREFIX}Step 3:\n{PREFIX}{{'reward/avg_raw_reward': '0.5',\n"  # truncated: next Step arrives
+           + f"{PREFIX}Step 4:\n{PREFIX}{{'reward/avg_raw_reward': __import__('os').getcwd()}}\n"  # not a literal
+           + f"{PREFIX}Step 5:\n{PREFIX}{{'reward/avg_raw_reward': '0.6', 'note': 'text'}}\n"
+           + f"{PREFIX}Step 6:\n{PREFIX}{{'reward/avg_raw_reward': '0.7',\n")  # truncated at end of file
+    path = write(tmp_path / "bad.log", bad)
+    log = read_console_log(path)
+    assert sorted(log.steps) == [1, 2, 5]
+    lines = bad.splitlines()
+    first = lines.index(f"{PREFIX}{{'reward/avg_raw_reward': '0.5',") + 1
+    assert any(p.startswith(f"{path}:{first}: truncated") for p in log.problems), log.problems
+    assert any("malformed metrics block" in p for p in log.problems)
+    assert any("end of file" in p for p in log.problems)
+    assert log.accounting()["malformed"] == 3
+    assert log.non_numeric == {"note": "text"}
+    with pytest.raises(LogFormatError, match=r"bad\.log:\d+: truncated"):
+        read_console_log(path, strict=True)
+
+
+def test_conflicting_values_in_one_step_are_counted(tmp_path):
+    text = (f"Step 1:\n{{'a': '1.0000', 'b': 2}}\nStep 1:\n{{'a': '1.5000', 'c': 3}}\n")
+    log = read_console_log(write(tmp_path / "c.log", text))
+    assert log.steps[1] == {"a": 1.0, "b": 2.0, "c": 3.0}
+    assert log.conflicts == 1
+
+
+def test_two_runs_share_steps_and_need_distinct_identities(tmp_path):
+    a = read_console_log(write(tmp_path / "a.log", console_log(3)))
+    b_text = console_log(4, seed=1).replace("Qwen/Qwen3-8B", "ckpt/s85")
+    b = read_console_log(write(tmp_path / "b.log.zst", b_text))
+    ds = metrics_dataset([a, b])
+    assert list(ds["run"].values) == ["Qwen/Qwen3-8B", "ckpt/s85"]
+    assert np.isnan(ds["reward_mean"].sel(run="Qwen/Qwen3-8B", step=4))
+    with pytest.raises(ValueError, match="run identity"):
+        metrics_dataset([a, a])
