@@ -33,7 +33,7 @@ import pytensor.tensor as pt
 import xarray as xr
 from scipy import special
 
-from saturation import curves
+from saturation import __version__, curves
 from saturation import schema as S
 from saturation.models._sampling import (
     SamplerConfig,
@@ -61,7 +61,7 @@ N_LOCATIONS = "n_locations"
 def trend_draws(sd: StepData, *, seed: int, draws: int = 1000, chains: int = 4) -> tuple[dict[str, np.ndarray],
                                                                                         dict[str, Any]]:
     """Posterior draws (samples,) of one series' fitted start, end, change point and
-    slopes (a one-level plateau fit), and the fit's diagnostics."""
+    slopes (a one-level plateau fit; needs at least 10 steps), and the fit's diagnostics."""
     if len(sd.levels) != 1:
         raise ValueError(f"a trend is one series; got levels {sd.levels}")
     fit = fit_plateau(sd, seed=seed, sampler=SamplerConfig(draws=draws, chains=chains))
@@ -85,7 +85,8 @@ def _idata(trends: dict[str, dict[str, np.ndarray]], chains: int, attrs: dict[st
     post = {v: np.stack([trends[n][v] for n in names], axis=-1).reshape(chains, -1, len(names))
             for v in ("start", "end", "changepoint", "early_slope", "late_slope")}
     idata = az.from_dict(posterior=post, coords={"series": names}, dims={v: ["series"] for v in post})
-    idata.posterior.attrs.update({k: str(v) for k, v in attrs.items()})
+    idata.posterior.attrs.update({**{k: str(v) for k, v in attrs.items()}, "saturation_version": __version__,
+                                  "hdi_prob": S.HDI_PROB, "sampler": "exact"})
     return idata
 
 
@@ -119,10 +120,9 @@ def diagnose_cardinality(ds: xr.Dataset, *, levels: list[str] | None = None, run
 
     Verdict per level (posterior probabilities of the start -> end change):
 
-    * "real skill" - precision or recall rises (P > 0.95) and recall does not fall
-      (P(recall falls) < 0.95... stated with its probability);
-    * "cardinality prior" - recall falls (P > 0.95): the model names fewer locations and
-      trades recall for precision;
+    * "cardinality prior" - recall falls (P(change < 0) >= 0.95): the model names fewer
+      locations and trades recall for precision;
+    * "real skill" - otherwise, precision or recall rises (P(change > 0) >= 0.95);
     * "no learning detected" - neither rises nor falls decisively.
     """
     levels = levels or [str(v) for v in ds[S.LEVEL].values]
