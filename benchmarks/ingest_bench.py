@@ -3,7 +3,8 @@
     python benchmarks/ingest_bench.py [--mb 200] [--zst]
 
 Generates a SkyRL-shaped console log of about ``--mb`` MB (tests/skyrl_fixtures.py: Ray
-prefixes, ANSI codes, multi-line step blocks, async timing blocks, noise lines), then
+prefixes, ANSI codes, multi-line step blocks, async timing blocks, engine lines and per
+rollout a ``Reward details`` and a ``Saving trajectory`` line), then
 times ``saturation.skyrl.read_console_log`` on it and prints MB/s of decompressed text.
 """
 
@@ -17,17 +18,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 
-from skyrl_fixtures import console_log, write  # noqa: E402
-
-from saturation.skyrl import read_console_log  # noqa: E402
+from saturation.skyrl import read_console_log
+from skyrl_fixtures import console_log, write
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=float, default=200.0)
     ap.add_argument("--zst", action="store_true", help="compress the log with zstandard first")
+    ap.add_argument("--rollouts", type=int, default=512,
+                    help="per-rollout lines per step (64 prompts x 8 samples in the study; 0: blocks only)")
     args = ap.parse_args()
-    unit = console_log(100, eval_only=False)
+    unit = console_log(20, eval_only=False, rollouts=args.rollouts)
     reps = max(1, int(args.mb * 1e6 / len(unit)))
     text = unit * reps  # step numbers repeat: blocks of one step merge, as in a resumed run
     with tempfile.TemporaryDirectory() as tmp:

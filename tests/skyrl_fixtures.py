@@ -32,8 +32,10 @@ def step_metrics(step: int, rng: np.random.Generator) -> dict[str, object]:
 
 
 def console_log(n_steps: int = 6, *, seed: int = 0, async_timing: bool = True, eval_only: bool = False,
-                noise_lines: int = 3) -> str:
-    """A console log as text with ``n_steps`` step blocks."""
+                noise_lines: int = 3, rollouts: int = 0) -> str:
+    """A console log as text with ``n_steps`` step blocks; per step ``noise_lines`` engine
+    lines and, per rollout, a ``Reward details: {...}`` line and a ``Saving trajectory``
+    line (``rollouts``; a real run prints prompts x samples of them, e.g. 64 x 8)."""
     rng = np.random.default_rng(seed)
     out = io.StringIO()
     out.write(f"{PREFIX}\x1b[32mINFO\x1b[0m launching: python -m skyrl_train.entrypoints.main_base {OVERRIDES}\n")
@@ -41,6 +43,12 @@ def console_log(n_steps: int = 6, *, seed: int = 0, async_timing: bool = True, e
         for i in range(noise_lines):
             out.write(f"(AsyncVLLMInferenceEngine pid={3000 + i}, ip=10.0.0.{i}) INFO generating batch "
                       f"[repeated {i + 2}x across cluster]\n")
+        for r in range(rollouts):
+            inst = f"repo__name-{r // 8:04d}"
+            out.write(f"(SkyRLGymGenerator pid=4100) Reward details: {{'file_reward': {rng.random():.4f}, "
+                      f"'module_reward': {rng.random():.4f}, 'entity_reward': {rng.random():.4f}}}\n")
+            out.write(f"(SkyRLGymGenerator pid=4100) Saving trajectory to /data/traj/step_{step}/train/"
+                      f"{inst}_{r % 8}.json\n")
         out.write(f"{PREFIX}\x1b[36m2026-08-12 12:48:{step:02d}\x1b[0m | INFO | trainer:train:412 - Step {step}:\n")
         items = list(step_metrics(step, rng).items())
         out.write(PREFIX + "{" + repr(items[0][0]) + ": " + repr(items[0][1]) + ",\n")

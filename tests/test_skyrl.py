@@ -6,9 +6,9 @@ import json
 
 import numpy as np
 import pytest
-from skyrl_fixtures import PREFIX, console_log, write
 
 from saturation.skyrl import LogFormatError, clean_line, metrics_dataset, read_console_log
+from skyrl_fixtures import PREFIX, console_log, write
 
 
 def test_clean_line_strips_prefix_colour_and_repeat_marker():
@@ -61,7 +61,7 @@ def test_malformed_blocks_are_reported_with_file_and_line(tmp_path):
 
 
 def test_conflicting_values_in_one_step_are_counted(tmp_path):
-    text = (f"Step 1:\n{{'a': '1.0000', 'b': 2}}\nStep 1:\n{{'a': '1.5000', 'c': 3}}\n")
+    text = ("Step 1:\n{'a': '1.0000', 'b': 2}\nStep 1:\n{'a': '1.5000', 'c': 3}\n")
     log = read_console_log(write(tmp_path / "c.log", text))
     assert log.steps[1] == {"a": 1.0, "b": 2.0, "c": 3.0}
     assert log.conflicts == 1
@@ -76,3 +76,18 @@ def test_two_runs_share_steps_and_need_distinct_identities(tmp_path):
     assert np.isnan(ds["reward_mean"].sel(run="Qwen/Qwen3-8B", step=4))
     with pytest.raises(ValueError, match="run identity"):
         metrics_dataset([a, a])
+
+
+def test_blocks_across_chunk_boundaries_parse_the_same(tmp_path, monkeypatch):
+    import saturation.skyrl as sk
+
+    text = console_log(5, eval_only=True, rollouts=3)
+    path = write(tmp_path / "chunks.log.zst", text)
+    whole = read_console_log(path)
+    for size in (37, 200, 1000):  # markers, blocks and eval lines split at every kind of place
+        monkeypatch.setattr(sk, "CHUNK_CHARS", size)
+        part = read_console_log(path)
+        assert part.steps == whole.steps and part.eval_only == whole.eval_only
+        assert part.config == whole.config
+        assert part.accounting() == whole.accounting(), size
+    assert whole.accounting()["lines"] == len(text.splitlines())

@@ -38,6 +38,7 @@ RAY_PREFIX_RE = re.compile(r"^\((?P<actor>[^()\s]+) pid=(?P<pid>\d+)(?:, ip=(?P<
 REPEATED_RE = re.compile(r"\s*\[repeated (?P<n>\d+)x across cluster\]\s*$")
 STEP_RE = re.compile(r"Step (?P<step>\d+):\s*$")
 EVAL_ONLY = "Metrics from eval only run:"
+OVERRIDE_PREFIXES = ("trainer.", "generator.", "environment.", "data.")
 OVERRIDE_RE = re.compile(
     r"(?<![\w.+-])(?P<key>(?:trainer|generator|environment|data)(?:\.[A-Za-z_]\w*)+)="
     r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s]+)"
@@ -180,71 +181,164 @@ def _problem(out: ConsoleLog, message: str, strict: bool) -> None:
     out.problems.append(message)
 
 
+#: the end of a ``Step N:`` marker line (after colour codes / repeat suffixes)
+_TAIL = r"[ \t]*(?:\x1b\[[0-9;?]*[ -/]*[@-~])*[ \t]*(?:\[repeated \d+x across cluster\])?[ \t]*$"
+STEP_MARK_RE = re.compile(r"Step (?P<step>\d+):" + _TAIL, re.M)
+#: a line that may close a block: it ends in "}"
+BLOCK_END_RE = re.compile(r"\}" + _TAIL, re.M)
+#: the Ray prefix at the start of every line of a text (multi-line clean-up)
+RAY_PREFIX_M_RE = re.compile(r"^\([^()\s]+ pid=\d+(?:, ip=[^)\s]+)?\)\s?", re.M)
+REPEATED_M_RE = re.compile(r"[ \t]*\[repeated \d+x across cluster\][ \t]*$", re.M)
+CHUNK_CHARS = 1 << 22
+#: a block longer than this many characters is treated as malformed (bounds memory)
+MAX_BLOCK_CHARS = 1 << 24
+
+
+def _clean_text(text: str) -> str:
+    """:func:`clean_line` for every line of ``text`` at once."""
+    if "\x1b" in text:
+        text = ANSI_RE.sub("", text)
+    if "pid=" in text:
+        text = RAY_PREFIX_M_RE.sub("", text)
+    if "[repeated" in text:
+        text = REPEATED_M_RE.sub("", text)
+    return text
+
+
+class _Scanner:
+    """Chunked scanner: regexes find the ``Step N:`` markers, eval-only lines and block ends
+    at C speed; Python touches only the metrics blocks, never the other lines."""
+
+    def __init__(self, out: ConsoleLog, strict: bool) -> None:
+        self.out, self.strict = out, strict
+        self.line_base = 0  # lines before the current text
+        self._cache: tuple[str | None, int, int] = (None, 0, 0)
+
+    def line_of(self, text: str, pos: int) -> int:
+        """1-based line number of ``pos``; incremental for increasing positions."""
+        last_text, last_pos, last_count = self._cache
+        if last_text is not text or pos < last_pos:
+            last_pos, last_count = 0, 0
+        count = last_count + text.count("\n", last_pos, pos)
+        self._cache = (text, pos, count)
+        return self.line_base + count + 1
+
+    def scan(self, text: str, final: bool) -> int:
+        """Process ``text`` (whole lines); return the offset from which the caller must
+        carry text into the next call (an unfinished block), or len(text)."""
+        out = self.out
+        keep = len(text)
+        marks = list(STEP_MARK_RE.finditer(text))
+        for i, m in enumerate(marks):
+            step = int(m.group("step"))
+            nxt = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+            last = nxt == len(text)
+            # the block opens on the first later line whose cleaned text starts with "{"
+            open_at = self._find_open(text, m.end(), nxt)
+            if open_at is None:
+                if last and not final:
+                    keep = self._line_start(text, m.start())  # the block may open in the next chunk
+                    break
+                out.block_lines += 1
+                continue
+            end = self._find_end(text, open_at, nxt)
+            if end is None and last and not final and len(text) - m.start() < MAX_BLOCK_CHARS:
+                keep = self._line_start(text, m.start())  # carry the unfinished block over
+                break
+            out.block_lines += 1
+            if end is None:
+                where = f"{out.path}:{self.line_of(text, open_at)}"
+                tail = "at end of file" if last and final else "(braces never balanced)"
+                _problem(out, f"{where}: truncated metrics block {tail}", self.strict)
+                out.block_lines += text.count("\n", open_at, nxt)
+                continue
+            block = _clean_text(text[open_at:end])
+            out.block_lines += block.count("\n") + 1
+            _finish(out, block, "step", step, f"{out.path}:{self.line_of(text, open_at)}", self.strict)
+        head = text[:keep]
+        for prefix in OVERRIDE_PREFIXES:  # str.find is far faster than a regex alternation
+            pos = head.find(prefix)
+            while pos >= 0:
+                hit = OVERRIDE_RE.match(head, pos)
+                if hit and (pos == 0 or not (head[pos - 1].isalnum() or head[pos - 1] in "_.+-")):
+                    out.config.setdefault(hit.group("key"), hit.group("value").strip("'\""))
+                pos = head.find(prefix, pos + 1)
+        pos = head.find(EVAL_ONLY)
+        while pos >= 0:
+            start = head.rfind("\n", 0, pos) + 1
+            stop = head.find("\n", pos)
+            stop = len(head) if stop < 0 else stop
+            body = clean_line(head[start:stop]).split(EVAL_ONLY, 1)[1]
+            out.block_lines += 1
+            _finish(out, body, "eval", None, f"{out.path}:{self.line_of(text, start)}", self.strict)
+            pos = head.find(EVAL_ONLY, stop)
+        return keep
+
+    @staticmethod
+    def _line_start(text: str, pos: int) -> int:
+        return text.rfind("\n", 0, pos) + 1
+
+    @staticmethod
+    def _find_open(text: str, pos: int, stop: int) -> int | None:
+        while pos < stop:
+            nl = text.find("\n", pos, stop)
+            start = nl + 1 if nl >= 0 else stop
+            if start >= stop:
+                return None
+            eol = text.find("\n", start, stop)
+            line = clean_line(text[start: eol if eol >= 0 else stop])
+            if line.lstrip().startswith("{"):
+                return start
+            pos = start
+        return None
+
+    @staticmethod
+    def _find_end(text: str, start: int, stop: int) -> int | None:
+        depth_text_start = start
+        for m in BLOCK_END_RE.finditer(text, start, stop):
+            candidate = _clean_text(text[depth_text_start:m.end()])
+            if _brace_delta(candidate) <= 0:
+                return m.end()
+        return None
+
+
 def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = None) -> ConsoleLog:
     """Parse one SkyRL console log (module docstring) in one streaming pass.
 
-    ``progress``, if given, is called with the number of bytes consumed so far (about
-    every 4 MB). Returns the per-step metrics (blocks of the same step merged; a key seen
-    twice in one step with different values keeps the first and is counted as a
-    conflict), the eval-only blocks, the configuration overrides and the line accounting.
+    The log is read in chunks of about 4 M characters; regexes locate the metrics blocks and
+    only those are handled in Python. ``progress``, if given, is called with the number of
+    characters consumed so far after every chunk. Returns the per-step metrics (blocks of
+    the same step merged; a key seen twice in one step with different values keeps the
+    first and is counted as a conflict), the eval-only blocks, the configuration overrides
+    and the line accounting.
     """
     out = ConsoleLog(str(path))
-    block: list[str] = []
-    block_step: int | None = None
-    block_kind = ""
-    block_start = 0
-    depth = 0
-    pending_step: int | None = None
+    scanner = _Scanner(out, strict)
+    carry = ""
     consumed = 0
-    next_report = 1 << 22
     with open_text(path) as stream:
-        for number, raw in enumerate(stream, start=1):
-            out.lines += 1
-            consumed += len(raw)
-            if progress is not None and consumed >= next_report:
-                progress(consumed)
-                next_report += 1 << 22
-            line = clean_line(raw)
-            if block:
-                if ("Step " in line and STEP_RE.search(line)) or len(block) >= MAX_BLOCK_LINES:
-                    _problem(out, f"{path}:{block_start}: truncated metrics block (braces never balanced)", strict)
-                    block, depth = [], 0
-                else:
-                    block.append(line)
-                    out.block_lines += 1
-                    depth += _brace_delta(line)
-                    if depth <= 0:
-                        _finish(out, "\n".join(block), block_kind, block_step, f"{path}:{block_start}", strict)
-                        block, depth = [], 0
-                    continue
-            if "=" in line:
-                for m in OVERRIDE_RE.finditer(line):
-                    out.config.setdefault(m.group("key"), m.group("value").strip("'\""))
-            step_match = STEP_RE.search(line) if "Step " in line else None
-            if step_match:
-                pending_step = int(step_match.group("step"))
-                out.block_lines += 1
-                continue
-            text, kind = None, ""
-            if EVAL_ONLY in line:
-                text, kind = line.split(EVAL_ONLY, 1)[1], "eval"
-            elif pending_step is not None and line.lstrip().startswith("{"):
-                text, kind = line, "step"
-            if text is None:  # other output (possibly interleaved from other actors)
-                continue
-            out.block_lines += 1
-            block_step, block_kind, block_start = pending_step, kind, number
-            pending_step = None
-            depth = _brace_delta(text)
-            if depth <= 0:
-                _finish(out, text, kind, block_step, f"{path}:{number}", strict)
+        while True:
+            chunk = stream.read(CHUNK_CHARS)
+            final = not chunk
+            consumed += len(chunk)
+            text = carry + chunk
+            if final:
+                if text and not text.endswith("\n"):
+                    text += "\n"
+                cut = len(text)
             else:
-                block = [text]
-    if block:
-        _problem(out, f"{path}:{block_start}: truncated metrics block at end of file", strict)
+                cut = text.rfind("\n") + 1
+            whole, carry = text[:cut], text[cut:]
+            keep = scanner.scan(whole, final)
+            done = whole[:keep]
+            out.lines += done.count("\n")
+            scanner.line_base += done.count("\n")
+            carry = whole[keep:] + carry
+            if progress is not None:
+                progress(consumed)
+            if final:
+                break
     out.bytes_read = consumed
-    if progress is not None:
-        progress(consumed)
     return out
 
 
