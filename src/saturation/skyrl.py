@@ -328,12 +328,13 @@ def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = 
                 cut = len(text)
             else:
                 cut = text.rfind("\n") + 1
-            whole, carry = text[:cut], text[cut:]
+            whole, carry = (text, "") if cut == len(text) else (text[:cut], text[cut:])
             keep = scanner.scan(whole, final)
-            done = whole[:keep]
-            out.lines += done.count("\n")
-            scanner.line_base += done.count("\n")
-            carry = whole[keep:] + carry
+            n_lines = whole.count("\n", 0, keep)
+            out.lines += n_lines
+            scanner.line_base += n_lines
+            if keep < len(whole):
+                carry = whole[keep:] + carry
             if progress is not None:
                 progress(consumed)
             if final:
