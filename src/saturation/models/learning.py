@@ -215,14 +215,10 @@ def diagnose_reliability(series: xr.Dataset, *, runs: list[str] | None = None, p
     trends: dict[str, dict[str, np.ndarray]] = {}
     numbers: dict[str, Any] = {"rope": rope, "k": k, "runs": {}}
     verdicts: dict[str, str] = {}
-    diags = []
+    diags: list[dict[str, Any]] = []
     for i, run in enumerate(runs):
-        out: dict[str, Any] = {}
-        for j, var in enumerate((pass1, passk)):
-            trends[f"{var}/{run}"], diag_ = trend_draws(step_data(series, response=var, run=run),
-                                                        seed=seed + 10 * i + j, draws=draws, chains=chains)
-            diags.append(diag_)
-            out[var] = _trend_summary(trends[f"{var}/{run}"])
+        out = _run_trends(series, run, (pass1, passk), seed=seed + 10 * i, draws=draws, chains=chains,
+                          trends=trends, diags=diags)
         kind, probs = _capability_verdict(trends[f"{pass1}/{run}"], trends[f"{passk}/{run}"], k or 0, rope)
         out.update(probs, verdict=kind)
         numbers["runs"][run] = out
@@ -235,6 +231,19 @@ def diagnose_reliability(series: xr.Dataset, *, runs: list[str] | None = None, p
     diag = _merge_diag(diags)
     warn_if_not_converged(diag, "reliability diagnosis")
     return Diagnosis("reliability", verdicts, numbers, diag, idata)
+
+
+def _run_trends(series: xr.Dataset, run: str, variables: tuple[str, ...], *, seed: int, draws: int, chains: int,
+                trends: dict[str, dict[str, np.ndarray]], diags: list[dict[str, Any]]) -> dict[str, Any]:
+    """Trends of several series of one run (seeds ``seed + j``): draws go into ``trends``
+    under ``"<var>/<run>"``, diagnostics into ``diags``; returns the summaries by variable."""
+    out: dict[str, Any] = {}
+    for j, var in enumerate(variables):
+        trends[f"{var}/{run}"], diag_ = trend_draws(step_data(series, response=var, run=run), seed=seed + j,
+                                                    draws=draws, chains=chains)
+        diags.append(diag_)
+        out[var] = _trend_summary(trends[f"{var}/{run}"])
+    return out
 
 
 def _merge_diag(diags: list[dict[str, Any]]) -> dict[str, Any]:
@@ -351,14 +360,10 @@ def diagnose_entropy(series: xr.Dataset, *, runs: list[str] | None = None, entro
     trends: dict[str, dict[str, np.ndarray]] = {}
     numbers: dict[str, Any] = {"rope_relative": rope_relative, "runs": {}}
     verdicts: dict[str, str] = {}
-    diags = []
+    diags: list[dict[str, Any]] = []
     for i, run in enumerate(runs):
-        out: dict[str, Any] = {}
-        for j, var in enumerate((entropy, reward)):
-            trends[f"{var}/{run}"], diag_ = trend_draws(step_data(series, response=var, run=run),
-                                                        seed=seed + 10 * i + j, draws=draws, chains=chains)
-            diags.append(diag_)
-            out[var] = _trend_summary(trends[f"{var}/{run}"])
+        out = _run_trends(series, run, (entropy, reward), seed=seed + 10 * i, draws=draws, chains=chains,
+                          trends=trends, diags=diags)
         gap = trends[f"{entropy}/{run}"]["changepoint"] - trends[f"{reward}/{run}"]["changepoint"]
         e = trends[f"{entropy}/{run}"]
         rel = ((e["end"] - e["start"]) / e["start"]).ravel()
