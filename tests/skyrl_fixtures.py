@@ -73,3 +73,100 @@ def write(path: Path, text: str) -> Path:
         data = zstandard.ZstdCompressor(level=3).compress(data)
     path.write_bytes(data)
     return path
+
+
+# ------------------------------------------------------------------ run directories
+#: gold edits of every fixture instance (the shape of a trajectory's ``target``)
+GOLD = {"file_changes": [
+    {"file": "pkg/a.py", "changes": {"edited_modules": ["pkg/a.py:A"], "edited_entities": ["pkg/a.py:A.m"],
+                                     "added_modules": [], "added_entities": []}},
+    {"file": "pkg/b.py", "changes": {"edited_modules": ["pkg/b.py:f"], "edited_entities": ["pkg/b.py:f"]}},
+]}
+
+#: answers and, written out by hand, their (n_pred, n_gold, n_tp) at file, module, entity
+ANSWERS = {
+    "perfect": ([{"file": "pkg/a.py", "class_name": "A", "function_name": "m"},
+                 {"file": "pkg/b.py", "function_name": "f"}], [(2, 2, 2), (2, 2, 2), (2, 2, 2)]),
+    "partial": ([{"file": "pkg/a.py", "class_name": "A", "function_name": "m"}, {"file": "pkg/c.py"}],
+                [(2, 2, 1), (1, 2, 1), (1, 2, 1)]),
+    "wrong": ([{"file": "pkg/c.py", "function_name": "g"}], [(1, 2, 0), (1, 2, 0), (1, 2, 0)]),
+    "file_only": ([{"file": "pkg/a.py"}], [(1, 2, 1), (0, 2, 0), (0, 2, 0)]),
+}
+TEXT_ANSWER = "Found it.\n```\npkg/a.py\nclass: A\nfunction: m\n\npkg/b.py\nfunction: f\n```"  # = perfect
+REWARDS = {"perfect": 3.0, "partial": 1.5, "wrong": 0.0, "file_only": 0.5}
+
+
+def trajectory(instance: str, kind: str, *, rep: int = 0) -> dict[str, object]:
+    """One trajectory record; ``kind`` is an ANSWERS key, ``text`` (raw message only),
+    ``none`` (no answer), ``several`` (two fenced blocks) or ``empty_file``."""
+    parsed: object
+    raw = ""
+    if kind in ANSWERS:
+        parsed = ANSWERS[kind][0]
+    elif kind == "text":
+        parsed, raw = None, TEXT_ANSWER
+    elif kind == "none":
+        parsed, raw = None, "I could not find anything."
+    elif kind == "several":
+        parsed, raw = None, TEXT_ANSWER + "\n" + TEXT_ANSWER
+    else:
+        parsed = [{"file": "", "function_name": "f"}]
+    reward = REWARDS.get(kind, 3.0 if kind == "text" else 0.0)
+    return {"instance_id": instance, "target": GOLD, "total_reward": reward,
+            "reward_dict": {"file_reward": reward / 3, "module_reward": reward / 3, "entity_reward": reward / 3},
+            "raw_final_message": raw, "parsed_final_message": parsed,
+            "metrics_dict": {"num_turns": 5 + rep, "num_tool_calls": 9, "wall_clock_s": 41.5}}
+
+
+#: per (step, phase): the kind of each instance_rep file (".error" for a crashed rollout)
+PLAN = {
+    (1, "train"): {"repo__x-1_0": "partial", "repo__x-1_1": "wrong", "repo__y-2_0": "file_only",
+                   "repo__y-2_1": ".error"},
+    (2, "train"): {"repo__x-1_0": "perfect", "repo__x-1_1": "text", "repo__y-2_0": "none",
+                   "repo__y-2_1": "several"},
+    (2, "eval"): {"repo__z-9_0": "perfect", "repo__z-9_1": "empty_file"},
+}
+EXPECTED_UNGRADED = {(1, "train", "repo__y-2", 1): "error_file", (2, "train", "repo__y-2", 0): "no_answer",
+                     (2, "train", "repo__y-2", 1): "several_answers", (2, "eval", "repo__z-9", 1): "empty_file_name"}
+
+
+def eval_dump_lines(n_prompts: int = 3, samples: int = 2) -> list[dict[str, object]]:
+    """Eval-dump records; prompt p sample s scores p == 0 (1.0) else 0.5 * s, the last one
+    has no score (ungraded)."""
+    out = []
+    for p in range(n_prompts):
+        for s in range(samples):
+            out.append({"input_prompt": [{"role": "user", "content": f"task {p}"}], "output_response": TEXT_ANSWER,
+                        "score": 1.0 if p == 0 else 0.5 * s, "stop_reason": "stop", "data_source": "swe_gym",
+                        "env_extras": {"instance_id": f"gym__t-{p}", "target": GOLD}})
+    out[-1]["score"] = None
+    return out
+
+
+def run_dir(root: Path, *, model: str = "Qwen/Qwen3-8B", zst: bool = True) -> Path:
+    """A SkyRL-shaped run directory: console log, trajectories (train + eval, one .error),
+    an eval dump for step 3 and one for step 2 (superseded by step 2's eval trajectories),
+    an eval-only log named by checkpoint step, the eval-log index and a stray file."""
+    import json
+
+    root.mkdir(parents=True, exist_ok=True)
+    ext = ".zst" if zst else ""
+    write(root / f"train.log{ext}", console_log(3, eval_only=False).replace("Qwen/Qwen3-8B", model))
+    for (step, phase), files in PLAN.items():
+        d = root / "trajectories" / f"step_{step}" / phase
+        d.mkdir(parents=True, exist_ok=True)
+        for name, kind in files.items():
+            if kind == ".error":
+                write(d / f"{name}.error", "Traceback (most recent call last):\nRuntimeError: sandbox timed out\n")
+            else:
+                inst, rep = name.rsplit("_", 1)
+                write(d / f"{name}.json{ext}", json.dumps(trajectory(inst, kind, rep=int(rep)), indent=1))
+    for step in (2, 3):
+        d = root / "dumped_evals" / f"global_step_{step}_evals"
+        d.mkdir(parents=True, exist_ok=True)
+        write(d / f"swe_gym.jsonl{ext}", "\n".join(json.dumps(r) for r in eval_dump_lines()) + "\n")
+    write(root / "eval_ckpt_struct_step40.log", f"{PREFIX}Metrics from eval only run: "
+          + repr({"eval/swe_gym/avg_score": "0.4100", "eval/swe_gym/pass_at_8": "0.6200"}) + "\n")
+    write(root / "eval_log_index.txt", "# eval log -> run label\neval_ckpt_struct_step40.log\ts85\n")
+    write(root / "notes.md", "not a SkyRL file\n")
+    return root

@@ -91,3 +91,18 @@ def test_blocks_across_chunk_boundaries_parse_the_same(tmp_path, monkeypatch):
         assert part.config == whole.config
         assert part.accounting() == whole.accounting(), size
     assert whole.accounting()["lines"] == len(text.splitlines())
+
+
+def test_truncated_zstd_log_keeps_the_blocks_before_the_cut(tmp_path):
+    import zstandard
+
+    text = console_log(40, rollouts=40, seed=3)
+    data = zstandard.ZstdCompressor().compress(text.encode())
+    path = tmp_path / "cut.log.zst"
+    path.write_bytes(data[:-5])
+    log = read_console_log(path)
+    assert 0 < len(log.steps) < 40
+    assert sorted(log.steps) == list(range(1, len(log.steps) + 1))
+    assert len(log.problems) == 1 and "cut.log.zst: truncated zstd stream" in log.problems[0]
+    with pytest.raises(LogFormatError, match="truncated zstd stream"):
+        read_console_log(path, strict=True)

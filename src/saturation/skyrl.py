@@ -79,16 +79,67 @@ class ConsoleLog:
                 "conflicting_values": self.conflicts, "bytes": self.bytes_read}
 
 
+class TruncatedStreamError(ValueError):
+    """A zstandard stream ends inside a frame (or is corrupt)."""
+
+
+class _ZstdRaw(io.RawIOBase):
+    """Streaming zstandard decompression (any number of frames) that raises
+    :class:`TruncatedStreamError` when the input ends inside a frame, instead of
+    returning the partial data as if the file were complete."""
+
+    def __init__(self, fileobj: IO[bytes], name: str) -> None:
+        import zstandard
+
+        self._zstd = zstandard
+        self._f, self._name = fileobj, name
+        self._d = zstandard.ZstdDecompressor().decompressobj()
+        self._buf = b""
+        self._pos = 0
+        self._in_frame = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while self._pos >= len(self._buf):
+            data = self._f.read(1 << 20)
+            if not data:
+                if self._in_frame:
+                    raise TruncatedStreamError(f"{self._name}: truncated zstd stream (the last frame has no end)")
+                return 0
+            out = []
+            while data:
+                try:
+                    out.append(self._d.decompress(data))
+                except self._zstd.ZstdError as exc:
+                    raise TruncatedStreamError(f"{self._name}: corrupt zstd stream ({exc})") from exc
+                self._in_frame = not self._d.eof
+                data = self._d.unused_data if self._d.eof else b""
+                if self._d.eof:
+                    self._d = self._zstd.ZstdDecompressor().decompressobj()
+            self._buf, self._pos = b"".join(out), 0
+        n = min(len(b), len(self._buf) - self._pos)
+        b[:n] = self._buf[self._pos:self._pos + n]
+        self._pos += n
+        return n
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+
 def open_text(path: str | Path) -> IO[str]:
     """A text stream over a plain or zstandard-compressed file (decoded as UTF-8, invalid
-    bytes replaced), read incrementally."""
+    bytes replaced), read incrementally; a truncated or corrupt ``.zst`` raises
+    :class:`TruncatedStreamError` when the reader reaches the damage."""
     path = Path(path)
     raw: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed by the TextIOWrapper
     if path.suffix == ".zst":
-        import zstandard
-
-        raw = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
-    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=None)
+        # unbuffered on purpose: a BufferedReader would discard the data read before the
+        # truncation error; TextIOWrapper hands out every complete line first
+        raw = _ZstdRaw(raw, str(path))  # type: ignore[assignment]
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=None)  # type: ignore[type-var]
 
 
 def clean_line(line: str) -> str:
@@ -318,7 +369,12 @@ def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = 
     consumed = 0
     with open_text(path) as stream:
         while True:
-            chunk = stream.read(CHUNK_CHARS)
+            try:
+                chunk = stream.read(CHUNK_CHARS)
+            except TruncatedStreamError as exc:
+                _problem(out, f"{exc} after line {scanner.line_base + carry.count(chr(10))}; "
+                              "the blocks before it were read", strict)
+                chunk = ""
             final = not chunk
             consumed += len(chunk)
             text = carry + chunk

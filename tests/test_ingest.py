@@ -1,0 +1,127 @@
+"""Ingest of SkyRL run directories: trajectories, eval dumps, logs, index, accounting."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import zstandard
+
+from saturation.ingest import IngestError, ingest_runs, looks_like_run_dir, scan_run_dir
+from skyrl_fixtures import ANSWERS, EXPECTED_UNGRADED, PLAN, REWARDS, run_dir, write
+
+
+@pytest.mark.parametrize("zst", [True, False])
+def test_run_directory_ingests_to_the_expected_dataset(tmp_path, zst):
+    root = run_dir(tmp_path / "run_a", zst=zst)
+    assert looks_like_run_dir(root) and not looks_like_run_dir(tmp_path / "missing")
+    res = ingest_runs([root], progress=False)
+    ds = res.trials
+    assert res.problems == []
+    acc = res.accounting
+    # 10 trajectory files + 6 lines of the step-3 eval dump + 6 superseded lines of step 2
+    assert (acc["rows_read"], acc["rows_kept"], acc["rows_rejected"], acc["rows_superseded"]) == (22, 16, 0, 6)
+    assert acc["ungraded_reasons"] == {"empty_file_name": 1, "error_file": 1, "no_answer": 1, "no_score": 1,
+                                       "several_answers": 1}
+    assert acc["dirs"][0]["ignored"] == [str(root / "notes.md")]
+    assert ds.attrs["rows_read"] == 22 and ds.attrs["rows_kept"] == 16 and ds.attrs["rows_superseded"] == 6
+    assert set(np.unique(ds["run"].values)) == {"Qwen/Qwen3-8B"}
+    assert list(ds["level"].values) == ["file", "module", "entity"]
+    key = list(zip(ds["step"].values.tolist(), ds["phase"].values.tolist(), ds["instance_id"].values.tolist(),
+                   ds["sample"].values.tolist(), strict=True))
+    for (step, phase), files in PLAN.items():
+        for name, kind in files.items():
+            inst, rep = name.rsplit("_", 1)
+            i = key.index((step, phase, inst, int(rep)))
+            reason = EXPECTED_UNGRADED.get((step, phase, inst, int(rep)))
+            assert bool(ds["graded"][i]) is (reason is None)
+            if reason is not None:
+                assert ds["ungraded_reason"].values[i] == reason
+                assert ds["reward"][i] == 0 and np.isnan(ds["f1"][i]).all()
+                continue
+            counts = ANSWERS["perfect" if kind == "text" else kind][1]
+            assert ds["reward"][i] == (REWARDS.get(kind, 3.0))
+            for j, (n_pred, n_gold, n_tp) in enumerate(counts):
+                assert (ds["n_pred"][i, j], ds["n_gold"][i, j], ds["n_tp"][i, j]) == (n_pred, n_gold, n_tp)
+            assert ds["num_turns"][i] == 5 + int(rep) and ds["file_reward"][i] == pytest.approx(ds["reward"][i] / 3)
+            assert ds["n_locations"][i] == len(ANSWERS["perfect" if kind == "text" else kind][0])
+    evals = ds.where(ds["dataset"] == "swe_gym", drop=True)
+    assert evals.sizes["trial"] == 6 and set(evals["step"].values) == {3}
+    assert sorted(evals["reward"].values.tolist()) == [0.0, 0.0, 0.0, 0.5, 1.0, 1.0]
+    assert int((~evals["graded"].astype(bool)).sum()) == 1
+    assert evals["source"].values[0].endswith(":1")
+    m = res.metrics
+    assert sorted(m["run"].values) == ["Qwen/Qwen3-8B", "s85"]
+    assert m["reward_mean"].sel(run="Qwen/Qwen3-8B", step=3).item() == pytest.approx(0.33)
+    assert m["eval_swe_gym_avg_score"].sel(run="s85", step=40).item() == pytest.approx(0.41)
+    assert json.loads(m.attrs["config/Qwen/Qwen3-8B"])["trainer.algorithm.advantage_estimator"] == "rloo"
+
+
+def test_writes_and_reads_back_through_netcdf_and_the_models(tmp_path):
+    from saturation.aggregate import aggregate
+    from saturation.io import open_trials, write_trials
+
+    res = ingest_runs([run_dir(tmp_path / "r")], progress=False)
+    back = open_trials(write_trials(res.trials, tmp_path / "t.nc"))
+    assert back.identical(res.trials) or back.equals(res.trials)
+    agg = aggregate(back)
+    assert int(agg["n_trials"].sum()) == 16
+
+
+def test_two_runs_get_labels_and_arms(tmp_path):
+    a = run_dir(tmp_path / "base")
+    b = run_dir(tmp_path / "s85")
+    with pytest.raises(ValueError, match="same run identity"):
+        ingest_runs([a, b], progress=False)
+    res = ingest_runs([a, b], labels={"base": "base-run", "s85": "s85-run"}, arms={"base": "base", "s85": "s85"},
+                      progress=False)
+    assert set(res.trials["arm"].values) == {"base", "s85"}
+    assert set(res.trials["run"].values) == {"base-run", "s85-run"}
+    assert (res.trials["arm"] == "s85").sum() == 16
+
+
+def test_malformed_inputs_are_reported_and_the_rest_ingested(tmp_path):
+    root = run_dir(tmp_path / "bad", zst=False)
+    d = root / "trajectories" / "step_1" / "train"
+    (d / "repo__q-3_0.json").write_text('{"instance_id": "repo__q-3",\n "total_reward": }')
+    (d / "repo__q-4_0.json").write_text(json.dumps({"instance_id": "repo__q-4", "parsed_final_message":
+                                                    [{"file": "a.py"}], "total_reward": "high"}))
+    (d / "no-rep-number.json").write_text("{}")
+    (d / "repo__q-5_0.json").write_text(json.dumps({"instance_id": "other", "total_reward": 1.0}))
+    dump = root / "dumped_evals" / "global_step_3_evals" / "swe_gym.jsonl"
+    dump.write_text(dump.read_text() + "{not json\n" + json.dumps({"score": "1", "input_prompt": "x"}) + "\n")
+    lines = "".join(json.dumps({"score": 1.0, "input_prompt": f"p{i}"}) + "\n" for i in range(20000))
+    cut = zstandard.ZstdCompressor().compress(lines.encode())[:-7]  # several blocks; the last one cut
+    (root / "dumped_evals" / "global_step_4_evals").mkdir()
+    (root / "dumped_evals" / "global_step_4_evals" / "other.jsonl.zst").write_bytes(cut)
+    (root / "eval_log_index.txt").write_text("eval_ckpt_struct_step40.log\ts85\njust-one-field\n")
+    write(root / "eval_final.log", "Metrics from eval only run: {'eval/x/avg_score': '0.5'}\n")
+    with pytest.raises(IngestError) as info:
+        ingest_runs([root], progress=False)
+    problems = info.value.problems
+    text = "\n".join(problems)
+    assert f"{d / 'repo__q-3_0.json'}:2: malformed JSON" in text
+    assert f"{d / 'repo__q-4_0.json'}: field 'total_reward': 'high' is not a finite number" in text
+    assert f"{d / 'no-rep-number.json'}: file name is not <instance_id>_<rep>.json" in text
+    assert "field 'instance_id' is 'other'" in text
+    assert f"{dump}:7: malformed JSON" in text
+    assert f"{dump}:8: field 'score': '1' is not a finite number" in text
+    assert "other.jsonl.zst: truncated zstd stream" in text
+    assert f"{root / 'eval_log_index.txt'}:2: index line" in text
+    assert "eval_final.log: no checkpoint step" in text
+    res = ingest_runs([root], strict=False, progress=False)
+    assert res.problems == problems
+    acc = res.accounting
+    assert acc["rows_rejected"] == 6  # four trajectory files, two dump lines
+    assert acc["rows_read"] == acc["rows_kept"] + acc["rows_rejected"] + acc["rows_superseded"]
+    assert acc["rows_kept"] > 16  # the lines of the truncated dump before the cut were kept
+    assert json.loads(res.metrics.attrs["eval_only_unplaced"])[0]["metrics"] == {"eval/x/avg_score": 0.5}
+
+
+def test_scan_classifies_files(tmp_path):
+    c = scan_run_dir(run_dir(tmp_path / "r"))
+    assert c.summary() == {"trajectory_files": 10, "eval_dump_files": 2, "console_logs": 2, "metrics_csvs": 0,
+                           "index_files": 1, "ignored_files": 1}
+    with pytest.raises(FileNotFoundError):
+        scan_run_dir(tmp_path / "nothing")
