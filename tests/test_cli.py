@@ -108,3 +108,30 @@ def test_diagnose_command_defaults_to_the_embedded_data(tmp_path, capsys):
         assert d[part]["diagnostics"]["converged"]
     assert set(d["cardinality"]["verdicts"]) == {"file", "module", "entity", "n_locations"}
     assert d["entropy"]["numbers"]["runs"]["code-contests-g1"]["verdict"] == "entropy collapse"
+
+
+def test_ingest_skyrl_run_directories(tmp_path, capsys):
+    from skyrl_fixtures import run_dir
+
+    a, b = run_dir(tmp_path / "base"), run_dir(tmp_path / "s85", model="ckpt/s85")
+    nc, mnc, rep = tmp_path / "trials.nc", tmp_path / "metrics.nc", tmp_path / "ingest.json"
+    argv = ["ingest", str(a), str(b), "-o", str(nc), "--metrics-out", str(mnc), "--arm", f"{a}=base",
+            "--arm", f"{b}=s85", "--json", str(rep), "--no-progress"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "rows read 44: kept 32 (of which ungraded 10" in out and "superseded eval-dump rows 12" in out
+    assert "ignored (not a SkyRL file)" in out
+    trials = open_trials(nc)
+    assert set(trials["run"].values) == {"Qwen/Qwen3-8B", "ckpt/s85"} and set(trials["arm"].values) == {"base", "s85"}
+    metrics = open_trials(mnc)
+    assert "s85" in metrics["run"].values and "reward_mean" in metrics
+    assert json.loads(rep.read_text())["accounting"]["rows_kept"] == 32
+    assert main(["describe", str(nc)]) == 0
+    bad = run_dir(tmp_path / "bad")
+    (bad / "trajectories" / "step_1" / "train" / "x_0.json.zst").write_bytes(b"not zstd")
+    assert main(["ingest", str(bad), "-o", str(tmp_path / "b.nc")]) == 1
+    assert "x_0.json.zst" in capsys.readouterr().err
+    assert main(["ingest", str(bad), "-o", str(tmp_path / "b.nc"), "--lenient"]) == 0
+    assert "1 problem(s)" in capsys.readouterr().out
+    assert main(["ingest", str(bad), str(nc), "-o", str(tmp_path / "c.nc")]) == 1
+    assert "mix of SkyRL run directories" in capsys.readouterr().err

@@ -113,7 +113,9 @@ def test_malformed_inputs_are_reported_and_the_rest_ingested(tmp_path):
     res = ingest_runs([root], strict=False, progress=False)
     assert res.problems == problems
     acc = res.accounting
-    assert acc["rows_rejected"] == 6  # four trajectory files, two dump lines
+    # four trajectory files, two dump lines and the cut last line of the truncated dump
+    assert acc["rows_rejected"] == 7
+    assert any("other.jsonl.zst:" in p and "malformed JSON" in p for p in res.problems)
     assert acc["rows_read"] == acc["rows_kept"] + acc["rows_rejected"] + acc["rows_superseded"]
     assert acc["rows_kept"] > 16  # the lines of the truncated dump before the cut were kept
     assert json.loads(res.metrics.attrs["eval_only_unplaced"])[0]["metrics"] == {"eval/x/avg_score": 0.5}

@@ -81,8 +81,75 @@ def _print_accounting(ds: xr.Dataset) -> None:
     )
 
 
+def _pairs(items: list[str] | None, flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ValueError(f"{flag} expects DIR=NAME, got {item!r}")
+        key, value = item.split("=", 1)
+        out[key.rstrip("/")] = value
+    return out
+
+
+def _cmd_ingest_runs(args: argparse.Namespace) -> int:
+    from saturation.ingest import IngestError, ingest_runs
+    from saturation.io import write_trials
+
+    try:
+        res = ingest_runs([p.rstrip("/") for p in args.inputs], strict=not args.lenient,
+                          labels=_pairs(args.label, "--label"), arms=_pairs(args.arm, "--arm"),
+                          index=args.index or (), include_added=not args.no_added, progress=args.progress)
+    except IngestError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_DATA
+    acc = res.accounting
+    for d in acc["dirs"]:
+        _print(f"{d['dir']} (run {d['run']}): {d['trajectory_files']} trajectory files, {d['eval_dump_files']} "
+               f"eval dumps, {d['console_logs']} console logs, {d['metrics_csvs']} metrics CSVs, "
+               f"{d['index_files']} index files, {d['ignored_files']} ignored")
+        for name in d["ignored"][:10]:
+            _print(f"  ignored (not a SkyRL file): {name}")
+    _print(f"rows read {acc['rows_read']}: kept {acc['rows_kept']} (of which ungraded {acc['rows_ungraded']}: "
+           + ", ".join(f"{k} {v}" for k, v in acc["ungraded_reasons"].items())
+           + f"), rejected {acc['rows_rejected']}, superseded eval-dump rows {acc['rows_superseded']}")
+    if res.problems:
+        _print(f"{len(res.problems)} problem(s) (lenient mode: the rest was ingested):")
+        for p in res.problems[:20]:
+            _print(f"  - {p}")
+        if len(res.problems) > 20:
+            _print(f"  ... and {len(res.problems) - 20} more (all in --json and the Dataset attrs)")
+    if res.trials is not None:
+        write_trials(res.trials, args.output)
+        _print(f"wrote {args.output}: {res.trials.sizes['trial']} trials, levels {list(res.trials[S.LEVEL].values)}")
+    else:
+        _print("no trials found (no trajectory files or eval dumps)")
+    if res.metrics is not None:
+        if args.metrics_out:
+            res.metrics.to_netcdf(args.metrics_out, engine="h5netcdf")
+            _print(f"wrote {args.metrics_out}: per-step metrics, runs {list(res.metrics[S.RUN].values)}, "
+                   f"{res.metrics.sizes[S.STEP]} steps, {len(res.metrics.data_vars)} metrics")
+        else:
+            _print(f"per-step metrics of runs {list(res.metrics[S.RUN].values)} found; write them with --metrics-out")
+    _print(f"done in {acc['seconds']:.1f} s")
+    if args.json:
+        _write_json({"output": args.output, "metrics_output": args.metrics_out, "accounting": acc,
+                     "problems": res.problems}, args.json)
+    return EXIT_OK
+
+
 def _cmd_ingest(args: argparse.Namespace) -> int:
+    from saturation.ingest import looks_like_run_dir
     from saturation.io import read_trials_report, write_trials
+
+    runs = [looks_like_run_dir(p) for p in args.inputs]
+    if any(runs):
+        if not all(runs):
+            raise ValueError("mix of SkyRL run directories and trial tables; ingest them separately: "
+                             + ", ".join(p for p, r in zip(args.inputs, runs, strict=True) if not r))
+        return _cmd_ingest_runs(args)
+    for flag in ("metrics_out", "label", "arm", "index"):
+        if getattr(args, flag):
+            raise ValueError(f"--{flag.replace('_', '-')} applies to SkyRL run directories only")
 
     rejects = args.rejects or (str(Path(args.output).with_suffix("")) + ".rejected.csv" if args.lenient else None)
     ds, valid = read_trials_report(args.inputs, strict=not args.lenient, rejects=rejects)
@@ -369,11 +436,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--truth", metavar="PATH", help="also write the truth as JSON")
     p.set_defaults(func=_cmd_simulate)
 
-    p = sub.add_parser("ingest", help="read graded-trial tables, validate, write a netCDF Dataset")
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="files or directories")
+    p = sub.add_parser("ingest", help="read SkyRL run directories or graded-trial tables, validate, "
+                                      "write a netCDF Dataset")
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="SkyRL run directories (trajectories, eval dumps, console logs, eval_log_index.txt; "
+                        "docs/skyrl.md) or trial tables / directories of them")
     p.add_argument("-o", "--output", required=True, help="output netCDF path (trials.nc)")
-    p.add_argument("--lenient", action="store_true", help="reject bad rows instead of failing")
-    p.add_argument("--rejects", metavar="PATH", help="side file for rejected rows (lenient mode)")
+    p.add_argument("--metrics-out", metavar="PATH", help="run directories: write the per-step metrics (netCDF)")
+    p.add_argument("--label", action="append", metavar="DIR=NAME",
+                   help="run directories: run label of DIR (default: trainer.policy.model.path, else the "
+                        "directory name); repeatable")
+    p.add_argument("--arm", action="append", metavar="DIR=NAME", help="run directories: arm of DIR; repeatable")
+    p.add_argument("--index", action="append", metavar="PATH",
+                   help="run directories: an extra eval_log_index.txt; repeatable")
+    p.add_argument("--no-added", action="store_true",
+                   help="run directories: do not count added modules/entities as gold locations")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar (default: when stderr is a terminal)")
+    p.add_argument("--lenient", action="store_true",
+                   help="reject bad rows/files (reported with file and line) and ingest the rest instead of failing")
+    p.add_argument("--rejects", metavar="PATH", help="tables: side file for rejected rows (lenient mode)")
     p.add_argument("--json", metavar="PATH", help="write the accounting/validation report as JSON")
     p.set_defaults(func=_cmd_ingest)
 

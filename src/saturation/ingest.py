@@ -20,6 +20,7 @@ Nothing is evaluated or unpickled: JSON and Python literals only.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -35,7 +36,14 @@ import xarray as xr
 from saturation import localization as L
 from saturation import schema as S
 from saturation.progress import Progress
-from saturation.skyrl import ConsoleLog, TruncatedStreamError, metrics_dataset, open_text, read_console_log
+from saturation.skyrl import (
+    ConsoleLog,
+    TruncatedStreamError,
+    metrics_dataset,
+    open_text,
+    read_all,
+    read_console_log,
+)
 
 TRAJ_RE = re.compile(r"(?:^|/)step_(?P<step>\d+)/(?P<phase>train|eval)/(?P<name>[^/]+)\.(?P<ext>json|error)(?:\.zst)?$")
 EVAL_DUMP_RE = re.compile(r"(?:^|/)global_step_(?P<step>\d+)_evals/(?P<source>[^/]+)\.jsonl(?:\.zst)?$")
@@ -161,6 +169,7 @@ class _Rows:
             self.reasons[row["ungraded_reason"]] = self.reasons.get(row["ungraded_reason"], 0) + 1
 
 
+@functools.lru_cache(maxsize=4096)
 def _safe(key: str) -> str:
     name = "".join(ch if ch.isalnum() else "_" for ch in key).strip("_") or "value"
     return f"x_{name}" if name in RESERVED or name[0].isdigit() else name
@@ -220,12 +229,14 @@ def _trajectory_row(path: Path, step: int, phase: str, name: str, ext: str, run:
         problems.append(f"{path}: trajectory file larger than {MAX_TRAJECTORY_BYTES >> 20} MB, not read")
         return None
     try:
-        with open_text(path) as stream:
-            record = json.loads(stream.read())
+        record = json.loads(read_all(path))
     except json.JSONDecodeError as exc:
         problems.append(f"{path}:{exc.lineno}: malformed JSON ({exc.msg})")
         return None
-    except (OSError, EOFError, ValueError) as exc:  # zstd: truncated or corrupt stream
+    except TruncatedStreamError as exc:
+        problems.append(str(exc))
+        return None
+    except (OSError, ValueError) as exc:
         problems.append(f"{path}: unreadable ({exc})")
         return None
     if not isinstance(record, dict):
@@ -307,7 +318,8 @@ def _eval_record(record: dict[str, Any], where: str, step: int, source: str, run
             S.DATASET: str(record.get("data_source") or source), "source": where,
             "stop_reason": str(record.get("stop_reason") or "")}
     score = record.get("score")
-    extras = record.get("env_extras") if isinstance(record.get("env_extras"), Mapping) else {}
+    raw_extras = record.get("env_extras")
+    extras: Mapping[str, Any] = raw_extras if isinstance(raw_extras, Mapping) else {}
     try:
         gold = _gold(extras.get("target", extras.get("file_changes")), include_added)
     except ValueError as exc:
@@ -571,8 +583,8 @@ def _metrics(train_logs: Mapping[str, ConsoleLog], eval_logs: Sequence[tuple[Con
     for part in parts[1:]:
         out = out.combine_first(part)  # earlier sources win where both hold a value
     for part in parts:
-        for name, var in part.data_vars.items():
-            out[name].attrs.update(var.attrs)
+        for var_name, var in part.data_vars.items():
+            out[var_name].attrs.update(var.attrs)
         out.attrs.update(part.attrs)
     if unplaced:
         out.attrs["eval_only_unplaced"] = json.dumps(unplaced)

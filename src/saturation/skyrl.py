@@ -97,6 +97,7 @@ class _ZstdRaw(io.RawIOBase):
         self._buf = b""
         self._pos = 0
         self._in_frame = False
+        self._truncated = False
 
     def readable(self) -> bool:
         return True
@@ -106,7 +107,13 @@ class _ZstdRaw(io.RawIOBase):
             data = self._f.read(1 << 20)
             if not data:
                 if self._in_frame:
-                    raise TruncatedStreamError(f"{self._name}: truncated zstd stream (the last frame has no end)")
+                    if self._truncated:
+                        raise TruncatedStreamError(
+                            f"{self._name}: truncated zstd stream (the last frame has no end)")
+                    # first report end-of-data, so the reader gets everything decompressed so
+                    # far (TextIOWrapper drops a partial read when an error is raised); the
+                    # next read raises
+                    self._truncated = True
                 return 0
             out = []
             while data:
@@ -131,15 +138,25 @@ class _ZstdRaw(io.RawIOBase):
 
 def open_text(path: str | Path) -> IO[str]:
     """A text stream over a plain or zstandard-compressed file (decoded as UTF-8, invalid
-    bytes replaced), read incrementally; a truncated or corrupt ``.zst`` raises
-    :class:`TruncatedStreamError` when the reader reaches the damage."""
+    bytes replaced), read incrementally. A truncated ``.zst`` first ends like a complete
+    file, then raises :class:`TruncatedStreamError` on the next read (so read once more
+    after end-of-file, as :func:`read_all` does); a corrupt one raises where it is damaged."""
     path = Path(path)
-    raw: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed by the TextIOWrapper
+    raw: Any = open(path, "rb")  # noqa: SIM115 - closed by the TextIOWrapper
     if path.suffix == ".zst":
         # unbuffered on purpose: a BufferedReader would discard the data read before the
-        # truncation error; TextIOWrapper hands out every complete line first
-        raw = _ZstdRaw(raw, str(path))  # type: ignore[assignment]
-    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=None)  # type: ignore[type-var]
+        # truncation error
+        raw = _ZstdRaw(raw, str(path))
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=None)
+
+
+def read_all(path: str | Path) -> str:
+    """The whole text of a plain or ``.zst`` file; raises :class:`TruncatedStreamError`
+    for a truncated stream."""
+    with open_text(path) as stream:
+        text = stream.read()
+        stream.read()  # a truncated stream raises here
+    return text
 
 
 def clean_line(line: str) -> str:
