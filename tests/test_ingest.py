@@ -127,3 +127,20 @@ def test_scan_classifies_files(tmp_path):
                            "index_files": 1, "ignored_files": 1}
     with pytest.raises(FileNotFoundError):
         scan_run_dir(tmp_path / "nothing")
+
+
+def test_progress_bar_draws_and_finishes(tmp_path):
+    import io
+
+    from saturation.progress import Progress
+
+    stream = io.StringIO()
+    bar = Progress(4, "ingest", enabled=True, stream=stream)
+    for _ in range(4):
+        bar.update()
+    assert bar.close() >= 0
+    text = stream.getvalue()
+    assert "ingest [########################] 100% 4/4" in text and text.endswith("\n")
+    quiet = io.StringIO()
+    Progress(4, "x", enabled=False, stream=quiet).close()
+    assert quiet.getvalue() == ""
