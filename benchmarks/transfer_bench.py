@@ -1,6 +1,6 @@
 """Benchmark the transfer fit on the embedded SWE-Gym replica and print its reproduction table.
 
-    python benchmarks/transfer_bench.py [--reference tests/reference.json] [--draws 1000]
+    python benchmarks/transfer_bench.py [--reference data/reference.json] [--draws 1000]
 
 Prints cold time (build + compile + sample), warm time (cached compiled model, second
 seed), sampling time, min bulk ESS, ESS/s, max R-hat and divergences; then, as Markdown,
@@ -36,7 +36,7 @@ def _fmt(mean: float, hdi: list[float]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--reference", default=str(Path(__file__).parents[1] / "tests" / "reference.json"))
+    ap.add_argument("--reference", default=str(Path(__file__).parents[1] / "data" / "reference.json"))
     ap.add_argument("--draws", type=int, default=1000)
     args = ap.parse_args()
     ref = json.loads(Path(args.reference).read_text())["transfer"]

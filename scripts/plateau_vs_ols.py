@@ -1,6 +1,6 @@
 """The study's split OLS next to the Bayesian plateau fits on the embedded SWE-smith replica.
 
-    python scripts/plateau_vs_ols.py [--reference tests/reference.json]
+    python scripts/plateau_vs_ols.py [--reference data/reference.json]
 
 Prints a Markdown table per level: the reference study's published early/late slopes and
 t-values, split OLS at the published split on the replica's per-step means, the Bayesian
@@ -27,7 +27,7 @@ def _fmt(e: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--reference", default=str(Path(__file__).parents[1] / "tests" / "reference.json"))
+    ap.add_argument("--reference", default=str(Path(__file__).parents[1] / "data" / "reference.json"))
     args = ap.parse_args()
     sat = json.loads(Path(args.reference).read_text())["saturation"]
     split = sat["split_step"]

@@ -26,7 +26,7 @@ from saturation.replica import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "tests" / "reference.json"
+REFERENCE = ROOT / "data" / "reference.json"
 
 
 @pytest.fixture(scope="module")

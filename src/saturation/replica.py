@@ -154,6 +154,12 @@ def load_embedded(name: str) -> xr.Dataset:
     raise KeyError(f"no embedded data set {name!r}; have {sorted(EMBEDDED_TRIALS) + sorted(EMBEDDED_SERIES)}")
 
 
+def load_reference() -> dict[str, Any]:
+    """The reference study's published figures (``data/reference.json``): comparison
+    targets shown next to the estimates, never results."""
+    return dict(json.loads((data_dir() / "reference.json").read_text()))
+
+
 # ------------------------------------------------------------------ series CSV
 def series_to_frame(ds: xr.Dataset) -> pd.DataFrame:
     """Per-step series Dataset -> long CSV frame (run, step, metric columns by logged name)."""

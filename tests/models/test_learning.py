@@ -110,7 +110,7 @@ def test_pass_at_k_from_prompt_groups_recovers_the_curves():
 
 
 def test_embedded_replica_reproduces_the_precision_recall_table():
-    ref = json.loads((Path(__file__).parents[1] / "reference.json").read_text())["precision_recall"]
+    ref = json.loads((Path(__file__).parents[2] / "data" / "reference.json").read_text())["precision_recall"]
     d = diagnose_cardinality(replica.load_embedded("swesmith"), seed=0)
     for level, target in ref["levels"].items():
         got = d.numbers["levels"][level]
