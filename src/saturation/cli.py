@@ -17,6 +17,7 @@ import xarray as xr
 
 from saturation import __version__
 from saturation import schema as S
+from saturation.spec import SpecError
 from saturation.validate import TrialValidationError
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
@@ -420,6 +421,24 @@ def _cmd_transfer(args: argparse.Namespace) -> int:
     return EXIT_OK if out["diagnostics"]["converged"] else EXIT_DATA
 
 
+# ------------------------------------------------------------------ report
+def _cmd_report(args: argparse.Namespace) -> int:
+    from saturation.report import run_report
+
+    _print(f"saturation report -> {args.out}/")
+    report = run_report(args.specs or None, data=args.data, out=args.out, force=args.force,
+                        progress=args.progress, log=_print)
+    for s in report.sections:
+        _print(f"  {s.title}: {s.verdict}")
+    _print(f"wrote {Path(args.out) / 'REPORT.md'}, results.json, tables, figures and fits "
+           f"({len(report.sections)} analyses) in {report.seconds:.1f} s")
+    if not report.converged:
+        bad = [s.name for s in report.sections if not s.converged]
+        print(f"WARNING: fits that did not converge: {', '.join(bad)}; their numbers are not trustworthy",
+              file=sys.stderr)
+    return EXIT_OK
+
+
 # ------------------------------------------------------------------ parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -428,6 +447,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"saturation {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("report", help="run every analysis spec (models/*.toml) and write REPORT.md, tables, "
+                                      "figures, fits and results.json (default: the embedded data)")
+    p.add_argument("specs", nargs="*", metavar="SPEC", help="spec files or directories (default: the shipped models/)")
+    p.add_argument("--data", metavar="PATH", help="replace every spec's data source (trials, or a metrics CSV)")
+    p.add_argument("--out", default="report", metavar="DIR", help="output directory (default report/)")
+    p.add_argument("--force", action="store_true", help="refit even when the cache is valid")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar (default: when stderr is a terminal)")
+    p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("simulate", help="write a simulated data set with known truth")
     p.add_argument("scenario", help="one of: " + ", ".join(_scenarios()))
@@ -524,6 +553,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TrialValidationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_DATA
+    except SpecError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except (FileNotFoundError, ValueError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_DATA if not isinstance(exc, KeyError) else EXIT_USAGE

@@ -1,0 +1,426 @@
+"""Paper figures: one consistent, colour-blind-safe style; vector PDF and PNG.
+
+Every ``plot_*`` function is keyword-only after the fitted object, accepts ``ax=`` (draw
+into an existing axes; the compact one-panel form) and returns the figure; its sibling
+``*_data`` returns the plotted numbers as a DataFrame. Bands are 94 % HDIs
+(:data:`saturation.schema.HDI_PROB`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import arviz as az
+import matplotlib as mpl
+import numpy as np
+import pandas as pd
+import xarray as xr
+from cycler import cycler
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from saturation import schema as S
+
+#: Okabe-Ito colours (colour-blind safe), in the order levels/arms/runs are drawn
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
+#: widths in inches: one column / full page of a two-column paper
+COLUMN, PAGE = 3.4, 7.0
+STYLE: dict[str, Any] = {
+    "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "legend.fontsize": 7,
+    "xtick.labelsize": 7, "ytick.labelsize": 7, "axes.spines.top": False, "axes.spines.right": False,
+    "axes.linewidth": 0.6, "lines.linewidth": 1.2, "lines.markersize": 3, "legend.frameon": False,
+    "pdf.fonttype": 42, "ps.fonttype": 42, "savefig.bbox": "tight", "savefig.pad_inches": 0.02,
+    "figure.dpi": 150, "axes.prop_cycle": cycler(color=list(PALETTE)),
+}
+BAND_ALPHA = 0.25
+HDI_LABEL = f"{int(S.HDI_PROB * 100)} % HDI"
+
+
+@contextlib.contextmanager
+def style() -> Iterator[None]:
+    """The package's figure style (a matplotlib rc context)."""
+    with mpl.rc_context(STYLE):  # type: ignore[arg-type]
+        yield
+
+
+def _figure(ax: Axes | None, width: float, height: float) -> tuple[Figure, Axes]:
+    import matplotlib.pyplot as plt
+
+    if ax is not None:
+        fig = ax.get_figure()
+        assert isinstance(fig, Figure)
+        return fig, ax
+    fig, new_ax = plt.subplots(figsize=(width, height), layout="constrained")
+    return fig, new_ax
+
+
+def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
+    """Write ``stem.pdf`` (vector) and ``stem.png`` (300 dpi); return both paths."""
+    stem = Path(stem)
+    out = []
+    pdf, png = stem.with_suffix(".pdf"), stem.with_suffix(".png")
+    fig.savefig(pdf, metadata={"CreationDate": None})  # reproducible bytes: no time stamp
+    fig.savefig(png, dpi=300)
+    out += [pdf, png]
+    return out
+
+
+def _colour(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+# ====================================================================== plateau
+def plateau_data(fit: Any) -> pd.DataFrame:
+    """Per (level, step): observed mean, posterior mean curve, 94 % band, P(change point)."""
+    from saturation.models.plateau import plateau_frame
+
+    return plateau_frame(fit)
+
+
+def plot_plateau(fit: Any, *, ax: Axes | None = None, ylabel: str | None = None) -> Figure:
+    """Metric by step per level: observed means, posterior mean and 94 % band, the
+    change-point posterior under each panel. With ``ax``: every level's curve on it."""
+    import matplotlib.pyplot as plt
+
+    frame = plateau_data(fit)
+    levels = list(dict.fromkeys(frame["level"]))
+    ylabel = ylabel or fit.data.response
+    with style():
+        if ax is not None:
+            fig, _ = _figure(ax, COLUMN, 2.2)
+            for i, level in enumerate(levels):
+                _curve(ax, frame[frame["level"] == level], _colour(i), level)
+            ax.set_xlabel("step")
+            ax.set_ylabel(ylabel)
+            ax.legend()
+            return fig
+        fig, axes = plt.subplots(2, len(levels), figsize=(PAGE if len(levels) > 1 else COLUMN, 2.6),
+                                 height_ratios=(3, 1), sharex=True, squeeze=False, layout="constrained")
+        for i, level in enumerate(levels):
+            sub = frame[frame["level"] == level]
+            top, bottom = axes[0, i], axes[1, i]
+            _curve(top, sub, _colour(i), None)
+            top.set_title(level)
+            est = fit.estimands["levels"][level]
+            if est.get("changepoint"):
+                for a in (top, bottom):
+                    a.axvline(est["changepoint"]["mean"], color="0.3", lw=0.7, ls=":")
+            if fit.config.breakpoint is not None:
+                top.axvline(fit.config.breakpoint, color="0.3", lw=0.7, ls="--")
+            bottom.bar(sub["step"], sub["p_changepoint"], width=1.0, color=_colour(i), alpha=0.7)
+            bottom.set_xlabel("step")
+            if i == 0:
+                top.set_ylabel(ylabel)
+                bottom.set_ylabel("P(change pt)")
+        axes[0, 0].legend(loc="lower right")
+    return fig
+
+
+def _curve(ax: Axes, sub: pd.DataFrame, colour: str, label: str | None) -> None:
+    ax.fill_between(sub["step"], sub["hdi_low"], sub["hdi_high"], color=colour, alpha=BAND_ALPHA, lw=0,
+                    label=None if label else HDI_LABEL)
+    ax.plot(sub["step"], sub["mean"], color=colour, label=label or "posterior mean")
+    ax.plot(sub["step"], sub["observed"], "o", color=colour, ms=2, alpha=0.6, mec="none",
+            label=None if label else "observed")
+
+
+def slopes_data(fit: Any) -> pd.DataFrame:
+    """Early and late slope per level: mean and 94 % HDI (metric units per step)."""
+    rows = []
+    for level, est in fit.estimands["levels"].items():
+        for seg in ("early", "late"):
+            e = est[f"{seg}_slope"]
+            rows.append({"level": level, "segment": seg, "mean": e["mean"], "hdi_low": e["hdi"][0],
+                         "hdi_high": e["hdi"][1]})
+    return pd.DataFrame(rows)
+
+
+def plot_slopes(fit: Any, *, ax: Axes | None = None) -> Figure:
+    """Forest plot of the slopes per level with their 94 % HDIs: early and late segments in
+    separate panels (their scales differ by orders of magnitude). With ``ax``: both on it."""
+    import matplotlib.pyplot as plt
+
+    frame = slopes_data(fit)
+    levels = list(dict.fromkeys(frame["level"]))
+    with style():
+        if ax is None:
+            fig, axes = plt.subplots(1, 2, figsize=(COLUMN * 1.5, 0.45 + 0.28 * len(levels)), sharey=True,
+                                     layout="constrained")
+            panels = list(zip(("early", "late"), axes, strict=True))
+        else:
+            fig, _ = _figure(ax, COLUMN, 2.0)
+            panels = [("early", ax), ("late", ax)]
+        ys = np.arange(len(levels))[::-1]
+        for k, (seg, a) in enumerate(panels):
+            sub = frame[frame["segment"] == seg].set_index("level").loc[levels]
+            shift = 0.0 if ax is None else (0.12 if seg == "early" else -0.12)
+            a.hlines(ys + shift, sub["hdi_low"], sub["hdi_high"], color=_colour(k), lw=1.5)
+            a.plot(sub["mean"], ys + shift, "o", color=_colour(k), label=f"{seg} segment")
+            a.axvline(0, color="0.4", lw=0.7)
+            a.set_xlabel(f"{seg} slope per step")
+            a.ticklabel_format(axis="x", style="sci", scilimits=(-2, 2))
+        panels[0][1].set_yticks(ys, levels)
+        if ax is not None:
+            ax.legend()
+        fig.suptitle(f"slopes ({HDI_LABEL})", fontsize=8)
+    return fig
+
+
+def plateaued_by_data(fit: Any) -> pd.DataFrame:
+    """P(change point <= t and late gain inside the ROPE) per level and step t."""
+    rows = [{"level": level, "step": int(step), "p_plateaued": p}
+            for level, est in fit.estimands["levels"].items() for step, p in est["p_plateaued_by_step"].items()]
+    return pd.DataFrame(rows)
+
+
+def plot_plateaued_by(fit: Any, *, ax: Axes | None = None) -> Figure:
+    """Posterior probability that each level has plateaued by step t."""
+    frame = plateaued_by_data(fit)
+    with style():
+        fig, ax = _figure(ax, COLUMN, 2.0)
+        for i, level in enumerate(dict.fromkeys(frame["level"])):
+            sub = frame[frame["level"] == level]
+            ax.step(sub["step"], sub["p_plateaued"], where="post", color=_colour(i), label=level)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("step t")
+        ax.set_ylabel("P(plateaued by t)")
+        ax.legend()
+    return fig
+
+
+def ppc_data(fit: Any, *, seed: int = 0) -> pd.DataFrame:
+    """Posterior predictive check of the per-step means (Gaussian likelihood): the
+    observed mean, the predictive mean and 94 % interval, and whether it covers the data.
+
+    Replicates: mean curve + N(0, s_t^2/n_t + tau^2) per step and draw."""
+    from saturation.models.plateau import curve_draws
+
+    if fit.config.likelihood != "gaussian":
+        raise ValueError("the posterior predictive check is implemented for the Gaussian likelihood")
+    rng = np.random.default_rng(seed)
+    mu = curve_draws(fit)  # (samples, levels, steps)
+    tau = fit.idata.posterior["tau"].stack(sample=("chain", "draw")).transpose("sample", ...).to_numpy()
+    sd = np.sqrt(fit.data.var_mean[None] + tau[:, :, None] ** 2)
+    rep = mu + rng.standard_normal(mu.shape) * sd
+    rows = []
+    for j, level in enumerate(fit.data.levels):
+        hdi = az.hdi(rep[None, :, j, :], hdi_prob=S.HDI_PROB)
+        for i, step in enumerate(fit.data.steps):
+            obs = float(fit.data.y[j, i])
+            rows.append({"level": level, "step": int(step), "observed": obs, "predictive_mean": float(rep[:, j, i].mean()),
+                         "hdi_low": float(hdi[i, 0]), "hdi_high": float(hdi[i, 1]),
+                         "covered": bool(hdi[i, 0] <= obs <= hdi[i, 1])})
+    return pd.DataFrame(rows)
+
+
+def plot_ppc(fit: Any, *, ax: Axes | None = None, seed: int = 0) -> Figure:
+    """Observed per-step means against the 94 % posterior predictive interval, per level
+    (the share covered is in the legend; about 94 % is what a calibrated model gives)."""
+    import matplotlib.pyplot as plt
+
+    frame = ppc_data(fit, seed=seed)
+    levels = list(dict.fromkeys(frame["level"]))
+    with style():
+        if ax is None:
+            fig, axes = plt.subplots(1, len(levels), figsize=(PAGE if len(levels) > 1 else COLUMN, 1.9),
+                                     squeeze=False, layout="constrained")
+            axs = list(axes[0])
+        else:
+            fig, _ = _figure(ax, COLUMN, 2.0)
+            axs = [ax] * len(levels)
+        for i, level in enumerate(levels):
+            sub = frame[frame["level"] == level]
+            a = axs[i]
+            a.fill_between(sub["step"], sub["hdi_low"], sub["hdi_high"], color=_colour(i), alpha=BAND_ALPHA, lw=0)
+            a.plot(sub["step"], sub["observed"], "o", ms=2, color=_colour(i),
+                   label=f"{level}: {sub['covered'].mean():.0%} inside")
+            a.set_xlabel("step")
+            a.legend(loc="lower right")
+        axs[0].set_ylabel(f"{fit.data.response} (predictive {HDI_LABEL})")
+    return fig
+
+
+def loo_data(table: pd.DataFrame) -> pd.DataFrame:
+    """The ArviZ LOO comparison table with the model name as a column."""
+    out = table.reset_index().rename(columns={"index": "model"})
+    return out[["model", "rank", "elpd_loo", "se", "elpd_diff", "dse", "weight", "warning"]]
+
+
+def plot_loo(table: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
+    """ELPD (LOO) of each model with its standard error, and the difference to the best."""
+    frame = loo_data(table)
+    with style():
+        fig, ax = _figure(ax, COLUMN, 0.5 + 0.3 * len(frame))
+        ys = np.arange(len(frame))[::-1]
+        ax.errorbar(frame["elpd_loo"], ys, xerr=frame["se"], fmt="o", color=_colour(0), label="ELPD +- SE")
+        best = frame["elpd_loo"].iloc[0]
+        ax.errorbar(best - frame["elpd_diff"], ys - 0.15, xerr=frame["dse"], fmt="^", color=_colour(1),
+                    label="best - difference +- SE")
+        ax.set_yticks(ys, frame["model"])
+        ax.set_xlabel("ELPD (LOO; higher is better)")
+        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=2)
+    return fig
+
+
+# ====================================================================== diagnostics
+def cardinality_data(diag: Any) -> pd.DataFrame:
+    """Per level: precision, recall and predicted/gold ratio at the start and end (mean, HDI)."""
+    rows = []
+    for level, num in diag.numbers["levels"].items():
+        for quantity in (S.PRECISION, S.RECALL, "pred_over_gold"):
+            for when in ("start", "end"):
+                e = num[quantity][when]
+                rows.append({"level": level, "quantity": quantity, "when": when, "mean": e["mean"],
+                             "hdi_low": e["hdi"][0], "hdi_high": e["hdi"][1]})
+    return pd.DataFrame(rows)
+
+
+def plot_cardinality(diag: Any, *, ax: Axes | None = None) -> Figure:
+    """Precision and recall (left) and predicted/gold locations (right) per level, start
+    (open) -> end (filled), 94 % HDIs. With ``ax``: the precision/recall panel only."""
+    import matplotlib.pyplot as plt
+
+    frame = cardinality_data(diag)
+    levels = list(dict.fromkeys(frame["level"]))
+    with style():
+        if ax is None:
+            fig, (a1, a2) = plt.subplots(1, 2, figsize=(PAGE * 0.7, 2.0), layout="constrained",
+                                         width_ratios=(2, 1))
+        else:
+            fig, a1 = _figure(ax, COLUMN, 2.0)
+            a2 = None
+        x = np.arange(len(levels))
+        for k, (quantity, axis) in enumerate(((S.PRECISION, a1), (S.RECALL, a1), ("pred_over_gold", a2))):
+            if axis is None:
+                continue
+            offset = {S.PRECISION: -0.15, S.RECALL: 0.15, "pred_over_gold": 0.0}[quantity]
+            for when, marker, face in (("start", "o", "white"), ("end", "o", None)):
+                sub = frame[(frame["quantity"] == quantity) & (frame["when"] == when)].set_index("level").loc[levels]
+                shift = offset + (-0.05 if when == "start" else 0.05)
+                axis.errorbar(x + shift, sub["mean"], yerr=[sub["mean"] - sub["hdi_low"], sub["hdi_high"] - sub["mean"]],
+                              fmt=marker, color=_colour(k), mfc=face or _colour(k), ms=4,
+                              label=f"{'predicted/gold' if quantity == 'pred_over_gold' else quantity} {when}")
+            axis.set_xticks(x, levels)
+        a1.set_ylabel("precision / recall")
+        a1.legend(ncols=2, fontsize=6, loc="lower center", bbox_to_anchor=(0.5, 1.0))
+        if a2 is not None:
+            a2.axhline(1.0, color="0.4", lw=0.7, ls=":")
+            a2.set_ylabel("predicted / gold locations")
+            a2.legend(fontsize=6, loc="lower center", bbox_to_anchor=(0.5, 1.0))
+    return fig
+
+
+def series_data(series: xr.Dataset, variables: list[str]) -> pd.DataFrame:
+    """Long frame (run, step, variable, value) of a per-step series Dataset."""
+    frame = series[variables].to_dataframe().reset_index().melt(id_vars=[S.RUN, S.STEP], var_name="variable")
+    return frame.dropna(subset=["value"])
+
+
+def _series_panel(ax: Axes, series: xr.Dataset, diag: Any, run: Any, variables: list[str], labels: list[str],
+                  colours: list[str]) -> None:
+    for var, label, colour in zip(variables, labels, colours, strict=True):
+        sub = series[var].sel({S.RUN: run}).dropna(S.STEP)
+        ax.plot(sub[S.STEP], sub, "-", color=colour, lw=0.9, alpha=0.75, label=label)
+        num = diag.numbers["runs"].get(str(run), {}).get(var)
+        if num:
+            steps = sub[S.STEP].to_numpy()
+            for when, step in (("start", steps[0]), ("end", steps[-1])):
+                e = num[when]
+                ax.errorbar(step, e["mean"], yerr=[[e["mean"] - e["hdi"][0]], [e["hdi"][1] - e["mean"]]],
+                            fmt="s", color=colour, ms=3.5, capsize=2, mec="black", mew=0.4)
+    ax.set_xlabel("step")
+
+
+def _per_run(series: xr.Dataset, diag: Any, ax: Axes | None, variables: list[str], labels: list[str],
+             ylabel: str) -> Figure:
+    import matplotlib.pyplot as plt
+
+    runs = list(series[S.RUN].values)
+    with style():
+        if ax is None:
+            fig, axes = plt.subplots(1, len(runs), figsize=(min(PAGE, 0.5 + 2.6 * len(runs)), 2.1), sharey=True,
+                                     squeeze=False, layout="constrained")
+            axs = list(axes[0])
+        else:
+            fig, _ = _figure(ax, COLUMN, 2.1)
+            axs = [ax] * len(runs)
+        for r, run in enumerate(runs):
+            colours = [_colour(r * len(variables) + v) for v in range(len(variables))] if ax is not None else \
+                [_colour(v) for v in range(len(variables))]
+            run_labels = [f"{run} {lab}" for lab in labels] if ax is not None else labels
+            _series_panel(axs[r], series, diag, run, variables, run_labels, colours)
+            if ax is None:
+                axs[r].set_title(str(run))
+        axs[0].set_ylabel(ylabel)
+        axs[0].legend(fontsize=6, loc="lower left", bbox_to_anchor=(0.0, 1.08) if ax is None else (0.0, 1.0),
+                      ncols=len(variables))
+    return fig
+
+
+def plot_pass_at_k(series: xr.Dataset, diag: Any, *, ax: Axes | None = None, pass1: str = "reward_mean",
+                   passk: str = "pass_at_k") -> Figure:
+    """pass@1 and pass@k per run (one panel each) with the fitted start and end (squares,
+    94 % HDI): reliability moves pass@1, capability moves pass@k."""
+    k = series[passk].attrs.get("k", "k")
+    return _per_run(series, diag, ax, [pass1, passk], ["pass@1 (mean reward)", f"pass@{k}"], "success rate")
+
+
+def plot_entropy(series: xr.Dataset, diag: Any, *, ax: Axes | None = None,
+                 entropy: str = "policy_entropy") -> Figure:
+    """Policy entropy per run with the fitted start and end (squares, 94 % HDI)."""
+    return _per_run(series, diag, ax, [entropy], ["policy entropy"], "policy entropy")
+
+
+# ====================================================================== transfer
+def transfer_data(fit: Any) -> pd.DataFrame:
+    """Per (arm, step, quantity): empirical value, posterior mean and 94 % band, gap to
+    the reference with its band."""
+    from saturation.models.transfer import transfer_frame
+
+    return transfer_frame(fit)
+
+
+def plot_transfer(fit: Any, *, ax: Axes | None = None, quantity: str = "all_rollout") -> Figure:
+    """Per-arm curves of ``quantity`` (band + empirical points), each arm's gap to the
+    reference (band, zero line) and the crossover-step posterior. With ``ax``: the curves only."""
+    import matplotlib.pyplot as plt
+
+    frame = transfer_data(fit)
+    frame = frame[frame["quantity"] == quantity]
+    arms = list(dict.fromkeys(frame["arm"]))
+    ref = fit.config.reference
+    with style():
+        if ax is None:
+            fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(PAGE, 2.1), layout="constrained")
+        else:
+            fig, a1 = _figure(ax, COLUMN, 2.1)
+            a2 = a3 = None
+        for i, arm in enumerate(arms):
+            sub = frame[frame["arm"] == arm]
+            a1.fill_between(sub["step"], sub["hdi_low"], sub["hdi_high"], color=_colour(i), alpha=BAND_ALPHA, lw=0)
+            a1.plot(sub["step"], sub["mean"], color=_colour(i), label=arm)
+            a1.plot(sub["step"], sub["empirical"], "o", color=_colour(i), ms=2, alpha=0.6, mec="none")
+            if a2 is not None and arm != ref:
+                g = sub.dropna(subset=["gap_mean"])
+                a2.fill_between(g["step"], g["gap_hdi_low"], g["gap_hdi_high"], color=_colour(i), alpha=BAND_ALPHA, lw=0)
+                a2.plot(g["step"], g["gap_mean"], color=_colour(i), label=f"{arm} - {ref}")
+            if a3 is not None and arm != ref:
+                mass = fit.estimands["crossover_step"][arm]["mass"]
+                steps = np.array([int(s) for s in mass])
+                a3.bar(steps, list(mass.values()), width=1.0, color=_colour(i), alpha=0.7,
+                       label=f"{arm}: P(none) = {fit.estimands['crossover_step'][arm]['p_no_crossover']:.2f}")
+        a1.set_xlabel("step")
+        a1.set_ylabel(quantity.replace("_", "-") + " reward")
+        a1.legend()
+        if a2 is not None and a3 is not None:
+            a2.axhline(0, color="0.4", lw=0.7)
+            a2.set_xlabel("step")
+            a2.set_ylabel(f"gap to {ref}")
+            a2.legend()
+            a3.set_xlabel("crossover step")
+            a3.set_ylabel("posterior probability")
+            a3.legend(fontsize=6)
+    return fig

@@ -1,0 +1,614 @@
+"""``saturation report``: run every analysis spec, write REPORT.md, tables, figures, fits.
+
+Output directory layout (default ``report/``)::
+
+    REPORT.md            one section per analysis: question, verdict, diagnostics,
+                         tables, figures, published figures next to the estimates
+    results.json         every estimand of every analysis, diagnostics, file list
+    <analysis>/          tables (.csv, .md, .tex), figures (.pdf, .png),
+                         InferenceData (.nc), section.json (the cache record)
+
+A re-run reuses an analysis whose cache key (spec content + data hash + reference hash +
+package version) is unchanged, unless ``force=True``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from saturation import __version__
+from saturation import schema as S
+from saturation.progress import Progress
+from saturation.spec import Spec, default_spec_dir, load_data, load_specs
+
+#: a level "plateaued" when P(early slope > 0) and P(late gain in ROPE) reach these
+P_RISE, P_FLAT = 0.95, 0.90
+
+
+@dataclass
+class Section:
+    """One analysis' outputs (everything but the DataFrames is JSON; the tables are files)."""
+
+    name: str
+    kind: str
+    title: str
+    question: str
+    verdict: str
+    details: list[str]
+    diagnostics: dict[str, Any]
+    converged: bool
+    tables: list[str] = field(default_factory=list)
+    figures: list[str] = field(default_factory=list)
+    fits: list[str] = field(default_factory=list)
+    results: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    key: str = ""
+    cached: bool = False
+    synthetic: str = ""
+
+
+# ------------------------------------------------------------------ table writers
+def _cell(value: Any, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and not np.isfinite(value)):
+        return ""
+    if isinstance(value, bool | np.bool_):
+        return "yes" if value else "no"
+    if isinstance(value, float | np.floating):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def table_markdown(frame: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table (numbers to 4 significant digits)."""
+    head = "| " + " | ".join(map(str, frame.columns)) + " |"
+    sep = "|" + "|".join("---" for _ in frame.columns) + "|"
+    rows = ["| " + " | ".join(_cell(v).replace("|", "\\|") for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([head, sep, *rows]) + "\n"
+
+
+def _tex(text: str) -> str:
+    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("#", r"\#"), ("_", r"\_"),
+                 ("{", r"\{"), ("}", r"\}"), ("$", r"\$"), ("~", r"\textasciitilde{}"), ("^", r"\^{}")):
+        text = text.replace(a, b)
+    return text
+
+
+def table_latex(frame: pd.DataFrame, caption: str = "") -> str:
+    """A booktabs ``tabular`` (needs ``\\usepackage{booktabs}``); text columns left,
+    numeric columns right aligned."""
+    align = "".join("r" if pd.api.types.is_numeric_dtype(frame[c]) else "l" for c in frame.columns)
+    lines = [f"% {caption}" if caption else "% table", f"\\begin{{tabular}}{{{align}}}", "\\toprule",
+             " & ".join(_tex(str(c)) for c in frame.columns) + " \\\\", "\\midrule"]
+    lines += [" & ".join(_tex(_cell(v)) for v in row) + " \\\\" for row in frame.itertuples(index=False)]
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_table(frame: pd.DataFrame, stem: Path, caption: str = "") -> list[Path]:
+    """Write ``stem.csv`` (full precision), ``stem.md`` and ``stem.tex``."""
+    paths = [stem.with_suffix(".csv"), stem.with_suffix(".md"), stem.with_suffix(".tex")]
+    frame.to_csv(paths[0], index=False, lineterminator="\n")
+    paths[1].write_text(table_markdown(frame))
+    paths[2].write_text(table_latex(frame, caption))
+    return paths
+
+
+# ------------------------------------------------------------------ helpers
+def _hdi_row(e: dict[str, Any] | None) -> dict[str, float]:
+    if not e:
+        return {"mean": np.nan, "hdi_low": np.nan, "hdi_high": np.nan}
+    return {"mean": e["mean"], "hdi_low": e["hdi"][0], "hdi_high": e["hdi"][1]}
+
+
+def _fmt(e: dict[str, Any] | None, digits: int = 3) -> str:
+    if not e or e.get("mean") is None:
+        return "-"
+    return f"{e['mean']:.{digits}f} [{e['hdi'][0]:.{digits}f}, {e['hdi'][1]:.{digits}f}]"
+
+
+def _inside(value: float, e: dict[str, Any] | None) -> bool | None:
+    if not e or e.get("hdi") is None or e["hdi"][0] is None:
+        return None
+    return bool(e["hdi"][0] <= value <= e["hdi"][1])
+
+
+def _sampler(spec: Spec) -> Any:
+    from saturation.models import SamplerConfig
+
+    keys = ("draws", "tune", "chains", "sampler", "target_accept")
+    return SamplerConfig(**{k: spec.sampler[k] for k in keys if k in spec.sampler})
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating | float):
+        return None if not np.isfinite(obj) else float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.ndarray):
+        return _json_safe(obj.tolist())
+    return obj
+
+
+class _Out:
+    """Collects one analysis' files under its directory."""
+
+    def __init__(self, root: Path, name: str) -> None:
+        self.dir = root / name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.root = root
+        self.tables: list[str] = []
+        self.figures: list[str] = []
+        self.fits: list[str] = []
+
+    def rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def table(self, frame: pd.DataFrame, name: str, caption: str) -> None:
+        write_table(frame, self.dir / name, caption)
+        self.tables.append(self.rel(self.dir / f"{name}.md"))
+
+    def figure(self, fig: Any, name: str) -> None:
+        import matplotlib.pyplot as plt
+
+        from saturation.plots import save_figure
+
+        save_figure(fig, self.dir / name)
+        plt.close(fig)
+        self.figures.append(self.rel(self.dir / f"{name}.png"))
+
+    def idata(self, idata: Any, name: str) -> None:
+        path = self.dir / f"{name}.nc"
+        idata.to_netcdf(str(path), engine="h5netcdf")
+        self.fits.append(self.rel(path))
+
+
+# ------------------------------------------------------------------ analyses
+def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
+    from saturation import plots
+    from saturation.frequentist import split_ols
+    from saturation.models import PlateauPriors, compare_plateau_models, fit_plateau, step_data
+
+    m = spec.model
+    kw = {"levels": m.get("levels"), "response": m.get("response", S.F1), "run": m.get("run"),
+          "breakpoint": m.get("breakpoint"), "shared": m.get("shared", True),
+          "continuity": m.get("continuity", "hinge"), "likelihood": m.get("likelihood", "gaussian"),
+          "rope": m.get("rope", 0.01), "priors": PlateauPriors(**spec.priors)}
+    sampler = _sampler(spec)
+    fit = fit_plateau(ds, seed=spec.seed, sampler=sampler, **kw)
+    est = fit.to_dict()
+    out.idata(fit.idata, "plateau_fit")
+    rows = []
+    verdicts, flat_levels = [], []
+    for level, e in est["levels"].items():
+        rows.append({"level": level, "change point": _fmt(e["changepoint"], 1) if e["changepoint"] else "known",
+                     "early slope": _fmt(e["early_slope"], 5), "late slope": _fmt(e["late_slope"], 5),
+                     "P(early > 0)": e["p_early_positive"], "P(late gain in ROPE)": e["p_late_in_rope"],
+                     "BF01 (late = 0)": e["bf01_late_zero"], "start": _fmt(e["start"]), "end": _fmt(e["end"]),
+                     "headroom": _fmt(e["headroom"])})
+        flat = e["p_early_positive"] >= P_RISE and e["p_late_in_rope"] >= P_FLAT
+        late_lo, late_hi = e["late_slope"]["hdi"]
+        if flat:
+            state = "plateaued"
+        elif e["late_gain"]["hdi"][0] > kw["rope"]:
+            state = "still rising"
+        elif late_lo > 0:
+            state = f"slow late rise (late gain {_fmt(e['late_gain'])}, not decisively inside the ROPE)"
+        elif late_lo <= 0 <= late_hi:
+            state = (f"late slope consistent with zero (BF01 = {e['bf01_late_zero']:.1f}) but too uncertain to be "
+                     "decisively inside the ROPE")
+        else:
+            state = "undetermined"
+        if flat:
+            flat_levels.append(level)
+        where = f"after step {e['changepoint']['mean']:.0f} [{e['changepoint']['hdi'][0]:.0f}, " \
+                f"{e['changepoint']['hdi'][1]:.0f}]" if e["changepoint"] else f"after the known break {kw['breakpoint']}"
+        verdicts.append(f"{level}: {state} {where}; P(late gain within +-{kw['rope']}) = {e['p_late_in_rope']:.2f}; "
+                        f"headroom {_fmt(e['headroom'])}")
+    out.table(pd.DataFrame(rows), "estimates", f"{spec.title} ({int(S.HDI_PROB * 100)} % HDI)")
+    tidy = fit.summary()
+    tidy.to_csv(out.dir / "estimates_tidy.csv", index=False, lineterminator="\n")
+    together = est.get("together")
+    n = len(est["levels"])
+    head = (f"All {n} levels plateaued" if len(flat_levels) == n else
+            f"{len(flat_levels)} of {n} levels plateaued ({', '.join(flat_levels) or 'none'})")
+    verdict = head + "."
+    if together:
+        verdict += (f" The change points lie within 2 steps of each other with P = {together['p_range_le_2_steps']:.2f}"
+                    f" (range {_fmt(together['changepoint_range'], 1)} steps).")
+    if reference and "saturation" in reference and kw["response"] == S.F1:
+        sat = reference["saturation"]
+        sd = step_data(ds, response=S.F1, levels=list(est["levels"]), run=kw["run"])
+        ref_rows = []
+        for j, level in enumerate(sd.levels):
+            pub = sat["levels"].get(level)
+            if not pub:
+                continue
+            ols = split_ols(sd.steps, sd.y[j], sat["split_step"])
+            e = est["levels"][level]
+            for q, ols_value in (("early_slope", ols.loc["early", "slope"]), ("late_slope", ols.loc["late", "slope"]),
+                                 ("start", None), ("end", None), ("headroom", None)):
+                ref_rows.append({"level": level, "quantity": q, "published": pub[q],
+                                 "split OLS on these data": ols_value, **_hdi_row(e.get(q)),
+                                 "published inside HDI": _inside(pub[q], e.get(q))})
+            if e["changepoint"]:
+                ref_rows.append({"level": level, "quantity": "change point", "published": sat["split_step"],
+                                 "split OLS on these data": None, **_hdi_row(e["changepoint"]),
+                                 "published inside HDI": _inside(sat["split_step"], e["changepoint"])})
+        out.table(pd.DataFrame(ref_rows), "published_vs_bayes",
+                  "Published split-OLS figures (split at step 46) next to the Bayesian estimates")
+    ylabel = "graded-only mean F1" if kw["response"] == S.F1 else kw["response"]
+    figs = {"curves": lambda: plots.plot_plateau(fit, ylabel=ylabel), "slopes": lambda: plots.plot_slopes(fit),
+            "plateaued_by": lambda: plots.plot_plateaued_by(fit), "ppc": lambda: plots.plot_ppc(fit, seed=spec.seed)}
+    for name in spec.figures:
+        if name in figs:
+            out.figure(figs[name](), name)
+    results: dict[str, Any] = {"plateau": est}
+    if "ppc" in spec.figures:
+        ppc = plots.ppc_data(fit, seed=spec.seed)
+        results["ppc_coverage"] = ppc.groupby("level")["covered"].mean().to_dict()
+    if "loo" in spec.figures:
+        models = tuple(m.get("compare", ["hinge", "linear", "exponential"]))
+        cmp_kw = {k: v for k, v in kw.items() if k not in ("levels", "response", "run")}
+        table, fits = compare_plateau_models(ds, models=models, seed=spec.seed, sampler=sampler,
+                                             levels=kw["levels"], response=kw["response"], run=kw["run"], **cmp_kw)
+        loo = plots.loo_data(table)
+        out.table(loo, "loo", "LOO comparison (ArviZ)")
+        out.figure(plots.plot_loo(table), "loo")
+        for name, idata in fits.items():
+            if name != "hinge":
+                out.idata(idata, f"alternative_{name}")
+        results["loo"] = _json_safe(loo.to_dict(orient="records"))
+        verdict += f" LOO prefers {loo['model'].iloc[0]} (ELPD difference to the next {loo['elpd_diff'].iloc[1]:.1f} " \
+                   f"+- {loo['dse'].iloc[1]:.1f})."
+    return {"verdict": verdict, "details": verdicts, "diagnostics": fit.diagnostics, "results": results}
+
+
+def _diagnose(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
+    from saturation import plots
+    from saturation.models.learning import diagnose_cardinality
+
+    s = _sampler(spec)
+    diag = diagnose_cardinality(ds, levels=spec.model.get("levels"), run=spec.model.get("run"), seed=spec.seed,
+                                draws=s.draws, chains=s.chains)
+    out.idata(diag.idata, "cardinality_trends")
+    rows = []
+    for level, num in diag.numbers["levels"].items():
+        rows.append({"level": level, "verdict": num["verdict"], "precision start": _fmt(num[S.PRECISION]["start"]),
+                     "precision end": _fmt(num[S.PRECISION]["end"]), "recall start": _fmt(num[S.RECALL]["start"]),
+                     "recall end": _fmt(num[S.RECALL]["end"]),
+                     "P(recall rises)": num[S.RECALL]["p_increase"],
+                     "pred/gold start": _fmt(num["pred_over_gold"]["start"], 2),
+                     "pred/gold end": _fmt(num["pred_over_gold"]["end"], 2)})
+    out.table(pd.DataFrame(rows), "cardinality", "Precision, recall and cardinality per level")
+    if reference and "precision_recall" in reference:
+        ref_rows = []
+        for level, pub in reference["precision_recall"]["levels"].items():
+            if level not in diag.numbers["levels"]:
+                continue
+            for fld in (S.PRECISION, S.RECALL, S.N_PRED):
+                for i, when in enumerate(("start", "end")):
+                    e = diag.numbers["levels"][level][fld][when]
+                    value = pub[fld][i] if isinstance(pub[fld], list) else pub[fld]
+                    ref_rows.append({"level": level, "quantity": f"{fld} {when}", "published": value, **_hdi_row(e),
+                                     "published inside HDI": _inside(value, e)})
+        out.table(pd.DataFrame(ref_rows), "published_vs_bayes", "Published precision/recall next to the estimates")
+    if "cardinality" in spec.figures:
+        out.figure(plots.plot_cardinality(diag), "cardinality")
+    kinds = [f"{lvl}: {num['verdict']}" for lvl, num in diag.numbers["levels"].items()]
+    verdict = "; ".join(kinds) + "."
+    return {"verdict": verdict, "details": list(diag.verdicts.values()), "diagnostics": diag.diagnostics,
+            "results": _json_safe(diag.to_dict())}
+
+
+def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
+    from saturation import plots
+    from saturation.models.learning import diagnose_entropy, diagnose_reliability
+
+    m, s = spec.model, _sampler(spec)
+    runs = m.get("runs")
+    pass1, passk, entropy = m.get("pass1", "reward_mean"), m.get("passk", "pass_at_k"), m.get("entropy", "policy_entropy")
+    rel = diagnose_reliability(series, runs=runs, pass1=pass1, passk=passk, rope=m.get("pass_rope", 0.05),
+                               seed=spec.seed, draws=s.draws, chains=s.chains)
+    out.idata(rel.idata, "reliability_trends")
+    parts = [rel]
+    ent = None
+    if entropy in series:
+        ent = diagnose_entropy(series, runs=runs, entropy=entropy, reward=pass1,
+                               rope_relative=m.get("entropy_rope", 0.05), seed=spec.seed, draws=s.draws,
+                               chains=s.chains)
+        out.idata(ent.idata, "entropy_trends")
+        parts.append(ent)
+    k = rel.numbers.get("k") or "k"
+    rows = []
+    for run, num in rel.numbers["runs"].items():
+        row = {"run": run, "pass@1 start": _fmt(num[pass1]["start"]), "pass@1 end": _fmt(num[pass1]["end"]),
+               f"pass@{k} start": _fmt(num[passk]["start"]), f"pass@{k} end": _fmt(num[passk]["end"]),
+               f"P(pass@{k} change in ROPE)": num["p_passk_in_rope"], "capability verdict": num["verdict"]}
+        if ent is not None:
+            e = ent.numbers["runs"][run]
+            row.update({"entropy start": _fmt(e[entropy]["start"], 4), "entropy end": _fmt(e[entropy]["end"], 4),
+                        "entropy verdict": e["verdict"]})
+        rows.append(row)
+    out.table(pd.DataFrame(rows), "reliability_entropy", "Reliability (pass@1), capability (pass@k), entropy")
+    ref_runs = m.get("reference_runs")
+    if reference and ref_runs and runs:
+        published = {r["model"]: r for r in reference.get("runs", []) if r.get("run") == "code-contests"}
+        ref_rows = []
+        for run, model in zip(runs, ref_runs, strict=False):
+            pub = published.get(model)
+            if not pub:
+                continue
+            for key, var, diag_ in (("reward", pass1, rel), ("pass_at_8", passk, rel), ("entropy", entropy, ent)):
+                if key not in pub or diag_ is None:
+                    continue
+                for i, when in enumerate(("start", "end")):
+                    e = diag_.numbers["runs"][run][var][when]
+                    ref_rows.append({"run": run, "quantity": f"{key} {when}", "published": pub[key][i], **_hdi_row(e),
+                                     "published inside HDI": _inside(pub[key][i], e)})
+        if ref_rows:
+            out.table(pd.DataFrame(ref_rows), "published_vs_bayes",
+                      "Published figures (read from the study's plots, +-0.01) next to the estimates")
+    if "pass_at_k" in spec.figures:
+        out.figure(plots.plot_pass_at_k(series, rel, pass1=pass1, passk=passk), "pass_at_k")
+    if "entropy" in spec.figures and ent is not None:
+        out.figure(plots.plot_entropy(series, ent, entropy=entropy), "entropy")
+    verdict = "; ".join(f"{run}: {num['verdict']}" + (f", {ent.numbers['runs'][run]['verdict']}" if ent else "")
+                        for run, num in rel.numbers["runs"].items()) + "."
+    from saturation.models.learning import _merge_diag
+
+    diagnostics = _merge_diag([p.diagnostics for p in parts])
+    details = [v for p in parts for v in p.verdicts.values()]
+    return {"verdict": verdict, "details": details, "diagnostics": diagnostics,
+            "results": _json_safe({p.name: p.to_dict() for p in parts})}
+
+
+def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
+    from saturation import plots
+    from saturation.models import TransferPriors, fit_transfer
+
+    m = spec.model
+    fit = fit_transfer(ds, reference=m.get("reference", "base"), arms=m.get("arms"),
+                       first_steps=m.get("first_steps", 4), knot_every=m.get("knot_every", 4.0),
+                       priors=TransferPriors(**spec.priors), sampler=_sampler(spec), seed=spec.seed)
+    est = fit.to_dict()
+    out.idata(fit.idata, "transfer_fit")
+    ref = est["reference"]
+    rows, details = [], []
+    for arm in est["arms"]:
+        ini, cross, last = est["initial"][arm], est["crossover_step"][arm], est["last_step"][arm]
+        rows.append({"arm": arm, f"initial gap (first {est['first_steps']} steps), all-rollout":
+                     _fmt(ini["delta_all_rollout"]), "P(initial gap > 0)": ini["p_positive"],
+                     "initial gap, graded-only": _fmt(ini["delta_graded_only"]),
+                     "initial gap, ungraded rate": _fmt(ini["delta_ungraded_rate"]),
+                     "crossover step": _fmt(cross, 1), "P(no crossover)": cross["p_no_crossover"],
+                     f"gap at step {last['step']}, all-rollout": _fmt(last["delta_all_rollout"])})
+        lead = "starts ahead of" if ini["p_positive"] >= 0.95 else ("starts behind" if ini["p_positive"] <= 0.05
+                                                                   else "starts level with")
+        when = (f"the base arm overtakes it at step {cross['mean']:.0f} [{cross['hdi'][0]:.0f}, {cross['hdi'][1]:.0f}]"
+                if cross["mean"] is not None and cross["p_no_crossover"] < 0.5 else
+                f"no crossover (P = {cross['p_no_crossover']:.2f})")
+        details.append(f"{arm} {lead} {ref}: all-rollout gap over the first {est['first_steps']} steps "
+                       f"{_fmt(ini['delta_all_rollout'])} (P > 0 = {ini['p_positive']:.2f}); {when}; gap at step "
+                       f"{last['step']} {_fmt(last['delta_all_rollout'])}.")
+    out.table(pd.DataFrame(rows), "transfer", f"Gaps to the reference arm {ref}")
+    if reference and "transfer" in reference:
+        tr = reference["transfer"]
+        names = {"ungraded_rate": "ungraded_rate", "graded_only_reward": "graded_only",
+                 "all_rollout_reward": "all_rollout"}
+        ref_rows = []
+        pop = fit.idata["posterior"]
+        first = slice(0, est["first_steps"])
+        for key, per_arm in tr["first_4_steps"].items():
+            q = names[key]
+            for arm, value in per_arm.items():
+                if arm not in fit.data.arms:
+                    continue
+                draws = pop[f"population_{q}"].sel({S.ARM: arm}).isel({S.STEP: first}).mean(S.STEP)
+                e = _interval_of(draws.to_numpy().ravel())
+                emp = float(fit.data.empirical[q].sel({S.ARM: arm}).isel({S.STEP: first}).mean())
+                ref_rows.append({"quantity": f"first 4 steps {key}", "arm": arm, "published": value,
+                                 "empirical (these data)": emp, **_hdi_row(e), "published inside HDI": _inside(value, e)})
+        for entry in tr["by_step"]:
+            for key, q in (("all_rollout", "all_rollout"), ("ungraded", "ungraded_rate")):
+                for arm, value in entry[key].items():
+                    if arm not in fit.data.arms or entry["step"] not in fit.data.steps:
+                        continue
+                    draws = pop[f"population_{q}"].sel({S.ARM: arm, S.STEP: entry["step"]})
+                    e = _interval_of(draws.to_numpy().ravel())
+                    emp = float(fit.data.empirical[q].sel({S.ARM: arm, S.STEP: entry["step"]}))
+                    ref_rows.append({"quantity": f"step {entry['step']} {key}", "arm": arm, "published": value,
+                                     "empirical (these data)": emp, **_hdi_row(e),
+                                     "published inside HDI": _inside(value, e)})
+        out.table(pd.DataFrame(ref_rows), "published_vs_bayes", "Published transfer table next to the estimates")
+    if "transfer" in spec.figures:
+        out.figure(plots.plot_transfer(fit), "transfer")
+    verdict = " ".join(details)
+    return {"verdict": verdict, "details": details, "diagnostics": fit.diagnostics, "results": _json_safe(est)}
+
+
+def _interval_of(draws: np.ndarray) -> dict[str, Any]:
+    from saturation.models._sampling import interval
+
+    return dict(interval(draws))
+
+
+RUNNERS: dict[str, Callable[..., dict[str, Any]]] = {
+    "plateau": _plateau, "diagnose": _diagnose, "series": _series, "transfer": _transfer}
+
+
+# ------------------------------------------------------------------ running
+def _reference(spec: Spec) -> tuple[dict[str, Any] | None, str]:
+    from saturation.replica import load_reference
+    from saturation.spec import data_path
+
+    ref = spec.data.get("reference")
+    if not ref:
+        return None, ""
+    if ref == "embedded":
+        data = load_reference()
+    else:
+        path = data_path(ref, spec.path)
+        assert path is not None
+        data = json.loads(path.read_text())
+    return data, hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, force: bool = False) -> Section:
+    """Run one analysis (or reuse its cached outputs) and write its files under ``out_dir/<name>``."""
+    key_name = "series" if spec.kind == "series" else "trials"
+    ds, data_hash = load_data(spec, key_name, data)
+    reference, ref_hash = _reference(spec)
+    key = hashlib.sha256("\n".join([spec.canonical(), data_hash, ref_hash, __version__]).encode()).hexdigest()
+    record = out_dir / spec.name / "section.json"
+    if record.exists() and not force:
+        try:
+            old = Section(**json.loads(record.read_text()))
+        except (TypeError, ValueError):
+            old = None
+        files = [] if old is None else [*old.tables, *old.figures, *old.fits]
+        if old is not None and old.key == key and all((out_dir / f).exists() for f in files):
+            old.cached = True
+            return old
+    out = _Out(out_dir, spec.name)
+    for stale in out.dir.iterdir():
+        if stale.is_file():
+            stale.unlink()
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = RUNNERS[spec.kind](spec, ds, reference, out)
+    caught_msgs = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, UserWarning)))
+    section = Section(name=spec.name, kind=spec.kind, title=spec.title, question=spec.question,
+                      verdict=res["verdict"], details=res["details"], diagnostics=_json_safe(res["diagnostics"]),
+                      converged=bool(res["diagnostics"]["converged"]), tables=out.tables, figures=out.figures,
+                      fits=out.fits, results=_json_safe(res["results"]), warnings=caught_msgs,
+                      seconds=round(time.perf_counter() - start, 2), key=key,
+                      synthetic=str(ds.attrs.get(S.ATTR_SYNTHETIC, "")))
+    record.write_text(json.dumps(asdict(section), indent=1) + "\n")
+    return section
+
+
+@dataclass
+class Report:
+    """What :func:`run_report` wrote."""
+
+    out: Path
+    sections: list[Section]
+    seconds: float
+
+    @property
+    def converged(self) -> bool:
+        return all(s.converged for s in self.sections)
+
+
+def run_report(specs: Sequence[str | Path] | None = None, *, data: str | Path | None = None,
+               out: str | Path = "report", force: bool = False, progress: bool | None = None,
+               log: Callable[[str], None] | None = None) -> Report:
+    """Run analysis specs (default: every spec in ``models/``) and write the report.
+
+    ``data`` replaces every spec's data source (trials, or series for series specs).
+    Returns the :class:`Report`; REPORT.md and results.json are in ``out``.
+    """
+    paths: list[str | Path] = list(specs) if specs else [default_spec_dir()]
+    loaded = load_specs(paths)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    bar = Progress(len(loaded), "report", enabled=progress)
+    start = time.perf_counter()
+    sections = []
+    for spec in loaded:
+        bar.set_label(f"report: {spec.name}")
+        section = run_analysis(spec, out, data=data, force=force)
+        sections.append(section)
+        if log:
+            state = "cached" if section.cached else f"{section.seconds:.1f} s"
+            flag = "" if section.converged else "  ** NOT CONVERGED **"
+            log(f"  {spec.name} ({spec.kind}): {state}{flag}")
+        bar.update()
+    bar.close()
+    seconds = time.perf_counter() - start
+    report = Report(out, sections, seconds)
+    write_report_md(report)
+    (out / "results.json").write_text(json.dumps(_json_safe({
+        "saturation_version": __version__, "hdi_prob": S.HDI_PROB, "seconds": round(seconds, 2),
+        "analyses": {s.name: {"kind": s.kind, "title": s.title, "verdict": s.verdict, "converged": s.converged,
+                              "diagnostics": s.diagnostics, "results": s.results, "tables": s.tables,
+                              "figures": s.figures, "fits": s.fits, "cached": s.cached, "seconds": s.seconds,
+                              "warnings": s.warnings}
+                     for s in sections}}), indent=1) + "\n")
+    return report
+
+
+def _anchor(title: str) -> str:
+    keep = "".join(ch.lower() if ch.isalnum() else "-" if ch in " -" else "" for ch in title)
+    return keep.strip("-")
+
+
+def write_report_md(report: Report) -> Path:
+    """REPORT.md: contents, then one section per analysis."""
+    lines = ["# saturation report", "",
+             f"Generated by saturation {__version__} on {_dt.date.today().isoformat()} "
+             f"({report.seconds:.1f} s; intervals are {int(S.HDI_PROB * 100)} % highest-density intervals).", ""]
+    synthetic = sorted({s.synthetic for s in report.sections if s.synthetic})
+    for note in synthetic:
+        lines += [f"> **Data note.** {note}. Published figures are shown next to the estimates for comparison; "
+                  "they are never used as results.", ""]
+    bad = [s.name for s in report.sections if not s.converged]
+    if bad:
+        lines += [f"> **WARNING: {len(bad)} fit(s) did not converge ({', '.join(bad)}). Their numbers are not "
+                  "trustworthy; see their diagnostics.**", ""]
+    lines += ["## Contents", ""]
+    for i, s in enumerate(report.sections, 1):
+        lines.append(f"{i}. [{s.title}](#{_anchor(f'{i} {s.title}')}) - {s.verdict.split('.')[0]}.")
+    lines.append("")
+    for i, s in enumerate(report.sections, 1):
+        lines += [f"## {i} {s.title}", ""]
+        if s.question:
+            lines += [f"**Question.** {s.question}", ""]
+        lines += [f"**Verdict.** {s.verdict}", ""]
+        if s.details:
+            lines += [f"- {d}" for d in s.details] + [""]
+        d = s.diagnostics
+        state = "converged" if s.converged else "**NOT CONVERGED - do not read these numbers**"
+        lines += [f"**Diagnostics.** R-hat max {d.get('rhat_max', float('nan')):.3f}, min bulk ESS "
+                  f"{d.get('ess_bulk_min', float('nan')):.0f}, min tail ESS {d.get('ess_tail_min', float('nan')):.0f}, "
+                  f"divergences {d.get('divergences', 0)}: {state}. "
+                  f"{'Reused from the cache.' if s.cached else f'Fitted in {s.seconds:.1f} s.'}", ""]
+        if not s.converged:
+            lines += ["> **WARNING: this fit did not meet the convergence thresholds (R-hat <= 1.01, bulk ESS >= "
+                      "400, no divergences).**", ""]
+        for w in s.warnings:
+            lines += [f"> warning: {w}", ""]
+        for table in s.tables:
+            path = report.out / table
+            name = Path(table).stem.replace("_", " ")
+            lines += [f"**Table: {name}** ([CSV]({Path(table).with_suffix('.csv').as_posix()}), "
+                      f"[LaTeX]({Path(table).with_suffix('.tex').as_posix()}))", "", path.read_text(), ""]
+        for fig in s.figures:
+            name = Path(fig).stem.replace("_", " ")
+            lines += [f"![{s.title}: {name}]({fig})", "",
+                      f"*Figure: {name}* ([PDF]({Path(fig).with_suffix('.pdf').as_posix()}))", ""]
+        if s.fits:
+            lines += ["Fits (ArviZ InferenceData, netCDF): " + ", ".join(f"[{Path(f).name}]({f})" for f in s.fits), ""]
+    path = report.out / "REPORT.md"
+    path.write_text("\n".join(lines))
+    return path

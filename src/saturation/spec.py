@@ -1,0 +1,278 @@
+"""Declarative analysis specs (``models/*.toml``): load, validate, resolve data.
+
+One TOML file per analysis::
+
+    [analysis]
+    kind = "plateau"              # plateau | diagnose | series | transfer
+    title = "..."                 # one line
+    question = "..."              # what the analysis asks
+
+    [data]
+    trials = "embedded:swesmith"  # or a path (relative to the spec file): tables or .nc
+    # series = "embedded:code-contests"   (kind "series": per-step metrics CSV or .nc)
+    reference = "embedded"        # optional: show the study's published figures
+
+    [model]                       # kind-specific keys (MODEL_KEYS)
+    [priors]                      # fields of PlateauPriors / TransferPriors
+    [sampler]                     # draws, tune, chains, seed, sampler, target_accept
+    [figures]
+    include = ["curves", "slopes"]
+
+:func:`validate_spec` collects every problem (unknown section or key, wrong type, value
+outside its choices, missing or unreadable data) and raises :class:`SpecError` once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import xarray as xr
+
+from saturation import schema as S
+
+KINDS = ("plateau", "diagnose", "series", "transfer")
+EMBEDDED = "embedded:"
+
+_STR, _NUM, _INT, _BOOL, _STRS = "string", "number", "integer", "boolean", "list of strings"
+
+MODEL_KEYS: dict[str, dict[str, str]] = {
+    "plateau": {"levels": _STRS, "response": _STR, "run": _STR, "breakpoint": _NUM, "shared": _BOOL,
+                "continuity": _STR, "likelihood": _STR, "rope": _NUM, "compare": _STRS},
+    "diagnose": {"levels": _STRS, "run": _STR},
+    "series": {"runs": _STRS, "reference_runs": _STRS, "pass1": _STR, "passk": _STR, "entropy": _STR, "pass_rope": _NUM,
+               "entropy_rope": _NUM},
+    "transfer": {"reference": _STR, "arms": _STRS, "first_steps": _INT, "knot_every": _NUM},
+}
+FIGURES: dict[str, tuple[str, ...]] = {
+    "plateau": ("curves", "slopes", "plateaued_by", "ppc", "loo"),
+    "diagnose": ("cardinality",),
+    "series": ("pass_at_k", "entropy"),
+    "transfer": ("transfer",),
+}
+CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("model", "continuity"): S.CONTINUITIES,
+    ("model", "likelihood"): S.LIKELIHOODS,
+    ("sampler", "sampler"): S.SAMPLERS,
+    ("model", "compare"): ("hinge", "hinge-separate", "hinge-shared", "linear", "exponential"),
+}
+SECTION_KEYS: dict[str, dict[str, str]] = {
+    "analysis": {"kind": _STR, "title": _STR, "question": _STR, "name": _STR},
+    "data": {"trials": _STR, "series": _STR, "reference": _STR},
+    "sampler": {"draws": _INT, "tune": _INT, "chains": _INT, "seed": _INT, "sampler": _STR,
+                "target_accept": _NUM},
+    "figures": {"include": _STRS},
+}
+
+
+class SpecError(ValueError):
+    """Every problem of one or more specs, raised once."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__(f"{len(problems)} problem(s) in the analysis spec(s):\n  - " + "\n  - ".join(problems))
+
+
+@dataclass
+class Spec:
+    """One validated analysis spec."""
+
+    name: str
+    path: Path
+    kind: str
+    title: str
+    question: str
+    data: dict[str, str]
+    model: dict[str, Any] = field(default_factory=dict)
+    priors: dict[str, Any] = field(default_factory=dict)
+    sampler: dict[str, Any] = field(default_factory=dict)
+    figures: list[str] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def seed(self) -> int:
+        return int(self.sampler.get("seed", 0))
+
+    def canonical(self) -> str:
+        """The spec's content as canonical JSON (the cache key's first part)."""
+        return json.dumps(self.raw, sort_keys=True, default=str)
+
+
+def _type_ok(value: Any, kind: str) -> bool:
+    if kind == _STR:
+        return isinstance(value, str)
+    if kind == _BOOL:
+        return isinstance(value, bool)
+    if kind == _INT:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == _NUM:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _prior_keys(kind: str) -> dict[str, str]:
+    from saturation.models import PlateauPriors, TransferPriors
+
+    cls = {"plateau": PlateauPriors, "transfer": TransferPriors}.get(kind)
+    if cls is None:
+        return {}
+    return {f.name: (_INT if f.name == "min_segment" else _NUM) for f in fields(cls)}
+
+
+def _check_section(where: str, section: str, table: Any, allowed: dict[str, str], problems: list[str]) -> None:
+    if not isinstance(table, dict):
+        problems.append(f"{where}: [{section}] must be a table")
+        return
+    for key, value in table.items():
+        if key not in allowed:
+            hint = f"; allowed: {', '.join(sorted(allowed))}" if allowed else f"; [{section}] takes no keys here"
+            problems.append(f"{where}: [{section}] unknown key {key!r}{hint}")
+        elif not _type_ok(value, allowed[key]):
+            problems.append(f"{where}: [{section}] {key} must be a {allowed[key]}, got {value!r}")
+        elif (section, key) in CHOICES:
+            choices = CHOICES[(section, key)]
+            bad = [v for v in (value if isinstance(value, list) else [value]) if v not in choices]
+            if bad:
+                problems.append(f"{where}: [{section}] {key}: {bad} not among {list(choices)}")
+
+
+def data_path(value: str, spec_path: Path) -> Path | None:
+    """The file or directory a data entry names (None for embedded data)."""
+    if value.startswith(EMBEDDED):
+        return None
+    path = Path(value)
+    return path if path.is_absolute() else spec_path.parent / path
+
+
+def _check_data(where: str, spec_path: Path, kind: str, data: dict[str, Any], problems: list[str]) -> None:
+    from saturation.replica import EMBEDDED_SERIES, EMBEDDED_TRIALS
+
+    needed = "series" if kind == "series" else "trials"
+    if needed not in data:
+        problems.append(f"{where}: [data] {needed} is missing (a path or '{EMBEDDED}<name>')")
+    embedded = {"trials": EMBEDDED_TRIALS, "series": EMBEDDED_SERIES}
+    for key in ("trials", "series"):
+        value = data.get(key)
+        if not isinstance(value, str):
+            continue
+        if value.startswith(EMBEDDED):
+            name = value[len(EMBEDDED):]
+            if name not in embedded[key]:
+                problems.append(f"{where}: [data] {key}: no embedded data set {name!r}; have {sorted(embedded[key])}")
+        else:
+            path = data_path(value, spec_path)
+            if path is None or not path.exists():
+                problems.append(f"{where}: [data] {key}: {value!r} does not exist (resolved to {path})")
+    ref = data.get("reference")
+    if isinstance(ref, str) and ref != "embedded":
+        path = data_path(ref, spec_path)
+        if path is None or not path.exists():
+            problems.append(f"{where}: [data] reference: {ref!r} does not exist (use 'embedded' or a path)")
+
+
+def validate_spec(raw: dict[str, Any], path: Path) -> Spec:
+    """Validate one parsed spec; raise :class:`SpecError` listing every problem."""
+    where = str(path)
+    problems: list[str] = []
+    allowed_sections = ("analysis", "data", "model", "priors", "sampler", "figures")
+    for section in raw:
+        if section not in allowed_sections:
+            problems.append(f"{where}: unknown section [{section}]; allowed: {', '.join(allowed_sections)}")
+    analysis = raw.get("analysis", {})
+    kind = analysis.get("kind") if isinstance(analysis, dict) else None
+    if kind not in KINDS:
+        problems.append(f"{where}: [analysis] kind must be one of {list(KINDS)}, got {kind!r}")
+    _check_section(where, "analysis", analysis, SECTION_KEYS["analysis"], problems)
+    for section in ("data", "sampler", "figures"):
+        _check_section(where, section, raw.get(section, {}), SECTION_KEYS[section], problems)
+    if kind in KINDS:
+        _check_section(where, "model", raw.get("model", {}), MODEL_KEYS[kind], problems)
+        _check_section(where, "priors", raw.get("priors", {}), _prior_keys(kind), problems)
+        include = raw.get("figures", {}).get("include", list(FIGURES[kind])) if isinstance(raw.get("figures"), dict) else []
+        if isinstance(include, list):
+            bad = [f for f in include if f not in FIGURES[kind]]
+            if bad:
+                problems.append(f"{where}: [figures] include: {bad} not available for {kind}; "
+                                f"available: {list(FIGURES[kind])}")
+        if isinstance(raw.get("data", {}), dict):
+            _check_data(where, path, kind, raw.get("data", {}), problems)
+    sampler = raw.get("sampler", {}) if isinstance(raw.get("sampler"), dict) else {}
+    for key in ("draws", "tune", "chains"):
+        if isinstance(sampler.get(key), int) and sampler[key] < 1:
+            problems.append(f"{where}: [sampler] {key} must be >= 1, got {sampler[key]}")
+    if problems:
+        raise SpecError(problems)
+    assert kind is not None
+    figures = raw.get("figures", {}).get("include", list(FIGURES[kind]))
+    return Spec(name=str(analysis.get("name", path.stem)), path=path, kind=kind,
+                title=str(analysis.get("title", path.stem)), question=str(analysis.get("question", "")),
+                data=dict(raw.get("data", {})), model=dict(raw.get("model", {})), priors=dict(raw.get("priors", {})),
+                sampler=dict(raw.get("sampler", {})), figures=list(figures), raw=raw)
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read and validate one spec file (TOML)."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecError([f"{path}: no such spec file"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError([f"{path}: not valid TOML ({exc})"]) from None
+    return validate_spec(raw, path)
+
+
+def load_specs(paths: list[str | Path]) -> list[Spec]:
+    """Read and validate several specs (files or directories of ``*.toml``); every problem
+    of every spec is raised at once. Names must be unique."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        files.extend(sorted(p.glob("*.toml")) if p.is_dir() else [p])
+    specs, problems = [], []
+    for f in files:
+        try:
+            specs.append(load_spec(f))
+        except SpecError as exc:
+            problems.extend(exc.problems)
+    names = [s.name for s in specs]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"analysis name {name!r} is used by several specs")
+    if not files:
+        problems.append(f"no spec files in {[str(p) for p in paths]}")
+    if problems:
+        raise SpecError(problems)
+    return specs
+
+
+def default_spec_dir() -> Path:
+    """The shipped specs: the installed copy, else the repository's ``models/``."""
+    installed = Path(__file__).parent / "_embedded" / "models"
+    if installed.is_dir():
+        return installed
+    return Path(__file__).resolve().parents[2] / "models"
+
+
+def load_data(spec: Spec, key: str, override: str | Path | None = None) -> tuple[xr.Dataset, str]:
+    """The spec's ``trials`` or ``series`` data (``override`` replaces it) and its content hash."""
+    from saturation import replica
+    from saturation.io import expand_paths, open_trials, read_trials
+
+    value = str(override) if override is not None else spec.data[key]
+    if value.startswith(EMBEDDED):
+        name = value[len(EMBEDDED):]
+        files = {**replica.EMBEDDED_TRIALS, **replica.EMBEDDED_SERIES}
+        return replica.load_embedded(name), replica.content_hash(replica.data_dir() / files[name])
+    path = Path(value) if override is not None else data_path(value, spec.path)
+    assert path is not None
+    digest = hashlib.sha256()
+    for f in ([path] if path.is_file() else expand_paths(path)):
+        digest.update(f.read_bytes())
+    if path.suffix == ".nc":
+        return open_trials(path), digest.hexdigest()
+    if key == "series":
+        return replica.read_metrics_csv(path), digest.hexdigest()
+    return read_trials(path), digest.hexdigest()
