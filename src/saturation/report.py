@@ -31,7 +31,7 @@ import xarray as xr
 from saturation import __version__
 from saturation import schema as S
 from saturation.progress import Progress
-from saturation.spec import Spec, default_spec_dir, load_data, load_specs
+from saturation.spec import Spec, data_hash, default_spec_dir, load_data, load_specs
 
 #: a level "plateaued" when P(early slope > 0) and P(late gain in ROPE) reach these
 P_RISE, P_FLAT = 0.95, 0.90
@@ -475,9 +475,9 @@ def _reference(spec: Spec) -> tuple[dict[str, Any] | None, str]:
 def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, force: bool = False) -> Section:
     """Run one analysis (or reuse its cached outputs) and write its files under ``out_dir/<name>``."""
     key_name = "series" if spec.kind == "series" else "trials"
-    ds, data_hash = load_data(spec, key_name, data)
     reference, ref_hash = _reference(spec)
-    key = hashlib.sha256("\n".join([spec.canonical(), data_hash, ref_hash, __version__]).encode()).hexdigest()
+    parts = [spec.canonical(), data_hash(spec, key_name, data), ref_hash, __version__]
+    key = hashlib.sha256("\n".join(parts).encode()).hexdigest()
     record = out_dir / spec.name / "section.json"
     if record.exists() and not force:
         try:
@@ -488,6 +488,7 @@ def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, f
         if old is not None and old.key == key and all((out_dir / f).exists() for f in files):
             old.cached = True
             return old
+    ds = load_data(spec, key_name, data)
     out = _Out(out_dir, spec.name)
     for stale in out.dir.iterdir():
         if stale.is_file():

@@ -256,23 +256,44 @@ def default_spec_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "models"
 
 
-def load_data(spec: Spec, key: str, override: str | Path | None = None) -> tuple[xr.Dataset, str]:
-    """The spec's ``trials`` or ``series`` data (``override`` replaces it) and its content hash."""
+def _source(spec: Spec, key: str, override: str | Path | None) -> tuple[str | None, Path]:
+    """(embedded name or None, path) of the spec's ``trials``/``series`` data."""
     from saturation import replica
-    from saturation.io import expand_paths, open_trials, read_trials
 
     value = str(override) if override is not None else spec.data[key]
     if value.startswith(EMBEDDED):
         name = value[len(EMBEDDED):]
         files = {**replica.EMBEDDED_TRIALS, **replica.EMBEDDED_SERIES}
-        return replica.load_embedded(name), replica.content_hash(replica.data_dir() / files[name])
+        return name, replica.data_dir() / files[name]
     path = Path(value) if override is not None else data_path(value, spec.path)
     assert path is not None
+    return None, path
+
+
+def data_hash(spec: Spec, key: str, override: str | Path | None = None) -> str:
+    """Content hash of the spec's data (cheap: the data are not parsed)."""
+    from saturation import replica
+    from saturation.io import expand_paths
+
+    name, path = _source(spec, key, override)
+    if name is not None:
+        return replica.content_hash(path)
     digest = hashlib.sha256()
     for f in ([path] if path.is_file() else expand_paths(path)):
         digest.update(f.read_bytes())
+    return digest.hexdigest()
+
+
+def load_data(spec: Spec, key: str, override: str | Path | None = None) -> xr.Dataset:
+    """The spec's ``trials`` or ``series`` data (``override`` replaces the source)."""
+    from saturation import replica
+    from saturation.io import open_trials, read_trials
+
+    name, path = _source(spec, key, override)
+    if name is not None:
+        return replica.load_embedded(name)
     if path.suffix == ".nc":
-        return open_trials(path), digest.hexdigest()
+        return open_trials(path)
     if key == "series":
-        return replica.read_metrics_csv(path), digest.hexdigest()
-    return read_trials(path), digest.hexdigest()
+        return replica.read_metrics_csv(path)
+    return read_trials(path)

@@ -1,0 +1,92 @@
+"""Analysis specs: the shipped ones validate; every kind of mistake is reported at once."""
+
+from __future__ import annotations
+
+import pytest
+
+from saturation.spec import FIGURES, KINDS, SpecError, default_spec_dir, load_spec, load_specs
+
+GOOD = """
+[analysis]
+kind = "plateau"
+title = "t"
+[data]
+trials = "embedded:swesmith"
+[model]
+levels = ["file"]
+rope = 0.02
+[sampler]
+draws = 200
+"""
+
+
+def test_shipped_specs_validate():
+    specs = load_specs([default_spec_dir()])
+    assert {s.name for s in specs} == {"swesmith-plateau", "swesmith-split46", "learning-diagnostics",
+                                       "swegym-transfer", "code-contests"}
+    assert {s.kind for s in specs} == set(KINDS)
+    for s in specs:
+        assert set(s.figures) <= set(FIGURES[s.kind]) and s.title and s.question
+
+
+def test_good_spec_and_defaults(tmp_path):
+    path = tmp_path / "a.toml"
+    path.write_text(GOOD)
+    spec = load_spec(path)
+    assert spec.name == "a" and spec.kind == "plateau" and spec.seed == 0
+    assert spec.figures == list(FIGURES["plateau"])
+    assert spec.model == {"levels": ["file"], "rope": 0.02}
+
+
+def test_every_problem_is_reported_once(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text("""
+[analysis]
+kind = "plateau"
+colour = "red"
+[data]
+trials = "missing/trials.csv"
+reference = "nowhere.json"
+[model]
+rope = "wide"
+likelihood = "poisson"
+arms = ["a"]
+[priors]
+tau_sd = 0.1
+bogus = 1
+[sampler]
+draws = 0
+chains = 2.5
+[figures]
+include = ["curves", "transfer"]
+[extra]
+x = 1
+""")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    text = str(info.value)
+    for needle in ("unknown section [extra]", "[analysis] unknown key 'colour'", "missing/trials.csv' does not exist",
+                   "reference: 'nowhere.json' does not exist", "[model] rope must be a number",
+                   "['poisson'] not among", "[model] unknown key 'arms'", "[priors] unknown key 'bogus'",
+                   "[sampler] draws must be >= 1", "[sampler] chains must be a integer",
+                   "['transfer'] not available for plateau"):
+        assert needle in text, needle
+    assert str(path) in text and len(info.value.problems) == 11
+
+
+def test_missing_kind_data_and_duplicate_names(tmp_path):
+    (tmp_path / "a.toml").write_text('[analysis]\nkind = "series"\n')
+    (tmp_path / "b.toml").write_text("not = [toml")
+    (tmp_path / "c.toml").write_text(GOOD.replace('title = "t"', 'name = "same"'))
+    (tmp_path / "d.toml").write_text(GOOD.replace('title = "t"', 'name = "same"'))
+    with pytest.raises(SpecError) as info:
+        load_specs([tmp_path])
+    text = str(info.value)
+    assert "[data] series is missing" in text and "not valid TOML" in text
+    assert "analysis name 'same' is used by several specs" in text
+    with pytest.raises(SpecError, match="kind must be one of"):
+        (tmp_path / "e.toml").write_text("[analysis]\n")
+        load_spec(tmp_path / "e.toml")
+    with pytest.raises(SpecError, match="no embedded data set 'nope'"):
+        (tmp_path / "f.toml").write_text(GOOD.replace("embedded:swesmith", "embedded:nope"))
+        load_spec(tmp_path / "f.toml")
