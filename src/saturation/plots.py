@@ -422,5 +422,5 @@ def plot_transfer(fit: Any, *, ax: Axes | None = None, quantity: str = "all_roll
             a2.legend()
             a3.set_xlabel("crossover step")
             a3.set_ylabel("posterior probability")
-            a3.legend(fontsize=6)
+            a3.legend(fontsize=6, loc="upper left")
     return fig

@@ -33,6 +33,8 @@ from saturation import schema as S
 from saturation.progress import Progress
 from saturation.spec import Spec, data_hash, default_spec_dir, load_data, load_specs
 
+#: warnings that say nothing about a fit (pip-installed PyTensor has no BLAS; models run on numba)
+HARMLESS_WARNINGS = ("PyTensor could not link to a BLAS installation",)
 #: a level "plateaued" when P(early slope > 0) and P(late gain in ROPE) reach these
 P_RISE, P_FLAT = 0.95, 0.90
 
@@ -497,7 +499,8 @@ def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, f
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = RUNNERS[spec.kind](spec, ds, reference, out)
-    caught_msgs = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, UserWarning)))
+    caught_msgs = list(dict.fromkeys(str(w.message).strip() for w in caught if issubclass(w.category, UserWarning)
+                                     and not str(w.message).startswith(HARMLESS_WARNINGS)))
     section = Section(name=spec.name, kind=spec.kind, title=spec.title, question=spec.question,
                       verdict=res["verdict"], details=res["details"], diagnostics=_json_safe(res["diagnostics"]),
                       converged=bool(res["diagnostics"]["converged"]), tables=out.tables, figures=out.figures,
