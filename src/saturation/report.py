@@ -128,10 +128,17 @@ def _inside(value: float, e: dict[str, Any] | None) -> bool | None:
 
 
 def _sampler(spec: Spec) -> Any:
-    from saturation.models import SamplerConfig
+    """The spec's sampler settings on top of the model's own defaults (the transfer model
+    defaults to nutpie's low-rank mass matrix, which its intercept/random-walk
+    correlations need)."""
+    from dataclasses import replace
 
-    keys = ("draws", "tune", "chains", "sampler", "target_accept")
-    return SamplerConfig(**{k: spec.sampler[k] for k in keys if k in spec.sampler})
+    from saturation.models import SamplerConfig
+    from saturation.models.transfer import DEFAULT_SAMPLER
+
+    base = DEFAULT_SAMPLER if spec.kind == "transfer" else SamplerConfig()
+    keys = ("draws", "tune", "chains", "sampler", "target_accept", "low_rank")
+    return replace(base, **{k: spec.sampler[k] for k in keys if k in spec.sampler})
 
 
 def _json_safe(obj: Any) -> Any:

@@ -64,7 +64,7 @@ SECTION_KEYS: dict[str, dict[str, str]] = {
     "analysis": {"kind": _STR, "title": _STR, "question": _STR, "name": _STR},
     "data": {"trials": _STR, "series": _STR, "reference": _STR},
     "sampler": {"draws": _INT, "tune": _INT, "chains": _INT, "seed": _INT, "sampler": _STR,
-                "target_accept": _NUM},
+                "target_accept": _NUM, "low_rank": _BOOL},
     "figures": {"include": _STRS},
 }
 
