@@ -319,6 +319,12 @@ def _diagnose(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
                     value = pub[fld][i] if isinstance(pub[fld], list) else pub[fld]
                     ref_rows.append({"level": level, "quantity": f"{fld} {when}", "published": value, **_hdi_row(e),
                                      "published inside HDI": _inside(value, e)})
+        per_answer = reference["precision_recall"].get("predicted_locations_per_answer")
+        if per_answer and "n_locations" in diag.numbers:
+            for i, when in enumerate(("start", "end")):
+                e = diag.numbers["n_locations"][when]
+                ref_rows.append({"level": "all", "quantity": f"locations per answer {when}", "published": per_answer[i],
+                                 **_hdi_row(e), "published inside HDI": _inside(per_answer[i], e)})
         out.table(pd.DataFrame(ref_rows), "published_vs_bayes", "Published precision/recall next to the estimates")
     if "cardinality" in spec.figures:
         out.figure(plots.plot_cardinality(diag), "cardinality")
