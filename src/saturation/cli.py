@@ -439,6 +439,43 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ------------------------------------------------------------------ calibrate
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from saturation.calibrate import calibrate, write_outputs
+    from saturation.progress import Progress
+
+    n = args.sims + args.null_sims * 2 + args.power_sims * 3
+    bar = Progress(n, f"calibrate {args.model}", enabled=args.progress)
+
+    def tick(done: int, total: int) -> None:
+        bar.update(done - bar.done)
+
+    where = args.scheduler or f"a LocalCluster with {args.workers} workers"
+    _print(f"calibrating the {args.model} model: {args.sims} SBC simulations, {args.null_sims} null and "
+           f"{args.power_sims} power simulations per effect size, on {where}")
+    overrides = {"fit_late_slope_sd": args.misspecify_late_slope_sd} if args.misspecify_late_slope_sd else {}
+    cal = calibrate(args.model, sims=args.sims, null_sims=args.null_sims, power_sims=args.power_sims,
+                    seed=args.seed, scheduler=args.scheduler, workers=args.workers, progress=tick, **overrides)
+    bar.close()
+    write_outputs(cal, args.out)
+    table = cal.table
+    for row in table.itertuples(index=False):
+        p = "" if row.p_value != row.p_value else f", uniformity p = {row.p_value:.3f}"
+        verdict = {True: "ok", False: "FAILS", None: "reported"}[row.passes]
+        _print(f"  {row.check}: {row.value:.3f} [{row.interval_low:.3f}, {row.interval_high:.3f}]{p} - {verdict}")
+    if cal.failures:
+        _print(f"{len(cal.failures)} task(s) failed after retries (listed in calibration.json):")
+        for f in cal.failures[:10]:
+            _print(f"  - {f['task']}: {f['error']}")
+    _print(f"wrote {args.out}/ (calibration.nc, verdict.csv/.md/.tex, ranks.pdf/.png, calibration.json) "
+           f"in {cal.seconds:.1f} s")
+    failed = [r.check for r in table.itertuples(index=False) if r.passes is False]
+    if failed or cal.failures:
+        print(f"WARNING: calibration checks failed: {', '.join(failed) or 'none'}; failed tasks: {len(cal.failures)}",
+              file=sys.stderr)
+    return EXIT_OK
+
+
 # ------------------------------------------------------------------ parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -457,6 +494,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar (default: when stderr is a terminal)")
     p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("calibrate", help="simulation-based calibration, HDI coverage, false-plateau rate and "
+                                         "power of a model, run as dask tasks")
+    p.add_argument("model", choices=["plateau"], help="the model to calibrate (transfer/diagnostics: not yet)")
+    p.add_argument("--sims", type=int, default=200, help="SBC simulations (default 200)")
+    p.add_argument("--null-sims", type=int, default=100, help="steadily rising null simulations per rise (default 100)")
+    p.add_argument("--power-sims", type=int, default=50, help="true-plateau simulations per effect size (default 50)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="dask scheduler (tcp://host:port); default: a LocalCluster on this machine; 'sync': no dask")
+    p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes (default 2)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="calibration", metavar="DIR", help="output directory (default calibration/)")
+    p.add_argument("--misspecify-late-slope-sd", type=float, metavar="SD",
+                   help="fit with this late-slope prior sd instead of the simulating one (shows a failing check)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
+    p.set_defaults(func=_cmd_calibrate)
 
     p = sub.add_parser("simulate", help="write a simulated data set with known truth")
     p.add_argument("scenario", help="one of: " + ", ".join(_scenarios()))

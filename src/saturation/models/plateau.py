@@ -187,8 +187,9 @@ class PlateauPriors:
     change points, so the marginalised posterior is close to unimodal. With :math:`r` the
     range of the per-step means of a level (at least 0.01), :math:`T` the step span:
 
-    * start :math:`a \sim N(\text{mean of the first 3 steps}, r)`;
-    * value at the change point :math:`h \sim N(\text{mean of the last third}, r)`;
+    * start :math:`a \sim N(\text{mean of the first 3 steps}, r)` (centre ``start_mu`` if given);
+    * value at the change point :math:`h \sim N(\text{mean of the last third}, r)` (centre
+      ``level_mu`` if given);
     * late slope :math:`\beta_2 \sim N(0, 2r/T)` (a late gain of twice the observed range
       over the whole run is one prior sd); the Savage-Dickey Bayes factor for
       :math:`\beta_2 = 0` depends on this width (wider prior -> larger BF01);
@@ -204,6 +205,10 @@ class PlateauPriors:
     """
 
     min_segment: int = 5
+    #: prior centres; None: from the data (first 3 steps / last third). Fixed centres make
+    #: the prior independent of the data (simulation-based calibration needs that).
+    start_mu: float | None = None
+    level_mu: float | None = None
     start_sd: float | None = None
     level_sd: float | None = None
     late_slope_sd: float | None = None
@@ -233,9 +238,9 @@ class PlateauPriors:
             return np.full(len(data.levels), float(value)) if value is not None else default
 
         return {
-            "start_mu": data.y[:, : min(3, data.y.shape[1])].mean(axis=1),
+            "start_mu": pick(self.start_mu, data.y[:, : min(3, data.y.shape[1])].mean(axis=1)),
             "start_sd": pick(self.start_sd, rng),
-            "level_mu": data.y[:, -max(3, data.y.shape[1] // 3):].mean(axis=1),
+            "level_mu": pick(self.level_mu, data.y[:, -max(3, data.y.shape[1] // 3):].mean(axis=1)),
             "level_sd": pick(self.level_sd, rng),
             "late_slope_sd": pick(self.late_slope_sd, 2 * rng / span),
             "jump_sd": pick(self.jump_sd, rng),

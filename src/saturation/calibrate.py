@@ -1,0 +1,369 @@
+"""Is the uncertainty honest? Simulation-based calibration and null checks, on Dask.
+
+For the plateau model (Gaussian likelihood on per-step means, unknown change point):
+
+* **SBC** (Talts et al. 2018): draw the parameters from the prior, simulate per-step
+  means from the model's own likelihood, fit, and record the rank of the true value among
+  the posterior draws for every scalar parameter (change point, start, value at the change
+  point, late slope, overdispersion tau). A calibrated model gives uniform ranks; the
+  test is a chi-square on binned ranks. The priors are fixed (``start_mu``/``level_mu``
+  given), so they do not depend on the simulated data.
+* **Coverage** of the 94 % HDI of every parameter on the same simulations.
+* **False-plateau rate**: steadily rising metrics (no change point) fitted with an unknown
+  change point; "plateau" is the report's rule (P(early slope > 0) >= 0.95 and P(late gain
+  inside the ROPE) >= 0.90).
+* **Power**: true plateaus (break in the middle, flat after) at several effect sizes.
+
+Every simulation is one self-contained, seeded task (:func:`run_task`); tasks run on a
+dask.distributed cluster (a LocalCluster by default, or an existing scheduler), are
+retried on failure, and a task that still fails is reported, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from scipy import stats
+
+from saturation import __version__
+from saturation import schema as S
+
+SBC_PARAMS = ("changepoint", "start", "value_at_changepoint", "late_slope", "tau")
+#: a level counts as plateaued under the report's rule
+P_RISE, P_FLAT = 0.95, 0.90
+MODELS = ("plateau",)
+
+
+@dataclass(frozen=True)
+class PlateauSetting:
+    """One calibration setting of the plateau model (a single metric)."""
+
+    n_steps: int = 40
+    #: standard error of each per-step mean (within-step noise; tau adds overdispersion);
+    #: 0.005 is a well-measured metric (e.g. F1 with sd 0.25 over 2,500 rollouts per step)
+    se: float = 0.005
+    min_segment: int = 5
+    start_mu: float = 0.5
+    start_sd: float = 0.1
+    level_mu: float = 0.8
+    level_sd: float = 0.1
+    late_slope_sd: float = 0.002
+    tau_sd: float = 0.01
+    #: if set, the fit uses this late-slope prior sd instead (a deliberate mis-specification)
+    fit_late_slope_sd: float | None = None
+    rope: float = 0.01
+    #: posterior draws per fit = chains x draws (independent draws of the exact sampler;
+    #: ranks 0..chains x draws); several chains so that R-hat is defined
+    chains: int = 3
+    draws: int = 333
+
+    def priors(self, *, for_fit: bool) -> Any:
+        from saturation.models import PlateauPriors
+
+        late = self.fit_late_slope_sd if (for_fit and self.fit_late_slope_sd is not None) else self.late_slope_sd
+        return PlateauPriors(min_segment=self.min_segment, start_mu=self.start_mu, start_sd=self.start_sd,
+                             level_mu=self.level_mu, level_sd=self.level_sd, late_slope_sd=late,
+                             tau_sd=self.tau_sd)
+
+
+def _step_data(y: np.ndarray, setting: PlateauSetting) -> Any:
+    from saturation.models import StepData
+
+    steps = np.arange(setting.n_steps, dtype=float)
+    return StepData(steps=steps, levels=["metric"], y=y[None, :], n=np.full((1, len(steps)), np.inf),
+                    var_mean=np.full((1, len(steps)), setting.se**2), response="metric",
+                    summary={"steps": [0, int(steps[-1])], "n_trials": None, "simulated": True})
+
+
+def _fit(y: np.ndarray, setting: PlateauSetting, seed: int) -> Any:
+    """Fit with the exact sampler; its convergence flag is recorded per task (with a few
+    hundred independent draws R-hat fluctuates around 1.01 by chance), not warned about."""
+    import warnings
+
+    from saturation.models import ConvergenceWarning, SamplerConfig, fit_plateau
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return fit_plateau(_step_data(y, setting), priors=setting.priors(for_fit=True), rope=setting.rope,
+                           sampler=SamplerConfig(draws=setting.draws, chains=setting.chains, sampler="exact"),
+                           seed=seed)
+
+
+def _prior_draw(setting: PlateauSetting, rng: np.random.Generator) -> dict[str, float]:
+    from saturation.models.plateau import candidate_grid
+
+    steps = np.arange(setting.n_steps, dtype=float)
+    grid = candidate_grid(steps, setting.min_segment)
+    return {"changepoint": float(rng.choice(grid)), "start": rng.normal(setting.start_mu, setting.start_sd),
+            "value_at_changepoint": rng.normal(setting.level_mu, setting.level_sd),
+            "late_slope": rng.normal(0.0, setting.late_slope_sd), "tau": abs(rng.normal(0.0, setting.tau_sd))}
+
+
+def simulate_means(theta: dict[str, float], setting: PlateauSetting, rng: np.random.Generator) -> np.ndarray:
+    """Per-step means from the model's likelihood: hinge curve (the same function the
+    model uses) plus N(0, se^2 + tau^2) noise."""
+    from saturation.models.plateau import _mean_curve
+
+    t = np.arange(setting.n_steps, dtype=float)
+    mu = _mean_curve(t, theta["changepoint"], theta["start"], theta["value_at_changepoint"], theta["late_slope"],
+                     0.0, 0.0)
+    return np.asarray(mu + rng.standard_normal(len(t)) * np.sqrt(setting.se**2 + theta["tau"] ** 2))
+
+
+def _plateaued(est: dict[str, Any]) -> bool:
+    return bool(est["p_early_positive"] >= P_RISE and est["p_late_in_rope"] >= P_FLAT)
+
+
+def run_task(task: dict[str, Any]) -> dict[str, Any]:
+    """One simulation (plain dict in, plain dict out; deterministic given its seed).
+
+    ``task``: ``{"kind": "sbc" | "null" | "power", "sim": i, "seed": s, "effect": x,
+    "setting": asdict(PlateauSetting)}``.
+    """
+    setting = PlateauSetting(**task["setting"])
+    rng = np.random.default_rng([task["seed"], task["sim"], {"sbc": 0, "null": 1, "power": 2}[task["kind"]]])
+    t = np.arange(setting.n_steps, dtype=float)
+    if task["kind"] == "sbc":
+        theta = _prior_draw(setting, rng)
+    elif task["kind"] == "null":  # steadily rising by `effect` over the run, no break
+        slope = task["effect"] / t[-1]
+        theta = {"changepoint": float(t[-1]), "start": setting.start_mu, "value_at_changepoint":
+                 setting.start_mu + slope * t[-1], "late_slope": slope, "tau": 0.0}
+    else:  # a true plateau: rises by `effect` until the middle, flat after
+        c = float(t[len(t) // 2])
+        theta = {"changepoint": c, "start": setting.start_mu, "value_at_changepoint": setting.start_mu + task["effect"],
+                 "late_slope": 0.0, "tau": 0.0}
+    y = simulate_means(theta, setting, rng)
+    start = time.perf_counter()
+    fit = _fit(y, setting, seed=int(task["seed"]) * 100_003 + int(task["sim"]))
+    est = fit.estimands["levels"]["metric"]
+    out: dict[str, Any] = {"kind": task["kind"], "sim": task["sim"], "effect": task.get("effect", np.nan),
+                           "plateaued": _plateaued(est), "p_late_in_rope": est["p_late_in_rope"],
+                           "seconds": time.perf_counter() - start, "converged": bool(fit.diagnostics["converged"])}
+    if task["kind"] == "sbc":
+        post = fit.idata.posterior
+        ranks, inside = {}, {}
+        for p in SBC_PARAMS:
+            draws = post[p].to_numpy().ravel()
+            less, ties = int(np.sum(draws < theta[p])), int(np.sum(draws == theta[p]))
+            ranks[p] = less + int(rng.integers(0, ties + 1))  # ties (the discrete change point) broken at random
+            lo, hi = (est["changepoint"]["hdi"] if p == "changepoint" else _hdi(draws))
+            inside[p] = bool(lo <= theta[p] <= hi)
+        out.update(rank=ranks, inside=inside, truth=theta)
+    return out
+
+
+def _hdi(draws: np.ndarray) -> tuple[float, float]:
+    import arviz as az
+
+    lo, hi = az.hdi(draws, hdi_prob=S.HDI_PROB)
+    return float(lo), float(hi)
+
+
+def make_tasks(model: str, *, sims: int, null_sims: int, power_sims: int, seed: int,
+               setting: PlateauSetting, null_effects: Sequence[float] = (0.05, 0.2),
+               power_effects: Sequence[float] = (0.05, 0.1, 0.2)) -> list[dict[str, Any]]:
+    """The task list of one calibration run."""
+    if model not in MODELS:
+        raise ValueError(f"calibration is implemented for {list(MODELS)}; {model!r} is not (yet)")
+    base = {"seed": seed, "setting": asdict(setting)}
+    tasks = [{**base, "kind": "sbc", "sim": i} for i in range(sims)]
+    tasks += [{**base, "kind": "null", "sim": i, "effect": float(e)} for e in null_effects for i in range(null_sims)]
+    tasks += [{**base, "kind": "power", "sim": i, "effect": float(e)} for e in power_effects for i in range(power_sims)]
+    return tasks
+
+
+# ------------------------------------------------------------------ execution
+def execute(tasks: list[dict[str, Any]], *, scheduler: str | None = None, workers: int = 2,
+            progress: Callable[[int, int], None] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Run tasks on dask.distributed: ``scheduler=None`` starts a LocalCluster with
+    ``workers`` single-threaded worker processes; ``"tcp://host:port"`` uses an existing
+    cluster; ``"sync"`` runs in this process (debugging). Each task is retried twice;
+    returns ``(results, failures)`` with every task in exactly one of them."""
+    if scheduler == "sync":
+        results, failures = [], []
+        for i, task in enumerate(tasks):
+            try:
+                results.append(run_task(task))
+            except Exception as exc:  # reported as a failed task, not swallowed
+                failures.append({"task": _label(task), "error": repr(exc)})
+            if progress:
+                progress(i + 1, len(tasks))
+        return results, failures
+    from distributed import Client, LocalCluster, as_completed
+
+    cluster = None
+    if scheduler is None:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        client = Client(cluster)
+    else:
+        client = Client(scheduler)
+    try:
+        keys = [f"{_label(t)}-{t['seed']}" for t in tasks]
+        futures = client.map(run_task, tasks, key=keys, retries=2, pure=False)
+        by_key = dict(zip(keys, tasks, strict=True))
+        results, failures = [], []
+        for done, fut in enumerate(as_completed(futures), start=1):
+            if fut.status == "error":
+                failures.append({"task": _label(by_key[fut.key]), "error": repr(fut.exception())})
+            else:
+                results.append(fut.result())
+            if progress:
+                progress(done, len(tasks))
+        return results, failures
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _label(task: dict[str, Any]) -> str:
+    effect = f"-{task['effect']:g}" if "effect" in task else ""
+    return f"{task['kind']}{effect}-{task['sim']}"
+
+
+# ------------------------------------------------------------------ results
+def to_dataset(results: list[dict[str, Any]], failures: list[dict[str, Any]], setting: PlateauSetting,
+               seconds: float) -> xr.Dataset:
+    """SBC ranks/coverage (dims sim, param) and the null/power checks (dim check) as one Dataset."""
+    sbc = sorted((r for r in results if r["kind"] == "sbc"), key=lambda r: r["sim"])
+    checks = sorted((r for r in results if r["kind"] != "sbc"), key=lambda r: (r["kind"], r["effect"], r["sim"]))
+    params = list(SBC_PARAMS)
+    ds = xr.Dataset(
+        {"rank": (("sim", "param"), np.array([[r["rank"][p] for p in params] for r in sbc], dtype=np.int64).reshape(-1, len(params))),
+         "inside_hdi": (("sim", "param"), np.array([[r["inside"][p] for p in params] for r in sbc], dtype=bool).reshape(-1, len(params))),
+         "truth": (("sim", "param"), np.array([[r["truth"][p] for p in params] for r in sbc], dtype=float).reshape(-1, len(params))),
+         "check_kind": (("check",), np.array([r["kind"] for r in checks], dtype=object)),
+         "check_effect": (("check",), np.array([r["effect"] for r in checks], dtype=float)),
+         "check_plateaued": (("check",), np.array([r["plateaued"] for r in checks], dtype=bool)),
+         "check_p_late_in_rope": (("check",), np.array([r["p_late_in_rope"] for r in checks], dtype=float))},
+        coords={"sim": [r["sim"] for r in sbc], "param": params, "check": np.arange(len(checks))})
+    ds.attrs.update({"model": "plateau", "setting": json.dumps(asdict(setting)), "rank_draws": setting.draws * setting.chains,
+                     "failures": json.dumps(failures), "n_failed": len(failures), "seconds": round(seconds, 1),
+                     "hdi_prob": S.HDI_PROB, S.ATTR_VERSION: __version__,
+                     "not_converged": int(sum(not r["converged"] for r in results))})
+    return ds
+
+
+def _beta_interval(k: int, n: int) -> tuple[float, float]:
+    """Equal-tailed 94 % interval of Beta(1 + k, 1 + n - k) (a rate with a flat prior)."""
+    a = (1 - S.HDI_PROB) / 2
+    return float(stats.beta.ppf(a, 1 + k, 1 + n - k)), float(stats.beta.ppf(1 - a, 1 + k, 1 + n - k))
+
+
+def verdict_table(ds: xr.Dataset) -> pd.DataFrame:
+    """One row per check: SBC uniformity p-value and HDI coverage per parameter; the
+    false-plateau rate and the power per effect size, each with its 94 % interval."""
+    rows = []
+    n = ds.sizes["sim"]
+    n_ranks = int(ds.attrs["rank_draws"]) + 1
+    bins = max(2, min(10, n // 5))
+    for p in ds["param"].values:
+        ranks = ds["rank"].sel(param=p).to_numpy()
+        counts = np.histogram(ranks, bins=bins, range=(0, n_ranks))[0]
+        # the expected count per bin is proportional to the number of rank values it holds
+        width = np.histogram(np.arange(n_ranks), bins=bins, range=(0, n_ranks))[0]
+        p_value = float(stats.chisquare(counts, n * width / width.sum()).pvalue) if n else np.nan
+        cover = float(ds["inside_hdi"].sel(param=p).mean()) if n else np.nan
+        mc = float(np.sqrt(S.HDI_PROB * (1 - S.HDI_PROB) / n)) if n else np.nan
+        rows.append({"check": f"SBC {p}", "n": n, "value": cover, "interval_low": cover - 2 * mc,
+                     "interval_high": cover + 2 * mc, "p_value": p_value,
+                     "passes": bool(p_value >= 0.01 and abs(cover - S.HDI_PROB) <= 2 * mc + 1e-12),
+                     "meaning": f"coverage of the 94 % HDI (expected 0.94 +- 2 MC SE {mc:.3f}); p: rank uniformity"})
+    kinds = ds["check_kind"].to_numpy()
+    for kind in ("null", "power"):
+        for effect in sorted(set(ds["check_effect"].to_numpy()[kinds == kind])):
+            sel = (kinds == kind) & (ds["check_effect"].to_numpy() == effect)
+            k, m = int(ds["check_plateaued"].to_numpy()[sel].sum()), int(sel.sum())
+            lo, hi = _beta_interval(k, m)
+            if kind == "null":
+                rows.append({"check": f"false-plateau rate, steady rise of {effect:g}", "n": m, "value": k / m,
+                             "interval_low": lo, "interval_high": hi, "p_value": np.nan, "passes": bool(hi <= 0.10),
+                             "meaning": "share of steadily rising metrics called plateaued (want <= 0.10)"})
+            else:
+                rows.append({"check": f"power, plateau after a rise of {effect:g}", "n": m, "value": k / m,
+                             "interval_low": lo, "interval_high": hi, "p_value": np.nan, "passes": None,
+                             "meaning": "share of true plateaus called plateaued (reported)"})
+    return pd.DataFrame(rows)
+
+
+def plot_ranks(ds: xr.Dataset) -> Any:
+    """SBC rank histograms per parameter with the 94 % band of a uniform histogram."""
+    import matplotlib.pyplot as plt
+
+    from saturation.plots import BAND_ALPHA, PAGE, _colour, style
+
+    params = list(ds["param"].values)
+    n = ds.sizes["sim"]
+    n_ranks = int(ds.attrs["rank_draws"]) + 1
+    bins = max(2, min(10, n // 5))
+    with style():
+        fig, axes = plt.subplots(1, len(params), figsize=(PAGE, 1.6), sharey=True, layout="constrained")
+        lo, hi = stats.binom.ppf([0.03, 0.97], n, 1 / bins)
+        for i, (ax, p) in enumerate(zip(np.atleast_1d(axes), params, strict=True)):
+            ax.axhspan(lo, hi, color="0.5", alpha=BAND_ALPHA, lw=0)
+            ax.hist(ds["rank"].sel(param=p).to_numpy(), bins=bins, range=(0, n_ranks), color=_colour(i),
+                    edgecolor="white")
+            ax.set_title(p.replace("_", " "))
+            ax.set_xlabel("rank")
+        np.atleast_1d(axes)[0].set_ylabel(f"simulations (of {n})")
+    return fig
+
+
+@dataclass
+class Calibration:
+    """Result of :func:`calibrate`."""
+
+    dataset: xr.Dataset
+    table: pd.DataFrame
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def calibrate(model: str = "plateau", *, sims: int = 200, null_sims: int = 100, power_sims: int = 50,
+              seed: int = 0, scheduler: str | None = None, workers: int = 2,
+              setting: PlateauSetting | None = None, progress: Callable[[int, int], None] | None = None,
+              **setting_overrides: Any) -> Calibration:
+    """Run SBC, coverage, false-plateau and power checks of ``model`` (module docstring)."""
+    setting = replace(setting or PlateauSetting(), **setting_overrides)
+    tasks = make_tasks(model, sims=sims, null_sims=null_sims, power_sims=power_sims, seed=seed, setting=setting)
+    start = time.perf_counter()
+    results, failures = execute(tasks, scheduler=scheduler, workers=workers, progress=progress)
+    seconds = time.perf_counter() - start
+    ds = to_dataset(results, failures, setting, seconds)
+    return Calibration(ds, verdict_table(ds), failures, seconds)
+
+
+def write_outputs(cal: Calibration, out: str | Any) -> list[Any]:
+    """Write ``calibration.nc``, ``verdict.{csv,md,tex}``, ``ranks.{pdf,png}`` and
+    ``calibration.json`` into ``out``; return the paths."""
+    from pathlib import Path
+
+    import matplotlib.pyplot as plt
+
+    from saturation.plots import save_figure
+    from saturation.report import write_table
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "calibration.nc"]
+    cal.dataset.to_netcdf(paths[0], engine="h5netcdf")
+    paths += write_table(cal.table, out / "verdict", "Calibration of the plateau model")
+    if cal.dataset.sizes["sim"]:
+        fig = plot_ranks(cal.dataset)
+        paths += save_figure(fig, out / "ranks")
+        plt.close(fig)
+    summary = {"model": cal.dataset.attrs["model"], "sims": int(cal.dataset.sizes["sim"]),
+               "checks": int(cal.dataset.sizes["check"]), "failed_tasks": cal.failures,
+               "seconds": round(cal.seconds, 1), "setting": json.loads(cal.dataset.attrs["setting"]),
+               "verdict": json.loads(cal.table.to_json(orient="records"))}
+    (out / "calibration.json").write_text(json.dumps(summary, indent=1) + "\n")
+    paths.append(out / "calibration.json")
+    return paths

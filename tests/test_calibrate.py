@@ -1,0 +1,95 @@
+"""Calibration: SBC, coverage, false-plateau rate and power on dask (LocalCluster), the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from saturation.calibrate import (
+    PlateauSetting,
+    _prior_draw,
+    calibrate,
+    make_tasks,
+    run_task,
+    simulate_means,
+    to_dataset,
+    verdict_table,
+)
+from saturation.cli import main
+
+
+def test_simulator_follows_the_model_curve():
+    s = PlateauSetting(se=1e-9, tau_sd=1e-9)
+    theta = {"changepoint": 20.0, "start": 0.5, "value_at_changepoint": 0.7, "late_slope": 0.001, "tau": 0.0}
+    y = simulate_means(theta, s, np.random.default_rng(0))
+    assert y[0] == pytest.approx(0.5) and y[20] == pytest.approx(0.7) and y[30] == pytest.approx(0.71)
+    draw = _prior_draw(s, np.random.default_rng(1))
+    assert 5 <= draw["changepoint"] <= 35 and draw["tau"] >= 0
+
+
+def test_tasks_are_deterministic_and_self_contained():
+    task = make_tasks("plateau", sims=1, null_sims=0, power_sims=0, seed=4, setting=PlateauSetting())[0]
+    a, b = run_task(task), run_task(json.loads(json.dumps(task)))
+    a.pop("seconds"), b.pop("seconds")
+    assert a == b and set(a["rank"]) == {"changepoint", "start", "value_at_changepoint", "late_slope", "tau"}
+    with pytest.raises(ValueError, match="implemented for"):
+        make_tasks("transfer", sims=1, null_sims=0, power_sims=0, seed=0, setting=PlateauSetting())
+
+
+def test_local_cluster_runs_a_small_calibration_and_reports_failed_tasks():
+    cal = calibrate(sims=12, null_sims=4, power_sims=2, seed=1, workers=2)
+    ds = cal.dataset
+    assert ds.sizes["sim"] == 12 and ds.sizes["check"] == 4 * 2 + 2 * 3 and cal.failures == []
+    assert ds["rank"].min() >= 0 and ds["rank"].max() <= ds.attrs["rank_draws"]
+    table = cal.table
+    assert list(table["check"][:5]) == [f"SBC {p}" for p in ds["param"].values]
+    # same seed, same numbers, whichever way the tasks ran
+    sync = calibrate(sims=12, null_sims=4, power_sims=2, seed=1, scheduler="sync")
+    np.testing.assert_array_equal(sync.dataset["rank"].values, ds["rank"].values)
+    # a setting that cannot be fitted: every task fails, is retried, and is reported
+    bad = calibrate(sims=2, null_sims=0, power_sims=0, seed=1, workers=2, n_steps=6)
+    assert len(bad.failures) == 2 and "cannot hold two segments" in bad.failures[0]["error"]
+    assert bad.dataset.attrs["n_failed"] == 2 and bad.dataset.sizes["sim"] == 0
+
+
+def test_verdict_table_flags_non_uniform_ranks():
+    setting = PlateauSetting()
+    rng = np.random.default_rng(0)
+    results = [{"kind": "sbc", "sim": i, "effect": np.nan, "plateaued": False, "p_late_in_rope": 0.5, "seconds": 0.0,
+                "converged": True, "truth": {p: 0.0 for p in ("changepoint", "start", "value_at_changepoint",
+                                                                 "late_slope", "tau")},
+                "rank": {"changepoint": int(rng.integers(0, 1000)), "start": int(rng.integers(0, 1000)),
+                         "value_at_changepoint": int(rng.integers(0, 1000)), "late_slope": int(rng.integers(450, 550)),
+                         "tau": int(rng.integers(0, 1000))},
+                "inside": {p: True for p in ("changepoint", "start", "value_at_changepoint", "late_slope", "tau")}}
+               for i in range(100)]
+    table = verdict_table(to_dataset(results, [], setting, 1.0)).set_index("check")
+    assert table.loc["SBC late_slope", "p_value"] < 1e-6 and not table.loc["SBC late_slope", "passes"]
+    assert table.loc["SBC start", "p_value"] > 0.001
+
+
+def test_calibrate_command(tmp_path, capsys):
+    out = tmp_path / "cal"
+    assert main(["calibrate", "plateau", "--sims", "10", "--null-sims", "3", "--power-sims", "2",
+                 "--scheduler", "sync", "--out", str(out), "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "SBC late_slope" in text and "false-plateau rate" in text
+    for name in ("calibration.nc", "verdict.csv", "verdict.md", "verdict.tex", "ranks.pdf", "ranks.png",
+                 "calibration.json"):
+        assert (out / name).exists(), name
+    assert json.loads((out / "calibration.json").read_text())["sims"] == 10
+
+
+@pytest.mark.slow
+def test_sbc_passes_for_the_model_and_fails_for_a_misspecified_prior():
+    """200 SBC simulations: uniform ranks and nominal coverage with the right prior; a late-slope
+    prior ten times too narrow in the fit is caught (ranks pile up at the ends, coverage drops)."""
+    good = calibrate(sims=200, null_sims=100, power_sims=20, seed=11, workers=2).table.set_index("check")
+    for p in ("changepoint", "start", "value_at_changepoint", "late_slope", "tau"):
+        assert good.loc[f"SBC {p}", "p_value"] > 0.001, good
+    assert good.loc["false-plateau rate, steady rise of 0.2", "value"] <= 0.05
+    bad = calibrate(sims=200, null_sims=0, power_sims=0, seed=11, workers=2,
+                    fit_late_slope_sd=0.0002).table.set_index("check")
+    assert bad.loc["SBC late_slope", "p_value"] < 1e-4 and not bad.loc["SBC late_slope", "passes"]
