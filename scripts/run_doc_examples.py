@@ -30,7 +30,7 @@ def run(path: str | Path, cwd: str | Path) -> dict[str, object]:
     os.chdir(cwd)
     try:
         for i, code in enumerate(blocks(path)):
-            exec(compile(code, f"{path} block {i + 1}", "exec"), namespace)  # noqa: S102 - our own docs
+            exec(compile(code, f"{path} block {i + 1}", "exec"), namespace)  # our own docs pages
     finally:
         os.chdir(old)
     return namespace
