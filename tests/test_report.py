@@ -139,3 +139,35 @@ def test_table_writers_escape_and_align():
     assert md.splitlines()[0] == "| name_x | value | ok |" and "| a_b | 0.1235 | yes |" in md
     tex = table_latex(frame, "cap")
     assert "\\begin{tabular}{lrr}" in tex and "name\\_x" in tex and "50\\%" in tex and "\\bottomrule" in tex
+
+
+def test_report_analyses_as_dask_tasks_with_a_failing_one(tmp_path, capsys):
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "series.toml").write_text(f"""
+[analysis]
+kind = "series"
+title = "Code contests (tiny)"
+[data]
+series = "embedded:code-contests"
+{TINY}""")
+    (specs / "broken.toml").write_text(f"""
+[analysis]
+kind = "series"
+title = "A run that is not in the data"
+[data]
+series = "embedded:code-contests"
+[model]
+runs = ["no-such-run"]
+{TINY}""")
+    out = tmp_path / "r"
+    rc = main(["report", str(specs), "--out", str(out), "--scheduler", "local", "--workers", "2", "--no-progress"])
+    assert rc == 1
+    assert "broken: FAILED" in capsys.readouterr().out
+    text = (out / "REPORT.md").read_text()
+    assert "ERROR: 1 analysis(es) failed" in text and "Code contests (tiny)" in text
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["analyses"]) == {"series"} and results["failed"][0]["task"] == "broken"
+    # the cluster's section equals the in-process one (same seed, same numbers; served from the cache)
+    again = run_report([specs / "series.toml"], out=out, progress=False)
+    assert again.sections[0].cached

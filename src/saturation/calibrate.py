@@ -183,45 +183,13 @@ def make_tasks(model: str, *, sims: int, null_sims: int, power_sims: int, seed: 
 # ------------------------------------------------------------------ execution
 def execute(tasks: list[dict[str, Any]], *, scheduler: str | None = None, workers: int = 2,
             progress: Callable[[int, int], None] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Run tasks on dask.distributed: ``scheduler=None`` starts a LocalCluster with
-    ``workers`` single-threaded worker processes; ``"tcp://host:port"`` uses an existing
-    cluster; ``"sync"`` runs in this process (debugging). Each task is retried twice;
+    """Run the simulation tasks with :func:`saturation.cluster.map_tasks` (LocalCluster by
+    default, ``"tcp://host:port"`` for an existing cluster, ``"sync"`` in this process);
     returns ``(results, failures)`` with every task in exactly one of them."""
-    if scheduler == "sync":
-        results, failures = [], []
-        for i, task in enumerate(tasks):
-            try:
-                results.append(run_task(task))
-            except Exception as exc:  # reported as a failed task, not swallowed
-                failures.append({"task": _label(task), "error": repr(exc)})
-            if progress:
-                progress(i + 1, len(tasks))
-        return results, failures
-    from distributed import Client, LocalCluster, as_completed
+    from saturation.cluster import map_tasks
 
-    cluster = None
-    if scheduler is None:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
-        client = Client(cluster)
-    else:
-        client = Client(scheduler)
-    try:
-        keys = [f"{_label(t)}-{t['seed']}" for t in tasks]
-        futures = client.map(run_task, tasks, key=keys, retries=2, pure=False)
-        by_key = dict(zip(keys, tasks, strict=True))
-        results, failures = [], []
-        for done, fut in enumerate(as_completed(futures), start=1):
-            if fut.status == "error":
-                failures.append({"task": _label(by_key[fut.key]), "error": repr(fut.exception())})
-            else:
-                results.append(fut.result())
-            if progress:
-                progress(done, len(tasks))
-        return results, failures
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+    labels = [f"{_label(t)}-{t['seed']}" for t in tasks]
+    return map_tasks(run_task, tasks, labels, scheduler=scheduler, workers=workers, progress=progress)
 
 
 def _label(task: dict[str, Any]) -> str:

@@ -427,7 +427,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     _print(f"saturation report -> {args.out}/")
     report = run_report(args.specs or None, data=args.data, out=args.out, force=args.force,
-                        progress=args.progress, log=_print)
+                        progress=args.progress, log=_print, scheduler=args.scheduler, workers=args.workers)
     for s in report.sections:
         _print(f"  {s.title}: {s.verdict}")
     _print(f"wrote {Path(args.out) / 'REPORT.md'}, results.json, tables, figures and fits "
@@ -436,6 +436,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
         bad = [s.name for s in report.sections if not s.converged]
         print(f"WARNING: fits that did not converge: {', '.join(bad)}; their numbers are not trustworthy",
               file=sys.stderr)
+    if report.failures:
+        print(f"ERROR: analyses failed: {', '.join(f['task'] for f in report.failures)}", file=sys.stderr)
+        return EXIT_DATA
     return EXIT_OK
 
 
@@ -491,6 +494,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", metavar="PATH", help="replace every spec's data source (trials, or a metrics CSV)")
     p.add_argument("--out", default="report", metavar="DIR", help="output directory (default report/)")
     p.add_argument("--force", action="store_true", help="refit even when the cache is valid")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run the analyses as dask tasks: 'local' (a LocalCluster) or tcp://host:port "
+                        "(default: one after the other in this process)")
+    p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes (default 2)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar (default: when stderr is a terminal)")
     p.set_defaults(func=_cmd_report)

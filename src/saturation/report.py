@@ -524,6 +524,13 @@ def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, f
     return section
 
 
+def _analysis_task(task: dict[str, Any]) -> Section:
+    """One analysis as a self-contained task (for :func:`saturation.cluster.map_tasks`)."""
+    from saturation.spec import load_spec
+
+    return run_analysis(load_spec(task["spec"]), Path(task["out"]), data=task["data"], force=task["force"])
+
+
 @dataclass
 class Report:
     """What :func:`run_report` wrote."""
@@ -531,6 +538,8 @@ class Report:
     out: Path
     sections: list[Section]
     seconds: float
+    #: analyses that failed on the cluster after retries: {"task": name, "error": ...}
+    failures: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def converged(self) -> bool:
@@ -539,11 +548,16 @@ class Report:
 
 def run_report(specs: Sequence[str | Path] | None = None, *, data: str | Path | None = None,
                out: str | Path = "report", force: bool = False, progress: bool | None = None,
-               log: Callable[[str], None] | None = None) -> Report:
+               log: Callable[[str], None] | None = None, scheduler: str | None = None,
+               workers: int = 2) -> Report:
     """Run analysis specs (default: every spec in ``models/``) and write the report.
 
     ``data`` replaces every spec's data source (trials, or series for series specs).
-    Returns the :class:`Report`; REPORT.md and results.json are in ``out``.
+    ``scheduler``: None runs the analyses one after the other in this process; ``"local"``
+    runs them as tasks on a dask LocalCluster with ``workers`` processes; an address
+    (``tcp://host:port``) sends them to an existing cluster (its workers must see ``out``).
+    An analysis that fails on the cluster is retried, then listed in ``Report.failures``
+    and in REPORT.md. Returns the :class:`Report`; REPORT.md and results.json are in ``out``.
     """
     paths: list[str | Path] = list(specs) if specs else [default_spec_dir()]
     loaded = load_specs(paths)
@@ -551,22 +565,41 @@ def run_report(specs: Sequence[str | Path] | None = None, *, data: str | Path | 
     out.mkdir(parents=True, exist_ok=True)
     bar = Progress(len(loaded), "report", enabled=progress)
     start = time.perf_counter()
-    sections = []
-    for spec in loaded:
-        bar.set_label(f"report: {spec.name}")
-        section = run_analysis(spec, out, data=data, force=force)
-        sections.append(section)
+    sections: list[Section] = []
+    failures: list[dict[str, str]] = []
+
+    def logged(section: Section) -> None:
         if log:
             state = "cached" if section.cached else f"{section.seconds:.1f} s"
             flag = "" if section.converged else "  ** NOT CONVERGED **"
-            log(f"  {spec.name} ({spec.kind}): {state}{flag}")
-        bar.update()
+            log(f"  {section.name} ({section.kind}): {state}{flag}")
+
+    if scheduler is None:
+        for spec in loaded:
+            bar.set_label(f"report: {spec.name}")
+            sections.append(run_analysis(spec, out, data=data, force=force))
+            logged(sections[-1])
+            bar.update()
+    else:
+        from saturation.cluster import map_tasks
+
+        tasks = [{"spec": str(spec.path.resolve()), "out": str(out.resolve()),
+                  "data": None if data is None else str(Path(data).resolve()), "force": force} for spec in loaded]
+        sections, failures = map_tasks(_analysis_task, tasks, [spec.name for spec in loaded],
+                                       scheduler=None if scheduler == "local" else scheduler, workers=workers,
+                                       progress=lambda done, total: bar.update(done - bar.done))
+        for section in sections:
+            logged(section)
+        for failure in failures:
+            if log:
+                log(f"  {failure['task']}: FAILED ({failure['error']})")
     bar.close()
     seconds = time.perf_counter() - start
-    report = Report(out, sections, seconds)
+    report = Report(out, sections, seconds, failures)
     write_report_md(report)
     (out / "results.json").write_text(json.dumps(_json_safe({
         "saturation_version": __version__, "hdi_prob": S.HDI_PROB, "seconds": round(seconds, 2),
+        "failed": report.failures,
         "analyses": {s.name: {"kind": s.kind, "title": s.title, "verdict": s.verdict, "converged": s.converged,
                               "diagnostics": s.diagnostics, "results": s.results, "tables": s.tables,
                               "figures": s.figures, "fits": s.fits, "cached": s.cached, "seconds": s.seconds,
@@ -589,6 +622,9 @@ def write_report_md(report: Report) -> Path:
     for note in synthetic:
         lines += [f"> **Data note.** {note}. Published figures are shown next to the estimates for comparison; "
                   "they are never used as results.", ""]
+    if report.failures:
+        lines += [f"> **ERROR: {len(report.failures)} analysis(es) failed and are missing from this report:** "
+                  + "; ".join(f"{f['task']}: {f['error']}" for f in report.failures), ""]
     bad = [s.name for s in report.sections if not s.converged]
     if bad:
         lines += [f"> **WARNING: {len(bad)} fit(s) did not converge ({', '.join(bad)}). Their numbers are not "
