@@ -173,8 +173,7 @@ def _arrow(tr: dict[str, Any]) -> str:
 
 
 # ====================================================================== 2. reliability vs capability
-def _capability_verdict(pass1: dict[str, np.ndarray], passk: dict[str, np.ndarray], k: int,
-                        rope: float) -> tuple[str, dict[str, float]]:
+def _capability_verdict(pass1: dict[str, np.ndarray], passk: dict[str, np.ndarray], rope: float) -> tuple[str, dict[str, float]]:
     d1 = (pass1["end"] - pass1["start"]).ravel()
     dk = (passk["end"] - passk["start"]).ravel()
     probs = {"p_pass1_up": float(np.mean(d1 > 0)), "p_pass1_down": float(np.mean(d1 < 0)),
@@ -219,7 +218,7 @@ def diagnose_reliability(series: xr.Dataset, *, runs: list[str] | None = None, p
     for i, run in enumerate(runs):
         out = _run_trends(series, run, (pass1, passk), seed=seed + 10 * i, draws=draws, chains=chains,
                           trends=trends, diags=diags)
-        kind, probs = _capability_verdict(trends[f"{pass1}/{run}"], trends[f"{passk}/{run}"], k or 0, rope)
+        kind, probs = _capability_verdict(trends[f"{pass1}/{run}"], trends[f"{passk}/{run}"], rope)
         out.update(probs, verdict=kind)
         numbers["runs"][run] = out
         cp = out[pass1]["changepoint"]
@@ -331,7 +330,7 @@ def fit_pass_at_k(ds: xr.Dataset, *, k: int | None = None, success_threshold: fl
         curves_[name] = (m, curves.pass_at_k_beta(m, kap, k))
     pass1 = {"start": curves_["start"][0], "end": curves_["end"][0]}
     passk = {"start": curves_["start"][1], "end": curves_["end"][1]}
-    kind, probs = _capability_verdict(pass1, passk, k, rope)
+    kind, probs = _capability_verdict(pass1, passk, rope)
     diag = diagnostics(idata, ["a0", "a1", "a2", "g0", "g1", "g2", "sigma"])
     numbers: dict[str, Any] = {"k": k, "rope": rope, "n_groups": int(counts.sizes["group"]), "n_trials": int(counts["n"].sum()),
                "pass1": _trend_summary(pass1), "passk": _trend_summary(passk), **probs,
