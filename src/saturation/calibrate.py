@@ -127,6 +127,8 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
     ``task``: ``{"kind": "sbc" | "null" | "power", "sim": i, "seed": s, "effect": x,
     "setting": asdict(PlateauSetting)}``.
     """
+    from saturation.models._sampling import interval
+
     setting = PlateauSetting(**task["setting"])
     rng = np.random.default_rng([task["seed"], task["sim"], {"sbc": 0, "null": 1, "power": 2}[task["kind"]]])
     t = np.arange(setting.n_steps, dtype=float)
@@ -154,17 +156,10 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
             draws = post[p].to_numpy().ravel()
             less, ties = int(np.sum(draws < theta[p])), int(np.sum(draws == theta[p]))
             ranks[p] = less + int(rng.integers(0, ties + 1))  # ties (the discrete change point) broken at random
-            lo, hi = (est["changepoint"]["hdi"] if p == "changepoint" else _hdi(draws))
+            lo, hi = est["changepoint"]["hdi"] if p == "changepoint" else interval(draws)["hdi"]
             inside[p] = bool(lo <= theta[p] <= hi)
         out.update(rank=ranks, inside=inside, truth=theta)
     return out
-
-
-def _hdi(draws: np.ndarray) -> tuple[float, float]:
-    import arviz as az
-
-    lo, hi = az.hdi(draws, hdi_prob=S.HDI_PROB)
-    return float(lo), float(hi)
 
 
 def make_tasks(model: str, *, sims: int, null_sims: int, power_sims: int, seed: int,
@@ -226,13 +221,17 @@ def _beta_interval(k: int, n: int) -> tuple[float, float]:
     return float(stats.beta.ppf(a, 1 + k, 1 + n - k)), float(stats.beta.ppf(1 - a, 1 + k, 1 + n - k))
 
 
+def _rank_bins(ds: xr.Dataset) -> tuple[int, int, int]:
+    """(simulations, number of possible ranks, histogram bins) of an SBC Dataset."""
+    n = ds.sizes["sim"]
+    return n, int(ds.attrs["rank_draws"]) + 1, max(2, min(10, n // 5))
+
+
 def verdict_table(ds: xr.Dataset) -> pd.DataFrame:
     """One row per check: SBC uniformity p-value and HDI coverage per parameter; the
     false-plateau rate and the power per effect size, each with its 94 % interval."""
     rows = []
-    n = ds.sizes["sim"]
-    n_ranks = int(ds.attrs["rank_draws"]) + 1
-    bins = max(2, min(10, n // 5))
+    n, n_ranks, bins = _rank_bins(ds)
     for p in ds["param"].values:
         ranks = ds["rank"].sel(param=p).to_numpy()
         counts = np.histogram(ranks, bins=bins, range=(0, n_ranks))[0]
@@ -274,9 +273,7 @@ def plot_ranks(ds: xr.Dataset) -> Any:
     from saturation.plots import BAND_ALPHA, PAGE, _colour, style
 
     params = list(ds["param"].values)
-    n = ds.sizes["sim"]
-    n_ranks = int(ds.attrs["rank_draws"]) + 1
-    bins = max(2, min(10, n // 5))
+    n, n_ranks, bins = _rank_bins(ds)
     with style():
         fig, axes = plt.subplots(1, len(params), figsize=(PAGE, 1.6), sharey=True, layout="constrained")
         lo, hi = stats.binom.ppf([0.03, 0.97], n, 1 / bins)

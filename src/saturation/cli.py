@@ -92,6 +92,15 @@ def _pairs(items: list[str] | None, flag: str) -> dict[str, str]:
     return out
 
 
+def _print_problems(problems: list[Any], header: str, rest: str, shown: int = 20) -> None:
+    """The first ``shown`` problems after ``header``; where the others are (``rest``)."""
+    _print(header)
+    for problem in problems[:shown]:
+        _print(f"  - {problem}")
+    if len(problems) > shown:
+        _print(f"  ... and {len(problems) - shown} more {rest}")
+
+
 def _cmd_ingest_runs(args: argparse.Namespace) -> int:
     from saturation.ingest import IngestError, ingest_runs
     from saturation.io import write_trials
@@ -114,11 +123,8 @@ def _cmd_ingest_runs(args: argparse.Namespace) -> int:
            + ", ".join(f"{k} {v}" for k, v in acc["ungraded_reasons"].items())
            + f"), rejected {acc['rows_rejected']}, superseded eval-dump rows {acc['rows_superseded']}")
     if res.problems:
-        _print(f"{len(res.problems)} problem(s) (lenient mode: the rest was ingested):")
-        for p in res.problems[:20]:
-            _print(f"  - {p}")
-        if len(res.problems) > 20:
-            _print(f"  ... and {len(res.problems) - 20} more (all in --json and the Dataset attrs)")
+        _print_problems(res.problems, f"{len(res.problems)} problem(s) (lenient mode: the rest was ingested):",
+                        "(all in --json and the Dataset attrs)")
     if res.trials is not None:
         write_trials(res.trials, args.output)
         _print(f"wrote {args.output}: {res.trials.sizes['trial']} trials, levels {list(res.trials[S.LEVEL].values)}")
@@ -158,11 +164,8 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     _print(f"read {len(json.loads(ds.attrs[S.ATTR_SOURCES]))} file(s)")
     _print_accounting(ds)
     if valid.problems:
-        _print(f"{len(valid.problems)} problem(s); rejected rows with reasons: {rejects}")
-        for p in valid.problems[:20]:
-            _print(f"  - {p}")
-        if len(valid.problems) > 20:
-            _print(f"  ... and {len(valid.problems) - 20} more in {rejects}")
+        _print_problems(valid.problems, f"{len(valid.problems)} problem(s); rejected rows with reasons: {rejects}",
+                        f"in {rejects}")
     _print(f"wrote {args.output}: {ds.sizes.get('trial', 0)} trials, levels {list(ds[S.LEVEL].values)}")
     if args.json:
         _write_json({"output": args.output, "accounting": valid.accounting,

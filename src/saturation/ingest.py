@@ -369,12 +369,7 @@ def _merge_logs(logs: Sequence[ConsoleLog], run: str) -> ConsoleLog:
     for log in logs:
         out.config.update({k: v for k, v in log.config.items() if k not in out.config})
         for step, values in log.steps.items():
-            merged = out.steps.setdefault(step, {})
-            for key, value in values.items():
-                if key in merged and merged[key] != value:
-                    out.conflicts += 1
-                else:
-                    merged.setdefault(key, value)
+            out.merge_step(step, values)
         for name in ("lines", "block_lines", "blocks", "conflicts", "bytes_read"):
             setattr(out, name, getattr(out, name) + getattr(log, name))
         out.problems.extend(log.problems)
@@ -569,13 +564,10 @@ def _metrics(train_logs: Mapping[str, ConsoleLog], eval_logs: Sequence[tuple[Con
     if placed:
         rows = [{S.RUN: run, S.STEP: step, **values} for (run, step), values in placed.items()]
         frame = pd.DataFrame(rows)
-        from saturation.replica import metric_variable_names
+        from saturation.replica import label_metrics, metric_variable_names
 
         names = metric_variable_names([c for c in frame.columns if c not in (S.RUN, S.STEP)])
-        ds = frame.rename(columns=names).set_index([S.RUN, S.STEP]).to_xarray()
-        for key, name in names.items():
-            ds[name].attrs["metric_name"] = key
-        parts.append(ds)
+        parts.append(label_metrics(frame.rename(columns=names).set_index([S.RUN, S.STEP]).to_xarray(), names))
     parts.extend(csvs)
     if not parts:
         return None

@@ -57,6 +57,18 @@ def _figure(ax: Axes | None, width: float, height: float) -> tuple[Figure, Axes]
     return fig, new_ax
 
 
+def _panels(ax: Axes | None, n: int, width: float, height: float, *, sharey: bool = False) -> tuple[Figure, list[Axes]]:
+    """``n`` side-by-side panels in a new figure, or ``ax`` itself ``n`` times (the
+    compact one-panel form of the ``ax=`` argument)."""
+    import matplotlib.pyplot as plt
+
+    if ax is not None:
+        fig, _ = _figure(ax, COLUMN, height)
+        return fig, [ax] * n
+    fig, axes = plt.subplots(1, n, figsize=(width, height), sharey=sharey, squeeze=False, layout="constrained")
+    return fig, list(axes[0])
+
+
 def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
     """Write ``stem.pdf`` (vector) and ``stem.png`` (300 dpi); return both paths."""
     stem = Path(stem)
@@ -219,18 +231,11 @@ def ppc_data(fit: Any, *, seed: int = 0) -> pd.DataFrame:
 def plot_ppc(fit: Any, *, ax: Axes | None = None, seed: int = 0) -> Figure:
     """Observed per-step means against the 94 % posterior predictive interval, per level
     (the share covered is in the legend; about 94 % is what a calibrated model gives)."""
-    import matplotlib.pyplot as plt
 
     frame = ppc_data(fit, seed=seed)
     levels = list(dict.fromkeys(frame["level"]))
     with style():
-        if ax is None:
-            fig, axes = plt.subplots(1, len(levels), figsize=(PAGE if len(levels) > 1 else COLUMN, 1.9),
-                                     squeeze=False, layout="constrained")
-            axs = list(axes[0])
-        else:
-            fig, _ = _figure(ax, COLUMN, 2.0)
-            axs = [ax] * len(levels)
+        fig, axs = _panels(ax, len(levels), PAGE if len(levels) > 1 else COLUMN, 1.9 if ax is None else 2.0)
         for i, level in enumerate(levels):
             sub = frame[frame["level"] == level]
             a = axs[i]
@@ -336,17 +341,10 @@ def _series_panel(ax: Axes, series: xr.Dataset, diag: Any, run: Any, variables: 
 
 def _per_run(series: xr.Dataset, diag: Any, ax: Axes | None, variables: list[str], labels: list[str],
              ylabel: str) -> Figure:
-    import matplotlib.pyplot as plt
 
     runs = list(series[S.RUN].values)
     with style():
-        if ax is None:
-            fig, axes = plt.subplots(1, len(runs), figsize=(min(PAGE, 0.5 + 2.6 * len(runs)), 2.1), sharey=True,
-                                     squeeze=False, layout="constrained")
-            axs = list(axes[0])
-        else:
-            fig, _ = _figure(ax, COLUMN, 2.1)
-            axs = [ax] * len(runs)
+        fig, axs = _panels(ax, len(runs), min(PAGE, 0.5 + 2.6 * len(runs)), 2.1, sharey=True)
         for r, run in enumerate(runs):
             colours = [_colour(r * len(variables) + v) for v in range(len(variables))] if ax is not None else \
                 [_colour(v) for v in range(len(variables))]

@@ -210,13 +210,19 @@ def read_metrics_csv(path: str | Path) -> xr.Dataset:
         raise ValueError(f"{path}: {len(problems)} problem(s) in the metrics CSV:\n  " + "\n  ".join(problems[:50]))
     frame[S.STEP] = step.astype(int)
     safe = metric_variable_names(metrics)
-    ds = frame.rename(columns=safe).set_index([S.RUN, S.STEP]).to_xarray()
-    for m, v in safe.items():
-        ds[v].attrs["metric_name"] = m
-        k = re.search(r"pass_at_(\d+)", m)
-        if k:
-            ds[v].attrs["k"] = int(k.group(1))
+    ds = label_metrics(frame.rename(columns=safe).set_index([S.RUN, S.STEP]).to_xarray(), safe)
     ds.attrs[S.ATTR_SOURCES] = json.dumps([str(path)])
+    return ds
+
+
+def label_metrics(ds: xr.Dataset, names: dict[str, str]) -> xr.Dataset:
+    """Record each variable's logged key (``names``: key -> variable) in
+    ``attrs['metric_name']``, and ``k`` for ``pass_at_<k>`` keys; returns ``ds``."""
+    for key, var in names.items():
+        ds[var].attrs["metric_name"] = key
+        k = re.search(r"pass_at_(\d+)", key)
+        if k:
+            ds[var].attrs["k"] = int(k.group(1))
     return ds
 
 

@@ -399,6 +399,7 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
 def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
     from saturation import plots
     from saturation.models import TransferPriors, fit_transfer
+    from saturation.models._sampling import interval
 
     m = spec.model
     fit = fit_transfer(ds, reference=m.get("reference", "base"), arms=m.get("arms"),
@@ -438,7 +439,7 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
                 if arm not in fit.data.arms:
                     continue
                 draws = pop[f"population_{q}"].sel({S.ARM: arm}).isel({S.STEP: first}).mean(S.STEP)
-                e = _interval_of(draws.to_numpy().ravel())
+                e = interval(draws.to_numpy().ravel())
                 emp = float(fit.data.empirical[q].sel({S.ARM: arm}).isel({S.STEP: first}).mean())
                 ref_rows.append({"quantity": f"first 4 steps {key}", "arm": arm, "published": value,
                                  "empirical (these data)": emp, **_hdi_row(e), "published inside HDI": _inside(value, e)})
@@ -448,7 +449,7 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
                     if arm not in fit.data.arms or entry["step"] not in fit.data.steps:
                         continue
                     draws = pop[f"population_{q}"].sel({S.ARM: arm, S.STEP: entry["step"]})
-                    e = _interval_of(draws.to_numpy().ravel())
+                    e = interval(draws.to_numpy().ravel())
                     emp = float(fit.data.empirical[q].sel({S.ARM: arm, S.STEP: entry["step"]}))
                     ref_rows.append({"quantity": f"step {entry['step']} {key}", "arm": arm, "published": value,
                                      "empirical (these data)": emp, **_hdi_row(e),
@@ -458,12 +459,6 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
         out.figure(plots.plot_transfer(fit), "transfer")
     verdict = " ".join(details)
     return {"verdict": verdict, "details": details, "diagnostics": fit.diagnostics, "results": _json_safe(est)}
-
-
-def _interval_of(draws: np.ndarray) -> dict[str, Any]:
-    from saturation.models._sampling import interval
-
-    return dict(interval(draws))
 
 
 RUNNERS: dict[str, Callable[..., dict[str, Any]]] = {

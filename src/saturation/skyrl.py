@@ -68,6 +68,16 @@ class ConsoleLog:
     conflicts: int = 0
     bytes_read: int = 0
 
+    def merge_step(self, step: int, values: dict[str, float]) -> None:
+        """Merge ``values`` into the step's metrics: a key already holding another value
+        keeps the first and counts a conflict."""
+        merged = self.steps.setdefault(step, {})
+        for key, value in values.items():
+            if key in merged and merged[key] != value:
+                self.conflicts += 1
+            else:
+                merged[key] = value
+
     @property
     def run(self) -> str:
         return self.config.get(RUN_KEY, Path(self.path).name.split(".")[0])
@@ -427,12 +437,7 @@ def _finish(out: ConsoleLog, text: str, kind: str, step: int | None, where: str,
         return
     if step is None:  # pragma: no cover - a step block always has its step
         return
-    merged = out.steps.setdefault(step, {})
-    for key, value in values.items():
-        if key in merged and merged[key] != value:
-            out.conflicts += 1
-            continue
-        merged[key] = value
+    out.merge_step(step, values)
 
 
 def metrics_dataset(logs: list[ConsoleLog]) -> xr.Dataset:
@@ -443,7 +448,7 @@ def metrics_dataset(logs: list[ConsoleLog]) -> xr.Dataset:
     (``config/<run>``) and the line accounting in ``attrs['accounting']``."""
     import json
 
-    from saturation.replica import metric_variable_names
+    from saturation.replica import label_metrics, metric_variable_names
 
     runs = [log.run for log in logs]
     if len(set(runs)) != len(runs):
@@ -460,11 +465,7 @@ def metrics_dataset(logs: list[ConsoleLog]) -> xr.Dataset:
                 arr[kpos[key], r, spos[step]] = value
     ds = xr.Dataset({names[k]: ((S.RUN, S.STEP), arr[i]) for k, i in kpos.items()},
                     coords={S.RUN: np.asarray(runs, dtype=object), S.STEP: np.asarray(steps, dtype=np.int64)})
-    for key in keys:
-        ds[names[key]].attrs["metric_name"] = key
-        k = re.search(r"pass_at_(\d+)", key)
-        if k:
-            ds[names[key]].attrs["k"] = int(k.group(1))
+    label_metrics(ds, names)
     ds.attrs[S.ATTR_SOURCES] = json.dumps([log.path for log in logs])
     ds.attrs["accounting"] = json.dumps([log.accounting() for log in logs])
     for log in logs:
