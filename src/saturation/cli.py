@@ -386,8 +386,10 @@ def _add_sampler_args(p: argparse.ArgumentParser) -> None:
 
 
 def _print_diagnostics(d: dict[str, Any], timings: dict[str, Any]) -> None:
+    from saturation.models._sampling import nuisance_text
+
     _print(f"diagnostics: R-hat max {d['rhat_max']:.3f}, bulk ESS min {d['ess_bulk_min']:.0f}, "
-           f"divergences {d['divergences']} -> {'converged' if d['converged'] else 'NOT CONVERGED: do not use these numbers'}")
+           f"divergences {d['divergences']}{nuisance_text(d)} -> {'converged' if d['converged'] else 'NOT CONVERGED: do not use these numbers'}")
     _print(f"time: compile {timings['compile']:.1f} s, sampling {timings['sample']:.1f} s ({timings['sampler']})")
 
 
