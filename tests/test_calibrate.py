@@ -8,12 +8,15 @@ import numpy as np
 import pytest
 
 from saturation.calibrate import (
+    TRANSFER_PARAMS,
     PlateauSetting,
+    TransferSetting,
     _prior_draw,
     calibrate,
     make_tasks,
     run_task,
     simulate_means,
+    simulate_transfer_prior,
     to_dataset,
     verdict_table,
 )
@@ -35,7 +38,9 @@ def test_tasks_are_deterministic_and_self_contained():
     a.pop("seconds"), b.pop("seconds")
     assert a == b and set(a["rank"]) == {"changepoint", "start", "value_at_changepoint", "late_slope", "tau"}
     with pytest.raises(ValueError, match="implemented for"):
-        make_tasks("transfer", sims=1, null_sims=0, power_sims=0, seed=0, setting=PlateauSetting())
+        make_tasks("diagnostics", sims=1, null_sims=0, power_sims=0, seed=0, setting=PlateauSetting())
+    transfer = make_tasks("transfer", sims=2, null_sims=5, power_sims=5, seed=0, setting=TransferSetting())
+    assert [t["kind"] for t in transfer] == ["sbc", "sbc"] and transfer[0]["model"] == "transfer"
 
 
 def test_local_cluster_runs_a_small_calibration_and_reports_failed_tasks():
@@ -70,6 +75,26 @@ def test_verdict_table_flags_non_uniform_ranks():
     assert table.loc["SBC start", "p_value"] > 0.001
 
 
+def test_transfer_prior_simulator_is_paired_and_follows_its_truth():
+    """Noise-free rewards (task and reward sds ~ 0): every graded reward of the reference arm at
+    step 1 equals expit(first reward knot); both arms see the same tasks at every step."""
+    from saturation import curves
+    from saturation import schema as S
+    from saturation.io import trials_to_frame
+
+    s = TransferSetting(task_sd=1e-9, reward_sd_scale=1e-9)
+    ds, truth = simulate_transfer_prior(s, np.random.default_rng(3))
+    assert set(truth) == set(TRANSFER_PARAMS)
+    frame = trials_to_frame(ds)
+    assert len(frame) == 2 * s.n_steps * s.prompts_per_step * s.samples_per_prompt
+    first = frame[(frame[S.ARM] == "base") & (frame[S.STEP] == 1) & frame[S.GRADED]]
+    np.testing.assert_allclose(first[S.REWARD], curves.expit(truth["reward_knot_first"]), atol=1e-6)
+    tasks = frame.groupby([S.STEP, S.ARM])[S.INSTANCE_ID].apply(lambda x: tuple(sorted(x))).unstack()
+    assert (tasks["base"] == tasks["s85"]).all()
+    again, truth2 = simulate_transfer_prior(s, np.random.default_rng(3))
+    assert truth2 == truth and again.identical(ds)
+
+
 def test_calibrate_command(tmp_path, capsys):
     out = tmp_path / "cal"
     assert main(["calibrate", "plateau", "--sims", "10", "--null-sims", "3", "--power-sims", "2",
@@ -80,6 +105,8 @@ def test_calibrate_command(tmp_path, capsys):
                  "calibration.json"):
         assert (out / name).exists(), name
     assert json.loads((out / "calibration.json").read_text())["sims"] == 10
+    assert main(["calibrate", "transfer", "--misspecify-late-slope-sd", "0.1", "--scheduler", "sync"]) == 2
+    assert "plateau model only" in capsys.readouterr().out
 
 
 @pytest.mark.slow
@@ -93,3 +120,15 @@ def test_sbc_passes_for_the_model_and_fails_for_a_misspecified_prior():
     bad = calibrate(sims=200, null_sims=0, power_sims=0, seed=11, workers=2,
                     fit_late_slope_sd=0.0002).table.set_index("check")
     assert bad.loc["SBC late_slope", "p_value"] < 1e-4 and not bad.loc["SBC late_slope", "passes"]
+
+
+@pytest.mark.slow
+def test_transfer_sbc_runs_end_to_end():
+    """Two SBC simulations of the transfer model (the full 100-simulation run is in the notes and
+    docs/calibration.md): ranks in range, every quantity in the verdict table, fits converged."""
+    cal = calibrate("transfer", sims=2, seed=5, scheduler="sync")
+    ds = cal.dataset
+    assert ds.attrs["model"] == "transfer" and list(ds["param"].values) == list(TRANSFER_PARAMS)
+    assert ((ds["rank"] >= 0) & (ds["rank"] <= ds.attrs["rank_draws"])).all()
+    assert ds.attrs["not_converged"] == 0 and not cal.failures
+    assert {f"SBC {p}" for p in TRANSFER_PARAMS} == set(cal.table["check"])

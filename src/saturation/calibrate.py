@@ -38,7 +38,7 @@ from saturation import schema as S
 SBC_PARAMS = ("changepoint", "start", "value_at_changepoint", "late_slope", "tau")
 #: a level counts as plateaued under the report's rule
 P_RISE, P_FLAT = 0.95, 0.90
-MODELS = ("plateau",)
+MODELS = ("plateau", "transfer")
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,8 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
     """
     from saturation.models._sampling import interval
 
+    if task.get("model") == "transfer":
+        return run_transfer_task(task)
     setting = PlateauSetting(**task["setting"])
     rng = np.random.default_rng([task["seed"], task["sim"], {"sbc": 0, "null": 1, "power": 2}[task["kind"]]])
     t = np.arange(setting.n_steps, dtype=float)
@@ -162,14 +164,171 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# ------------------------------------------------------------------ transfer model
+#: scalar quantities whose SBC ranks are checked for the transfer model
+TRANSFER_PARAMS = ("ungraded_knot_first", "reward_knot_first", "reward_knot_last", "ungraded_rw_sd", "reward_rw_sd",
+                   "ungraded_task_sd", "reward_task_sd", "reward_sd", "initial_gap_all_rollout")
+
+
+@dataclass(frozen=True)
+class TransferSetting:
+    """One calibration setting of the transfer model: two arms on a fixed, paired task
+    schedule (the design; the same in every simulation, so one compiled model serves all),
+    fixed priors (the fit's data-centred start means replaced by ``start_mu``)."""
+
+    n_steps: int = 12
+    prompts_per_step: int = 16
+    samples_per_prompt: int = 4
+    pool_size: int = 64
+    knot_every: float = 4.0
+    start_mu: tuple[float, float] = (-1.0, 0.0)
+    intercept_sd: float = 1.5
+    rw_sd: float = 0.25
+    task_sd: float = 1.0
+    reward_sd_scale: float = 0.5
+    first_steps: int = 4
+    chains: int = 4
+    tune: int = 500
+    draws: int = 400
+    #: ranks among every ``thin``-th draw (SBC needs roughly independent draws)
+    thin: int = 8
+
+    @property
+    def rank_draws(self) -> int:
+        return self.chains * len(range(0, self.draws, self.thin))
+
+    def priors(self) -> Any:
+        from saturation.models.transfer import TransferPriors
+
+        return TransferPriors(intercept_sd=self.intercept_sd, rw_sd=self.rw_sd, task_sd=self.task_sd,
+                              start_mu=(float(self.start_mu[0]), float(self.start_mu[1])))
+
+
+def _transfer_schedule(setting: TransferSetting) -> np.ndarray:
+    """(step, prompt) task indices: distinct tasks within a step, the same for both arms."""
+    rng = np.random.default_rng(20261130)
+    return np.stack([rng.choice(setting.pool_size, setting.prompts_per_step, replace=False)
+                     for _ in range(setting.n_steps)])
+
+
+def simulate_transfer_prior(setting: TransferSetting, rng: np.random.Generator) -> tuple[xr.Dataset, dict[str, float]]:
+    """Draw the transfer model's parameters from its prior and trials from its likelihood.
+
+    Knot values: a Gaussian random walk per arm and part (first knot ~ N(start_mu,
+    intercept_sd), increments ~ N(0, rw_sd_a), rw_sd_a ~ Gamma(shape, shape / rw_sd));
+    task effects: zero-sum normal over the scheduled tasks times task sd ~ HalfNormal;
+    ungraded ~ Bernoulli, graded reward ~ Normal(expit(.), reward_sd_a), reward_sd_a ~
+    HalfNormal(reward_sd_scale). Curves between knots by the model's own interpolation
+    (``transfer.knot_basis``); population curves by ``curves.logitnormal_mean``.
+    """
+    from saturation import curves
+    from saturation.io import dataset_from_frame
+    from saturation.models.transfer import RW_SD_SHAPE, knot_basis
+
+    arms = ("base", "s85")
+    steps = np.arange(1, setting.n_steps + 1, dtype=float)
+    knots, basis = knot_basis(steps, setting.knot_every)
+    schedule = _transfer_schedule(setting)
+    used = np.unique(schedule)
+    truth: dict[str, Any] = {}
+    curve = {}
+    task_effect = {}
+    for p_i, part in enumerate(("ungraded", "reward")):
+        rw_sd = rng.gamma(RW_SD_SHAPE, setting.rw_sd / RW_SD_SHAPE, size=len(arms))
+        first = rng.normal(setting.start_mu[p_i], setting.intercept_sd, size=len(arms))
+        inc = rng.normal(size=(len(arms), len(knots) - 1)) * rw_sd[:, None]
+        kv = np.concatenate([first[:, None], first[:, None] + np.cumsum(inc, axis=1)], axis=1)
+        curve[part] = kv @ basis.T  # (arm, step)
+        sd = abs(rng.normal(0.0, setting.task_sd))
+        z = rng.standard_normal(len(used))
+        effect = np.zeros(setting.pool_size)
+        effect[used] = sd * (z - z.mean())
+        task_effect[part] = effect
+        truth.update({f"{part}_knot_first": float(kv[0, 0]), f"{part}_rw_sd": float(rw_sd[0]),
+                      f"{part}_task_sd": float(sd), f"{part}_sd_all": sd})
+        if part == "reward":
+            truth["reward_knot_last"] = float(kv[0, -1])
+    reward_sd = np.abs(rng.normal(0.0, setting.reward_sd_scale, size=len(arms)))
+    truth["reward_sd"] = float(reward_sd[0])
+    pop_u = curves.logitnormal_mean(curve["ungraded"], truth.pop("ungraded_sd_all"))
+    pop_r = curves.logitnormal_mean(curve["reward"], truth.pop("reward_sd_all"))
+    all_rollout = (1 - pop_u) * pop_r
+    k = setting.first_steps
+    truth["initial_gap_all_rollout"] = float((all_rollout[1, :k] - all_rollout[0, :k]).mean())
+    rows = []
+    for a, arm in enumerate(arms):
+        for j, step in enumerate(steps):
+            task = np.repeat(schedule[j], setting.samples_per_prompt)
+            p_u = curves.expit(curve["ungraded"][a, j] + task_effect["ungraded"][task])
+            mu = curves.expit(curve["reward"][a, j] + task_effect["reward"][task])
+            ungraded = rng.random(len(task)) < p_u
+            reward = rng.normal(mu, reward_sd[a])
+            rows.append(pd.DataFrame({
+                S.RUN: f"sbc-{arm}", S.ARM: arm, S.STEP: int(step),
+                S.INSTANCE_ID: [f"task-{t:04d}" for t in task],
+                S.SAMPLE: np.tile(np.arange(setting.samples_per_prompt), len(schedule[j])),
+                S.PHASE: "train", S.DATASET: "sbc", S.GRADED: ~ungraded,
+                S.REWARD: np.where(ungraded, 0.0, reward)}))
+    ds = dataset_from_frame(pd.concat(rows, ignore_index=True), levels=[], sources=["simulate_transfer_prior"])
+    return ds, truth
+
+
+def _transfer_draws(post: xr.Dataset, setting: TransferSetting) -> dict[str, np.ndarray]:
+    """The checked quantities' posterior draws (the reference arm's for per-arm parameters)."""
+    ref = {S.ARM: 0}
+    gap = (post["population_all_rollout"].isel({S.ARM: 1}) - post["population_all_rollout"].isel(ref))
+    draws = {
+        "ungraded_knot_first": post["ungraded_knot"].isel({**ref, "knot": 0}),
+        "reward_knot_first": post["reward_knot"].isel({**ref, "knot": 0}),
+        "reward_knot_last": post["reward_knot"].isel({**ref, "knot": -1}),
+        "ungraded_rw_sd": post["ungraded_rw_sd"].isel(ref), "reward_rw_sd": post["reward_rw_sd"].isel(ref),
+        "ungraded_task_sd": post["ungraded_task_sd"], "reward_task_sd": post["reward_task_sd"],
+        "reward_sd": post["reward_sd"].isel(ref),
+        "initial_gap_all_rollout": gap.isel({S.STEP: slice(0, setting.first_steps)}).mean(S.STEP),
+    }
+    return {k: v.to_numpy().ravel() for k, v in draws.items()}
+
+
+def run_transfer_task(task: dict[str, Any]) -> dict[str, Any]:
+    """One transfer-model SBC simulation (plain dict in and out, deterministic given its seed)."""
+    import warnings
+
+    from saturation.models import ConvergenceWarning, SamplerConfig, fit_transfer
+    from saturation.models._sampling import interval
+
+    setting = replace(TransferSetting(**task["setting"]), start_mu=tuple(task["setting"]["start_mu"]))
+    rng = np.random.default_rng([task["seed"], task["sim"], 3])
+    ds, theta = simulate_transfer_prior(setting, rng)
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fit = fit_transfer(ds, reference="base", first_steps=setting.first_steps, knot_every=setting.knot_every,
+                           priors=setting.priors(), seed=int(task["seed"]) * 100_003 + int(task["sim"]),
+                           sampler=SamplerConfig(draws=setting.draws, tune=setting.tune, chains=setting.chains,
+                                                 target_accept=0.9))
+    posterior = fit.idata["posterior"]
+    full = _transfer_draws(posterior, setting)
+    thinned = _transfer_draws(posterior.isel(draw=slice(0, None, setting.thin)), setting)
+    ranks, inside = {}, {}
+    for name in TRANSFER_PARAMS:
+        ranks[name] = int(np.sum(thinned[name] < theta[name]))
+        lo, hi = interval(full[name])["hdi"]
+        inside[name] = bool(lo <= theta[name] <= hi)
+    return {"kind": "sbc", "sim": task["sim"], "effect": np.nan, "rank": ranks, "inside": inside,
+            "truth": {k: float(theta[k]) for k in TRANSFER_PARAMS}, "plateaued": False, "p_late_in_rope": np.nan,
+            "seconds": time.perf_counter() - start, "converged": bool(fit.diagnostics["converged"])}
+
+
 def make_tasks(model: str, *, sims: int, null_sims: int, power_sims: int, seed: int,
-               setting: PlateauSetting, null_effects: Sequence[float] = (0.05, 0.2),
+               setting: PlateauSetting | TransferSetting, null_effects: Sequence[float] = (0.05, 0.2),
                power_effects: Sequence[float] = (0.05, 0.1, 0.2)) -> list[dict[str, Any]]:
     """The task list of one calibration run."""
     if model not in MODELS:
         raise ValueError(f"calibration is implemented for {list(MODELS)}; {model!r} is not (yet)")
-    base = {"seed": seed, "setting": asdict(setting)}
+    base = {"seed": seed, "setting": asdict(setting), "model": model}
     tasks = [{**base, "kind": "sbc", "sim": i} for i in range(sims)]
+    if model == "transfer":  # SBC and coverage only: the null/power checks are the plateau test's
+        return tasks
     tasks += [{**base, "kind": "null", "sim": i, "effect": float(e)} for e in null_effects for i in range(null_sims)]
     tasks += [{**base, "kind": "power", "sim": i, "effect": float(e)} for e in power_effects for i in range(power_sims)]
     return tasks
@@ -193,12 +352,13 @@ def _label(task: dict[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------ results
-def to_dataset(results: list[dict[str, Any]], failures: list[dict[str, Any]], setting: PlateauSetting,
-               seconds: float) -> xr.Dataset:
+def to_dataset(results: list[dict[str, Any]], failures: list[dict[str, Any]],
+               setting: PlateauSetting | TransferSetting, seconds: float) -> xr.Dataset:
     """SBC ranks/coverage (dims sim, param) and the null/power checks (dim check) as one Dataset."""
     sbc = sorted((r for r in results if r["kind"] == "sbc"), key=lambda r: r["sim"])
     checks = sorted((r for r in results if r["kind"] != "sbc"), key=lambda r: (r["kind"], r["effect"], r["sim"]))
-    params = list(SBC_PARAMS)
+    transfer = isinstance(setting, TransferSetting)
+    params = list(TRANSFER_PARAMS if transfer else SBC_PARAMS)
     ds = xr.Dataset(
         {"rank": (("sim", "param"), np.array([[r["rank"][p] for p in params] for r in sbc], dtype=np.int64).reshape(-1, len(params))),
          "inside_hdi": (("sim", "param"), np.array([[r["inside"][p] for p in params] for r in sbc], dtype=bool).reshape(-1, len(params))),
@@ -208,7 +368,9 @@ def to_dataset(results: list[dict[str, Any]], failures: list[dict[str, Any]], se
          "check_plateaued": (("check",), np.array([r["plateaued"] for r in checks], dtype=bool)),
          "check_p_late_in_rope": (("check",), np.array([r["p_late_in_rope"] for r in checks], dtype=float))},
         coords={"sim": [r["sim"] for r in sbc], "param": params, "check": np.arange(len(checks))})
-    ds.attrs.update({"model": "plateau", "setting": json.dumps(asdict(setting)), "rank_draws": setting.draws * setting.chains,
+    rank_draws = setting.rank_draws if isinstance(setting, TransferSetting) else setting.draws * setting.chains
+    ds.attrs.update({"model": "transfer" if transfer else "plateau", "setting": json.dumps(asdict(setting)),
+                     "rank_draws": rank_draws,
                      "failures": json.dumps(failures), "n_failed": len(failures), "seconds": round(seconds, 1),
                      "hdi_prob": S.HDI_PROB, S.ATTR_VERSION: __version__,
                      "not_converged": int(sum(not r["converged"] for r in results))})
@@ -299,10 +461,12 @@ class Calibration:
 
 def calibrate(model: str = "plateau", *, sims: int = 200, null_sims: int = 100, power_sims: int = 50,
               seed: int = 0, scheduler: str | None = None, workers: int = 2,
-              setting: PlateauSetting | None = None, progress: Callable[[int, int], None] | None = None,
+              setting: PlateauSetting | TransferSetting | None = None, progress: Callable[[int, int], None] | None = None,
               **setting_overrides: Any) -> Calibration:
     """Run SBC, coverage, false-plateau and power checks of ``model`` (module docstring)."""
-    setting = replace(setting or PlateauSetting(), **setting_overrides)
+    if setting is None:
+        setting = TransferSetting() if model == "transfer" else PlateauSetting()
+    setting = replace(setting, **setting_overrides)
     tasks = make_tasks(model, sims=sims, null_sims=null_sims, power_sims=power_sims, seed=seed, setting=setting)
     start = time.perf_counter()
     results, failures = execute(tasks, scheduler=scheduler, workers=workers, progress=progress)
@@ -325,7 +489,7 @@ def write_outputs(cal: Calibration, out: str | Any) -> list[Any]:
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "calibration.nc"]
     cal.dataset.to_netcdf(paths[0], engine="h5netcdf")
-    paths += write_table(cal.table, out / "verdict", "Calibration of the plateau model")
+    paths += write_table(cal.table, out / "verdict", f"Calibration of the {cal.dataset.attrs['model']} model")
     if cal.dataset.sizes["sim"]:
         fig = plot_ranks(cal.dataset)
         paths += save_figure(fig, out / "ranks")

@@ -452,15 +452,20 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from saturation.calibrate import calibrate, write_outputs
     from saturation.progress import Progress
 
-    n = args.sims + args.null_sims * 2 + args.power_sims * 3
+    transfer = args.model == "transfer"
+    if transfer and args.misspecify_late_slope_sd:
+        _print("--misspecify-late-slope-sd applies to the plateau model only")
+        return EXIT_USAGE
+    n = args.sims if transfer else args.sims + args.null_sims * 2 + args.power_sims * 3
     bar = Progress(n, f"calibrate {args.model}", enabled=args.progress)
 
     def tick(done: int, total: int) -> None:
         bar.update(done - bar.done)
 
     where = args.scheduler or f"a LocalCluster with {args.workers} workers"
-    _print(f"calibrating the {args.model} model: {args.sims} SBC simulations, {args.null_sims} null and "
-           f"{args.power_sims} power simulations per effect size, on {where}")
+    checks = "" if transfer else (f", {args.null_sims} null and {args.power_sims} power simulations per effect "
+                                  "size")
+    _print(f"calibrating the {args.model} model: {args.sims} SBC simulations{checks}, on {where}")
     overrides = {"fit_late_slope_sd": args.misspecify_late_slope_sd} if args.misspecify_late_slope_sd else {}
     cal = calibrate(args.model, sims=args.sims, null_sims=args.null_sims, power_sims=args.power_sims,
                     seed=args.seed, scheduler=args.scheduler, workers=args.workers, progress=tick, **overrides)
@@ -509,7 +514,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("calibrate", help="simulation-based calibration, HDI coverage, false-plateau rate and "
                                          "power of a model, run as dask tasks")
-    p.add_argument("model", choices=["plateau"], help="the model to calibrate (transfer/diagnostics: not yet)")
+    p.add_argument("model", choices=["plateau", "transfer"],
+                   help="the model to calibrate (transfer: SBC and coverage only; diagnostics models: not yet)")
     p.add_argument("--sims", type=int, default=200, help="SBC simulations (default 200)")
     p.add_argument("--null-sims", type=int, default=100, help="steadily rising null simulations per rise (default 100)")
     p.add_argument("--power-sims", type=int, default=50, help="true-plateau simulations per effect size (default 50)")

@@ -42,7 +42,11 @@ def map_tasks(func: Callable[[Any], Any], tasks: Sequence[Any], labels: Sequence
 
     cluster = None
     if scheduler is None:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        # no dashboard, and the scheduler's HTTP endpoint on a free port: with the default it
+        # binds 8787 even without a dashboard, and a second cluster on the machine (another
+        # calibration, a test) then starts with a port-in-use warning
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                               scheduler_kwargs={"dashboard": False, "dashboard_address": ":0"})
         client = Client(cluster)
     else:
         client = Client(scheduler)

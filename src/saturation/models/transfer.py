@@ -177,6 +177,9 @@ class TransferPriors:
     intercept_sd: float = 1.5
     rw_sd: float = 0.25
     task_sd: float = 1.0
+    #: fixed prior means of the first knot (logit ungraded rate, logit graded-only reward)
+    #: instead of the data-centred ones (simulation-based calibration needs data-free priors)
+    start_mu: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -224,8 +227,9 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
         # the same (arms, steps, tasks, groups) shape reuses one compiled model
         "g_arm": data.arm_idx, "g_n": data.n_graded, "g_sum": data.r_sum, "g_sumsq": data.r_sumsq,
         "arm_graded": np.bincount(data.arm_idx, weights=data.n_graded, minlength=len(data.arms)),
-        "prior_mu": np.array([_start_logit(emp[S.UNGRADED_RATE].to_numpy()[ref]),
-                              _start_logit(emp["graded_only"].to_numpy()[ref])]),
+        "prior_mu": (np.array(config.priors.start_mu, dtype=float) if config.priors.start_mu is not None else
+                     np.array([_start_logit(emp[S.UNGRADED_RATE].to_numpy()[ref]),
+                               _start_logit(emp["graded_only"].to_numpy()[ref])])),
     }
     pri = config.priors
     coords = {S.ARM: data.arms, S.STEP: data.steps, "task": np.arange(len(data.tasks)), "knot": knots,
