@@ -437,15 +437,21 @@ def plot_ranks(ds: xr.Dataset) -> Any:
     params = list(ds["param"].values)
     n, n_ranks, bins = _rank_bins(ds)
     with style():
-        fig, axes = plt.subplots(1, len(params), figsize=(PAGE, 1.6), sharey=True, layout="constrained")
+        ncols = min(len(params), 5)
+        nrows = -(-len(params) // ncols)
+        fig, axes = plt.subplots(nrows, ncols, figsize=(PAGE, 1.6 * nrows), sharey=True, layout="constrained",
+                                 squeeze=False)
+        for ax in axes.ravel()[len(params):]:
+            ax.set_visible(False)
         lo, hi = stats.binom.ppf([0.03, 0.97], n, 1 / bins)
-        for i, (ax, p) in enumerate(zip(np.atleast_1d(axes), params, strict=True)):
+        for i, (ax, p) in enumerate(zip(axes.ravel(), params, strict=False)):
             ax.axhspan(lo, hi, color="0.5", alpha=BAND_ALPHA, lw=0)
             ax.hist(ds["rank"].sel(param=p).to_numpy(), bins=bins, range=(0, n_ranks), color=_colour(i),
                     edgecolor="white")
             ax.set_title(p.replace("_", " "))
             ax.set_xlabel("rank")
-        np.atleast_1d(axes)[0].set_ylabel(f"simulations (of {n})")
+        for row in axes:
+            row[0].set_ylabel(f"simulations (of {n})")
     return fig
 
 
