@@ -14,6 +14,11 @@ For the plateau model (Gaussian likelihood on per-step means, unknown change poi
   inside the ROPE) >= 0.90).
 * **Power**: true plateaus (break in the middle, flat after) at several effect sizes.
 
+For the transfer model (``model="transfer"``): SBC and coverage of nine quantities (first
+and last knots, random-walk, task-effect and reward sds, the initial all-rollout gap) on
+data drawn from its prior with its own likelihood on a fixed paired design
+(:class:`TransferSetting`, :func:`simulate_transfer_prior`).
+
 Every simulation is one self-contained, seeded task (:func:`run_task`); tasks run on a
 dask.distributed cluster (a LocalCluster by default, or an existing scheduler), are
 retried on failure, and a task that still fails is reported, never dropped silently.
