@@ -69,6 +69,10 @@ class PlateauSetting:
     chains: int = 3
     draws: int = 333
 
+    @property
+    def rank_draws(self) -> int:
+        return self.chains * self.draws
+
     def priors(self, *, for_fit: bool) -> Any:
         from saturation.models import PlateauPriors
 
@@ -224,40 +228,36 @@ def simulate_transfer_prior(setting: TransferSetting, rng: np.random.Generator) 
     task effects: zero-sum normal over the scheduled tasks times task sd ~ HalfNormal;
     ungraded ~ Bernoulli, graded reward ~ Normal(expit(.), reward_sd_a), reward_sd_a ~
     HalfNormal(reward_sd_scale). Curves between knots by the model's own interpolation
-    (``transfer.knot_basis``); population curves by ``curves.logitnormal_mean``.
+    (``transfer.knot_basis``); population curves by the fit's ``transfer.population``.
     """
     from saturation import curves
     from saturation.io import dataset_from_frame
-    from saturation.models.transfer import RW_SD_SHAPE, knot_basis
+    from saturation.models.transfer import RW_SD_SHAPE, knot_basis, population
 
     arms = ("base", "s85")
     steps = np.arange(1, setting.n_steps + 1, dtype=float)
     knots, basis = knot_basis(steps, setting.knot_every)
     schedule = _transfer_schedule(setting)
     used = np.unique(schedule)
-    truth: dict[str, Any] = {}
-    curve = {}
-    task_effect = {}
+    truth: dict[str, float] = {}
+    curve, task_sd, task_effect = {}, {}, {}
     for p_i, part in enumerate(("ungraded", "reward")):
         rw_sd = rng.gamma(RW_SD_SHAPE, setting.rw_sd / RW_SD_SHAPE, size=len(arms))
         first = rng.normal(setting.start_mu[p_i], setting.intercept_sd, size=len(arms))
         inc = rng.normal(size=(len(arms), len(knots) - 1)) * rw_sd[:, None]
         kv = np.concatenate([first[:, None], first[:, None] + np.cumsum(inc, axis=1)], axis=1)
         curve[part] = kv @ basis.T  # (arm, step)
-        sd = abs(rng.normal(0.0, setting.task_sd))
+        task_sd[part] = abs(rng.normal(0.0, setting.task_sd))
         z = rng.standard_normal(len(used))
-        effect = np.zeros(setting.pool_size)
-        effect[used] = sd * (z - z.mean())
-        task_effect[part] = effect
+        task_effect[part] = np.zeros(setting.pool_size)
+        task_effect[part][used] = task_sd[part] * (z - z.mean())
         truth.update({f"{part}_knot_first": float(kv[0, 0]), f"{part}_rw_sd": float(rw_sd[0]),
-                      f"{part}_task_sd": float(sd), f"{part}_sd_all": sd})
+                      f"{part}_task_sd": float(task_sd[part])})
         if part == "reward":
             truth["reward_knot_last"] = float(kv[0, -1])
     reward_sd = np.abs(rng.normal(0.0, setting.reward_sd_scale, size=len(arms)))
     truth["reward_sd"] = float(reward_sd[0])
-    pop_u = curves.logitnormal_mean(curve["ungraded"], truth.pop("ungraded_sd_all"))
-    pop_r = curves.logitnormal_mean(curve["reward"], truth.pop("reward_sd_all"))
-    all_rollout = (1 - pop_u) * pop_r
+    all_rollout = population(curve["ungraded"], task_sd["ungraded"], curve["reward"], task_sd["reward"])["all_rollout"]
     k = setting.first_steps
     truth["initial_gap_all_rollout"] = float((all_rollout[1, :k] - all_rollout[0, :k]).mean())
     rows = []
@@ -373,9 +373,8 @@ def to_dataset(results: list[dict[str, Any]], failures: list[dict[str, Any]],
          "check_plateaued": (("check",), np.array([r["plateaued"] for r in checks], dtype=bool)),
          "check_p_late_in_rope": (("check",), np.array([r["p_late_in_rope"] for r in checks], dtype=float))},
         coords={"sim": [r["sim"] for r in sbc], "param": params, "check": np.arange(len(checks))})
-    rank_draws = setting.rank_draws if isinstance(setting, TransferSetting) else setting.draws * setting.chains
     ds.attrs.update({"model": "transfer" if transfer else "plateau", "setting": json.dumps(asdict(setting)),
-                     "rank_draws": rank_draws,
+                     "rank_draws": setting.rank_draws,
                      "failures": json.dumps(failures), "n_failed": len(failures), "seconds": round(seconds, 1),
                      "hdi_prob": S.HDI_PROB, S.ATTR_VERSION: __version__,
                      "not_converged": int(sum(not r["converged"] for r in results))})

@@ -388,17 +388,25 @@ def fit_transfer(
     return fit
 
 
+def population(ungraded_curve: Any, ungraded_task_sd: Any, reward_curve: Any, reward_task_sd: Any) -> dict[str, np.ndarray]:
+    """Population ungraded rate, graded-only and all-rollout reward from logit curves and
+    task-effect sds (broadcast together): logit-normal means over the task effects, and
+    (1 - ungraded) x graded-only (the two task effects are independent). Shared by the fit
+    and the calibration simulator."""
+    u = curves.logitnormal_mean(ungraded_curve, ungraded_task_sd)
+    r = curves.logitnormal_mean(reward_curve, reward_task_sd)
+    return {S.UNGRADED_RATE: u, "graded_only": r, "all_rollout": (1 - u) * r}
+
+
 def population_curves(idata: az.InferenceData) -> dict[str, np.ndarray]:
     """Per-draw population curves (samples, arm, step): ungraded rate, graded-only and
     all-rollout reward, averaged over task effects and step noise."""
     post = idata.posterior.stack(sample=("chain", "draw"))
-    out = {}
-    for part, name in zip(PARTS, (S.UNGRADED_RATE, "graded_only"), strict=True):
-        curve = post[f"{part}_curve"].transpose("sample", S.ARM, S.STEP).to_numpy()
-        sd = post[f"{part}_task_sd"].to_numpy()
-        out[name] = curves.logitnormal_mean(curve, sd[:, None, None])
-    out["all_rollout"] = (1 - out[S.UNGRADED_RATE]) * out["graded_only"]
-    return out
+    args = []
+    for part in PARTS:
+        args += [post[f"{part}_curve"].transpose("sample", S.ARM, S.STEP).to_numpy(),
+                 post[f"{part}_task_sd"].to_numpy()[:, None, None]]
+    return population(*args)
 
 
 def _estimands(idata: az.InferenceData, data: TransferData, config: TransferConfig) -> dict[str, Any]:
