@@ -8,14 +8,18 @@ import numpy as np
 import pytest
 
 from saturation.calibrate import (
+    PASS_AT_K_CHECKED,
     TRANSFER_PARAMS,
+    PassAtKSetting,
     PlateauSetting,
     TransferSetting,
     _prior_draw,
     calibrate,
+    holm,
     make_tasks,
     run_task,
     simulate_means,
+    simulate_pass_at_k_prior,
     simulate_transfer_prior,
     to_dataset,
     verdict_table,
@@ -48,6 +52,7 @@ def test_local_cluster_runs_a_small_calibration_and_reports_failed_tasks():
     ds = cal.dataset
     assert ds.sizes["sim"] == 12 and ds.sizes["check"] == 4 * 2 + 2 * 3 and cal.failures == []
     assert ds["rank"].min() >= 0 and ds["rank"].max() <= ds.attrs["rank_draws"]
+    assert ds["converged"].sizes == {"sim": 12} and ds["check_converged"].sizes == {"check": 14}
     table = cal.table
     assert list(table["check"][:5]) == [f"SBC {p}" for p in ds["param"].values]
     # same seed, same numbers, whichever way the tasks ran
@@ -72,7 +77,16 @@ def test_verdict_table_flags_non_uniform_ranks():
                for i in range(100)]
     table = verdict_table(to_dataset(results, [], setting, 1.0)).set_index("check")
     assert table.loc["SBC late_slope", "p_value"] < 1e-6 and not table.loc["SBC late_slope", "passes"]
+    assert table.loc["SBC late_slope", "p_adjusted"] < 1e-5
     assert table.loc["SBC start", "p_value"] > 0.001
+    # every truth inside its HDI in 100 of 100 simulations: over-coverage is caught too
+    assert table.loc["SBC start", "coverage_p"] < 0.01 and not table.loc["SBC start", "passes"]
+
+
+def test_holm_adjustment():
+    np.testing.assert_allclose(holm([0.01, 0.04, 0.03, 0.005]), [0.03, 0.06, 0.06, 0.02])
+    np.testing.assert_allclose(holm([0.5, np.nan, 0.01]), [0.5, np.nan, 0.02])
+    np.testing.assert_allclose(holm([0.9, 0.8]), [1.0, 1.0])
 
 
 def test_transfer_prior_simulator_is_paired_and_follows_its_truth():
@@ -95,6 +109,59 @@ def test_transfer_prior_simulator_is_paired_and_follows_its_truth():
     assert truth2 == truth and again.identical(ds)
 
 
+def test_pooled_levels_calibration_runs():
+    """Three metrics with pooled change points: 16 quantities (5 per level and the spread),
+    SBC only; with a tiny spread prior the level change points sit at the common one or a
+    neighbouring step (the model floors the spread at half a step)."""
+    from saturation.calibrate import _prior_draw_levels
+
+    tight = _prior_draw_levels(PlateauSetting(n_levels=3, spread_sd=1e-6), np.random.default_rng(0))
+    cps = [tight[f"changepoint[level{j}]"] for j in range(3)]
+    assert max(cps) - min(cps) <= 2
+    setting = PlateauSetting(n_levels=3)
+    tasks = make_tasks("plateau", sims=8, null_sims=5, power_sims=5, seed=3, setting=setting)
+    assert [t["kind"] for t in tasks] == ["sbc"] * 8
+    cal = calibrate(sims=8, seed=3, scheduler="sync", n_levels=3)
+    ds = cal.dataset
+    assert list(ds["param"].values) == list(setting.checked) and len(setting.checked) == 16
+    assert ((ds["rank"] >= 0) & (ds["rank"] <= ds.attrs["rank_draws"])).all() and not cal.failures
+    assert ds.sizes["check"] == 0 and len(cal.table) == 16
+
+
+def test_pass_at_k_prior_simulator_follows_its_truth():
+    """Prompt groups of the design's size, every trial graded 0/1; the reported curve ends are
+    the model's (expit of the first/last linear predictor, the beta-binomial pass@k)."""
+    from saturation import curves
+    from saturation.models.learning import group_counts
+
+    s = PassAtKSetting(n_steps=5, prompts_per_step=6, samples_per_prompt=4)
+    ds, truth = simulate_pass_at_k_prior(s, np.random.default_rng(2))
+    assert set(truth) == set(PASS_AT_K_CHECKED) and truth["sigma"] >= 0
+    counts = group_counts(ds)
+    assert counts.sizes["group"] == 5 * 6 and set(counts["n"].values) == {4}
+    assert set(np.unique(ds["reward"].values)) <= {0.0, 1.0} and bool(ds["graded"].all())
+    assert truth["pass1_start"] == pytest.approx(curves.expit(truth["a0"]))
+    assert truth["pass1_end"] == pytest.approx(curves.expit(truth["a0"] + truth["a1"]))
+    assert truth["passk_end"] == pytest.approx(curves.pass_at_k_beta(
+        curves.expit(truth["a0"] + truth["a1"]), np.exp(truth["g0"] + truth["g1"]), 4))
+    again, truth2 = simulate_pass_at_k_prior(s, np.random.default_rng(2))
+    assert truth2 == truth and again.identical(ds)
+
+
+def test_pass_at_k_calibration_runs_and_is_reproducible():
+    """Three small SBC simulations of the pass@k model in this process: ranks in range for every
+    checked quantity, a row per quantity in the verdict table, the same numbers twice."""
+    small = {"draws": 100, "tune": 200, "thin": 4, "n_steps": 6, "prompts_per_step": 8}
+    cal = calibrate("pass-at-k", sims=3, seed=2, scheduler="sync", **small)
+    ds = cal.dataset
+    assert ds.attrs["model"] == "pass-at-k" and list(ds["param"].values) == list(PASS_AT_K_CHECKED)
+    assert ds.attrs["rank_draws"] == 4 * 25 and not cal.failures
+    assert ((ds["rank"] >= 0) & (ds["rank"] <= ds.attrs["rank_draws"])).all()
+    assert {f"SBC {p}" for p in PASS_AT_K_CHECKED} == set(cal.table["check"])
+    again = calibrate("pass-at-k", sims=3, seed=2, scheduler="sync", **small)
+    np.testing.assert_array_equal(again.dataset["rank"].values, ds["rank"].values)
+
+
 def test_calibrate_command(tmp_path, capsys):
     out = tmp_path / "cal"
     assert main(["calibrate", "plateau", "--sims", "10", "--null-sims", "3", "--power-sims", "2",
@@ -105,8 +172,11 @@ def test_calibrate_command(tmp_path, capsys):
                  "calibration.json"):
         assert (out / name).exists(), name
     assert json.loads((out / "calibration.json").read_text())["sims"] == 10
-    assert main(["calibrate", "transfer", "--misspecify-late-slope-sd", "0.1", "--scheduler", "sync"]) == 2
-    assert "plateau model only" in capsys.readouterr().out
+    for model in ("transfer", "pass-at-k"):
+        assert main(["calibrate", model, "--misspecify-late-slope-sd", "0.1", "--scheduler", "sync"]) == 2
+        assert "plateau model only" in capsys.readouterr().out
+    assert main(["calibrate", "transfer", "--levels", "3", "--scheduler", "sync"]) == 2
+    assert main(["calibrate", "plateau", "--levels", "0", "--scheduler", "sync"]) == 2
 
 
 @pytest.mark.slow

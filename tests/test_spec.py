@@ -90,3 +90,13 @@ def test_missing_kind_data_and_duplicate_names(tmp_path):
     with pytest.raises(SpecError, match="no embedded data set 'nope'"):
         (tmp_path / "f.toml").write_text(GOOD.replace("embedded:swesmith", "embedded:nope"))
         load_spec(tmp_path / "f.toml")
+
+
+def test_transfer_walk_is_checked(tmp_path):
+    text = (default_spec_dir() / "swegym-transfer.toml").read_text()
+    path = tmp_path / "t.toml"
+    path.write_text(text.replace("knot_every = 4.0", 'knot_every = 4.0\nwalk = "non-centred"'))
+    assert load_spec(path).model["walk"] == "non-centred"
+    path.write_text(text.replace("knot_every = 4.0", 'knot_every = 4.0\nwalk = "sideways"'))
+    with pytest.raises(SpecError, match="sideways"):
+        load_spec(path)

@@ -400,7 +400,8 @@ def _cmd_transfer(args: argparse.Namespace) -> int:
     ds = _load_trials_arg(args.trials, "swegym")
     arms = args.arms.split(",") if args.arms else None
     fit = fit_transfer(ds, reference=args.reference, arms=arms, first_steps=args.first_steps,
-                       knot_every=args.knot_every, seed=args.seed, sampler=_sampler_args(args, DEFAULT_SAMPLER))
+                       knot_every=args.knot_every, walk=args.walk, seed=args.seed,
+                       sampler=_sampler_args(args, DEFAULT_SAMPLER))
     out = fit.to_dict()
     if out["data"].get("synthetic"):
         _print(f"NOTE: {out['data']['synthetic']}")
@@ -452,28 +453,34 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from saturation.calibrate import calibrate, write_outputs
     from saturation.progress import Progress
 
-    transfer = args.model == "transfer"
-    if transfer and args.misspecify_late_slope_sd:
-        _print("--misspecify-late-slope-sd applies to the plateau model only")
+    if args.model != "plateau" and (args.misspecify_late_slope_sd or args.levels != 1):
+        _print("--misspecify-late-slope-sd and --levels apply to the plateau model only")
         return EXIT_USAGE
-    n = args.sims if transfer else args.sims + args.null_sims * 2 + args.power_sims * 3
+    if args.levels < 1:
+        _print(f"--levels must be >= 1, got {args.levels}")
+        return EXIT_USAGE
+    sbc_only = args.model != "plateau" or args.levels > 1
+    n = args.sims if sbc_only else args.sims + args.null_sims * 2 + args.power_sims * 3
     bar = Progress(n, f"calibrate {args.model}", enabled=args.progress)
 
     def tick(done: int, total: int) -> None:
         bar.update(done - bar.done)
 
     where = args.scheduler or f"a LocalCluster with {args.workers} workers"
-    checks = "" if transfer else (f", {args.null_sims} null and {args.power_sims} power simulations per effect "
+    checks = "" if sbc_only else (f", {args.null_sims} null and {args.power_sims} power simulations per effect "
                                   "size")
     _print(f"calibrating the {args.model} model: {args.sims} SBC simulations{checks}, on {where}")
-    overrides = {"fit_late_slope_sd": args.misspecify_late_slope_sd} if args.misspecify_late_slope_sd else {}
+    overrides: dict[str, Any] = {"n_levels": args.levels} if args.levels > 1 else {}
+    if args.misspecify_late_slope_sd:
+        overrides["fit_late_slope_sd"] = args.misspecify_late_slope_sd
     cal = calibrate(args.model, sims=args.sims, null_sims=args.null_sims, power_sims=args.power_sims,
                     seed=args.seed, scheduler=args.scheduler, workers=args.workers, progress=tick, **overrides)
     bar.close()
     write_outputs(cal, args.out)
     table = cal.table
     for row in table.itertuples(index=False):
-        p = "" if row.p_value != row.p_value else f", uniformity p = {row.p_value:.3f}"
+        p = "" if row.p_value != row.p_value else (f", uniformity p = {row.p_value:.3f}, coverage p = "
+                                                    f"{row.coverage_p:.3f}, Holm-adjusted p = {row.p_adjusted:.3f}")
         verdict = {True: "ok", False: "FAILS", None: "reported"}[row.passes]
         _print(f"  {row.check}: {row.value:.3f} [{row.interval_low:.3f}, {row.interval_high:.3f}]{p} - {verdict}")
     if cal.failures:
@@ -514,8 +521,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("calibrate", help="simulation-based calibration, HDI coverage, false-plateau rate and "
                                          "power of a model, run as dask tasks")
-    p.add_argument("model", choices=["plateau", "transfer"],
-                   help="the model to calibrate (transfer: SBC and coverage only; diagnostics models: not yet)")
+    p.add_argument("model", choices=["plateau", "transfer", "pass-at-k"],
+                   help="the model to calibrate (plateau: also the learning-diagnostics trends; transfer and "
+                        "pass-at-k: SBC and coverage only)")
     p.add_argument("--sims", type=int, default=200, help="SBC simulations (default 200)")
     p.add_argument("--null-sims", type=int, default=100, help="steadily rising null simulations per rise (default 100)")
     p.add_argument("--power-sims", type=int, default=50, help="true-plateau simulations per effect size (default 50)")
@@ -524,6 +532,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes (default 2)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="calibration", metavar="DIR", help="output directory (default calibration/)")
+    p.add_argument("--levels", type=int, default=1, metavar="N",
+                   help="plateau: N metrics with pooled change points (SBC only; default 1, a single metric)")
     p.add_argument("--misspecify-late-slope-sd", type=float, metavar="SD",
                    help="fit with this late-slope prior sd instead of the simulating one (shows a failing check)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
@@ -603,6 +613,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--arms", help="comma-separated arms to include (default: all)")
     p.add_argument("--first-steps", type=int, default=4, help="initial window in steps (default 4)")
     p.add_argument("--knot-every", type=float, default=4.0, help="knot spacing of the arm curves (default 4)")
+    p.add_argument("--walk", choices=S.WALKS, default="auto",
+                   help="parametrisation of the knot random walks (default auto: centred with at least "
+                        "400 trials per knot and arm, else non-centred)")
     _add_sampler_args(p)
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")
     p.add_argument("--idata", metavar="PATH", help="write the InferenceData (netCDF)")

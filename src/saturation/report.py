@@ -404,6 +404,7 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
     m = spec.model
     fit = fit_transfer(ds, reference=m.get("reference", "base"), arms=m.get("arms"),
                        first_steps=m.get("first_steps", 4), knot_every=m.get("knot_every", 4.0),
+                       walk=m.get("walk", "auto"),
                        priors=TransferPriors(**spec.priors), sampler=_sampler(spec), seed=spec.seed)
     est = fit.to_dict()
     out.idata(fit.idata, "transfer_fit")

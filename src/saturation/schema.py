@@ -91,3 +91,5 @@ CONTINUITIES: Final = ("hinge", "jump")
 #: else "nutpie"); "exact" = independent draws without MCMC (Gaussian plateau model only);
 #: "numpyro" needs numpyro + jax installed (optional, not dependencies)
 SAMPLERS: Final = ("auto", "exact", "nutpie", "pymc", "numpyro")
+#: parametrisations of the transfer model's knot random walks ("auto": by trials per knot)
+WALKS: Final = ("auto", "centred", "non-centred")

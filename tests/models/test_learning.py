@@ -107,6 +107,33 @@ def test_pass_at_k_from_prompt_groups_recovers_the_curves():
     assert _inside(d.numbers["passk"]["start"], float(c["pass_at_k"][0]))
     assert _inside(d.numbers["passk"]["end"], float(c["pass_at_k"][-1]))
     assert d.numbers["verdict"] == "capability gain"
+    # the reported curve ends are in the posterior, per draw
+    post = d.idata.posterior
+    assert float(post["passk_end"].mean()) == pytest.approx(d.numbers["passk"]["end"]["mean"])
+    assert float(post["pass1_start"].mean()) == pytest.approx(d.numbers["pass1"]["start"]["mean"])
+
+
+def test_pass_at_k_compiled_model_is_reused_across_data_sizes():
+    """The compiled model is cached per number of steps; a data set with another number of
+    distinct (step, n, s) rows reuses it and gives the same draws as a fresh compile."""
+    from saturation.models import _sampling
+
+    cfg = SamplerConfig(draws=50, tune=50, chains=2)
+    a, _ = simulate_prompt_groups(SeriesSpec(n_steps=12, prompts_per_step=10), seed=1)
+    b, _ = simulate_prompt_groups(SeriesSpec(n_steps=12, prompts_per_step=40), seed=2)
+
+    def distinct_rows(ds):
+        c = group_counts(ds)
+        return len(np.unique(np.stack([c["step"].values, c["n"].values, c["s"].values], axis=1), axis=0))
+
+    assert distinct_rows(a) != distinct_rows(b)
+    fit_pass_at_k(a, seed=0, sampler=cfg)
+    cached = fit_pass_at_k(b, seed=3, sampler=cfg)
+    assert cached.numbers["timings"]["compile"] < 1.0
+    _sampling._COMPILED.clear()
+    fresh = fit_pass_at_k(b, seed=3, sampler=cfg)
+    for v in ("a0", "g1", "sigma", "eps", "passk_end"):
+        np.testing.assert_array_equal(cached.idata.posterior[v].values, fresh.idata.posterior[v].values)
 
 
 def test_embedded_replica_reproduces_the_precision_recall_table():

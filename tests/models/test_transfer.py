@@ -11,7 +11,7 @@ from saturation import curves
 from saturation import schema as S
 from saturation.io import trials_to_frame
 from saturation.models import fit_transfer, transfer_data, transfer_frame
-from saturation.models.transfer import DEFAULT_SAMPLER, knot_basis
+from saturation.models.transfer import DEFAULT_SAMPLER, TransferConfig, knot_basis, resolve_walk
 from saturation.simulate import ArmSpec, TransferSpec, simulate_transfer
 
 SAMPLER = DEFAULT_SAMPLER
@@ -63,6 +63,20 @@ def test_knot_basis_interpolates_linearly():
     np.testing.assert_allclose(basis @ values, np.interp(steps, knots, values))
 
 
+def test_walk_parametrisation_follows_trials_per_knot():
+    """auto: centred with >= 400 trials per knot and arm (the recovery scenario: 24 steps x 192
+    trials, 7 knots), non-centred below (the same design with 12 trials per step)."""
+    rich = transfer_data(simulate_transfer(CROSSING, seed=1)[0])
+    assert resolve_walk(rich, TransferConfig()) == "centred"
+    thin_spec = _spec(((name, u, g) for name, u, g in (("base", ((1, 0.4),), ((1, 0.4),)),
+                                                           ("s85", ((1, 0.4),), ((1, 0.5),)))), prompts=3)
+    thin = transfer_data(simulate_transfer(thin_spec, seed=1)[0])
+    assert resolve_walk(thin, TransferConfig()) == "non-centred"
+    assert resolve_walk(thin, TransferConfig(walk="centred")) == "centred"
+    with pytest.raises(ValueError, match="walk must be one of"):
+        TransferConfig(walk="sideways", knot_every=0).validate()
+
+
 def test_crossover_steps_vectorised_matches_definition():
     rng = np.random.default_rng(0)
     steps = np.arange(1, 11)
@@ -97,6 +111,7 @@ def test_recovers_initial_advantage_and_crossover():
     # attrs and JSON shape
     attrs = fit.idata.posterior.attrs
     assert attrs["model"] == "transfer" and "config" in attrs and "data_summary" in attrs
+    assert fit.config.walk == "centred" and '"walk": "centred"' in attrs["config"]
     out = fit.to_dict()
     assert out["reference"] == "base" and out["arms"] == ["s85"]
     assert {"step", "base", "s85"} <= set(out["by_step"][0])

@@ -275,6 +275,25 @@ def _log_beta(a: Any, b: Any) -> Any:
     return pt.gammaln(a) + pt.gammaln(b) - pt.gammaln(a + b)
 
 
+#: priors of the pass@k model: (mean, sd) of a Normal; ``sigma`` is HalfNormal(sd)
+PASS_AT_K_PRIORS: dict[str, tuple[float, float]] = {
+    "a0": (0.0, 2.0), "a1": (0.0, 2.0), "a2": (0.0, 1.0),
+    "g0": (float(np.log(2.0)), 1.5), "g1": (0.0, 1.0), "g2": (0.0, 1.0), "sigma": (0.0, 0.5)}
+#: the pass@k model's scalar parameters, and its reported curve ends (derived per draw)
+PASS_AT_K_PARAMS = tuple(PASS_AT_K_PRIORS)
+PASS_AT_K_ENDS = ("pass1_start", "pass1_end", "passk_start", "passk_end")
+
+
+def pass_at_k_predictors(theta: Any, x: Any, eps: Any) -> tuple[Any, Any]:
+    """Linear predictors of the pass@k model at scaled steps ``x`` (in [0, 1]):
+    ``(logit mu, log kappa)``. Plain arithmetic, so the same function serves the PyMC
+    model (tensors), the fit's curve ends and the calibration simulator (arrays)."""
+    bend = x * (x - 1)  # quadratic term, zero at both ends
+    logit_mu = theta["a0"] + theta["a1"] * x + theta["a2"] * bend + theta["sigma"] * eps
+    log_kappa = theta["g0"] + theta["g1"] * x + theta["g2"] * bend
+    return logit_mu, log_kappa
+
+
 def fit_pass_at_k(ds: xr.Dataset, *, k: int | None = None, success_threshold: float = 1.0, run: str | None = None,
                   rope: float = PASS_AT_K_ROPE, seed: int = 0, sampler: SamplerConfig | None = None) -> Diagnosis:
     r"""pass@1 and pass@k per step from prompt groups, with a hierarchical model over prompts.
@@ -307,31 +326,34 @@ def fit_pass_at_k(ds: xr.Dataset, *, k: int | None = None, success_threshold: fl
               "w": weight.astype(float), "x": x}
     with pm.Model(coords={S.STEP: steps}) as model:
         d = {name: pm.Data(name, v) for name, v in values.items()}
-        a0, a1, a2 = pm.Normal("a0", 0.0, 2.0), pm.Normal("a1", 0.0, 2.0), pm.Normal("a2", 0.0, 1.0)
-        g0, g1, g2 = pm.Normal("g0", np.log(2.0), 1.5), pm.Normal("g1", 0.0, 1.0), pm.Normal("g2", 0.0, 1.0)
-        sigma = pm.HalfNormal("sigma", 0.5)
+        theta: dict[str, Any] = {name: pm.Normal(name, mu, sd) for name, (mu, sd) in PASS_AT_K_PRIORS.items()
+                                 if name != "sigma"}
+        theta["sigma"] = pm.HalfNormal("sigma", PASS_AT_K_PRIORS["sigma"][1])
         eps = pm.Normal("eps", 0.0, 1.0, dims=S.STEP)
-        xc = d["x"] * (d["x"] - 1)  # quadratic term, zero at both ends
-        mu = pm.math.invlogit(a0 + a1 * d["x"] + a2 * xc + sigma * eps)
-        kappa = pt.exp(g0 + g1 * d["x"] + g2 * xc)
+        logit_mu, log_kappa = pass_at_k_predictors(theta, d["x"], eps)
+        mu, kappa = pm.math.invlogit(logit_mu), pt.exp(log_kappa)
         al, be = (mu * kappa)[d["t"]], ((1 - mu) * kappa)[d["t"]]
         ll = _log_beta(d["s"] + al, d["n"] - d["s"] + be) - _log_beta(al, be)  # + binomial coefficient (constant)
         pm.Potential("likelihood", (d["w"] * ll).sum())
     cfg = sampler or SamplerConfig()
     t0 = time.perf_counter()
-    idata, timings = sample_model(model, cache_key=("pass_at_k", len(uniq), len(steps)), data=values, seed=seed,
+    idata, timings = sample_model(model, cache_key=("pass_at_k", len(steps)), data=values, seed=seed,
                                   config=cfg)
     post = idata.posterior
-    draws_ = {v: post[v].values for v in ("a0", "a1", "g0", "g1")}
-    curves_ = {}
+    ends = {}
     for name, xv in (("start", 0.0), ("end", 1.0)):
-        m = special.expit(draws_["a0"] + draws_["a1"] * xv)
-        kap = np.exp(draws_["g0"] + draws_["g1"] * xv)
-        curves_[name] = (m, curves.pass_at_k_beta(m, kap, k))
-    pass1 = {"start": curves_["start"][0], "end": curves_["end"][0]}
-    passk = {"start": curves_["start"][1], "end": curves_["end"][1]}
+        logit_mu, log_kappa = pass_at_k_predictors({v: post[v] for v in PASS_AT_K_PARAMS}, xv, 0.0)
+        m = special.expit(logit_mu)
+        ends[f"pass1_{name}"] = m
+        ends[f"passk_{name}"] = m.copy(data=np.asarray(curves.pass_at_k_beta(m.values, np.exp(log_kappa.values), k)))
+    for name, value in ends.items():  # the reported curve ends, per draw, with the posterior
+        post[name] = value
+        post[name].attrs["description"] = (f"pass@{1 if name.startswith('pass1') else k} at the "
+                                           f"{name.split('_')[1]} step (eps = 0)")
+    pass1 = {"start": ends["pass1_start"].values, "end": ends["pass1_end"].values}
+    passk = {"start": ends["passk_start"].values, "end": ends["passk_end"].values}
     kind, probs = _capability_verdict(pass1, passk, rope)
-    diag = diagnostics(idata, ["a0", "a1", "a2", "g0", "g1", "g2", "sigma"])
+    diag = diagnostics(idata, list(PASS_AT_K_PARAMS))
     numbers: dict[str, Any] = {"k": k, "rope": rope, "n_groups": int(counts.sizes["group"]), "n_trials": int(counts["n"].sum()),
                "pass1": _trend_summary(pass1), "passk": _trend_summary(passk), **probs,
                "verdict": kind, "timings": {**timings, "total": time.perf_counter() - t0}}
