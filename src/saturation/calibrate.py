@@ -237,6 +237,14 @@ def _rank_and_cover(draws: np.ndarray, truth: float, hdi: Any, rng: np.random.Ge
     return less + int(rng.integers(0, ties + 1)), bool(lo <= truth <= hi)
 
 
+def _sbc_result(task: dict[str, Any], ranks: dict[str, int], inside: dict[str, bool], truth: dict[str, float],
+                seconds: float, converged: bool) -> dict[str, Any]:
+    """The result dict of an SBC-only simulation (no plateau verdict)."""
+    return {"kind": "sbc", "sim": task["sim"], "effect": np.nan, "plateaued": False, "p_late_in_rope": np.nan,
+            "seconds": seconds, "converged": bool(converged), "rank": ranks, "inside": inside,
+            "truth": {k: float(v) for k, v in truth.items()}}
+
+
 def _run_levels_task(task: dict[str, Any], setting: PlateauSetting, rng: np.random.Generator) -> dict[str, Any]:
     """SBC of the pooled several-level plateau model (SBC only)."""
     if task["kind"] != "sbc":
@@ -255,9 +263,7 @@ def _run_levels_task(task: dict[str, Any], setting: PlateauSetting, rng: np.rand
                                                         hdi, rng)
     name = "changepoint_spread"
     ranks[name], inside[name] = _rank_and_cover(post[name].to_numpy().ravel(), theta[name], None, rng)
-    return {"kind": "sbc", "sim": task["sim"], "effect": np.nan, "plateaued": False, "p_late_in_rope": np.nan,
-            "seconds": time.perf_counter() - start, "converged": bool(fit.diagnostics["converged"]),
-            "rank": ranks, "inside": inside, "truth": theta}
+    return _sbc_result(task, ranks, inside, theta, time.perf_counter() - start, fit.diagnostics["converged"])
 
 
 # ------------------------------------------------------------------ transfer model
@@ -275,10 +281,16 @@ class NUTSDraws:
     tune: int = 1000
     draws: int = 1000
     thin: int = 20
+    target_accept: float = 0.95
 
     @property
     def rank_draws(self) -> int:
         return self.chains * len(range(0, self.draws, self.thin))
+
+    def sampler(self) -> Any:
+        from saturation.models import SamplerConfig
+
+        return SamplerConfig(draws=self.draws, tune=self.tune, chains=self.chains, target_accept=self.target_accept)
 
 
 @dataclass(frozen=True)
@@ -299,11 +311,10 @@ class TransferSetting(NUTSDraws):
     reward_sd_scale: float = 0.5
     first_steps: int = 4
     #: 4 x 2000 draws: with 1000 the task-effect sds' bulk ESS fell below 400 in about a
-    #: third of the fits (R-hat <= 1.01, no divergences); target_accept 0.95: with 0.9, 23
-    #: of 100 fits had 1-2 divergences in 8,000 draws
+    #: third of the fits (R-hat <= 1.01, no divergences); target_accept 0.95 (the default of
+    #: ``NUTSDraws``): with 0.9, 23 of 100 fits had 1-2 divergences in 8,000 draws
     draws: int = 2000
     thin: int = 40
-    target_accept: float = 0.95
 
     @property
     def checked(self) -> tuple[str, ...]:
@@ -401,7 +412,7 @@ def run_transfer_task(task: dict[str, Any]) -> dict[str, Any]:
     """One transfer-model SBC simulation (plain dict in and out, deterministic given its seed)."""
     import warnings
 
-    from saturation.models import ConvergenceWarning, SamplerConfig, fit_transfer
+    from saturation.models import ConvergenceWarning, fit_transfer
     from saturation.models._sampling import interval
 
     setting = replace(TransferSetting(**task["setting"]), start_mu=tuple(task["setting"]["start_mu"]))
@@ -412,19 +423,15 @@ def run_transfer_task(task: dict[str, Any]) -> dict[str, Any]:
         warnings.simplefilter("ignore", ConvergenceWarning)
         fit = fit_transfer(ds, reference="base", first_steps=setting.first_steps, knot_every=setting.knot_every,
                            priors=setting.priors(), seed=int(task["seed"]) * 100_003 + int(task["sim"]),
-                           sampler=SamplerConfig(draws=setting.draws, tune=setting.tune, chains=setting.chains,
-                                                 target_accept=setting.target_accept))
+                           sampler=setting.sampler())
     posterior = fit.idata["posterior"]
     full = _transfer_draws(posterior, setting)
     thinned = _transfer_draws(posterior.isel(draw=slice(0, None, setting.thin)), setting)
     ranks, inside = {}, {}
-    for name in TRANSFER_PARAMS:
-        ranks[name] = int(np.sum(thinned[name] < theta[name]))
-        lo, hi = interval(full[name])["hdi"]
-        inside[name] = bool(lo <= theta[name] <= hi)
-    return {"kind": "sbc", "sim": task["sim"], "effect": np.nan, "rank": ranks, "inside": inside,
-            "truth": {k: float(theta[k]) for k in TRANSFER_PARAMS}, "plateaued": False, "p_late_in_rope": np.nan,
-            "seconds": time.perf_counter() - start, "converged": bool(fit.diagnostics["converged"])}
+    for name in TRANSFER_PARAMS:  # ranks among the thinned draws, the HDI from all of them
+        ranks[name], inside[name] = _rank_and_cover(thinned[name], theta[name], interval(full[name])["hdi"], rng)
+    return _sbc_result(task, ranks, inside, {k: theta[k] for k in TRANSFER_PARAMS}, time.perf_counter() - start,
+                       fit.diagnostics["converged"])
 
 
 # ------------------------------------------------------------------ pass@k group model
@@ -485,7 +492,7 @@ def run_pass_at_k_task(task: dict[str, Any]) -> dict[str, Any]:
     """One pass@k-model SBC simulation (plain dict in and out, deterministic given its seed)."""
     import warnings
 
-    from saturation.models import ConvergenceWarning, SamplerConfig
+    from saturation.models import ConvergenceWarning
     from saturation.models._sampling import interval
 
     setting = PassAtKSetting(**task["setting"])
@@ -495,17 +502,15 @@ def run_pass_at_k_task(task: dict[str, Any]) -> dict[str, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         d = learning.fit_pass_at_k(ds, k=setting.samples_per_prompt, seed=int(task["seed"]) * 100_003 + int(task["sim"]),
-                          sampler=SamplerConfig(draws=setting.draws, tune=setting.tune, chains=setting.chains))
+                                   sampler=setting.sampler())
     post = d.idata["posterior"]
     ranks, inside = {}, {}
-    for name in PASS_AT_K_CHECKED:
+    for name in PASS_AT_K_CHECKED:  # ranks among the thinned draws, the HDI from all of them
         full = post[name].to_numpy()
-        ranks[name] = int(np.sum(full[:, ::setting.thin].ravel() < theta[name]))
-        lo, hi = interval(full.ravel())["hdi"]
-        inside[name] = bool(lo <= theta[name] <= hi)
-    return {"kind": "sbc", "sim": task["sim"], "effect": np.nan, "rank": ranks, "inside": inside,
-            "truth": {k: float(theta[k]) for k in PASS_AT_K_CHECKED}, "plateaued": False, "p_late_in_rope": np.nan,
-            "seconds": time.perf_counter() - start, "converged": bool(d.diagnostics["converged"])}
+        ranks[name], inside[name] = _rank_and_cover(full[:, ::setting.thin].ravel(), theta[name],
+                                                    interval(full.ravel())["hdi"], rng)
+    return _sbc_result(task, ranks, inside, {k: theta[k] for k in PASS_AT_K_CHECKED}, time.perf_counter() - start,
+                       d.diagnostics["converged"])
 
 
 Setting = PlateauSetting | TransferSetting | PassAtKSetting
