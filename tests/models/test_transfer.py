@@ -151,3 +151,22 @@ def test_transfer_command_writes_the_json_contract(tmp_path, capsys):
     row = d["by_step"][0]
     assert {"all_rollout", "graded_only", "ungraded_rate"} <= set(row["s85"])
     assert d["data"]["n_trials"] == ds.sizes[S.TRIAL]
+
+
+@pytest.mark.slow
+def test_integrated_task_effects_converge_when_a_task_sd_is_zero():
+    """Task effects integrated out (models.marginal): no funnel when the ungraded indicator has
+    no task effect at all; the structural parameters converge and the initial gap is covered."""
+    spec = replace(_spec(CROSSING.arms and (
+        ("base", ((1, 0.40), (24, 0.25)), ((1, 0.40), (24, 0.60))),
+        ("s85", ((1, 0.40), (24, 0.40)), ((1, 0.55), (24, 0.45))),
+    ))), ungraded_task_sd=0.0)
+    ds, truth = simulate_transfer(spec, seed=4)
+    fit = fit_transfer(ds, seed=2, task_effects="integrated", sampler=replace(DEFAULT_SAMPLER, draws=500, tune=500))
+    assert fit.config.task_effects == "integrated"
+    assert "task_effects" not in fit.diagnostics and "ungraded_task_z" not in fit.idata.posterior
+    assert fit.diagnostics["converged"], fit.diagnostics
+    init = fit.estimands["initial"]["s85"]["delta_all_rollout"]
+    true_gap = truth["first_4_steps"]["all_rollout"]["s85"] - truth["first_4_steps"]["all_rollout"]["base"]
+    assert _inside(init, true_gap), (init, true_gap)
+    assert fit.estimands["task_effect_sd"]["ungraded"]["hdi"][0] < 0.1

@@ -51,6 +51,7 @@ from saturation.models._sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
+from saturation.models.marginal import log_task_marginal, task_segments
 
 #: the three per-step quantities compared between arms
 QUANTITIES = ("all_rollout", "graded_only", S.UNGRADED_RATE)
@@ -194,6 +195,10 @@ class TransferConfig:
     knot_every: float = 4.0
     #: parametrisation of the knot random walks: "centred", "non-centred" or "auto"
     walk: str = "auto"
+    #: "sampled" (default): every task effect is a parameter; "integrated": integrated out per
+    #: task by adaptive Gauss-Hermite quadrature (models.marginal; no funnel at task sd -> 0,
+    #: ~50 parameters, but about 3 ms per log-density + gradient against 0.6 ms: slower today)
+    task_effects: str = "sampled"
     priors: TransferPriors = field(default_factory=TransferPriors)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
 
@@ -205,6 +210,8 @@ class TransferConfig:
             problems.append(f"knot_every must be positive, got {self.knot_every}")
         if self.walk not in S.WALKS:
             problems.append(f"walk must be one of {list(S.WALKS)}, got {self.walk!r}")
+        if self.task_effects not in S.TASK_EFFECTS:
+            problems.append(f"task_effects must be one of {list(S.TASK_EFFECTS)}, got {self.task_effects!r}")
         if data is not None:
             if self.reference not in data.arms:
                 problems.append(f"reference arm {self.reference!r} not in the data's arms {data.arms}")
@@ -246,24 +253,33 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
     walk = resolve_walk(data, config)
     ref = data.arms.index(config.reference)
     emp = data.empirical
+    integrated = config.task_effects == "integrated"
+    # integrated task effects need the groups ordered by task (each task one contiguous segment)
+    order, task_start, task_end = task_segments(data.task_idx, len(data.tasks))
+    if not integrated:
+        order = np.arange(len(data.n))
     cell = data.arm_idx * len(data.steps) + data.step_idx
     values = {
-        "basis": basis, "cell": cell, "task_idx": data.task_idx,
-        "n": data.n, "n_ungraded": data.n_ungraded,
+        "basis": basis, "cell": cell[order], "task_idx": data.task_idx[order],
+        "n": data.n[order], "n_ungraded": data.n_ungraded[order],
         # groups without a graded trial contribute 0 to the reward term (g_n = 0): every fit of
         # the same (arms, steps, tasks, groups) shape reuses one compiled model
-        "g_arm": data.arm_idx, "g_n": data.n_graded, "g_sum": data.r_sum, "g_sumsq": data.r_sumsq,
+        "g_arm": data.arm_idx[order], "g_n": data.n_graded[order], "g_sum": data.r_sum[order],
+        "g_sumsq": data.r_sumsq[order],
         "arm_graded": np.bincount(data.arm_idx, weights=data.n_graded, minlength=len(data.arms)),
         "prior_mu": (np.array(config.priors.start_mu, dtype=float) if config.priors.start_mu is not None else
                      np.array([_start_logit(emp[S.UNGRADED_RATE].to_numpy()[ref]),
                                _start_logit(emp["graded_only"].to_numpy()[ref])])),
     }
+    if integrated:
+        values.update(task_start=task_start, task_end=task_end)
     pri = config.priors
     coords = {S.ARM: data.arms, S.STEP: data.steps, "task": np.arange(len(data.tasks)), "knot": knots,
               "increment": knots[1:], "part": list(PARTS)}
     with pm.Model(coords=coords) as model:
         d = {name: pm.Data(name, v) for name, v in values.items()}
-        lin = {}
+        lin: dict[str, Any] = {}
+        task_sds: dict[str, Any] = {}
         for p_i, part in enumerate(PARTS):
             rw_sd = pm.Gamma(f"{part}_rw_sd", alpha=RW_SD_SHAPE, beta=RW_SD_SHAPE / pri.rw_sd, dims=S.ARM)
             # centred (data-rich): sampled on the knot values themselves; hundreds of trials
@@ -287,10 +303,17 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
             pm.Deterministic(f"{part}_rw_increment", pt.diff(knot_vals, axis=1), dims=(S.ARM, "increment"))
             curve = pm.Deterministic(f"{part}_curve", pt.dot(knot_vals, d["basis"].T), dims=(S.ARM, S.STEP))
             task_sd = pm.HalfNormal(f"{part}_task_sd", pri.task_sd)
-            # zero-sum: the mean task effect would otherwise trade off against the intercepts
-            task_z = pm.ZeroSumNormal(f"{part}_task_z", sigma=1.0, dims="task")
             # one flat (arm, step) index: 1-D gathers keep the gradient's scatter-add fast
-            lin[part] = curve.flatten()[d["cell"]] + task_sd * task_z[d["task_idx"]]
+            lin[part] = curve.flatten()[d["cell"]]
+            if integrated:
+                task_sds[part] = task_sd
+            else:
+                # zero-sum: the mean task effect would otherwise trade off against the intercepts
+                task_z = pm.ZeroSumNormal(f"{part}_task_z", sigma=1.0, dims="task")
+                lin[part] = lin[part] + task_sd * task_z[d["task_idx"]]
+        if integrated:
+            _integrated_likelihood(d, lin, task_sds)
+            return model, values
         # binomial log-likelihood without its constant coefficient C(n, k): three lgamma per
         # group per gradient were half of the cost of every evaluation
         x = lin["ungraded"]
@@ -305,6 +328,20 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
         pm.Potential("graded_reward", -0.5 * (d["arm_graded"] * pt.log(2 * np.pi * reward_sd**2)).sum()
                      - 0.5 * (sq * prec).sum())
     return model, values
+
+
+def _integrated_likelihood(d: dict[str, Any], lin: dict[str, Any], task_sd: dict[str, Any]) -> None:
+    """Both likelihood terms with the task effects theta_i ~ N(0, task_sd^2) integrated out per
+    task (adaptive Gauss-Hermite quadrature, :mod:`saturation.models.marginal`); inside the model
+    context."""
+    ones = pt.ones_like(d["n"])
+    seg = (d["task_start"], d["task_end"])
+    pm.Potential("ungraded", log_task_marginal("binomial", lin["ungraded"], task_sd["ungraded"],
+                                               d["n_ungraded"], d["n"], ones, ones, *seg))
+    reward_sd = pm.HalfNormal("reward_sd", 0.5, dims=S.ARM)
+    pm.Potential("graded_reward", -0.5 * (d["arm_graded"] * pt.log(2 * np.pi * reward_sd**2)).sum()
+                 + log_task_marginal("gaussian", lin["reward"], task_sd["reward"], d["g_n"], d["g_sum"],
+                                     d["g_sumsq"], (reward_sd ** -2)[d["g_arm"]], *seg))
 
 
 # ====================================================================== fit
@@ -369,6 +406,7 @@ def fit_transfer(
     first_steps: int = 4,
     knot_every: float = 4.0,
     walk: str = "auto",
+    task_effects: str = "sampled",
     priors: TransferPriors | None = None,
     sampler: SamplerConfig | None = None,
     seed: int = 0,
@@ -391,6 +429,11 @@ def fit_transfer(
         Parametrisation of the knot random walks (same model, different geometry for the
         sampler); "auto" picks by trials per knot (:func:`resolve_walk`). The stored config
         names the one used.
+    task_effects : {"sampled", "integrated"}
+        Sample every task effect (default) or integrate them out per task by adaptive
+        Gauss-Hermite quadrature (:mod:`saturation.models.marginal`): the same model with about
+        50 parameters instead of thousands and no funnel when a task sd is near zero, but
+        today slower per sampler iteration (docs/transfer.md).
     seed : int
         Seeds the sampler; same seed and data give the same numbers.
 
@@ -407,23 +450,25 @@ def fit_transfer(
     a length-scale prior and boundary settings that a knot spacing avoids.
     """
     config = TransferConfig(reference=reference, arms=tuple(arms) if arms else None, first_steps=first_steps,
-                            knot_every=knot_every, walk=walk, priors=priors or TransferPriors(),
+                            knot_every=knot_every, walk=walk, task_effects=task_effects,
+                            priors=priors or TransferPriors(),
                             sampler=sampler or DEFAULT_SAMPLER)
     config.validate()
     data = ds if isinstance(ds, TransferData) else transfer_data(ds, arms=arms)
     config = replace(config, walk=resolve_walk(data, config))  # the stored config names the one used
     model, values = build_transfer_model(data, config)
     key = ("transfer", len(data.arms), len(data.steps), len(data.tasks), len(data.n), values["basis"].shape,
-           config.walk)
+           config.walk, config.task_effects)
     idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=config.sampler)
     estimands = _estimands(idata, data, config)
     structural = [f"{part}_{v}" for part in PARTS for v in ("knot", "rw_sd", "task_sd")]
     diag = diagnostics(idata, [*structural, "reward_sd", *(f"population_{q}" for q in QUANTITIES)])
-    nuisance = diagnostics(idata, [f"{part}_task_z" for part in PARTS])
-    diag["task_effects"] = {"rhat_max": nuisance["rhat_max"], "ess_bulk_min": nuisance["ess_bulk_min"],
-                            "ess_tail_min": nuisance["ess_tail_min"], "rhat_threshold": TASK_EFFECT_RHAT_MAX}
-    diag["converged"] = bool(diag["converged"] and nuisance["rhat_max"] <= TASK_EFFECT_RHAT_MAX
-                             and nuisance["ess_bulk_min"] >= diag["thresholds"]["ess_bulk_min"])
+    if config.task_effects == "sampled":
+        nuisance = diagnostics(idata, [f"{part}_task_z" for part in PARTS])
+        diag["task_effects"] = {"rhat_max": nuisance["rhat_max"], "ess_bulk_min": nuisance["ess_bulk_min"],
+                                "ess_tail_min": nuisance["ess_tail_min"], "rhat_threshold": TASK_EFFECT_RHAT_MAX}
+        diag["converged"] = bool(diag["converged"] and nuisance["rhat_max"] <= TASK_EFFECT_RHAT_MAX
+                                 and nuisance["ess_bulk_min"] >= diag["thresholds"]["ess_bulk_min"])
     _attach(idata, data, config, diag)
     fit = TransferFit(idata, config, data, estimands, diag, timings)
     warn_if_not_converged(diag, f"transfer fit (arms {data.arms}, reference {config.reference})")
