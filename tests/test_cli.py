@@ -135,3 +135,25 @@ def test_ingest_skyrl_run_directories(tmp_path, capsys):
     assert "1 problem(s)" in capsys.readouterr().out
     assert main(["ingest", str(bad), str(nc), "-o", str(tmp_path / "c.nc")]) == 1
     assert "mix of SkyRL run directories" in capsys.readouterr().err
+
+
+def test_help_imports_no_scientific_stack():
+    """`saturation --help` and `import saturation` stay light: numpy, pandas, xarray, SciPy, PyMC
+    and ArviZ are imported by the commands that use them (a fresh interpreter, so the test
+    session's own imports do not count)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, saturation, saturation.cli\n"
+            "from saturation.cli import build_parser\n"
+            "build_parser().format_help()\n"
+            "heavy = [m for m in ('numpy', 'pandas', 'xarray', 'scipy', 'pymc', 'arviz', 'dask') if m in sys.modules]\n"
+            "print(','.join(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_scenario_names_are_the_registry():
+    from saturation.replica import SCENARIOS
+
+    assert tuple(SCENARIOS) == S.SCENARIO_NAMES

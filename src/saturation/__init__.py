@@ -6,18 +6,45 @@ dims ``trial`` and ``level``; per-step sufficient statistics feed the PyMC model
 
 __version__ = "0.1.0"
 
-from saturation.aggregate import aggregate
-from saturation.io import open_trials, read_trials, write_table, write_trials
+from typing import TYPE_CHECKING, Any
+
 from saturation.schema import HDI_PROB
-from saturation.simulate import (
-    PlateauSpec,
-    SeriesSpec,
-    TransferSpec,
-    simulate_plateau,
-    simulate_series,
-    simulate_transfer,
-)
-from saturation.validate import TrialValidationError, validate_trials
+
+#: public names -> the module that owns them, imported on first use (PEP 562): importing
+#: ``saturation`` (and so ``saturation --help``) does not pull in pandas, xarray and SciPy
+_LAZY = {
+    "aggregate": "saturation.aggregate",
+    "open_trials": "saturation.io", "read_trials": "saturation.io", "write_table": "saturation.io",
+    "write_trials": "saturation.io",
+    "PlateauSpec": "saturation.simulate", "SeriesSpec": "saturation.simulate", "TransferSpec": "saturation.simulate",
+    "simulate_plateau": "saturation.simulate", "simulate_series": "saturation.simulate",
+    "simulate_transfer": "saturation.simulate",
+    "TrialValidationError": "saturation.validate", "validate_trials": "saturation.validate",
+}
+
+if TYPE_CHECKING:
+    from saturation.aggregate import aggregate
+    from saturation.io import open_trials, read_trials, write_table, write_trials
+    from saturation.simulate import (
+        PlateauSpec,
+        SeriesSpec,
+        TransferSpec,
+        simulate_plateau,
+        simulate_series,
+        simulate_transfer,
+    )
+    from saturation.validate import TrialValidationError, validate_trials
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'saturation' has no attribute {name!r}")
+
 
 __all__ = [
     "HDI_PROB",

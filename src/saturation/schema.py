@@ -95,3 +95,7 @@ SAMPLERS: Final = ("auto", "exact", "nutpie", "pymc", "numpyro")
 WALKS: Final = ("auto", "centred", "non-centred")
 #: transfer model: task effects sampled (default) or integrated out by quadrature (models.marginal)
 TASK_EFFECTS: Final = ("sampled", "integrated")
+#: named simulation scenarios (``saturation simulate``; built in ``replica.SCENARIOS``, which
+#: must have exactly these keys: a test checks it). Here so the CLI's help needs no heavy import.
+SCENARIO_NAMES: Final = ("plateau", "transfer", "series", "null-rising", "flat", "swesmith", "swegym",
+                         "code-contests")

@@ -94,6 +94,7 @@ def test_entropy_collapse_and_stable_entropy():
     assert diagnose_entropy(stable, seed=1).numbers["runs"]["sim-series"]["verdict"] == "entropy stable"
 
 
+@pytest.mark.slow
 def test_pass_at_k_from_prompt_groups_recovers_the_curves():
     spec = SeriesSpec(n_steps=30, prompts_per_step=48, reward=((1, 0.3), (30, 0.5)), pass_at_k=((1, 0.55), (30, 0.8)))
     ds, truth = simulate_prompt_groups(spec, seed=3)
@@ -114,6 +115,7 @@ def test_pass_at_k_from_prompt_groups_recovers_the_curves():
     assert float(post["pass1_start"].mean()) == pytest.approx(d.numbers["pass1"]["start"]["mean"])
 
 
+@pytest.mark.slow
 def test_pass_at_k_compiled_model_is_reused_across_data_sizes():
     """The compiled model is cached per number of steps; a data set with another number of
     distinct (step, n, s) rows reuses it and gives the same draws as a fresh compile."""

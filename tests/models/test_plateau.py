@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import arviz as az
 import numpy as np
 import pytest
 
 from saturation import schema as S
 from saturation.aggregate import aggregate
 from saturation.frequentist import split_ols
-from saturation.models import ConvergenceWarning, SamplerConfig, fit_plateau
+from saturation.models import ConvergenceWarning, SamplerConfig, fit_plateau, plateau
+from saturation.models._sampling import diagnostics, warn_if_not_converged
 from saturation.models.plateau import candidate_grid, plateau_frame, step_data
 from saturation.simulate import LevelSpec, PlateauSpec, simulate_plateau
 
@@ -107,10 +109,20 @@ def test_outputs_and_attrs():
     assert "log_likelihood" in fit.idata.groups()
 
 
-def test_non_converged_fit_warns_loudly():
-    ds, _ = _sim(LevelSpec("file", 0.55, 0.02, 0.0, 15.0), seed=10)
+def test_non_converged_fit_warns_loudly(monkeypatch):
+    """Plumbing with made-up diagnostics: stuck chains fail the check, the warning is loud, and
+    a fit whose diagnostics fail says so in its table (no real non-converging NUTS run)."""
+    rng = np.random.default_rng(0)
+    stuck = rng.normal(size=(4, 100, 1)) + np.arange(4)[:, None, None]  # four chains, four places
+    diag = diagnostics(az.from_dict(posterior={"x": stuck[..., 0]}), ["x"])
+    assert not diag["converged"] and diag["rhat_max"] > 1.2
     with pytest.warns(ConvergenceWarning, match="DID NOT CONVERGE"):
-        fit = fit_plateau(ds, seed=1, sampler=SamplerConfig(draws=8, tune=4, chains=2, sampler="nutpie"))
+        warn_if_not_converged(diag, "made-up fit")
+    ds, _ = _sim(LevelSpec("file", 0.55, 0.02, 0.0, 15.0), seed=10)
+    real = plateau.diagnostics
+    monkeypatch.setattr(plateau, "diagnostics", lambda idata, names: {**real(idata, names), **diag})
+    with pytest.warns(ConvergenceWarning, match="DID NOT CONVERGE"):
+        fit = fit_plateau(ds, seed=1)
     assert not fit.diagnostics["converged"]
     assert fit.summary().attrs["converged"] is False
 
@@ -131,6 +143,7 @@ def test_series_input_and_validation():
         fit_plateau(ds, likelihood="binomial")
 
 
+@pytest.mark.slow
 def test_loo_prefers_a_change_point_over_a_line_on_plateau_data():
     from saturation.models import compare_plateau_models
 
@@ -159,6 +172,7 @@ def test_prior_predictive_covers_the_data_scale():
     np.testing.assert_array_equal(prior["y"].values, again["y"].values)
 
 
+@pytest.mark.slow
 def test_cached_compiled_model_follows_shifted_steps():
     """The compiled model is reused for data of the same shape: the step origin and the
     candidate grid must travel as data, not as constants baked into the first compile."""
@@ -175,6 +189,7 @@ def test_cached_compiled_model_follows_shifted_steps():
     assert b["start"]["mean"] == pytest.approx(a["start"]["mean"], rel=1e-6)
 
 
+@pytest.mark.slow
 def test_zoib_likelihood_recovers_changepoint_from_bounded_statistics():
     level = LevelSpec("file", 0.45, 0.015, 0.0, 20.0)
     ds, _ = _sim(level, seed=11)
@@ -193,6 +208,7 @@ def test_zoib_likelihood_recovers_changepoint_from_bounded_statistics():
     assert "step_offset_z" in fit.idata.posterior and "log_likelihood" in fit.idata.groups()
 
 
+@pytest.mark.slow
 def test_zoib_does_not_call_a_rising_metric_a_plateau():
     ds, _ = _sim(LevelSpec("file", 0.35, 0.01, 0.01, 1000.0), seed=12)
     fit = fit_plateau(step_data(ds), likelihood="zoib", seed=1, sampler=FAST)
@@ -238,6 +254,7 @@ def test_exact_marginal_likelihood_matches_the_multivariate_normal():
     ("pooled", {"shared": True}),
     ("jump at a known break", {"breakpoint": 14, "continuity": "jump"}),
 ])
+@pytest.mark.slow
 def test_exact_sampler_agrees_with_nuts(case, kwargs):
     """The exact sampler and NUTS (nutpie) draw from the same posterior."""
     specs = [LevelSpec("file", 0.5, 0.02, 0.0, 14.0), LevelSpec("module", 0.3, 0.015, 0.001, 16.0)]
