@@ -1,6 +1,6 @@
 """Benchmark the transfer fit on the embedded SWE-Gym replica and print its reproduction table.
 
-    python benchmarks/transfer_bench.py [--reference data/reference.json] [--draws 1000]
+    python benchmarks/transfer_bench.py [--reference data/reference.json] [--draws N] [--task-effects sampled]
 
 Prints cold time (build + compile + sample), warm time (cached compiled model, second
 seed), sampling time, min bulk ESS, ESS/s, max R-hat and divergences; then, as Markdown,
@@ -23,7 +23,7 @@ import arviz as az
 from saturation import schema as S
 from saturation.models import fit_transfer
 from saturation.models._sampling import ConvergenceWarning
-from saturation.models.transfer import DEFAULT_SAMPLER
+from saturation.models.transfer import DEFAULT_SAMPLER, SAMPLED_EFFECTS_SAMPLER
 from saturation.replica import load_embedded
 
 NAMES = {"ungraded_rate": S.UNGRADED_RATE, "graded_only_reward": "graded_only", "all_rollout_reward": "all_rollout",
@@ -37,25 +37,28 @@ def _fmt(mean: float, hdi: list[float]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reference", default=str(Path(__file__).parents[1] / "data" / "reference.json"))
-    ap.add_argument("--draws", type=int, default=1000)
+    ap.add_argument("--draws", type=int, help="draws per chain (default: the model's)")
+    ap.add_argument("--task-effects", choices=S.TASK_EFFECTS, default="integrated")
     args = ap.parse_args()
     ref = json.loads(Path(args.reference).read_text())["transfer"]
     ds = load_embedded("swegym")
-    cfg = replace(DEFAULT_SAMPLER, draws=args.draws, tune=args.draws)
+    base = DEFAULT_SAMPLER if args.task_effects == "integrated" else SAMPLED_EFFECTS_SAMPLER
+    cfg = replace(base, draws=args.draws or base.draws)
     times = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         for seed in (1, 2):
             t0 = time.perf_counter()
-            fit = fit_transfer(ds, seed=seed, sampler=cfg)
+            fit = fit_transfer(ds, seed=seed, sampler=cfg, task_effects=args.task_effects)
             times.append(time.perf_counter() - t0)
     d = fit.diagnostics
     s = fit.timings["sample"]
     print(f"data: {fit.data.summary['n_trials']} trials, {fit.data.summary['n_groups']} (arm, step, task) groups, "
           f"{fit.data.summary['n_tasks']} tasks (SYNTHETIC replica)")
     print(f"cold {times[0]:.1f} s, warm {times[1]:.1f} s, sampling {s:.1f} s, min bulk ESS {d['ess_bulk_min']:.0f} "
-          f"({d['ess_bulk_min'] / s:.0f}/s), R-hat max {d['rhat_max']:.3f}, divergences {d['divergences']} "
-          f"({fit.timings['sampler']}, low-rank mass matrix {cfg.low_rank})\n")
+          f"({d['ess_bulk_min'] / s:.0f}/s), R-hat max {d['rhat_max']:.4f}, divergences {d['divergences']}, converged {d['converged']} "
+          f"({fit.timings['sampler']}, task effects {args.task_effects}, {cfg.chains} x ({cfg.tune} + {cfg.draws}), "
+          f"target_accept {cfg.target_accept})\n")
     arms = fit.data.arms
     emp = fit.data.empirical
     post = fit.idata.posterior

@@ -6,6 +6,8 @@ dims ``trial`` and ``level``; per-step sufficient statistics feed the PyMC model
 
 __version__ = "0.1.0"
 
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 from saturation.schema import HDI_PROB
@@ -34,6 +36,21 @@ if TYPE_CHECKING:
         simulate_transfer,
     )
     from saturation.validate import TrialValidationError, validate_trials
+
+
+class _Package(types.ModuleType):
+    """The package module: a submodule import must not replace the public function of the same
+    name (``saturation.aggregate`` is the function, as it was when it was imported eagerly;
+    ``from saturation.aggregate import ...`` reads ``sys.modules`` and is unaffected)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _LAZY and isinstance(value, types.ModuleType) and value.__name__ == f"saturation.{name}":
+            globals().pop(name, None)  # resolved again through __getattr__, as the function
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

@@ -374,15 +374,17 @@ def _sampler_args(args: argparse.Namespace, base: Any = None) -> Any:
 
     from saturation.models import SamplerConfig
 
-    return replace(base or SamplerConfig(), draws=args.draws, tune=args.tune, chains=args.chains,
-                   sampler=args.sampler, progress=args.progress)
+    base = base or SamplerConfig()
+    given = {k: getattr(args, k) for k in ("draws", "tune", "chains") if getattr(args, k) is not None}
+    return replace(base, **given, sampler=args.sampler, progress=args.progress)
 
 
-def _add_sampler_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--draws", type=int, default=1000)
-    p.add_argument("--tune", type=int, default=1000)
-    p.add_argument("--chains", type=int, default=4)
+def _add_sampler_args(p: argparse.ArgumentParser, defaults: Any = (1000, 1000, 4)) -> None:
+    draws, tune, chains = defaults
+    p.add_argument("--seed", type=int, default=0, help="seeds the sampler: same seed and data, same numbers (default 0)")
+    p.add_argument("--draws", type=int, help=f"draws per chain (default {draws})")
+    p.add_argument("--tune", type=int, help=f"tuning draws per chain (default {tune})")
+    p.add_argument("--chains", type=int, help=f"chains (default {chains})")
     p.add_argument("--sampler", choices=S.SAMPLERS, default="auto",
                    help="auto: exact independent draws for the Gaussian plateau model, else nutpie")
     p.add_argument("--progress", action="store_true", help="show the sampler's progress bar")
@@ -403,7 +405,7 @@ def _cmd_transfer(args: argparse.Namespace) -> int:
     ds = _load_trials_arg(args.trials, "swegym")
     arms = args.arms.split(",") if args.arms else None
     fit = fit_transfer(ds, reference=args.reference, arms=arms, first_steps=args.first_steps,
-                       knot_every=args.knot_every, walk=args.walk, seed=args.seed,
+                       knot_every=args.knot_every, walk=args.walk, task_effects=args.task_effects, seed=args.seed,
                        sampler=_sampler_args(args, DEFAULT_SAMPLER))
     out = fit.to_dict()
     if out["data"].get("synthetic"):
@@ -619,7 +621,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--walk", choices=S.WALKS, default="auto",
                    help="parametrisation of the knot random walks (default auto: centred with at least "
                         "400 trials per knot and arm, else non-centred)")
-    _add_sampler_args(p)
+    p.add_argument("--task-effects", choices=S.TASK_EFFECTS, default="integrated",
+                   help="integrated (default): task effects integrated out per task by quadrature; "
+                        "sampled: every task effect a parameter")
+    _add_sampler_args(p, defaults=tuple(S.TRANSFER_SAMPLER[k] for k in ("draws", "tune", "chains")))
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")
     p.add_argument("--idata", metavar="PATH", help="write the InferenceData (netCDF)")
     p.set_defaults(func=_cmd_transfer)

@@ -128,9 +128,8 @@ def _inside(value: float, e: dict[str, Any] | None) -> bool | None:
 
 
 def _sampler(spec: Spec) -> Any:
-    """The spec's sampler settings on top of the model's own defaults (the transfer model
-    defaults to nutpie's low-rank mass matrix, which its intercept/random-walk
-    correlations need)."""
+    """The spec's sampler settings on top of the model's own defaults (the transfer model's:
+    ``transfer.DEFAULT_SAMPLER``)."""
     from dataclasses import replace
 
     from saturation.models import SamplerConfig
@@ -404,7 +403,7 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
     m = spec.model
     fit = fit_transfer(ds, reference=m.get("reference", "base"), arms=m.get("arms"),
                        first_steps=m.get("first_steps", 4), knot_every=m.get("knot_every", 4.0),
-                       walk=m.get("walk", "auto"),
+                       walk=m.get("walk", "auto"), task_effects=m.get("task_effects", "integrated"),
                        priors=TransferPriors(**spec.priors), sampler=_sampler(spec), seed=spec.seed)
     est = fit.to_dict()
     out.idata(fit.idata, "transfer_fit")

@@ -93,8 +93,12 @@ CONTINUITIES: Final = ("hinge", "jump")
 SAMPLERS: Final = ("auto", "exact", "nutpie", "pymc", "numpyro")
 #: parametrisations of the transfer model's knot random walks ("auto": by trials per knot)
 WALKS: Final = ("auto", "centred", "non-centred")
-#: transfer model: task effects sampled (default) or integrated out by quadrature (models.marginal)
-TASK_EFFECTS: Final = ("sampled", "integrated")
+#: transfer model: task effects integrated out per task by quadrature (default, models.marginal)
+#: or sampled
+TASK_EFFECTS: Final = ("integrated", "sampled")
+#: the transfer model's sampler defaults (models.transfer.DEFAULT_SAMPLER; here so the CLI's help
+#: can show them without importing PyMC)
+TRANSFER_SAMPLER: Final = {"draws": 1000, "tune": 500, "chains": 4, "target_accept": 0.8}
 #: named simulation scenarios (``saturation simulate``; built in ``replica.SCENARIOS``, which
 #: must have exactly these keys: a test checks it). Here so the CLI's help needs no heavy import.
 SCENARIO_NAMES: Final = ("plateau", "transfer", "series", "null-rising", "flat", "swesmith", "swegym",

@@ -46,7 +46,8 @@ MODEL_KEYS: dict[str, dict[str, str]] = {
     "diagnose": {"levels": _STRS, "run": _STR},
     "series": {"runs": _STRS, "reference_runs": _STRS, "pass1": _STR, "passk": _STR, "entropy": _STR, "pass_rope": _NUM,
                "entropy_rope": _NUM},
-    "transfer": {"reference": _STR, "arms": _STRS, "first_steps": _INT, "knot_every": _NUM, "walk": _STR},
+    "transfer": {"reference": _STR, "arms": _STRS, "first_steps": _INT, "knot_every": _NUM, "walk": _STR,
+                 "task_effects": _STR},
 }
 FIGURES: dict[str, tuple[str, ...]] = {
     "plateau": ("curves", "slopes", "plateaued_by", "ppc", "loo"),
