@@ -23,7 +23,7 @@ import arviz as az
 from saturation import schema as S
 from saturation.models import fit_transfer
 from saturation.models._sampling import ConvergenceWarning
-from saturation.models.transfer import DEFAULT_SAMPLER, SAMPLED_EFFECTS_SAMPLER
+from saturation.models.transfer import DEFAULT_SAMPLER, INTEGRATED_SAMPLER
 from saturation.replica import load_embedded
 
 NAMES = {"ungraded_rate": S.UNGRADED_RATE, "graded_only_reward": "graded_only", "all_rollout_reward": "all_rollout",
@@ -38,11 +38,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reference", default=str(Path(__file__).parents[1] / "data" / "reference.json"))
     ap.add_argument("--draws", type=int, help="draws per chain (default: the model's)")
-    ap.add_argument("--task-effects", choices=S.TASK_EFFECTS, default="integrated")
+    ap.add_argument("--task-effects", choices=S.TASK_EFFECTS, default="sampled")
     args = ap.parse_args()
     ref = json.loads(Path(args.reference).read_text())["transfer"]
     ds = load_embedded("swegym")
-    base = DEFAULT_SAMPLER if args.task_effects == "integrated" else SAMPLED_EFFECTS_SAMPLER
+    base = INTEGRATED_SAMPLER if args.task_effects == "integrated" else DEFAULT_SAMPLER
     cfg = replace(base, draws=args.draws or base.draws)
     times = []
     with warnings.catch_warnings():

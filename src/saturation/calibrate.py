@@ -339,8 +339,7 @@ def simulate_transfer_prior(setting: TransferSetting, rng: np.random.Generator) 
 
     Knot values: a Gaussian random walk per arm and part (first knot ~ N(start_mu,
     intercept_sd), increments ~ N(0, rw_sd_a), rw_sd_a ~ Gamma(shape, shape / rw_sd));
-    task effects: iid normal over the scheduled tasks with sd ~ HalfNormal (the prior the
-    default ``task_effects="integrated"`` integrates over);
+    task effects: zero-sum normal over the scheduled tasks times task sd ~ HalfNormal;
     ungraded ~ Bernoulli, graded reward ~ Normal(expit(.), reward_sd_a), reward_sd_a ~
     HalfNormal(reward_sd_scale). Curves between knots by the model's own interpolation
     (``transfer.knot_basis``); population curves by the fit's ``transfer.population``.
@@ -365,7 +364,7 @@ def simulate_transfer_prior(setting: TransferSetting, rng: np.random.Generator) 
         task_sd[part] = abs(rng.normal(0.0, setting.task_sd))
         z = rng.standard_normal(len(used))
         task_effect[part] = np.zeros(setting.pool_size)
-        task_effect[part][used] = task_sd[part] * z  # iid N(0, task_sd^2): the integrated model's prior
+        task_effect[part][used] = task_sd[part] * (z - z.mean())
         truth.update({f"{part}_knot_first": float(kv[0, 0]), f"{part}_rw_sd": float(rw_sd[0]),
                       f"{part}_task_sd": float(task_sd[part])})
         if part == "reward":

@@ -400,13 +400,14 @@ def _print_diagnostics(d: dict[str, Any], timings: dict[str, Any]) -> None:
 
 def _cmd_transfer(args: argparse.Namespace) -> int:
     from saturation.models import fit_transfer
-    from saturation.models.transfer import DEFAULT_SAMPLER
+    from saturation.models.transfer import DEFAULT_SAMPLER, INTEGRATED_SAMPLER
 
     ds = _load_trials_arg(args.trials, "swegym")
     arms = args.arms.split(",") if args.arms else None
     fit = fit_transfer(ds, reference=args.reference, arms=arms, first_steps=args.first_steps,
                        knot_every=args.knot_every, walk=args.walk, task_effects=args.task_effects, seed=args.seed,
-                       sampler=_sampler_args(args, DEFAULT_SAMPLER))
+                       sampler=_sampler_args(args, INTEGRATED_SAMPLER if args.task_effects == "integrated"
+                                             else DEFAULT_SAMPLER))
     out = fit.to_dict()
     if out["data"].get("synthetic"):
         _print(f"NOTE: {out['data']['synthetic']}")
@@ -621,10 +622,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--walk", choices=S.WALKS, default="auto",
                    help="parametrisation of the knot random walks (default auto: centred with at least "
                         "400 trials per knot and arm, else non-centred)")
-    p.add_argument("--task-effects", choices=S.TASK_EFFECTS, default="integrated",
-                   help="integrated (default): task effects integrated out per task by quadrature; "
-                        "sampled: every task effect a parameter")
-    _add_sampler_args(p, defaults=tuple(S.TRANSFER_SAMPLER[k] for k in ("draws", "tune", "chains")))
+    integrated = S.TRANSFER_SAMPLER["integrated"]
+    p.add_argument("--task-effects", choices=S.TASK_EFFECTS, default="sampled",
+                   help="sampled (default): every task effect a parameter; integrated (experimental): task "
+                        "effects integrated out per task by quadrature (no funnel when a task sd is near zero; "
+                        f"default draws/tune then {integrated['draws']}/{integrated['tune']})")
+    _add_sampler_args(p, defaults=tuple(S.TRANSFER_SAMPLER["sampled"][k] for k in ("draws", "tune", "chains")))
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")
     p.add_argument("--idata", metavar="PATH", help="write the InferenceData (netCDF)")
     p.set_defaults(func=_cmd_transfer)

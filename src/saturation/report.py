@@ -133,9 +133,11 @@ def _sampler(spec: Spec) -> Any:
     from dataclasses import replace
 
     from saturation.models import SamplerConfig
-    from saturation.models.transfer import DEFAULT_SAMPLER
+    from saturation.models.transfer import DEFAULT_SAMPLER, INTEGRATED_SAMPLER
 
-    base = DEFAULT_SAMPLER if spec.kind == "transfer" else SamplerConfig()
+    base = SamplerConfig()
+    if spec.kind == "transfer":
+        base = INTEGRATED_SAMPLER if spec.model.get("task_effects") == "integrated" else DEFAULT_SAMPLER
     keys = ("draws", "tune", "chains", "sampler", "target_accept", "low_rank")
     return replace(base, **{k: spec.sampler[k] for k in keys if k in spec.sampler})
 
@@ -403,7 +405,7 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
     m = spec.model
     fit = fit_transfer(ds, reference=m.get("reference", "base"), arms=m.get("arms"),
                        first_steps=m.get("first_steps", 4), knot_every=m.get("knot_every", 4.0),
-                       walk=m.get("walk", "auto"), task_effects=m.get("task_effects", "integrated"),
+                       walk=m.get("walk", "auto"), task_effects=m.get("task_effects", "sampled"),
                        priors=TransferPriors(**spec.priors), sampler=_sampler(spec), seed=spec.seed)
     est = fit.to_dict()
     out.idata(fit.idata, "transfer_fit")

@@ -93,12 +93,15 @@ CONTINUITIES: Final = ("hinge", "jump")
 SAMPLERS: Final = ("auto", "exact", "nutpie", "pymc", "numpyro")
 #: parametrisations of the transfer model's knot random walks ("auto": by trials per knot)
 WALKS: Final = ("auto", "centred", "non-centred")
-#: transfer model: task effects integrated out per task by quadrature (default, models.marginal)
-#: or sampled
-TASK_EFFECTS: Final = ("integrated", "sampled")
-#: the transfer model's sampler defaults (models.transfer.DEFAULT_SAMPLER; here so the CLI's help
-#: can show them without importing PyMC)
-TRANSFER_SAMPLER: Final = {"draws": 1000, "tune": 500, "chains": 4, "target_accept": 0.8}
+#: transfer model: task effects sampled (default) or integrated out per task by quadrature
+#: (models.marginal)
+TASK_EFFECTS: Final = ("sampled", "integrated")
+#: the transfer model's sampler defaults per task_effects (models.transfer.DEFAULT_SAMPLER and
+#: INTEGRATED_SAMPLER; here so the CLI's help can show them without importing PyMC)
+TRANSFER_SAMPLER: Final = {
+    "sampled": {"draws": 1000, "tune": 1000, "chains": 4, "target_accept": 0.9},
+    "integrated": {"draws": 1000, "tune": 500, "chains": 4, "target_accept": 0.9},
+}
 #: named simulation scenarios (``saturation simulate``; built in ``replica.SCENARIOS``, which
 #: must have exactly these keys: a test checks it). Here so the CLI's help needs no heavy import.
 SCENARIO_NAMES: Final = ("plateau", "transfer", "series", "null-rising", "flat", "swesmith", "swegym",

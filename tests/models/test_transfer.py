@@ -13,15 +13,14 @@ from saturation.io import trials_to_frame
 from saturation.models import fit_transfer, transfer_data, transfer_frame
 from saturation.models.transfer import (
     DEFAULT_SAMPLER,
-    SAMPLED_EFFECTS_SAMPLER,
     TransferConfig,
     knot_basis,
     resolve_walk,
 )
 from saturation.simulate import ArmSpec, TransferSpec, simulate_transfer
 
-#: twice the default draws for the recovery test (its band check looks at every step)
-LONG = replace(DEFAULT_SAMPLER, draws=1000, tune=1000)
+#: the crossing scenario's R-hat sat at 1.010 with 1000 + 1000 after the likelihood rewrite
+LONG = replace(DEFAULT_SAMPLER, draws=1500, tune=1500)
 
 
 def _spec(arms, n_steps=24, prompts=48, samples=4):
@@ -125,12 +124,10 @@ def test_recovers_initial_advantage_and_crossover():
 
 @pytest.mark.slow
 def test_no_crossover_when_the_arm_stays_ahead():
-    """Also the sampled task effects (the other parametrisation of the same model)."""
     ds, truth = simulate_transfer(NO_CROSSING, seed=3)
     assert np.isnan(truth["crossover_step"]["s85"])
-    fit = fit_transfer(ds, seed=1, task_effects="sampled", sampler=SAMPLED_EFFECTS_SAMPLER)
+    fit = fit_transfer(ds, seed=1)
     assert fit.diagnostics["converged"], fit.diagnostics
-    assert "task_effects" in fit.diagnostics and "reward_task_z" in fit.idata.posterior
     assert fit.estimands["crossover_step"]["s85"]["p_no_crossover"] > 0.9
     last = fit.estimands["last_step"]["s85"]["delta_all_rollout"]
     assert last["hdi"][0] > 0
@@ -161,19 +158,3 @@ def test_transfer_command_writes_the_json_contract(tmp_path, capsys):
     row = d["by_step"][0]
     assert {"all_rollout", "graded_only", "ungraded_rate"} <= set(row["s85"])
     assert d["data"]["n_trials"] == ds.sizes[S.TRIAL]
-
-
-@pytest.mark.slow
-def test_integrated_task_effects_converge_when_a_task_sd_is_zero():
-    """Task effects integrated out (the default, models.marginal): no funnel when the ungraded
-    indicator has no task effect at all; the fit converges and the initial gap is covered."""
-    spec = replace(CROSSING, ungraded_task_sd=0.0)
-    ds, truth = simulate_transfer(spec, seed=4)
-    fit = fit_transfer(ds, seed=2)
-    assert fit.config.task_effects == "integrated"
-    assert "task_effects" not in fit.diagnostics and "ungraded_task_z" not in fit.idata.posterior
-    assert fit.diagnostics["converged"], fit.diagnostics
-    init = fit.estimands["initial"]["s85"]["delta_all_rollout"]
-    true_gap = truth["first_4_steps"]["all_rollout"]["s85"] - truth["first_4_steps"]["all_rollout"]["base"]
-    assert _inside(init, true_gap), (init, true_gap)
-    assert fit.estimands["task_effect_sd"]["ungraded"]["hdi"][0] < 0.1

@@ -56,17 +56,16 @@ from saturation.models.marginal import log_task_marginal, task_segments
 #: the three per-step quantities compared between arms
 QUANTITIES = ("all_rollout", "graded_only", S.UNGRADED_RATE)
 PARTS = ("ungraded", "reward")
-#: default sampler (``schema.TRANSFER_SAMPLER``): 4 chains x (500 tune + 1000 draws),
-#: target_accept 0.8, diagonal mass matrix. With the task effects integrated out the posterior
-#: has ~50 nearly Gaussian dimensions: on the embedded replica 7 leapfrog steps per draw and 0
-#: divergences (0.9: 13 steps, same ESS; a low-rank mass matrix: no gain); with 500 draws the
-#: largest R-hat over the ~300 reported quantities was 1.0097, too close to the 1.01 bound.
-#: The sampled task effects need 1000 + 1000 at 0.9 (31-50 steps per draw).
-DEFAULT_SAMPLER = SamplerConfig(draws=int(S.TRANSFER_SAMPLER["draws"]), tune=int(S.TRANSFER_SAMPLER["tune"]),
-                                chains=int(S.TRANSFER_SAMPLER["chains"]),
-                                target_accept=S.TRANSFER_SAMPLER["target_accept"], low_rank=False)
-#: the sampler for ``task_effects="sampled"`` (the earlier default)
-SAMPLED_EFFECTS_SAMPLER = SamplerConfig(draws=1000, tune=1000, target_accept=0.9, low_rank=False)
+#: default sampler (sampled task effects, ``schema.TRANSFER_SAMPLER``): with the curves
+#: parametrised by their knot values (nearly independent a posteriori) a diagonal mass matrix
+#: suffices; measured on the embedded replica (4 chains x 1000 + 1000): min bulk ESS 1308, 0
+#: divergences, 70 s of sampling, against 795 and 215 s for the earlier intercept + increments
+#: form with nutpie's low-rank adaptation
+DEFAULT_SAMPLER = SamplerConfig(**S.TRANSFER_SAMPLER["sampled"], low_rank=False)  # type: ignore[arg-type]
+#: sampler for ``task_effects="integrated"``: about 50 parameters, 13 leapfrog steps per draw at
+#: target_accept 0.9 on the embedded replica (7 at 0.8, but then a flat arm's centred knot walk
+#: diverged: docs/transfer.md), 500 tuning draws suffice
+INTEGRATED_SAMPLER = SamplerConfig(**S.TRANSFER_SAMPLER["integrated"], low_rank=False)  # type: ignore[arg-type]
 #: R-hat bound for the thousands of per-task nuisance effects (reported separately). With
 #: 4,116 effects the largest of their R-hats sat at 1.008-1.013 (bulk ESS >= 5,000 each)
 #: while every structural parameter and reported curve was <= 1.005 (embedded replica); the
@@ -201,10 +200,11 @@ class TransferConfig:
     knot_every: float = 4.0
     #: parametrisation of the knot random walks: "centred", "non-centred" or "auto"
     walk: str = "auto"
-    #: "integrated" (default): task effects integrated out per task by adaptive Gauss-Hermite
-    #: quadrature (models.marginal: ~50 parameters, no funnel at task sd -> 0); "sampled":
-    #: every task effect a parameter (thousands; the earlier default)
-    task_effects: str = "integrated"
+    #: "sampled" (default): every task effect a parameter (thousands); "integrated"
+    #: (experimental): integrated out per task by adaptive Gauss-Hermite quadrature
+    #: (models.marginal: ~50 parameters, no funnel when a task sd is near zero; docs/transfer.md
+    #: has the measured trade-offs and the open problems)
+    task_effects: str = "sampled"
     priors: TransferPriors = field(default_factory=TransferPriors)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
 
@@ -412,7 +412,7 @@ def fit_transfer(
     first_steps: int = 4,
     knot_every: float = 4.0,
     walk: str = "auto",
-    task_effects: str = "integrated",
+    task_effects: str = "sampled",
     priors: TransferPriors | None = None,
     sampler: SamplerConfig | None = None,
     seed: int = 0,
@@ -435,11 +435,11 @@ def fit_transfer(
         Parametrisation of the knot random walks (same model, different geometry for the
         sampler); "auto" picks by trials per knot (:func:`resolve_walk`). The stored config
         names the one used.
-    task_effects : {"integrated", "sampled"}
-        Integrate the task effects out per task by adaptive Gauss-Hermite quadrature
-        (default, :mod:`saturation.models.marginal`: the same model with about 50 parameters
-        instead of thousands and no funnel when a task sd is near zero) or sample every one
-        (then ``sampler`` defaults to ``SAMPLED_EFFECTS_SAMPLER``).
+    task_effects : {"sampled", "integrated"}
+        Sample every task effect (default) or integrate them out per task by adaptive
+        Gauss-Hermite quadrature (:mod:`saturation.models.marginal`: the same model with about
+        50 parameters instead of thousands and no funnel when a task sd is near zero; then
+        ``sampler`` defaults to ``INTEGRATED_SAMPLER``).
     seed : int
         Seeds the sampler; same seed and data give the same numbers.
 
@@ -458,8 +458,8 @@ def fit_transfer(
     config = TransferConfig(reference=reference, arms=tuple(arms) if arms else None, first_steps=first_steps,
                             knot_every=knot_every, walk=walk, task_effects=task_effects,
                             priors=priors or TransferPriors(),
-                            sampler=sampler or (DEFAULT_SAMPLER if task_effects == "integrated"
-                                                else SAMPLED_EFFECTS_SAMPLER))
+                            sampler=sampler or (INTEGRATED_SAMPLER if task_effects == "integrated"
+                                                else DEFAULT_SAMPLER))
     config.validate()
     data = ds if isinstance(ds, TransferData) else transfer_data(ds, arms=arms)
     config = replace(config, walk=resolve_walk(data, config))  # the stored config names the one used
