@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -253,13 +254,15 @@ def _print_description(name: str, d: dict[str, Any]) -> None:
 def _cmd_describe(args: argparse.Namespace) -> int:
     from saturation import replica
 
+    # loaded one at a time, each described as soon as it is read (the first lines come early)
+    loaders: dict[str, Callable[[], xr.Dataset]]
     if args.trials:
-        datasets = {", ".join(args.trials): _load_trials_arg(args.trials, "")}
+        loaders = {", ".join(args.trials): lambda: _load_trials_arg(args.trials, "")}
     else:
-        datasets = {f"embedded: {name}": replica.load_embedded(name) for name in replica.EMBEDDED_TRIALS}
+        loaders = {f"embedded: {name}": partial(replica.load_embedded, name) for name in replica.EMBEDDED_TRIALS}
     out = {}
-    for name, ds in datasets.items():
-        d = describe(ds)
+    for name, load in loaders.items():
+        d = describe(load())
         out[name] = d
         _print_description(name, d)
     if args.json:
