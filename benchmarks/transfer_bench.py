@@ -23,7 +23,7 @@ import arviz as az
 from saturation import schema as S
 from saturation.models import fit_transfer
 from saturation.models._sampling import ConvergenceWarning
-from saturation.models.transfer import DEFAULT_SAMPLER, INTEGRATED_SAMPLER
+from saturation.models.transfer import default_sampler
 from saturation.replica import load_embedded
 
 NAMES = {"ungraded_rate": S.UNGRADED_RATE, "graded_only_reward": "graded_only", "all_rollout_reward": "all_rollout",
@@ -42,7 +42,7 @@ def main() -> None:
     args = ap.parse_args()
     ref = json.loads(Path(args.reference).read_text())["transfer"]
     ds = load_embedded("swegym")
-    base = INTEGRATED_SAMPLER if args.task_effects == "integrated" else DEFAULT_SAMPLER
+    base = default_sampler(args.task_effects)
     cfg = replace(base, draws=args.draws or base.draws)
     times = []
     with warnings.catch_warnings():

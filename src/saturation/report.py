@@ -129,15 +129,13 @@ def _inside(value: float, e: dict[str, Any] | None) -> bool | None:
 
 def _sampler(spec: Spec) -> Any:
     """The spec's sampler settings on top of the model's own defaults (the transfer model's:
-    ``transfer.DEFAULT_SAMPLER``)."""
+    ``transfer.default_sampler``)."""
     from dataclasses import replace
 
     from saturation.models import SamplerConfig
-    from saturation.models.transfer import DEFAULT_SAMPLER, INTEGRATED_SAMPLER
+    from saturation.models.transfer import default_sampler
 
-    base = SamplerConfig()
-    if spec.kind == "transfer":
-        base = INTEGRATED_SAMPLER if spec.model.get("task_effects") == "integrated" else DEFAULT_SAMPLER
+    base = default_sampler(spec.model.get("task_effects", "sampled")) if spec.kind == "transfer" else SamplerConfig()
     keys = ("draws", "tune", "chains", "sampler", "target_accept", "low_rank")
     return replace(base, **{k: spec.sampler[k] for k in keys if k in spec.sampler})
 

@@ -184,6 +184,8 @@ class TaskMarginal(Op):
         if not 1 <= nodes <= 20:
             raise ValueError(f"nodes must be in 1..20, got {nodes}")
         self.kind, self.nodes, self.newton_steps = kind, int(nodes), int(newton_steps)
+        #: Gauss-Hermite nodes and weights (not a prop: derived from ``nodes``)
+        self.rule = np.polynomial.hermite.hermgauss(self.nodes)
 
     def make_node(self, *inputs: Any) -> Apply:
         """Inputs: c, tau, a, b, d, prec, start, end."""
@@ -199,7 +201,7 @@ class TaskMarginal(Op):
 
     def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
         c, tau, a, b, d, prec, start, end = inputs
-        z, w = np.polynomial.hermite.hermgauss(self.nodes)
+        z, w = self.rule
         value, dc, dtau, dprec = marginal_kernel(self.kind == "gaussian", c, float(tau), a, b, d, prec,
                                                  start, end, z, w, self.newton_steps)
         output_storage[0][0] = np.asarray(value)
@@ -222,7 +224,7 @@ class TaskMarginal(Op):
 @register_funcify_default_op_cache_key(TaskMarginal)
 def _numba_task_marginal(op: TaskMarginal, node: Any = None, **kwargs: Any) -> Any:
     gaussian, steps = op.kind == "gaussian", op.newton_steps
-    z, w = np.polynomial.hermite.hermgauss(op.nodes)
+    z, w = op.rule
 
     @numba.njit
     def task_marginal(c, tau, a, b, d, prec, start, end):

@@ -66,6 +66,12 @@ DEFAULT_SAMPLER = SamplerConfig(**S.TRANSFER_SAMPLER["sampled"], low_rank=False)
 #: target_accept 0.9 on the embedded replica (7 at 0.8, but then a flat arm's centred knot walk
 #: diverged: docs/transfer.md), 500 tuning draws suffice
 INTEGRATED_SAMPLER = SamplerConfig(**S.TRANSFER_SAMPLER["integrated"], low_rank=False)  # type: ignore[arg-type]
+
+
+def default_sampler(task_effects: str) -> SamplerConfig:
+    """The sampler settings a fit with these ``task_effects`` uses unless told otherwise
+    (shared by :func:`fit_transfer`, the CLI and the report)."""
+    return INTEGRATED_SAMPLER if task_effects == "integrated" else DEFAULT_SAMPLER
 #: R-hat bound for the thousands of per-task nuisance effects (reported separately). With
 #: 4,116 effects the largest of their R-hats sat at 1.008-1.013 (bulk ESS >= 5,000 each)
 #: while every structural parameter and reported curve was <= 1.005 (embedded replica); the
@@ -261,8 +267,9 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
     emp = data.empirical
     integrated = config.task_effects == "integrated"
     # integrated task effects need the groups ordered by task (each task one contiguous segment)
-    order, task_start, task_end = task_segments(data.task_idx, len(data.tasks))
-    if not integrated:
+    if integrated:
+        order, task_start, task_end = task_segments(data.task_idx, len(data.tasks))
+    else:
         order = np.arange(len(data.n))
     cell = data.arm_idx * len(data.steps) + data.step_idx
     values = {
@@ -311,9 +318,8 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
             task_sd = pm.HalfNormal(f"{part}_task_sd", pri.task_sd)
             # one flat (arm, step) index: 1-D gathers keep the gradient's scatter-add fast
             lin[part] = curve.flatten()[d["cell"]]
-            if integrated:
-                task_sds[part] = task_sd
-            else:
+            task_sds[part] = task_sd
+            if not integrated:
                 # zero-sum: the mean task effect would otherwise trade off against the intercepts
                 task_z = pm.ZeroSumNormal(f"{part}_task_z", sigma=1.0, dims="task")
                 lin[part] = lin[part] + task_sd * task_z[d["task_idx"]]
@@ -458,8 +464,7 @@ def fit_transfer(
     config = TransferConfig(reference=reference, arms=tuple(arms) if arms else None, first_steps=first_steps,
                             knot_every=knot_every, walk=walk, task_effects=task_effects,
                             priors=priors or TransferPriors(),
-                            sampler=sampler or (INTEGRATED_SAMPLER if task_effects == "integrated"
-                                                else DEFAULT_SAMPLER))
+                            sampler=sampler or default_sampler(task_effects))
     config.validate()
     data = ds if isinstance(ds, TransferData) else transfer_data(ds, arms=arms)
     config = replace(config, walk=resolve_walk(data, config))  # the stored config names the one used
