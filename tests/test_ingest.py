@@ -9,23 +9,38 @@ import pytest
 import zstandard
 
 from saturation.ingest import IngestError, ingest_runs, looks_like_run_dir, scan_run_dir
-from skyrl_fixtures import ANSWERS, EXPECTED_UNGRADED, PLAN, REWARDS, run_dir, write
+from skyrl_fixtures import (
+    ANSWERS,
+    ERROR_TEXT,
+    EXPECTED_STATUS,
+    EXPECTED_UNGRADED,
+    PLAN,
+    eval_only_run_dir,
+    expected_counts,
+    f1_by_hand,
+    run_dir,
+    trajectory,
+    write,
+    write_trajectory,
+)
 
 
 @pytest.mark.parametrize("zst", [True, False])
 def test_run_directory_ingests_to_the_expected_dataset(tmp_path, zst):
     root = run_dir(tmp_path / "run_a", zst=zst)
     assert looks_like_run_dir(root) and not looks_like_run_dir(tmp_path / "missing")
-    res = ingest_runs([root], progress=False)
+    res = ingest_runs([root], progress=False, workers=1)
     ds = res.trials
     assert res.problems == []
     acc = res.accounting
-    # 10 trajectory files + 6 lines of the step-3 eval dump + 6 superseded lines of step 2
-    assert (acc["rows_read"], acc["rows_kept"], acc["rows_rejected"], acc["rows_superseded"]) == (22, 16, 0, 6)
-    assert acc["ungraded_reasons"] == {"empty_file_name": 1, "error_file": 1, "no_answer": 1, "no_score": 1,
-                                       "several_answers": 1}
+    # 12 trajectory files + 6 lines of the step-3 eval dump + 6 superseded lines of step 2
+    assert (acc["rows_read"], acc["rows_kept"], acc["rows_rejected"], acc["rows_superseded"]) == (24, 18, 0, 6)
+    assert acc["ungraded_reasons"] == {"error_file": 1, "no_score": 1}
+    assert acc["answer_statuses"] == {"empty_file_name": 1, "finish_call": 11, "no_finish_call": 2,
+                                      "not_rescored": 1, "several_finish_calls": 1}
+    assert acc["reward_dict_mismatches"] == {}  # every recomputed F1 equals the logged one
     assert acc["dirs"][0]["ignored"] == [str(root / "notes.md")]
-    assert ds.attrs["rows_read"] == 22 and ds.attrs["rows_kept"] == 16 and ds.attrs["rows_superseded"] == 6
+    assert ds.attrs["rows_read"] == 24 and ds.attrs["rows_kept"] == 18 and ds.attrs["rows_superseded"] == 6
     assert set(np.unique(ds["run"].values)) == {"Qwen/Qwen3-8B"}
     assert list(ds["level"].values) == ["file", "module", "entity"]
     key = list(zip(ds["step"].values.tolist(), ds["phase"].values.tolist(), ds["instance_id"].values.tolist(),
@@ -39,23 +54,127 @@ def test_run_directory_ingests_to_the_expected_dataset(tmp_path, zst):
             if reason is not None:
                 assert ds["ungraded_reason"].values[i] == reason
                 assert ds["reward"][i] == 0 and np.isnan(ds["f1"][i]).all()
+                assert ds["error_message"].values[i] == "sandbox timed out"
                 continue
-            counts = ANSWERS["perfect" if kind == "text" else kind][1]
-            assert ds["reward"][i] == (REWARDS.get(kind, 3.0))
+            assert ds["answer_status"].values[i] == EXPECTED_STATUS[kind], (name, kind)
+            counts = expected_counts(kind)
             for j, (n_pred, n_gold, n_tp) in enumerate(counts):
-                assert (ds["n_pred"][i, j], ds["n_gold"][i, j], ds["n_tp"][i, j]) == (n_pred, n_gold, n_tp)
-            assert ds["num_turns"][i] == 5 + int(rep) and ds["file_reward"][i] == pytest.approx(ds["reward"][i] / 3)
-            assert ds["n_locations"][i] == len(ANSWERS["perfect" if kind == "text" else kind][0])
+                assert (ds["n_pred"][i, j], ds["n_gold"][i, j], ds["n_tp"][i, j]) == (n_pred, n_gold, n_tp), (kind, j)
+                assert ds["f1"][i, j] == pytest.approx(f1_by_hand(n_pred, n_gold, n_tp))
+            # a text answer or no finish call: 0 at every level, as the upstream reward scores it
+            assert ds["reward"][i] == pytest.approx(sum(f1_by_hand(*c) for c in counts))
+            assert ds["file_reward"][i] == pytest.approx(ds["f1"][i, 0])
+            assert ds["reward_dict_mismatch"][i] == 0
+            assert ds["num_turns"][i] == 5 + int(rep)
     evals = ds.where(ds["dataset"] == "swe_gym", drop=True)
     assert evals.sizes["trial"] == 6 and set(evals["step"].values) == {3}
-    assert sorted(evals["reward"].values.tolist()) == [0.0, 0.0, 0.0, 0.5, 1.0, 1.0]
+    # per-token scores reduced to their sum; perfect (3.0), wrong (0), no finish call (0), ungraded
+    assert sorted(evals["reward"].values.tolist()) == [0.0, 0.0, 0.0, 0.0, 3.0, 3.0]
     assert int((~evals["graded"].astype(bool)).sum()) == 1
+    assert sorted(evals["answer_status"].values.tolist()) == ["", "finish_call", "finish_call", "finish_call",
+                                                                "finish_call", "not_rescored"]
+    rescored = evals.where(evals["answer_status"] == "finish_call", drop=True)
+    assert sorted(rescored["f1"].sel(level="file").values.tolist()) == [0.0, 0.0, 1.0, 1.0]
     assert evals["source"].values[0].endswith(":1")
     m = res.metrics
     assert sorted(m["run"].values) == ["Qwen/Qwen3-8B", "s85"]
     assert m["reward_mean"].sel(run="Qwen/Qwen3-8B", step=3).item() == pytest.approx(0.33)
     assert m["eval_swe_gym_avg_score"].sel(run="s85", step=40).item() == pytest.approx(0.41)
+    # aggregated_results.jsonl: the step's eval metrics, not a trial
+    assert m["eval_swe_gym_avg_score"].sel(run="Qwen/Qwen3-8B", step=3).item() == pytest.approx(1.0)
+    assert m["eval_swe_gym_avg_score"].sel(run="Qwen/Qwen3-8B", step=2).item() == pytest.approx(1.0)
     assert json.loads(m.attrs["config/Qwen/Qwen3-8B"])["trainer.algorithm.advantage_estimator"] == "rloo"
+
+
+def test_logged_rewards_that_disagree_are_counted_not_replaced(tmp_path):
+    root = tmp_path / "r"
+    d = root / "trajectories" / "step_1" / "train"
+    write_trajectory(d / "repo__a-1_0.json", trajectory("repo__a-1", "partial", logged={"file_reward": 0.9}))
+    write_trajectory(d / "repo__a-1_1.json", trajectory("repo__a-1", "perfect"))
+    res = ingest_runs([root], progress=False, workers=1)
+    assert res.accounting["reward_dict_mismatches"] == {"file": 1}
+    ds = res.trials
+    assert ds["reward_dict_mismatch"].values.tolist() == [1.0, 0.0]
+    assert ds["mismatched_levels"].values.tolist() == ["file", ""]
+    assert ds["f1"].sel(level="file").values[0] == pytest.approx(0.5)  # recomputed, not the logged 0.9
+    assert ds["file_reward"].values[0] == pytest.approx(0.9)  # the logged value is kept beside it
+
+
+def test_old_trajectories_take_the_finish_call_from_messages(tmp_path):
+    root = tmp_path / "r"
+    d = root / "trajectories" / "step_1" / "train"
+    write_trajectory(d / "repo__a-1_0.json", trajectory("repo__a-1", "partial", old_format=True))
+    res = ingest_runs([root], progress=False, workers=1)
+    ds = res.trials
+    assert ds["answer_status"].values.tolist() == ["finish_call_in_messages"]
+    assert ds["n_tp"].values[0].tolist() == [1, 1, 1]
+    assert res.accounting["reward_dict_mismatches"] == {}
+
+
+def test_level_fields_in_logged_dicts_cannot_overwrite_the_scores(tmp_path):
+    root = tmp_path / "r"
+    record = trajectory("repo__a-1", "perfect")
+    record["reward_dict"]["file_f1"] = -1.0
+    record["metrics_dict"]["module_n_tp"] = 99
+    record["metrics_dict"]["file_reward"] = 7.0  # the name is taken by reward_dict's entry
+    write_trajectory(root / "trajectories" / "step_1" / "train" / "repo__a-1_0.json", record)
+    ds = ingest_runs([root], progress=False, workers=1).trials
+    assert ds["f1"].sel(level="file").item() == 1.0 and ds["n_tp"].sel(level="module").item() == 2
+    assert ds["x_file_f1"].item() == -1.0 and ds["x_module_n_tp"].item() == 99
+    assert ds["file_reward"].item() == 1.0 and ds["metrics_dict_file_reward"].item() == 7.0
+
+
+def test_string_where_a_list_belongs_is_reported(tmp_path):
+    root = tmp_path / "r"
+    record = trajectory("repo__a-1", "perfect")
+    record["target"] = [{"file": "pkg/a.py", "changes": {"edited_modules": "pkg/a.py:A"}}]
+    path = write_trajectory(root / "trajectories" / "step_1" / "train" / "repo__a-1_0.json", record)
+    with pytest.raises(IngestError, match=r"edited_modules is a str, not a list"):
+        ingest_runs([root], progress=False, workers=1)
+    res = ingest_runs([root], strict=False, progress=False, workers=1)
+    assert res.accounting["rows_rejected"] == 1 and str(path) in res.problems[0]
+
+
+def test_agentic_code_search_string_targets_grade_text_answers(tmp_path):
+    root = tmp_path / "r"
+    record = trajectory("repo__a-1", "text")
+    record["target"] = "[('pkg/a.py', [44, 3]), ('pkg/b.py', [10, 1])]"
+    record["reward_dict"] = {"file_reward": 1.0}
+    write_trajectory(root / "trajectories" / "step_1" / "train" / "repo__a-1_0.json", record)
+    ds = ingest_runs([root], progress=False, workers=1).trials
+    assert ds["answer_status"].item() == "text_answer"
+    assert ds["f1"].sel(level="file").item() == 1.0
+    assert np.isnan(ds["f1"].sel(level="module").item())  # no module gold in a string target
+    assert ds["reward_dict_mismatch"].item() == 0
+
+
+def test_eval_only_run_is_placed_as_eval_only(tmp_path):
+    root = eval_only_run_dir(tmp_path / "evalrun")
+    res = ingest_runs([root], progress=False, workers=1)
+    assert res.problems == []
+    ds = res.trials
+    assert set(ds["phase"].values) == {"eval_only"}
+    assert set(ds["step"].values) == {85}  # from the checkpoint path it was launched with
+    assert set(ds["run"].values) == {"s85-step85"}  # the index label
+    assert res.accounting["answer_statuses"]["finish_call"] >= 2
+    m = res.metrics
+    assert list(m["run"].values) == ["s85-step85"] and list(m["step"].values) == [85]
+    assert m["eval_swe_gym_avg_score"].item() == pytest.approx(0.4123456)  # the driver's unrounded line wins
+
+
+def test_parallel_parse_equals_serial(tmp_path):
+    root = tmp_path / "r"
+    kinds = sorted(ANSWERS) + ["text", "none", "twice"]
+    for i in range(300):
+        d = root / "trajectories" / f"step_{1 + i // 100}" / "train"
+        if i % 37 == 36:
+            write(d / f"repo__p-{i}_0.error", ERROR_TEXT)
+        else:
+            write_trajectory(d / f"repo__p-{i}_0.json", trajectory(f"repo__p-{i}", kinds[i % len(kinds)], tokens=50))
+    serial = ingest_runs([root], progress=False, workers=1)
+    parallel = ingest_runs([root], progress=False, workers=2)
+    assert parallel.trials.drop_attrs().equals(serial.trials.drop_attrs())
+    assert parallel.accounting["rows_kept"] == 300
 
 
 def test_writes_and_reads_back_through_netcdf_and_the_models(tmp_path):
@@ -66,7 +185,7 @@ def test_writes_and_reads_back_through_netcdf_and_the_models(tmp_path):
     back = open_trials(write_trials(res.trials, tmp_path / "t.nc"))
     assert back.identical(res.trials) or back.equals(res.trials)
     agg = aggregate(back)
-    assert int(agg["n_trials"].sum()) == 16
+    assert int(agg["n_trials"].sum()) == 18
 
 
 def test_two_runs_get_labels_and_arms(tmp_path):
@@ -78,7 +197,7 @@ def test_two_runs_get_labels_and_arms(tmp_path):
                       progress=False)
     assert set(res.trials["arm"].values) == {"base", "s85"}
     assert set(res.trials["run"].values) == {"base-run", "s85-run"}
-    assert (res.trials["arm"] == "s85").sum() == 16
+    assert (res.trials["arm"] == "s85").sum() == 18
 
 
 def test_malformed_inputs_are_reported_and_the_rest_ingested(tmp_path):
@@ -106,7 +225,7 @@ def test_malformed_inputs_are_reported_and_the_rest_ingested(tmp_path):
     assert f"{d / 'no-rep-number.json'}: file name is not <instance_id>_<rep>.json" in text
     assert "field 'instance_id' is 'other'" in text
     assert f"{dump}:7: malformed JSON" in text
-    assert f"{dump}:8: field 'score': '1' is not a finite number" in text
+    assert f"{dump}:8: field 'score': 1 is not a finite number or a list of them" in text
     assert "other.jsonl.zst: truncated zstd stream" in text
     assert f"{root / 'eval_log_index.txt'}:2: index line" in text
     assert "eval_final.log: no checkpoint step" in text
@@ -117,14 +236,15 @@ def test_malformed_inputs_are_reported_and_the_rest_ingested(tmp_path):
     assert acc["rows_rejected"] == 7
     assert any("other.jsonl.zst:" in p and "malformed JSON" in p for p in res.problems)
     assert acc["rows_read"] == acc["rows_kept"] + acc["rows_rejected"] + acc["rows_superseded"]
-    assert acc["rows_kept"] > 16  # the lines of the truncated dump before the cut were kept
+    assert acc["rows_kept"] > 18  # the lines of the truncated dump before the cut were kept
     assert json.loads(res.metrics.attrs["eval_only_unplaced"])[0]["metrics"] == {"eval/x/avg_score": 0.5}
 
 
 def test_scan_classifies_files(tmp_path):
     c = scan_run_dir(run_dir(tmp_path / "r"))
-    assert c.summary() == {"trajectory_files": 10, "eval_dump_files": 2, "console_logs": 2, "metrics_csvs": 0,
-                           "index_files": 1, "ignored_files": 1}
+    assert c.summary() == {"trajectory_files": 12, "eval_dump_files": 2, "eval_aggregate_files": 2,
+                           "console_logs": 2, "wandb_runs": 0, "metrics_csvs": 0, "index_files": 1,
+                           "ignored_files": 1}
     with pytest.raises(FileNotFoundError):
         scan_run_dir(tmp_path / "nothing")
 

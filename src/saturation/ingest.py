@@ -1,17 +1,22 @@
-"""Ingest SkyRL run directories: trajectories, eval dumps, console logs, eval-log index.
+"""Ingest SkyRL run directories: trajectories, eval dumps, console logs, wandb, eval-log index.
 
 :func:`ingest_runs` walks each run directory, recognises what it holds (docs/skyrl.md),
 reads ``.zst`` files transparently and returns the trial Dataset (one trial per rollout,
-per-level scores recomputed from answer and gold) plus the per-step metrics Dataset, with
-every file, line and row accounted for:
+per-level scores recomputed as the upstream reward computes them) plus the per-step metrics
+Dataset, with every file, line and row accounted for:
 
-* ``step_{k}/{train|eval}/{instance_id}_{rep}.json`` - one graded or ungraded trial;
+* ``step_{k}/{train|eval}/{instance_id}_{rep}.json`` - one trial (:mod:`saturation.trajectory`);
   ``{instance_id}_{rep}.error`` - a crashed rollout, an ungraded trial (reason ``error_file``);
+  ``step_None/eval/`` - an eval-only run's trials (phase ``eval_only``);
 * ``dumped_evals/global_step_{k}_evals/{data_source}.jsonl`` - one eval trial per line;
+  ``aggregated_results.jsonl`` beside it - that step's eval metrics (into the metrics);
+  ``dumped_evals/eval_only/`` - an eval-only run's (phase ``eval_only``);
 * console logs (``*.log``, ``*.out``, optionally ``.zst``) - per-step metrics and
   configuration (:mod:`saturation.skyrl`); eval-only logs (a ``Metrics from eval only
-  run`` line and no steps) are placed at (run label, checkpoint step) using
-  ``eval_log_index.txt`` and the step in the file name;
+  run`` line) are placed at (run label, checkpoint step) using ``eval_log_index.txt`` and
+  the step in the file or directory name;
+* wandb run directories (``wandb/run-*/``, ``wandb/offline-run-*/``) - per-step metrics from
+  the ``run-*.wandb`` history (optional extra ``saturation[wandb]``; :mod:`saturation.wandb_history`);
 * per-step metrics CSVs (``*.csv``) - merged into the metrics Dataset;
 * anything else is listed as ignored.
 
@@ -20,12 +25,12 @@ Nothing is evaluated or unpickled: JSON and Python literals only.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,28 +40,33 @@ import xarray as xr
 
 from saturation import localization as L
 from saturation import schema as S
+from saturation import trajectory as T
 from saturation.progress import Progress
 from saturation.skyrl import (
+    RUN_KEY,
     ConsoleLog,
     TruncatedStreamError,
     metrics_dataset,
     open_text,
-    read_all,
     read_console_log,
 )
 
-TRAJ_RE = re.compile(r"(?:^|/)step_(?P<step>\d+)/(?P<phase>train|eval)/(?P<name>[^/]+)\.(?P<ext>json|error)(?:\.zst)?$")
-EVAL_DUMP_RE = re.compile(r"(?:^|/)global_step_(?P<step>\d+)_evals/(?P<source>[^/]+)\.jsonl(?:\.zst)?$")
+TRAJ_RE = re.compile(r"(?:^|/)step_(?P<step>\d+|None)/(?P<phase>train|eval)/(?P<name>[^/]+)\.(?P<ext>json|error)"
+                     r"(?:\.zst)?$")
+EVAL_DUMP_RE = re.compile(r"(?:^|/)(?:global_step_(?P<step>\d+)_evals|(?P<eval_only>eval_only))/(?P<source>[^/]+)"
+                          r"\.jsonl(?:\.zst)?$")
+#: the eval metrics SkyRL writes beside a step's per-data-source dumps (one JSON line)
+AGGREGATED_NAME = "aggregated_results"
+#: a wandb run directory inside the run directory (``wandb/run-20261201_120000-abc123/...``)
+WANDB_RE = re.compile(r"(?:^|/)(?P<dir>wandb/(?:offline-)?run-[^/]+)/")
 LOG_SUFFIXES = (".log", ".log.zst", ".out", ".out.zst")
 METRICS_SUFFIXES = (".csv", ".csv.zst")
 INDEX_NAME = "eval_log_index.txt"
 #: checkpoint step in an eval-log file name (the last match counts)
 CKPT_STEP_RE = re.compile(r"(?:global_step|step|ckpt)[_-]?(?P<step>\d+)", re.I)
 INDEX_LINE_RE = re.compile(r"^(?P<name>\S+?)\s*(?:[,:=\t]|->|\s)\s*(?P<label>\S.*?)\s*$")
-#: a trajectory file larger than this is not loaded (memory bound); reported as a problem
-MAX_TRAJECTORY_BYTES = 256 << 20
-RESERVED = {*S.TRIAL_COORDS, S.GRADED, S.REWARD, *S.LEVEL_FIELDS, "ungraded_reason", "n_locations",
-            "stop_reason", "error_message", "source"}
+#: the step given to eval-only results whose checkpoint step is in no file or directory name
+EVAL_ONLY_STEP = 0
 
 
 class IngestError(ValueError):
@@ -76,15 +86,19 @@ class RunContents:
 
     root: Path
     trajectories: list[tuple[Path, int, str, str, str]] = field(default_factory=list)  # path, step, phase, name, ext
-    eval_dumps: list[tuple[Path, int, str]] = field(default_factory=list)  # path, step, data source
+    eval_dumps: list[tuple[Path, int, str, str]] = field(default_factory=list)  # path, step, phase, data source
+    eval_aggregates: list[tuple[Path, int, str]] = field(default_factory=list)  # path, step, phase
     logs: list[Path] = field(default_factory=list)
+    wandb_runs: list[Path] = field(default_factory=list)  # the wandb run directories
+    wandb_files: list[Path] = field(default_factory=list)  # every file inside them
     metrics_csvs: list[Path] = field(default_factory=list)
     index: list[Path] = field(default_factory=list)
     ignored: list[Path] = field(default_factory=list)
 
     def summary(self) -> dict[str, int]:
         return {"trajectory_files": len(self.trajectories), "eval_dump_files": len(self.eval_dumps),
-                "console_logs": len(self.logs), "metrics_csvs": len(self.metrics_csvs),
+                "eval_aggregate_files": len(self.eval_aggregates), "console_logs": len(self.logs),
+                "wandb_runs": len(self.wandb_runs), "metrics_csvs": len(self.metrics_csvs),
                 "index_files": len(self.index), "ignored_files": len(self.ignored)}
 
 
@@ -94,13 +108,23 @@ def scan_run_dir(root: str | Path) -> RunContents:
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: not a directory")
     out = RunContents(root)
+    only = EVAL_ONLY_STEP  # placeholder: ingest_runs places eval-only results (_eval_only_step)
+    wandb_dirs: set[Path] = set()
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root).as_posix()
         name = path.name.lower()
-        if m := TRAJ_RE.search(rel):
-            out.trajectories.append((path, int(m["step"]), m["phase"], m["name"], m["ext"]))
+        if m := WANDB_RE.search(rel):
+            wandb_dirs.add(root / rel[:m.end("dir")])
+            out.wandb_files.append(path)
+        elif m := TRAJ_RE.search(rel):
+            step, phase = (only, "eval_only") if m["step"] == "None" else (int(m["step"]), m["phase"])
+            out.trajectories.append((path, step, phase, m["name"], m["ext"]))
         elif m := EVAL_DUMP_RE.search(rel):
-            out.eval_dumps.append((path, int(m["step"]), m["source"]))
+            step, phase = (only, "eval_only") if m["eval_only"] else (int(m["step"]), "eval")
+            if m["source"] == AGGREGATED_NAME:
+                out.eval_aggregates.append((path, step, phase))
+            else:
+                out.eval_dumps.append((path, step, phase, m["source"]))
         elif name == INDEX_NAME:
             out.index.append(path)
         elif name.endswith(LOG_SUFFIXES):
@@ -109,6 +133,7 @@ def scan_run_dir(root: str | Path) -> RunContents:
             out.metrics_csvs.append(path)
         else:
             out.ignored.append(path)
+    out.wandb_runs = sorted(wandb_dirs)
     return out
 
 
@@ -119,7 +144,7 @@ def looks_like_run_dir(path: str | Path) -> bool:
     if not path.is_dir():
         return False
     c = scan_run_dir(path)
-    return bool(c.trajectories or c.eval_dumps or c.logs or c.index)
+    return bool(c.trajectories or c.eval_dumps or c.eval_aggregates or c.logs or c.wandb_runs or c.index)
 
 
 def read_index(path: str | Path, problems: list[str]) -> dict[str, str]:
@@ -153,7 +178,10 @@ class _Rows:
         self.n = 0
         self.read = self.rejected = self.superseded = 0
         self.reasons: dict[str, int] = {}
+        self.statuses: dict[str, int] = {}
+        self.mismatches: dict[str, int] = {}
         self.no_gold = 0
+        self.bytes = 0
 
     def add(self, row: Mapping[str, Any]) -> None:
         for key, value in row.items():
@@ -167,104 +195,13 @@ class _Rows:
                 col.append(None)
         if not row[S.GRADED]:
             self.reasons[row["ungraded_reason"]] = self.reasons.get(row["ungraded_reason"], 0) + 1
-
-
-@functools.lru_cache(maxsize=4096)
-def _safe(key: str) -> str:
-    name = "".join(ch if ch.isalnum() else "_" for ch in key).strip("_") or "value"
-    return f"x_{name}" if name in RESERVED or name[0].isdigit() else name
-
-
-def _numbers(d: Any, prefix: str = "") -> dict[str, float]:
-    """Numeric (and boolean) top-level values of a mapping, under netCDF-safe names."""
-    if not isinstance(d, Mapping):
-        return {}
-    out: dict[str, float] = {}
-    for key, value in d.items():
-        if isinstance(value, bool | int | float) and not (isinstance(value, float) and math.isnan(value)):
-            out[_safe(prefix + str(key))] = float(value)
-    return out
-
-
-def _gold(target: Any, include_added: bool) -> dict[str, set[str]] | None:
-    if target is None:
-        return None
-    changes = target.get("file_changes") if isinstance(target, Mapping) else target
-    if changes is None:
-        return None
-    return L.gold_keys(changes, include_added=include_added)
-
-
-def _level_values(scores: Mapping[str, Mapping[str, float]] | None) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for level in S.CANONICAL_LEVELS:
-        for fld in S.LEVEL_FIELDS:
-            out[f"{level}_{fld}"] = scores[level][fld] if scores is not None else math.nan
-    return out
-
-
-def _split_name(name: str) -> tuple[str, int] | None:
-    if "_" not in name:
-        return None
-    inst, rep = name.rsplit("_", 1)
-    return (inst, int(rep)) if rep.isdigit() and inst else None
-
-
-def _trajectory_row(path: Path, step: int, phase: str, name: str, ext: str, run: str,
-                    include_added: bool, rows: _Rows, problems: list[str]) -> dict[str, Any] | None:
-    split = _split_name(name)
-    if split is None:
-        problems.append(f"{path}: file name is not <instance_id>_<rep>.{ext}")
-        return None
-    inst, rep = split
-    base = {S.RUN: run, S.STEP: step, S.INSTANCE_ID: inst, S.SAMPLE: rep, S.PHASE: phase, S.DATASET: "",
-            "source": str(path)}
-    if ext == "error":
-        with open_text(path) as stream:
-            message = stream.read(2000).strip().splitlines()
-        return {**base, S.GRADED: False, S.REWARD: 0.0, "ungraded_reason": L.ERROR_FILE,
-                "error_message": (message[-1] if message else "")[:200], "n_locations": math.nan,
-                **_level_values(None)}
-    if path.stat().st_size > MAX_TRAJECTORY_BYTES:
-        problems.append(f"{path}: trajectory file larger than {MAX_TRAJECTORY_BYTES >> 20} MB, not read")
-        return None
-    try:
-        record = json.loads(read_all(path))
-    except json.JSONDecodeError as exc:
-        problems.append(f"{path}:{exc.lineno}: malformed JSON ({exc.msg})")
-        return None
-    except TruncatedStreamError as exc:
-        problems.append(str(exc))
-        return None
-    except (OSError, ValueError) as exc:
-        problems.append(f"{path}: unreadable ({exc})")
-        return None
-    if not isinstance(record, dict):
-        problems.append(f"{path}: expected a JSON object, found {type(record).__name__}")
-        return None
-    if record.get("instance_id") not in (None, inst):
-        problems.append(f"{path}: field 'instance_id' is {record['instance_id']!r} but the file name says {inst!r}")
-        return None
-    extra = {**_numbers(record.get("reward_dict")), **_numbers(record.get("metrics_dict"))}
-    try:
-        gold = _gold(record.get("target"), include_added)
-    except ValueError as exc:
-        problems.append(f"{path}: field 'target': {exc}")
-        return None
-    try:
-        locations = L.answer_locations(record.get("parsed_final_message"), record.get("raw_final_message"))
-    except L.UngradedAnswer as exc:
-        return {**base, S.GRADED: False, S.REWARD: 0.0, "ungraded_reason": exc.reason, "error_message": str(exc)[:200],
-                "n_locations": math.nan, **_level_values(None), **extra}
-    reward = record.get("total_reward")
-    if isinstance(reward, bool) or not isinstance(reward, int | float) or not math.isfinite(reward):
-        problems.append(f"{path}: field 'total_reward': {reward!r} is not a finite number")
-        return None
-    if gold is None:
-        rows.no_gold += 1
-    scores = L.score_answer(locations, gold) if gold is not None else None
-    return {**base, S.GRADED: True, S.REWARD: float(reward), "ungraded_reason": "", "error_message": "",
-            "n_locations": float(len(locations)), **_level_values(scores), **extra}
+        status = row.get("answer_status")
+        if status:
+            self.statuses[status] = self.statuses.get(status, 0) + 1
+        for level in filter(None, str(row.get("mismatched_levels") or "").split(",")):
+            self.mismatches[level] = self.mismatches.get(level, 0) + 1
+        if row[S.GRADED] and all(math.isnan(row.get(f"{lvl}_{S.N_GOLD}", math.nan)) for lvl in S.CANONICAL_LEVELS):
+            self.no_gold += 1
 
 
 def _prompt_id(record: Mapping[str, Any]) -> str:
@@ -277,7 +214,7 @@ def _prompt_id(record: Mapping[str, Any]) -> str:
     return "prompt-" + hashlib.sha1(prompt.encode()).hexdigest()[:12]
 
 
-def _eval_dump_rows(path: Path, step: int, source: str, run: str, include_added: bool, rows: _Rows,
+def _eval_dump_rows(path: Path, step: int, phase: str, source: str, run: str, include_added: bool, rows: _Rows,
                     problems: list[str], counts: dict[tuple[int, str], int]) -> None:
     try:
         with open_text(path) as stream:
@@ -285,6 +222,7 @@ def _eval_dump_rows(path: Path, step: int, source: str, run: str, include_added:
                 if not raw.strip():
                     continue
                 rows.read += 1
+                rows.bytes += len(raw)
                 where = f"{path}:{number}"
                 try:
                     record = json.loads(raw)
@@ -296,7 +234,7 @@ def _eval_dump_rows(path: Path, step: int, source: str, run: str, include_added:
                     problems.append(f"{where}: expected a JSON object, found {type(record).__name__}")
                     rows.rejected += 1
                     continue
-                row = _eval_record(record, where, step, source, run, include_added, counts, rows, problems)
+                row = _eval_record(record, where, step, phase, source, run, include_added, counts, problems)
                 if row is None:
                     rows.rejected += 1
                 else:
@@ -307,41 +245,61 @@ def _eval_dump_rows(path: Path, step: int, source: str, run: str, include_added:
         problems.append(f"{path}: unreadable ({exc}); the lines before it were ingested")
 
 
-def _eval_record(record: dict[str, Any], where: str, step: int, source: str, run: str, include_added: bool,
-                 counts: dict[tuple[int, str], int], rows: _Rows, problems: list[str]) -> dict[str, Any] | None:
+def _dump_score(score: Any) -> tuple[float, float] | None:
+    """``(reward, last)`` of an eval-dump ``score``: a number, or SkyRL's per-token list
+    reduced as ``get_metrics_from_generator_output`` reduces it (the reward is the sum, as
+    in ``avg_score``; pass@n looks at the last token's value). None when not numeric."""
+    def number(x: Any) -> bool:
+        return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+    if number(score):
+        return float(score), float(score)
+    if isinstance(score, list) and score and all(number(x) for x in score):
+        return float(math.fsum(score)), float(score[-1])
+    return None
+
+
+def _eval_record(record: dict[str, Any], where: str, step: int, phase: str, source: str, run: str,
+                 include_added: bool, counts: dict[tuple[int, str], int], problems: list[str]) -> dict[str, Any] | None:
     """One eval-dump line as a trial (``sample`` numbers the prompt's rollouts within the
-    step, across the step's data-source files)."""
+    step, across the step's data-source files). Level scores only when the transcript holds
+    exactly one ``localization_finish`` call; otherwise the logged score is kept and the
+    trial is marked ``not_rescored``."""
     inst = _prompt_id(record)
     sample = counts.get((step, inst), 0)
     counts[(step, inst)] = sample + 1
-    base = {S.RUN: run, S.STEP: step, S.INSTANCE_ID: inst, S.SAMPLE: sample, S.PHASE: "eval",
+    base = {S.RUN: run, S.STEP: step, S.INSTANCE_ID: inst, S.SAMPLE: sample, S.PHASE: phase,
             S.DATASET: str(record.get("data_source") or source), "source": where,
-            "stop_reason": str(record.get("stop_reason") or "")}
-    score = record.get("score")
+            "stop_reason": str(record.get("stop_reason") or ""), "error_message": ""}
     raw_extras = record.get("env_extras")
     extras: Mapping[str, Any] = raw_extras if isinstance(raw_extras, Mapping) else {}
+    target = extras.get("file_changes") if extras.get("file_changes") is not None else extras.get("target")
     try:
-        gold = _gold(extras.get("target", extras.get("file_changes")), include_added)
+        gold = T.gold_of(target, include_added)
     except ValueError as exc:
-        problems.append(f"{where}: field 'env_extras.target': {exc}")
+        problems.append(f"{where}: field 'env_extras.{'file_changes' if 'file_changes' in extras else 'target'}': {exc}")
         return None
-    if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)
-                              or not math.isfinite(score)):
-        problems.append(f"{where}: field 'score': {score!r} is not a finite number")
-        return None
+    score = record.get("score")
     if score is None:
-        return {**base, S.GRADED: False, S.REWARD: 0.0, "ungraded_reason": L.NO_SCORE, "error_message": "",
-                "n_locations": math.nan, **_level_values(None)}
-    if gold is None:
-        return {**base, S.GRADED: True, S.REWARD: float(score), "ungraded_reason": "", "error_message": "",
-                "n_locations": math.nan, **_level_values(None)}
+        return {**base, S.GRADED: False, S.REWARD: 0.0, "ungraded_reason": L.NO_SCORE, "answer_status": "",
+                "n_locations": math.nan, "score_last": math.nan, "rescored": 0.0, **T.level_values(None)}
+    reduced = _dump_score(score)
+    if reduced is None:
+        problems.append(f"{where}: field 'score': {str(score)[:60]} is not a finite number or a list of them")
+        return None
+    reward, last = reduced
+    row = {**base, S.GRADED: True, S.REWARD: reward, "ungraded_reason": "", "score_last": last}
     try:
-        locations = L.answer_locations(None, record.get("output_response"))
+        calls = L.finish_calls_in_transcript(record.get("output_response"))
     except L.UngradedAnswer as exc:
-        return {**base, S.GRADED: False, S.REWARD: 0.0, "ungraded_reason": exc.reason, "error_message": str(exc)[:200],
-                "n_locations": math.nan, **_level_values(None)}
-    return {**base, S.GRADED: True, S.REWARD: float(score), "ungraded_reason": "", "error_message": "",
-            "n_locations": float(len(locations)), **_level_values(L.score_answer(locations, gold))}
+        return {**row, S.GRADED: False, S.REWARD: 0.0, "ungraded_reason": exc.reason, "answer_status": "",
+                "error_message": str(exc)[:200], "n_locations": math.nan, "rescored": 0.0, **T.level_values(None)}
+    if len(calls) != 1 or gold is None:
+        status = L.SEVERAL_FINISH_CALLS if len(calls) > 1 else L.NOT_RESCORED
+        return {**row, "answer_status": status, "n_locations": math.nan, "rescored": 0.0, **T.level_values(None)}
+    status = L.EMPTY_FILE_NAME if any(not loc.file.strip() for loc in calls[0]) else L.FINISH_CALL
+    return {**row, "answer_status": status, "n_locations": float(len(calls[0])), "rescored": 1.0,
+            **T.level_values(L.score_answer(calls[0], gold))}
 
 
 # ------------------------------------------------------------------ result
@@ -355,12 +313,25 @@ class IngestResult:
     accounting: dict[str, Any]
 
 
-def _dir_identity(root: Path, logs: Sequence[ConsoleLog], labels: Mapping[str, str]) -> str:
+def _dir_identity(root: Path, logs: Sequence[ConsoleLog], labels: Mapping[str, str],
+                  index_map: Mapping[str, str]) -> str:
+    """The run label of a directory: ``labels``, else its training logs' model path, else
+    (an eval-only run) the index label or model path of its eval-only log, else its name."""
     for key in (str(root), root.name, str(root.resolve())):
         if key in labels:
             return labels[key]
-    runs = {log.run for log in logs if log.steps and "trainer.policy.model.path" in log.config}
-    return runs.pop() if len(runs) == 1 else root.name
+    training = [log for log in logs if log.steps and not log.eval_only]
+    runs = {log.run for log in training if RUN_KEY in log.config}
+    if len(runs) == 1:
+        return runs.pop()
+    if not training:
+        evals = [log for log in logs if log.eval_only]
+        names = {index_map[Path(log.path).name] for log in evals if Path(log.path).name in index_map}
+        names = names or {log.config[RUN_KEY] for log in evals if RUN_KEY in log.config}
+        if len(names) == 1:
+            return names.pop()
+    return root.name
+
 
 
 def _merge_logs(logs: Sequence[ConsoleLog], run: str) -> ConsoleLog:
@@ -370,11 +341,48 @@ def _merge_logs(logs: Sequence[ConsoleLog], run: str) -> ConsoleLog:
         out.config.update({k: v for k, v in log.config.items() if k not in out.config})
         for step, values in log.steps.items():
             out.merge_step(step, values)
-        for name in ("lines", "block_lines", "blocks", "conflicts", "bytes_read"):
+        for name in ("lines", "block_lines", "blocks", "conflicts", "bytes_read", "interleaved",
+                     "markers_without_block"):
             setattr(out, name, getattr(out, name) + getattr(log, name))
         out.problems.extend(log.problems)
-    out.config["trainer.policy.model.path"] = run  # the run identity used everywhere
+    out.config[RUN_KEY] = run  # the run identity used everywhere
     return out
+
+
+def _eval_only_step(root: Path, eval_logs: Sequence[ConsoleLog]) -> int | None:
+    """The checkpoint step of a directory's eval-only results: the last step number in the
+    directory name, else in the model path its eval-only log was launched with
+    (``trainer.policy.model.path=.../global_step_85``), else None."""
+    for name in (root.name, *(log.config.get(RUN_KEY, "") for log in eval_logs)):
+        steps = CKPT_STEP_RE.findall(name)
+        if steps:
+            return int(steps[-1])
+    return None
+
+
+def _read_aggregate(path: Path, problems: list[str]) -> dict[str, float] | None:
+    """The eval metrics of an ``aggregated_results.jsonl`` (one JSON object)."""
+    values: dict[str, float] = {}
+    try:
+        with open_text(path) as stream:
+            for number, raw in enumerate(stream, start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    record = json.loads(raw)
+                except json.JSONDecodeError as exc:
+                    problems.append(f"{path}:{number}: malformed JSON ({exc.msg})")
+                    return None
+                if not isinstance(record, dict):
+                    problems.append(f"{path}:{number}: expected a JSON object of eval metrics")
+                    return None
+                for key, value in record.items():
+                    if isinstance(value, int | float) and not isinstance(value, bool):
+                        values[str(key)] = float(value)
+    except (TruncatedStreamError, OSError, ValueError) as exc:
+        problems.append(f"{path}: unreadable ({exc})")
+        return None
+    return values
 
 
 def ingest_runs(
@@ -384,8 +392,10 @@ def ingest_runs(
     labels: Mapping[str, str] | None = None,
     arms: Mapping[str, str] | None = None,
     index: Iterable[str | Path] = (),
-    include_added: bool = True,
+    include_added: bool = False,
     progress: bool | None = None,
+    workers: int | None = None,
+    executor: Executor | None = None,
 ) -> IngestResult:
     """Ingest SkyRL run directories into a trial Dataset and a per-step metrics Dataset.
 
@@ -403,20 +413,27 @@ def ingest_runs(
         ``arm`` coordinate per directory (path or name), e.g. ``{"run_s85": "s85"}``.
     index : paths, optional
         Extra ``eval_log_index.txt`` files (those inside the run directories are used too).
-    include_added : bool, default True
-        Count ``added_modules``/``added_entities`` as gold locations.
+    include_added : bool, default False
+        Count ``added_modules``/``added_entities`` as gold locations (the upstream reward
+        does not, so the recomputed F1 then differs from the logged one).
     progress : bool, optional
-        Progress bar on stderr (default: when stderr is a terminal).
+        Progress bar on stderr with files and MB/s (default: when stderr is a terminal).
+    workers : int, optional
+        Processes that parse trajectory files (default: the CPUs available).
+    executor : concurrent.futures.Executor, optional
+        Parse trajectories on this executor instead (e.g. ``Client.get_executor()`` of a
+        dask.distributed cluster whose workers see the files).
 
     Returns
     -------
     IngestResult
         ``trials``: dims trial, level (file, module, entity); coords run, step,
         instance_id, sample, phase, dataset (and arm); graded, reward, per-level scores,
-        ``ungraded_reason``, ``n_locations``, ``source`` (file[:line]) and every numeric
-        ``reward_dict``/``metrics_dict`` entry. ``attrs``: rows_read == rows_kept +
-        rows_rejected + rows_superseded. ``metrics``: (run, step) Dataset of the console
-        logs and metrics CSVs. ``accounting``: per directory and file kind.
+        ``ungraded_reason``, ``answer_status``, ``n_locations``, ``reward_dict_mismatch``,
+        ``source`` (file[:line]) and every numeric ``reward_dict``/``metrics_dict`` entry.
+        ``attrs``: rows_read == rows_kept + rows_rejected + rows_superseded. ``metrics``:
+        (run, step) Dataset of the console logs, wandb histories, eval aggregates and
+        metrics CSVs. ``accounting``: per directory and file kind.
     """
     labels, arms = dict(labels or {}), dict(arms or {})
     dirs = [Path(d) for d in run_dirs]
@@ -425,11 +442,17 @@ def ingest_runs(
     index_map: dict[str, str] = {}
     for path in [*map(Path, index), *(p for c in contents for p in c.index)]:
         index_map.update(read_index(path, problems))
-    n_files = sum(sum(c.summary().values()) - len(c.ignored) for c in contents)
+    if any(c.wandb_runs for c in contents):
+        from saturation.wandb_history import require_wandb
+
+        require_wandb([str(r) for c in contents for r in c.wandb_runs])
+    n_files = sum(len(c.trajectories) + len(c.eval_dumps) + len(c.eval_aggregates) + len(c.logs) + len(c.wandb_runs)
+                  + len(c.metrics_csvs) + len(c.index) for c in contents)
     bar = Progress(n_files, "ingest", enabled=progress)
     rows = _Rows()
     train_logs: dict[str, ConsoleLog] = {}
-    eval_logs: list[tuple[ConsoleLog, str]] = []
+    eval_logs: list[tuple[ConsoleLog, str, int | None]] = []
+    eval_points: list[tuple[str, int, dict[str, float], str]] = []  # run, step, metrics, file
     csvs: list[xr.Dataset] = []
     per_dir: list[dict[str, Any]] = []
     seen_runs: dict[str, Path] = {}
@@ -440,41 +463,59 @@ def ingest_runs(
             logs.append(read_console_log(
                 path, strict=False, progress=lambda n, p=path: bar.set_label(f"ingest {p.name} {n / 1e6:.0f} MB")))
             problems.extend(logs[-1].problems)
+            bar.update(nbytes=logs[-1].bytes_read)
+        wandb_logs = []
+        for wdir in c.wandb_runs:
+            from saturation.wandb_history import read_wandb_run
+
+            bar.set_label(f"ingest {wdir.name}")
+            wandb_logs.append(read_wandb_run(wdir))
+            problems.extend(wandb_logs[-1].problems)
             bar.update()
-        run = _dir_identity(root, logs, labels)
+        run = _dir_identity(root, [*logs, *wandb_logs], labels, index_map)
         if run in seen_runs:
             raise ValueError(f"run directories {seen_runs[run]} and {root} have the same run identity {run!r}; "
                              "give each a label (labels= / --label DIR=NAME)")
         seen_runs[run] = root
-        training = [log for log in logs if log.steps]
+        training = [log for log in [*logs, *wandb_logs] if log.steps and not log.eval_only]
         if training:
             train_logs[run] = _merge_logs(training, run)
+        only_step = _eval_only_step(root, [log for log in logs if log.eval_only])
         for log in logs:
-            if not log.steps and log.eval_only:
-                eval_logs.append((log, index_map.get(Path(log.path).name, run)))
+            if log.eval_only:
+                name_steps = CKPT_STEP_RE.findall(Path(log.path).name)
+                step = int(name_steps[-1]) if name_steps else only_step
+                eval_logs.append((log, index_map.get(Path(log.path).name, run), step))
+        only = EVAL_ONLY_STEP if only_step is None else only_step
         start = rows.n
         rejected_before = rows.rejected
-        eval_traj_steps = {step for _, step, phase, _, _ in c.trajectories if phase == "eval"}
+        tasks = [T.TrajectoryTask(str(path), only if phase == "eval_only" else step, phase, name, ext, run,
+                                  include_added)
+                 for path, step, phase, name, ext in c.trajectories]
+        bar.set_label(f"ingest {root.name} trajectories")
+        results = T.read_trajectories(tasks, workers=workers, executor=executor,
+                                      progress=lambda n, b: bar.update(n, nbytes=b))
         seen_keys: dict[tuple[str, int, str, int], str] = {}
-        for path, step, phase, name, ext in c.trajectories:
-            bar.set_label(f"ingest {root.name}/step_{step}")
+        eval_traj_steps = {t.step for t in tasks if t.phase != "train"}
+        for task, (row, file_problems, nbytes) in zip(tasks, results, strict=True):
             rows.read += 1
-            row = _trajectory_row(path, step, phase, name, ext, run, include_added, rows, problems)
+            rows.bytes += nbytes
+            problems.extend(file_problems)
             if row is not None:
-                key = (phase, step, row[S.INSTANCE_ID], row[S.SAMPLE])
+                key = (row[S.PHASE], row[S.STEP], row[S.INSTANCE_ID], row[S.SAMPLE])
                 if key in seen_keys:
-                    problems.append(f"{path}: duplicate rollout (same instance and rep as {seen_keys[key]})")
+                    problems.append(f"{task.path}: duplicate rollout (same instance and rep as {seen_keys[key]})")
                     row = None
                 else:
-                    seen_keys[key] = str(path)
+                    seen_keys[key] = task.path
             if row is None:
                 rows.rejected += 1
             else:
                 rows.add(row)
-            bar.update()
         superseded = 0
         dump_counts: dict[tuple[int, str], int] = {}
-        for path, step, source in c.eval_dumps:
+        for path, step, phase, source in c.eval_dumps:
+            step = only if phase == "eval_only" else step
             if step in eval_traj_steps:
                 # the eval trajectories of this step carry the same rollouts with gold and answers
                 with open_text(path) as stream:
@@ -483,7 +524,16 @@ def ingest_runs(
                 rows.superseded += n
                 superseded += n
             else:
-                _eval_dump_rows(path, step, source, run, include_added, rows, problems, dump_counts)
+                _eval_dump_rows(path, step, phase, source, run, include_added, rows, problems, dump_counts)
+            bar.update()
+        for path, step, phase in c.eval_aggregates:
+            step = only if phase == "eval_only" else step
+            values = _read_aggregate(path, problems)
+            if values is not None:
+                label = run
+                if phase == "eval_only":
+                    label = next((index_map[k] for k in (root.name, path.name) if k in index_map), run)
+                eval_points.append((label, step, values, str(path)))
             bar.update()
         for path in c.metrics_csvs:
             from saturation.replica import read_metrics_csv
@@ -502,17 +552,20 @@ def ingest_runs(
         per_dir.append({"dir": str(root), "run": run, **c.summary(), "ignored": [str(p) for p in c.ignored],
                         "trials": rows.n - start, "rejected": rows.rejected - rejected_before,
                         "eval_dump_rows_superseded": superseded,
-                        "console_logs": [log.accounting() for log in logs]})
+                        "console_logs": [log.accounting() for log in logs],
+                        "wandb_runs": [log.accounting() for log in wandb_logs]})
     elapsed = bar.close()
-    metrics = _metrics(train_logs, eval_logs, csvs, problems)
+    metrics = _metrics(train_logs, eval_logs, eval_points, csvs, problems)
     if strict and problems:
         raise IngestError(problems)
     trials = _trials_dataset(rows, [str(d) for d in dirs]) if rows.n else None
     accounting = {"rows_read": rows.read, "rows_kept": rows.n, "rows_rejected": rows.rejected,
                   "rows_superseded": rows.superseded,
                   "rows_ungraded": sum(rows.reasons.values()), "ungraded_reasons": dict(sorted(rows.reasons.items())),
+                  "answer_statuses": dict(sorted(rows.statuses.items())),
+                  "reward_dict_mismatches": dict(sorted(rows.mismatches.items())),
                   "graded_without_gold": rows.no_gold, "problems": len(problems), "seconds": round(elapsed, 2),
-                  "dirs": per_dir}
+                  "megabytes": round(rows.bytes / 1e6, 1), "dirs": per_dir}
     if trials is not None:
         trials.attrs["ingest_accounting"] = json.dumps(accounting, default=str)
         trials.attrs["ingest_problems"] = json.dumps(problems)
@@ -525,7 +578,7 @@ def _trials_dataset(rows: _Rows, sources: Sequence[str]) -> xr.Dataset:
     frame = pd.DataFrame(rows.cols)
     if S.ARM in frame and frame[S.ARM].isna().any():
         frame[S.ARM] = frame[S.ARM].fillna("")
-    strings = {"ungraded_reason", "error_message", "stop_reason", "source"}
+    strings = {"ungraded_reason", "answer_status", "mismatched_levels", "error_message", "stop_reason", "source"}
     for col in strings & set(frame.columns):
         frame[col] = frame[col].fillna("").astype(str)
     level_cols = {f"{lvl}_{fld}" for lvl in S.CANONICAL_LEVELS for fld in S.LEVEL_FIELDS}
@@ -539,28 +592,33 @@ def _trials_dataset(rows: _Rows, sources: Sequence[str]) -> xr.Dataset:
                             sources=sources)
     ds.attrs["rows_superseded"] = rows.superseded
     ds["ungraded_reason"].attrs["description"] = "why a rollout is ungraded: " + ", ".join(L.UNGRADED_REASONS)
+    if "answer_status" in ds:
+        ds["answer_status"].attrs["description"] = "where the graded answer came from: " + ", ".join(L.ANSWER_STATUSES)
     ds["source"].attrs["description"] = "file (and line, for eval dumps) the trial was read from"
     return ds
 
 
-def _metrics(train_logs: Mapping[str, ConsoleLog], eval_logs: Sequence[tuple[ConsoleLog, str]],
-             csvs: Sequence[xr.Dataset], problems: list[str]) -> xr.Dataset | None:
+def _metrics(train_logs: Mapping[str, ConsoleLog], eval_logs: Sequence[tuple[ConsoleLog, str, int | None]],
+             eval_points: Sequence[tuple[str, int, dict[str, float], str]], csvs: Sequence[xr.Dataset],
+             problems: list[str]) -> xr.Dataset | None:
     parts: list[xr.Dataset] = []
     if train_logs:
         parts.append(metrics_dataset(list(train_logs.values())))
     placed: dict[tuple[str, int], dict[str, float]] = {}
     unplaced = []
-    for log, label in eval_logs:
-        steps = CKPT_STEP_RE.findall(Path(log.path).name)
+    for log, label, step in eval_logs:
         merged: dict[str, float] = {}
         for block in log.eval_only:
             merged.update(block)
-        if not steps:
+        if step is None:
             unplaced.append({"file": log.path, "label": label, "metrics": merged})
-            problems.append(f"{log.path}: no checkpoint step in the file name; eval metrics kept in "
+            problems.append(f"{log.path}: no checkpoint step in the file or directory name; eval metrics kept in "
                             "attrs['eval_only_unplaced']")
             continue
-        placed.setdefault((label, int(steps[-1])), {}).update(merged)
+        placed.setdefault((label, step), {}).update(merged)
+    for label, step, values, _ in eval_points:
+        point = placed.setdefault((label, step), {})
+        point.update({k: v for k, v in values.items() if k not in point})  # a logged value wins
     if placed:
         rows = [{S.RUN: run, S.STEP: step, **values} for (run, step), values in placed.items()]
         frame = pd.DataFrame(rows)
@@ -581,7 +639,8 @@ def _metrics(train_logs: Mapping[str, ConsoleLog], eval_logs: Sequence[tuple[Con
     if unplaced:
         out.attrs["eval_only_unplaced"] = json.dumps(unplaced)
     out.attrs[S.ATTR_SOURCES] = json.dumps(sorted({s for p in parts for s in json.loads(p.attrs.get(S.ATTR_SOURCES, "[]"))}
-                                                  | {log.path for log, _ in eval_logs}))
+                                                  | {log.path for log, _, _ in eval_logs}
+                                                  | {f for _, _, _, f in eval_points}))
     return out
 
 

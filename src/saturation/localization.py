@@ -1,42 +1,68 @@
-"""Per-level localisation scores (file / module / entity) from an answer and the gold edits.
+"""Per-level localisation scores (file / module / entity), graded as the upstream reward grades.
 
-SkyRL's code-search recipes log one reward per level but not the precision, recall and
-counts behind it; these functions recompute them from the structured answer and the gold
-``file_changes`` of a trajectory (docs/skyrl.md).
+SkyRL's code-search recipes log one F1 per level (``reward_dict``) but not the precision,
+recall and counts behind it; these functions recompute all of them from the answer and the
+gold edits, following the reward code itself (docs/skyrl.md cites the lines):
 
-Location keys per level:
+* **codescout** (``src/rewards/file_localization/file_localization.py`` and
+  ``module_rewards.py``): the answer is the ``localization_finish`` tool call, called exactly
+  once; a rollout without it scores 0 at every level. Gold: every ``file_changes[*].file``,
+  ``edited_modules`` and ``edited_entities`` (``added_*`` ignored; ``null`` lists empty).
+* **agentic-code-search-oss** (the same files there): the answer is the final message's text
+  (``path.py`` / ``class:`` / ``function:`` lines); file-level gold from the string ``target``
+  ``"[('path.py', [start, count]), ...]"``.
 
-* file: ``path``;
-* module: ``path:Class`` when a class is named, else ``path:function`` for a top-level
-  function (a file-only location has no module);
-* entity: ``path:Class.method`` when both are named, ``path:function`` for a top-level
-  function (file-only and class-only locations have no entity).
-
-Gold keys come from ``file_changes``: every ``file``, ``edited_modules`` (+ ``added_modules``)
-and ``edited_entities`` (+ ``added_entities``); an entry without a ``path:`` prefix is taken
-relative to its file.
+Location keys (codescout ``parse_structured_outputs``): file = ``file``; module =
+``file:Class`` when a class is named, else ``file:function``; entity = ``file:Class.function``
+when both are named, else ``file:function``. Strings are compared verbatim (no path
+normalisation, as upstream); one location with a blank file empties the whole prediction.
+Per level: precision = tp / n_pred (0 when nothing is predicted), recall = tp / n_gold,
+F1 = 2PR / (P + R) (0 when P + R = 0), and an empty gold set scores 0 at that level
+(upstream: "return 0 reward if ground truth is empty").
 """
 
 from __future__ import annotations
 
+import ast
+import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from saturation import schema as S
 
 FILE, MODULE, ENTITY = S.CANONICAL_LEVELS
+FINISH_TOOL: Final = "localization_finish"
+
+# ---------------------------------------------------------------- how an answer was found
+#: the finish call, from ``raw_final_message`` (``json.dumps`` of the structured locations)
+FINISH_CALL: Final = "finish_call"
+#: the finish call, from the ``ActionEvent`` in ``messages`` (trajectories written before
+#: codescout stored it in ``raw_final_message``)
+FINISH_CALL_MESSAGES: Final = "finish_call_in_messages"
+#: no finish call, or not exactly one: upstream scores 0 at every level
+NO_FINISH_CALL: Final = "no_finish_call"
+SEVERAL_FINISH_CALLS: Final = "several_finish_calls"
+#: a location with a blank file: upstream empties the prediction (0 at every level)
+EMPTY_FILE_NAME: Final = "empty_file_name"
+#: a text answer graded by agentic-code-search-oss's text parser
+TEXT_ANSWER: Final = "text_answer"
+#: an eval-dump transcript without a findable finish call: the logged score is kept,
+#: the levels are not recomputed
+NOT_RESCORED: Final = "not_rescored"
+ANSWER_STATUSES: Final = (FINISH_CALL, FINISH_CALL_MESSAGES, NO_FINISH_CALL, SEVERAL_FINISH_CALLS, EMPTY_FILE_NAME,
+                          TEXT_ANSWER, NOT_RESCORED)
 
 # ---------------------------------------------------------------- ungraded reasons
-NO_ANSWER: Final = "no_answer"
-SEVERAL_ANSWERS: Final = "several_answers"
-FORMAT_FAILURE: Final = "format_failure"
-EMPTY_FILE_NAME: Final = "empty_file_name"
+#: the rollout crashed (``{instance_id}_{rep}.error``)
 ERROR_FILE: Final = "error_file"
+#: an eval-dump line without a score
 NO_SCORE: Final = "no_score"
-UNGRADED_REASONS: Final = (NO_ANSWER, SEVERAL_ANSWERS, FORMAT_FAILURE, EMPTY_FILE_NAME, ERROR_FILE, NO_SCORE)
+#: the finish call's locations are not ``{file, class_name, function_name}`` objects
+FORMAT_FAILURE: Final = "format_failure"
+UNGRADED_REASONS: Final = (ERROR_FILE, NO_SCORE, FORMAT_FAILURE)
 
 
 class UngradedAnswer(ValueError):
@@ -56,187 +82,219 @@ class Location:
     function_name: str | None = None
 
     def keys(self) -> dict[str, str | None]:
-        """This location's key at each level (None where the level is not named)."""
+        """This location's key at each level (None where the level is not named), as
+        codescout's ``parse_structured_outputs`` forms them."""
         cls, fn = self.class_name or None, self.function_name or None
-        if fn and "." in fn and not cls:  # "Class.method" given as the function name
-            cls, fn = fn.split(".", 1)
         module = f"{self.file}:{cls}" if cls else (f"{self.file}:{fn}" if fn else None)
         entity = f"{self.file}:{cls}.{fn}" if cls and fn else (f"{self.file}:{fn}" if fn else None)
         return {FILE: self.file, MODULE: module, ENTITY: entity}
 
 
-_FENCE_RE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
-_PATH_RE = re.compile(r"^[^\s:]*(?:/[^\s:]*|\.[A-Za-z0-9]+)$")
+def _location(item: Any) -> Location:
+    if not isinstance(item, Mapping):
+        raise UngradedAnswer(FORMAT_FAILURE, f"a location is a {type(item).__name__}, not an object")
+    file, cls, fn = item.get("file"), item.get("class_name"), item.get("function_name")
+    if not isinstance(file, str) or not all(v is None or isinstance(v, str) for v in (cls, fn)):
+        raise UngradedAnswer(FORMAT_FAILURE, f"location fields are not strings: {dict(item)!r:.80}")
+    return Location(file, cls, fn)
 
 
-def _norm_path(path: str) -> str:
-    path = path.strip().strip("`'\"")
-    while path.startswith("./"):
-        path = path[2:]
-    return path.lstrip("/")
-
-
-def parse_answer_text(text: str) -> list[Location]:
-    """Locations from the finish tool's text format (the last fenced block, or the whole
-    text when it has none)::
-
-        path/to/file.py
-        class: ClassName
-        function: method_name
-
-        path/to/other.py
-        function: standalone
-
-    A path-like line (no spaces; a ``/`` or a file extension) starts a new location. Inside
-    a fenced block any other line that is not ``class:``/``function:``/``method:`` is a
-    format failure; in unfenced text such lines are prose and skipped. Raises
-    :class:`UngradedAnswer` when a class or function line comes before any file.
-    """
-    blocks = _FENCE_RE.findall(text)
-    fenced = bool(blocks)
-    body = blocks[-1] if blocks else text
-    out: list[Location] = []
-    current: dict[str, str | None] | None = None
-
-    def flush() -> None:
-        if current is not None:
-            out.append(Location(str(current["file"]), current["class"], current["function"]))
-
-    for raw in body.splitlines():
-        line = raw.strip()
-        if not line:
-            flush()
-            current = None
-            continue
-        low = line.lower()
-        for tag in ("class:", "function:", "method:"):
-            if low.startswith(tag):
-                value = line[len(tag):].strip().split()[0].strip("()") if line[len(tag):].strip() else ""
-                if current is None:
-                    raise UngradedAnswer(FORMAT_FAILURE, f"{tag} line before any file: {line[:60]!r}")
-                current["class" if tag == "class:" else "function"] = value or None
-                break
-        else:
-            if not _PATH_RE.match(line):
-                if fenced:
-                    raise UngradedAnswer(FORMAT_FAILURE, f"not a file path: {line[:60]!r}")
-                continue
-            flush()
-            current = {"file": _norm_path(line), "class": None, "function": None}
-    flush()
-    return out
-
-
-def _location_from_mapping(item: Mapping[str, Any]) -> Location:
-    file = item.get("file", item.get("file_path", item.get("path")))
-    if file is None or not isinstance(file, str):
-        raise UngradedAnswer(FORMAT_FAILURE, f"location without a file: {dict(item)!r:.80}")
-    cls = item.get("class_name", item.get("class"))
-    fn = item.get("function_name", item.get("function", item.get("method")))
-    return Location(_norm_path(file), str(cls) if cls else None, str(fn) if fn else None)
-
-
-def answer_locations(parsed: Any, raw: Any = None) -> list[Location]:
-    """The answer's locations from ``parsed_final_message`` (preferred) or the raw text.
-
-    ``parsed`` may be a list of ``{file, class_name?, function_name?}`` mappings, a mapping
-    with a ``locations`` list, or text in the finish tool's format. Raises
-    :class:`UngradedAnswer` with the reason when there is no gradeable answer: nothing
-    given (``no_answer``), several answers (``several_answers``: a list of answers or
-    several fenced blocks in the raw text), a wrong structure (``format_failure``) or a
-    location with an empty file name (``empty_file_name``).
-    """
-    if parsed is None or (isinstance(parsed, str | list | dict) and not parsed):
-        if isinstance(raw, str) and raw.strip():
-            if len(_FENCE_RE.findall(raw)) > 1:
-                raise UngradedAnswer(SEVERAL_ANSWERS, "several fenced answer blocks")
-            locations = parse_answer_text(raw)
-        else:
-            raise UngradedAnswer(NO_ANSWER)
-    elif isinstance(parsed, str):
-        locations = parse_answer_text(parsed)
-    elif isinstance(parsed, Mapping):
-        if "locations" not in parsed:
-            raise UngradedAnswer(FORMAT_FAILURE, f"answer mapping without 'locations': keys {sorted(parsed)[:8]}")
-        return answer_locations(parsed["locations"] or None, None)
-    elif isinstance(parsed, list):
-        if parsed and all(isinstance(x, list | tuple) for x in parsed):
-            raise UngradedAnswer(SEVERAL_ANSWERS, f"{len(parsed)} answers")
-        if not all(isinstance(x, Mapping) for x in parsed):
-            raise UngradedAnswer(FORMAT_FAILURE, "locations are not all mappings")
-        locations = [_location_from_mapping(x) for x in parsed]
+def finish_call_locations(raw_final_message: Any) -> list[Location] | None:
+    """The finish call's locations when ``raw_final_message`` is codescout's
+    ``json.dumps(structured_locations)`` (a JSON list), else None (plain text or empty: no
+    finish call). Raises :class:`UngradedAnswer` (``format_failure``) for a JSON list whose
+    items are not location objects."""
+    if isinstance(raw_final_message, list):
+        items = raw_final_message
+    elif isinstance(raw_final_message, str) and raw_final_message.lstrip().startswith("["):
+        try:
+            items = json.loads(raw_final_message)
+        except json.JSONDecodeError:
+            return None
+        if not isinstance(items, list):
+            return None
     else:
-        raise UngradedAnswer(FORMAT_FAILURE, f"answer is a {type(parsed).__name__}")
-    if not locations:
-        raise UngradedAnswer(NO_ANSWER, "no location in the answer")
-    if any(not loc.file for loc in locations):
-        raise UngradedAnswer(EMPTY_FILE_NAME)
-    return locations
+        return None
+    return [_location(x) for x in items]
 
 
-def _qualify(file: str, entry: Any) -> str:
-    entry = str(entry).strip()
-    if ":" in entry:
-        path, name = entry.split(":", 1)
-        return f"{_norm_path(path)}:{name.strip()}"
-    return f"{file}:{entry}"
+def finish_calls_in_events(events: Any) -> list[list[Location]]:
+    """The locations of every agent ``localization_finish`` call in an OpenHands event list
+    (``messages`` of a trajectory: ``ActionEvent`` with ``tool_name`` and ``action.locations``)."""
+    calls: list[list[Location]] = []
+    if not isinstance(events, list):
+        return calls
+    for event in events:
+        if (isinstance(event, Mapping) and event.get("kind") == "ActionEvent" and event.get("source") == "agent"
+                and event.get("tool_name") == FINISH_TOOL and isinstance(event.get("action"), Mapping)):
+            locations = event["action"].get("locations")
+            calls.append([_location(x) for x in locations] if isinstance(locations, list) else [])
+    return calls
 
 
-def gold_keys(file_changes: Iterable[Mapping[str, Any]], *, include_added: bool = True) -> dict[str, set[str]]:
-    """Gold location keys per level from ``file_changes`` (module docstring).
+_TOOL_CALL_RE = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
 
-    Raises ValueError when the structure is not a list of ``{file, changes}`` mappings.
-    """
-    gold: dict[str, set[str]] = {FILE: set(), MODULE: set(), ENTITY: set()}
-    kinds = {MODULE: ["edited_modules"], ENTITY: ["edited_entities"]}
-    if include_added:
-        kinds[MODULE].append("added_modules")
-        kinds[ENTITY].append("added_entities")
-    if isinstance(file_changes, Mapping | str) or file_changes is None:
-        raise ValueError("file_changes must be a list of {file, changes} objects")
-    for change in file_changes:
-        if not isinstance(change, Mapping) or not isinstance(change.get("file"), str):
-            raise ValueError(f"file_changes entry without a file: {change!r:.80}")
-        file = _norm_path(change["file"])
-        gold[FILE].add(file)
-        changes = change.get("changes") or {}
-        if not isinstance(changes, Mapping):
-            raise ValueError(f"'changes' of {file} is not a mapping")
-        for level, names in kinds.items():
-            for name in names:
-                gold[level].update(_qualify(file, e) for e in changes.get(name) or [])
-    return gold
+
+def finish_calls_in_transcript(text: Any) -> list[list[Location]]:
+    """The locations of every ``localization_finish`` call in a decoded transcript (an eval
+    dump's ``output_response``): Hermes-style ``<tool_call>{"name": ..., "arguments":
+    ...}</tool_call>`` blocks, the format the model emits (codescout's run scripts:
+    ``tool_call_parser=hermes``)."""
+    calls: list[list[Location]] = []
+    if not isinstance(text, str) or "<tool_call>" not in text:
+        return calls
+    for m in _TOOL_CALL_RE.finditer(text):
+        try:
+            call = json.loads(m.group(1))
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(call, Mapping) or call.get("name") != FINISH_TOOL:
+            continue
+        args = call.get("arguments")
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError:
+                args = None
+        locations = args.get("locations") if isinstance(args, Mapping) else None
+        calls.append([_location(x) for x in locations] if isinstance(locations, list) else [])
+    return calls
 
 
 def predicted_keys(locations: Iterable[Location]) -> dict[str, set[str]]:
-    """Predicted location keys per level (deduplicated)."""
+    """Predicted location keys per level (deduplicated); a location with a blank file
+    empties all three levels, as upstream's ``found_empty_filename``."""
     pred: dict[str, set[str]] = {FILE: set(), MODULE: set(), ENTITY: set()}
     for loc in locations:
+        if not loc.file.strip():
+            return {FILE: set(), MODULE: set(), ENTITY: set()}
         for level, key in loc.keys().items():
             if key:
                 pred[level].add(key)
     return pred
 
 
-def score_level(pred: set[str], gold: set[str]) -> dict[str, float]:
-    """precision, recall, F1 and counts of one level.
+def text_answer_keys(text: Any) -> dict[str, set[str]]:
+    """Predicted keys of a text answer, parsed as agentic-code-search-oss's
+    ``get_simple_results_from_raw_outputs`` parses it: backticks stripped; a line ending in
+    ``.py`` sets the file; ``class: C`` sets the class until a blank line; each
+    ``function:``/``method:`` line is one location (``C.m`` splits into class and method).
+    Files count only through a function line; entity ``file:C.f`` or ``file:f`` (a trailing
+    ``.__init__`` dropped); module = the entity without its method."""
+    files: set[str] = set()
+    entities: set[str] = set()
+    if not isinstance(text, str):
+        return {FILE: files, MODULE: set(), ENTITY: entities}
+    current_file: str | None = None
+    current_class: str | None = None
+    for raw in text.strip("` \n").strip().split("\n"):
+        line = raw.strip()
+        if not line:
+            current_class = None
+            continue
+        if line.endswith(".py"):
+            current_file, current_class = line, None
+            continue
+        if line.startswith("class:"):
+            current_class = line[len("class:"):].strip()
+            continue
+        if line.startswith(("function:", "method:")) and current_file:
+            words = line.split(":", 1)[1].strip().split()
+            if not words:
+                continue
+            func = words[0].strip("() ")
+            cls: str | None = current_class
+            if "." in func:
+                cls, func = func.split(".", 1)
+            entity = f"{current_file}:{cls}.{func}" if cls else f"{current_file}:{func}"
+            entity = entity.removesuffix(".__init__")
+            files.add(current_file)
+            entities.add(entity)
+    modules = {e.rsplit(".", 1)[0] if "." in e.split(":")[-1] else e for e in entities}
+    return {FILE: files, MODULE: modules, ENTITY: entities}
 
-    Nothing predicted (gold exists): precision = recall = F1 = 0. No gold at this level:
-    recall and F1 are NaN (undefined); precision is 0 when something was predicted, else NaN.
+
+def _names(value: Any, where: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise ValueError(f"{where} is a {type(value).__name__}, not a list")
+    if not all(isinstance(x, str) for x in value):
+        raise ValueError(f"{where} holds a value that is not a string")
+    return list(value)
+
+
+def gold_keys(file_changes: Any, *, include_added: bool = False) -> dict[str, set[str]]:
+    """Gold location keys per level from ``file_changes`` (module docstring): every
+    ``file``, ``edited_modules`` and ``edited_entities`` (plus ``added_modules`` /
+    ``added_entities`` with ``include_added``), verbatim.
+
+    Raises ValueError naming the field when the structure is not a list of ``{file,
+    changes}`` objects whose name lists are lists of strings (a string given for a list
+    would be counted per character).
     """
-    n_pred, n_gold, n_tp = len(pred), len(gold), len(pred & gold)
-    if not n_gold:
-        precision, recall, f1 = (0.0 if n_pred else math.nan), math.nan, math.nan
-    elif not n_pred:
-        precision = recall = f1 = 0.0
-    else:
-        precision, recall = n_tp / n_pred, n_tp / n_gold
-        f1 = 2 * precision * recall / (precision + recall) if n_tp else 0.0
+    gold: dict[str, set[str]] = {FILE: set(), MODULE: set(), ENTITY: set()}
+    kinds = {MODULE: ["edited_modules"], ENTITY: ["edited_entities"]}
+    if include_added:
+        kinds[MODULE].append("added_modules")
+        kinds[ENTITY].append("added_entities")
+    if not isinstance(file_changes, list | tuple):
+        raise ValueError(f"file_changes is a {type(file_changes).__name__}, not a list of {{file, changes}} objects")
+    for i, change in enumerate(file_changes):
+        if not isinstance(change, Mapping) or not isinstance(change.get("file"), str):
+            raise ValueError(f"file_changes[{i}] has no 'file' string: {change!r:.80}")
+        gold[FILE].add(change["file"])
+        changes = change.get("changes")
+        changes = {} if changes is None else changes
+        if not isinstance(changes, Mapping):
+            raise ValueError(f"file_changes[{i}].changes is a {type(changes).__name__}, not an object")
+        for level, names in kinds.items():
+            for name in names:
+                gold[level].update(_names(changes.get(name), f"file_changes[{i}].changes.{name}"))
+    return gold
+
+
+def gold_files_from_target_string(target: str) -> set[str]:
+    """File-level gold of agentic-code-search-oss's string ``target``
+    (``"[('path.py', [start, count]), ...]"``, read with :func:`ast.literal_eval` as its
+    ``file_localization_f1_reward`` does). Raises ValueError when it is not that shape."""
+    try:
+        value = ast.literal_eval(target)
+    except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
+        raise ValueError(f"target string is not a Python literal ({type(exc).__name__})") from exc
+    if not isinstance(value, list | tuple) or not all(
+            isinstance(x, list | tuple) and x and isinstance(x[0], str) for x in value):
+        raise ValueError("target string is not a list of (file, [start, count]) tuples")
+    return {x[0] for x in value}
+
+
+def score_level(pred: set[str], gold: set[str] | None) -> dict[str, float]:
+    """precision, recall, F1 and counts of one level, as the upstream reward computes F1.
+
+    ``gold`` None (unknown at this level, e.g. a string target's module level): every score
+    NaN. An empty gold set: F1 0 (upstream), precision and recall 0.
+    """
+    n_pred = len(pred)
+    if gold is None:
+        return {S.F1: math.nan, S.PRECISION: math.nan, S.RECALL: math.nan,
+                S.N_PRED: float(n_pred), S.N_GOLD: math.nan, S.N_TP: math.nan}
+    n_gold, n_tp = len(gold), len(pred & gold)
+    precision = n_tp / n_pred if n_pred else 0.0
+    recall = n_tp / n_gold if n_gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if n_gold and precision + recall > 0 else 0.0
     return {S.F1: f1, S.PRECISION: precision, S.RECALL: recall,
             S.N_PRED: float(n_pred), S.N_GOLD: float(n_gold), S.N_TP: float(n_tp)}
 
 
-def score_answer(locations: Iterable[Location], gold: Mapping[str, set[str]]) -> dict[str, dict[str, float]]:
+def score_keys(pred: Mapping[str, set[str]], gold: Mapping[str, set[str] | None]) -> dict[str, dict[str, float]]:
     """Scores of every level: ``{level: {f1, precision, recall, n_pred, n_gold, n_tp}}``."""
-    pred = predicted_keys(locations)
-    return {level: score_level(pred[level], set(gold.get(level, set()))) for level in (FILE, MODULE, ENTITY)}
+    return {level: score_level(set(pred.get(level, set())), gold.get(level)) for level in (FILE, MODULE, ENTITY)}
+
+
+def score_answer(locations: Sequence[Location], gold: Mapping[str, set[str] | None]) -> dict[str, dict[str, float]]:
+    """:func:`score_keys` of a list of locations."""
+    return score_keys(predicted_keys(locations), gold)
+
+
+#: the logged per-level F1 in a codescout ``reward_dict``
+LOGGED_F1_KEYS: Final = {FILE: "file_reward", MODULE: "module_reward", ENTITY: "entity_reward"}

@@ -27,7 +27,8 @@ DATASET: Final = "dataset"
 REQUIRED_COORDS: Final = (RUN, STEP, INSTANCE_ID, SAMPLE)
 OPTIONAL_COORDS: Final = (ARM, PHASE, DATASET)
 TRIAL_COORDS: Final = REQUIRED_COORDS + OPTIONAL_COORDS
-PHASES: Final = ("train", "eval")
+#: ``eval_only``: an eval-only run (SkyRL ``main_generate``: ``step_None/eval/``, ``dumped_evals/eval_only/``)
+PHASES: Final = ("train", "eval", "eval_only")
 
 # ---------------------------------------------------------------- trial variables
 GRADED: Final = "graded"

@@ -34,7 +34,10 @@ import xarray as xr
 from saturation import schema as S
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-RAY_PREFIX_RE = re.compile(r"^\((?P<actor>[^()\s]+) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)\s]+))?\)\s?")
+#: Ray's per-line prefix ``(actor_name pid=N)`` / ``(actor_name pid=N, ip=A.B.C.D)``; the actor
+#: name may hold spaces and parentheses (``print_worker_logs``), so it is matched lazily up to
+#: the last `` pid=N`` that closes the prefix
+RAY_PREFIX_RE = re.compile(r"^\((?P<actor>.*?) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)\s]+))?\)(?: |$)")
 REPEATED_RE = re.compile(r"\s*\[repeated (?P<n>\d+)x across cluster\]\s*$")
 STEP_RE = re.compile(r"Step (?P<step>\d+):\s*$")
 EVAL_ONLY = "Metrics from eval only run:"
@@ -46,6 +49,18 @@ OVERRIDE_RE = re.compile(
 RUN_KEY = "trainer.policy.model.path"
 #: a block longer than this many lines is treated as malformed (bounds memory)
 MAX_BLOCK_LINES = 5000
+#: same-source lines after a ``Step N:`` header searched for its dict before giving up
+MAX_OPEN_LINES = 200
+#: prefixes that cluster launchers put on every line, tried in order on the first lines of a
+#: log; the first that most lines carry is stripped from every line (docs/skyrl.md)
+LINE_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("srun --label", r"\d+: "),
+    ("RFC 3339 timestamp (kubectl logs --timestamps)",
+     r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d) "),
+)
+#: lines looked at to learn a line prefix, and the share of them that must carry it
+PREFIX_SAMPLE_LINES = 400
+PREFIX_MIN_SHARE = 0.8
 
 
 class LogFormatError(ValueError):
@@ -67,6 +82,12 @@ class ConsoleLog:
     non_numeric: dict[str, str] = field(default_factory=dict)
     conflicts: int = 0
     bytes_read: int = 0
+    #: foreign lines (other actors, warnings, progress bars) met inside metrics blocks
+    interleaved: int = 0
+    #: ``Step N:`` lines not followed by a metrics dict from the same source (e.g. model text)
+    markers_without_block: int = 0
+    #: the launcher's per-line prefix stripped from every line ("" when none was found)
+    line_prefix: str = ""
 
     def merge_step(self, step: int, values: dict[str, float]) -> None:
         """Merge ``values`` into the step's metrics: a key already holding another value
@@ -86,7 +107,8 @@ class ConsoleLog:
         return {"file": self.path, "lines": self.lines, "block_lines": self.block_lines,
                 "other_lines": self.lines - self.block_lines, "blocks": self.blocks, "steps": len(self.steps),
                 "eval_only_blocks": len(self.eval_only), "malformed": len(self.problems),
-                "conflicting_values": self.conflicts, "bytes": self.bytes_read}
+                "interleaved_lines": self.interleaved, "step_markers_without_block": self.markers_without_block,
+                "line_prefix": self.line_prefix, "conflicting_values": self.conflicts, "bytes": self.bytes_read}
 
 
 class TruncatedStreamError(ValueError):
@@ -146,18 +168,19 @@ class _ZstdRaw(io.RawIOBase):
         super().close()
 
 
-def open_text(path: str | Path) -> IO[str]:
+def open_text(path: str | Path, newline: str | None = None) -> IO[str]:
     """A text stream over a plain or zstandard-compressed file (decoded as UTF-8, invalid
     bytes replaced), read incrementally. A truncated ``.zst`` first ends like a complete
     file, then raises :class:`TruncatedStreamError` on the next read (so read once more
-    after end-of-file, as :func:`read_all` does); a corrupt one raises where it is damaged."""
+    after end-of-file, as :func:`read_all` does); a corrupt one raises where it is damaged.
+    ``newline`` as for :func:`open` (``""``: carriage returns kept as read)."""
     path = Path(path)
     raw: Any = open(path, "rb")  # noqa: SIM115 - closed by the TextIOWrapper
     if path.suffix == ".zst":
         # unbuffered on purpose: a BufferedReader would discard the data read before the
         # truncation error
         raw = _ZstdRaw(raw, str(path))
-    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=None)
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=newline)
 
 
 def read_all(path: str | Path) -> str:
@@ -169,16 +192,52 @@ def read_all(path: str | Path) -> str:
     return text
 
 
-def clean_line(line: str) -> str:
-    """Strip ANSI codes, the Ray actor prefix and the ``[repeated Nx across cluster]`` suffix."""
+def split_source(line: str) -> tuple[str, str]:
+    """``(source, content)`` of one log line: ANSI codes and the ``[repeated Nx across
+    cluster]`` suffix removed, the Ray prefix split off as the source (``""`` for a line
+    without one) and, for a line holding progress-bar redraws (``\\r``), the text after the
+    last one."""
     line = line.rstrip("\r\n")
     if "\x1b" in line:
         line = ANSI_RE.sub("", line)
-    if line.startswith("("):
-        line = RAY_PREFIX_RE.sub("", line, count=1)
+    source = ""
+    if line.startswith("(") and (m := RAY_PREFIX_RE.match(line)):
+        source, line = m.group(0).rstrip(), line[m.end():]
+    if "\r" in line:
+        line = line.rsplit("\r", 1)[1]
     if "[repeated" in line:
         line = REPEATED_RE.sub("", line)
-    return line
+    return source, line
+
+
+def clean_line(line: str) -> str:
+    """Strip ANSI codes, the Ray actor prefix and the ``[repeated Nx across cluster]`` suffix."""
+    return split_source(line)[1]
+
+
+def learn_line_prefix(lines: list[str]) -> tuple[str, re.Pattern[str]] | None:
+    """The launcher prefix (:data:`LINE_PREFIXES`) that at least :data:`PREFIX_MIN_SHARE` of
+    the non-empty ``lines`` start with, as ``(description, multi-line pattern)``; None when
+    there is none. Prefixes can stack (``srun --label`` around a timestamp): the pattern
+    strips them in the order learned."""
+    learned: list[tuple[str, str]] = []
+    sample = [ln for ln in lines[:PREFIX_SAMPLE_LINES] if ln.strip()]
+    while sample:
+        for name, pattern in LINE_PREFIXES:
+            if any(name == n for n, _ in learned):
+                continue
+            rx = re.compile(pattern)
+            hits = [rx.match(ln) for ln in sample]
+            if sum(h is not None for h in hits) >= PREFIX_MIN_SHARE * len(sample):
+                learned.append((name, pattern))
+                sample = [ln[h.end():] if h else ln for ln, h in zip(sample, hits, strict=True)]
+                break
+        else:
+            break
+    if not learned:
+        return None
+    combined = "".join(f"(?:{p})?" for _, p in learned)
+    return " + ".join(n for n, _ in learned), re.compile(f"^{combined}", re.M)
 
 
 #: a quoted string (either quote, backslash escapes) - braces inside do not count
@@ -222,6 +281,32 @@ def _fast_dict(text: str) -> dict[str, Any] | None:
     return out if pos == len(body) else None
 
 
+#: numpy-2 scalar reprs (``np.float32(0.5)``, ``np.int64(3)``, ``np.True_``) in a pprint dict
+NP_SCALAR_RE = re.compile(r"\bnp\.(?:float|int|uint|bool|complex)\w*\(\s*([^()]*?)\s*\)|\bnp\.(True|False)_")
+#: a bare non-finite float (``nan``, ``inf``, ``-inf``) as pprint writes it
+NONFINITE_RE = re.compile(r"(?<![\w.'\"])(-?)(nan|inf)(?![\w'\"])")
+
+
+def _literal_text(text: str) -> str:
+    """``text`` with numpy scalar reprs replaced by their value and bare ``nan``/``inf``
+    quoted, outside quoted strings only, so that :func:`ast.literal_eval` reads it."""
+    pieces, pos = [], 0
+    for m in QUOTED_RE.finditer(text):
+        pieces.append(_fix_code(text[pos:m.start()]))
+        pieces.append(m.group(0))
+        pos = m.end()
+    pieces.append(_fix_code(text[pos:]))
+    return "".join(pieces)
+
+
+def _fix_code(code: str) -> str:
+    if "np." in code:
+        code = NP_SCALAR_RE.sub(lambda m: m.group(1) if m.group(2) is None else m.group(2), code)
+    if "nan" in code or "inf" in code:
+        code = NONFINITE_RE.sub(lambda m: f"'{m.group(1)}{m.group(2)}'", code)
+    return code
+
+
 def _numeric(block: dict[str, Any], out: ConsoleLog) -> dict[str, float]:
     values: dict[str, float] = {}
     for key, value in block.items():
@@ -243,7 +328,7 @@ def _parse_block(text: str, where: str, out: ConsoleLog, strict: bool) -> dict[s
     if fast is not None:
         return fast
     try:
-        value = ast.literal_eval(text.strip())
+        value = ast.literal_eval(_literal_text(text.strip()))
     except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
         _problem(out, f"{where}: malformed metrics block ({type(exc).__name__}: {str(exc)[:80]})", strict)
         return None
@@ -262,30 +347,28 @@ def _problem(out: ConsoleLog, message: str, strict: bool) -> None:
 #: the end of a ``Step N:`` marker line (after colour codes / repeat suffixes)
 _TAIL = r"[ \t]*(?:\x1b\[[0-9;?]*[ -/]*[@-~])*[ \t]*(?:\[repeated \d+x across cluster\])?[ \t]*$"
 STEP_MARK_RE = re.compile(r"Step (?P<step>\d+):" + _TAIL, re.M)
-#: a line that may close a block: it ends in "}"
-BLOCK_END_RE = re.compile(r"\}" + _TAIL, re.M)
-#: the Ray prefix at the start of every line of a text (multi-line clean-up)
-RAY_PREFIX_M_RE = re.compile(r"^\([^()\s]+ pid=\d+(?:, ip=[^)\s]+)?\)\s?", re.M)
-REPEATED_M_RE = re.compile(r"[ \t]*\[repeated \d+x across cluster\][ \t]*$", re.M)
+#: a pprint dict's first line: ``{`` then a key quoted the way ``repr`` quotes it (single
+#: quotes, double only around a key holding a single quote), or an empty dict; a JSON line
+#: (``{"key": ...``) is not one
+PPRINT_OPEN_RE = re.compile(r"\s*\{(?:'|\"[^\"\n]*'|\s*\}|\d|-?\d)")
+#: a pprint continuation line: indented, then a key, a value or a closing bracket
+PPRINT_MORE_RE = re.compile(r"\s+(?:['\"\[\]{}()\d.+-]|np\.|nan|inf|True|False|None)")
 CHUNK_CHARS = 1 << 22
 #: a block longer than this many characters is treated as malformed (bounds memory)
 MAX_BLOCK_CHARS = 1 << 24
 
 
-def _clean_text(text: str) -> str:
-    """:func:`clean_line` for every line of ``text`` at once."""
-    if "\x1b" in text:
-        text = ANSI_RE.sub("", text)
-    if "pid=" in text:
-        text = RAY_PREFIX_M_RE.sub("", text)
-    if "[repeated" in text:
-        text = REPEATED_M_RE.sub("", text)
-    return text
-
-
 class _Scanner:
-    """Chunked scanner: regexes find the ``Step N:`` markers, eval-only lines and block ends
-    at C speed; Python touches only the metrics blocks, never the other lines."""
+    """Chunked scanner: regexes find the ``Step N:`` markers and eval-only lines at C speed;
+    Python walks only the lines after a marker.
+
+    A metrics block is the tracker's own structure: a line ending in ``Step N:`` and then,
+    from the same source (Ray prefix), a pprint dict literal, its continuation lines
+    indented, until its braces balance. Lines from other sources, and same-source lines that
+    are not pprint lines (warnings, progress bars), are skipped and counted as interleaved;
+    a marker whose source prints no dict is counted (``step_markers_without_block``), a dict
+    cut short by the next marker or the end of the log is reported with ``file:line``.
+    """
 
     def __init__(self, out: ConsoleLog, strict: bool) -> None:
         self.out, self.strict = out, strict
@@ -306,33 +389,12 @@ class _Scanner:
         carry text into the next call (an unfinished block), or len(text)."""
         out = self.out
         keep = len(text)
-        marks = list(STEP_MARK_RE.finditer(text))
-        for i, m in enumerate(marks):
-            step = int(m.group("step"))
-            nxt = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-            last = nxt == len(text)
-            # the block opens on the first later line whose cleaned text starts with "{"
-            open_at = self._find_open(text, m.end(), nxt)
-            if open_at is None:
-                if last and not final:
-                    keep = self._line_start(text, m.start())  # the block may open in the next chunk
-                    break
-                out.block_lines += 1
-                continue
-            end = self._find_end(text, open_at, nxt)
-            if end is None and last and not final and len(text) - m.start() < MAX_BLOCK_CHARS:
-                keep = self._line_start(text, m.start())  # carry the unfinished block over
+        for m in STEP_MARK_RE.finditer(text):
+            start = text.rfind("\n", 0, m.start()) + 1
+            status = self._block(text, start, m.end(), int(m.group("step")), final)
+            if status == "carry":
+                keep = start
                 break
-            out.block_lines += 1
-            if end is None:
-                where = f"{out.path}:{self.line_of(text, open_at)}"
-                tail = "at end of file" if last and final else "(braces never balanced)"
-                _problem(out, f"{where}: truncated metrics block {tail}", self.strict)
-                out.block_lines += text.count("\n", open_at, nxt)
-                continue
-            block = _clean_text(text[open_at:end])
-            out.block_lines += block.count("\n") + 1
-            _finish(out, block, "step", step, f"{out.path}:{self.line_of(text, open_at)}", self.strict)
         head = text[:keep]
         for prefix in OVERRIDE_PREFIXES:  # str.find is far faster than a regex alternation
             pos = head.find(prefix)
@@ -352,49 +414,88 @@ class _Scanner:
             pos = head.find(EVAL_ONLY, stop)
         return keep
 
-    @staticmethod
-    def _line_start(text: str, pos: int) -> int:
-        return text.rfind("\n", 0, pos) + 1
-
-    @staticmethod
-    def _find_open(text: str, pos: int, stop: int) -> int | None:
-        while pos < stop:
-            nl = text.find("\n", pos, stop)
-            start = nl + 1 if nl >= 0 else stop
-            if start >= stop:
-                return None
-            eol = text.find("\n", start, stop)
-            line = clean_line(text[start: eol if eol >= 0 else stop])
-            if line.lstrip().startswith("{"):
-                return start
-            pos = start
-        return None
-
-    @staticmethod
-    def _find_end(text: str, start: int, stop: int) -> int | None:
-        depth_text_start = start
-        for m in BLOCK_END_RE.finditer(text, start, stop):
-            candidate = _clean_text(text[depth_text_start:m.end()])
-            if _brace_delta(candidate) <= 0:
-                return m.end()
-        return None
+    def _block(self, text: str, start: int, header_end: int, step: int, final: bool) -> str:
+        """Find and parse the block of the marker whose line starts at ``start``; return
+        ``"carry"`` when it may continue in the next chunk, else ``"done"``."""
+        out = self.out
+        source, _ = split_source(text[start:header_end])
+        pos = header_end + 1
+        parts: list[str] = []
+        open_at = -1
+        depth = 0
+        interleaved = 0
+        seen = 0
+        while True:
+            if pos >= len(text):
+                if not final and len(text) - start < MAX_BLOCK_CHARS:
+                    return "carry"
+                problem = "at end of file" if final else f"(longer than {MAX_BLOCK_CHARS} characters)"
+                break
+            eol = text.find("\n", pos)
+            eol = len(text) if eol < 0 else eol
+            line_at, line = pos, text[pos:eol]
+            pos = eol + 1
+            src, content = split_source(line)
+            if src != source:
+                interleaved += 1
+                continue
+            if STEP_RE.search(content):
+                problem = "(the next Step marker came first)"
+                break
+            seen += 1
+            if open_at < 0:
+                if PPRINT_OPEN_RE.match(content):
+                    open_at = line_at
+                elif seen >= MAX_OPEN_LINES:
+                    problem = ""
+                    break
+                else:
+                    interleaved += 1
+                    continue
+            elif not PPRINT_MORE_RE.match(content):
+                interleaved += 1
+                continue
+            parts.append(content)
+            depth += _brace_delta(content)
+            if depth <= 0:
+                block = "\n".join(parts)
+                out.block_lines += 1 + len(parts)
+                out.interleaved += interleaved
+                _finish(out, block, "step", step, f"{out.path}:{self.line_of(text, open_at)}", self.strict)
+                return "done"
+            if len(parts) >= MAX_BLOCK_LINES:
+                problem = f"(longer than {MAX_BLOCK_LINES} lines)"
+                break
+        if open_at < 0:
+            # a "Step N:" that its source never follows with a dict: model output, a banner
+            out.markers_without_block += 1
+            return "done"
+        out.block_lines += 1 + len(parts)
+        out.interleaved += interleaved
+        _problem(out, f"{out.path}:{self.line_of(text, open_at)}: truncated metrics block of step {step} {problem}",
+                 self.strict)
+        return "done"
 
 
 def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = None) -> ConsoleLog:
     """Parse one SkyRL console log (module docstring) in one streaming pass.
 
     The log is read in chunks of about 4 M characters; regexes locate the metrics blocks and
-    only those are handled in Python. ``progress``, if given, is called with the number of
-    characters consumed so far after every chunk. Returns the per-step metrics (blocks of
-    the same step merged; a key seen twice in one step with different values keeps the
-    first and is counted as a conflict), the eval-only blocks, the configuration overrides
-    and the line accounting.
+    only those are handled in Python. A launcher prefix that most of the first lines carry
+    (:data:`LINE_PREFIXES`) is learned and stripped from every line. ``progress``, if given,
+    is called with the number of characters consumed so far after every chunk. Returns the
+    per-step metrics (blocks of the same step merged; a key seen twice in one step with
+    different values keeps the first and is counted as a conflict), the eval-only blocks,
+    the configuration overrides and the line accounting.
     """
     out = ConsoleLog(str(path))
     scanner = _Scanner(out, strict)
-    carry = ""
+    carry = ""  # whole lines, prefix stripped, of an unfinished block
+    pending = ""  # a partial last line, as read
+    prefix: re.Pattern[str] | None = None
+    learned = False
     consumed = 0
-    with open_text(path) as stream:
+    with open_text(path, newline="") as stream:
         while True:
             try:
                 chunk = stream.read(CHUNK_CHARS)
@@ -404,20 +505,29 @@ def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = 
                 chunk = ""
             final = not chunk
             consumed += len(chunk)
-            text = carry + chunk
+            raw = pending + chunk
             if final:
-                if text and not text.endswith("\n"):
-                    text += "\n"
-                cut = len(text)
+                if raw and not raw.endswith("\n"):
+                    raw += "\n"
+                cut = len(raw)
             else:
-                cut = text.rfind("\n") + 1
-            whole, carry = (text, "") if cut == len(text) else (text[:cut], text[cut:])
+                cut = raw.rfind("\n") + 1
+            lines, pending = raw[:cut], raw[cut:]
+            if "\r" in lines:  # CRLF endings; a lone CR (a progress-bar redraw) stays in its line
+                lines = lines.replace("\r\n", "\n")
+            if not learned and (lines or final):
+                learned = True
+                found = learn_line_prefix(lines[:1 << 16].split("\n"))
+                if found is not None:
+                    out.line_prefix, prefix = found
+            if prefix is not None:
+                lines = prefix.sub("", lines)
+            whole = carry + lines
             keep = scanner.scan(whole, final)
             n_lines = whole.count("\n", 0, keep)
             out.lines += n_lines
             scanner.line_base += n_lines
-            if keep < len(whole):
-                carry = whole[keep:] + carry
+            carry = whole[keep:]
             if progress is not None:
                 progress(consumed)
             if final:

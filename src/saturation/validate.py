@@ -225,7 +225,7 @@ def _validate_table(table: RawTable) -> tuple[pd.DataFrame, list[list[str]], lis
             values = _to_str(raw[col])
             if col == S.PHASE:
                 wrong = (values != "") & ~np.isin(values, list(S.PHASES))
-                flag(wrong, col, lambda i, v=values: f"{_describe(v[i])} is not one of train/eval")
+                flag(wrong, col, lambda i, v=values: f"{_describe(v[i])} is not one of " + "/".join(S.PHASES))
             typed[col] = values
 
     levels = _level_columns(list(raw.columns))
