@@ -402,3 +402,43 @@ def eval_only_run_dir(root: Path, *, tokens: int = 300) -> Path:
     write(root / "eval.log", text)
     write(root / "eval_log_index.txt", "eval.log s85-step85\n")
     return root
+
+
+# ------------------------------------------------------------------ wandb
+def wandb_run_dir(root: Path, n_steps: int = 4, *, seed: int = 0) -> Path:
+    """A run whose tracker was wandb (SkyRL's default), offline: in a subprocess, what
+    ``Tracking(backend="wandb")`` does - ``wandb.init(project=, name=, config=asdict(cfg),
+    tags=)``, ``wandb.log(data, step=step)`` per step (with a NaN), ``wandb.finish(exit_code=0)``
+    - with the working directory ``root``, so the run lands in ``root/wandb/offline-run-*``."""
+    import os
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(seed)
+    payloads = {s: step_metrics(s, rng) for s in range(1, n_steps + 1)}
+    payloads[2]["policy/policy_kl"] = float("nan")
+    config = {"trainer": {"policy": {"model": {"path": "Qwen/Qwen3-8B"}}, "algorithm": {"advantage_estimator": "rloo"},
+                          "logger": "wandb", "project_name": "skyrl", "run_name": "code_search"},
+              "generator": {"n_samples_per_prompt": 8}}
+    script = (
+        "import json, sys, wandb\n"
+        "cfg = json.loads(sys.argv[1]); payloads = json.loads(sys.argv[2])\n"
+        "run = wandb.init(project='skyrl', name='code_search', config=cfg, tags=None)\n"
+        "print('training started')\n"
+        "for step, data in sorted(payloads.items(), key=lambda kv: int(kv[0])):\n"
+        "    wandb.log(data=data, step=int(step), commit=True)\n"
+        "wandb.finish(exit_code=0)\n")
+    root.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_DISABLE_GIT": "true",
+           "WANDB_CONSOLE": "off"}
+    subprocess.run([sys.executable, "-c", script, json.dumps(config), json.dumps(payloads, allow_nan=True)],
+                   cwd=root, env=env, check=True, capture_output=True, timeout=300)
+    return root
+
+
+def wandb_expected(n_steps: int = 4, *, seed: int = 0) -> dict[int, dict[str, float]]:
+    """The values :func:`wandb_run_dir` logged (unrounded: wandb stores the floats)."""
+    rng = np.random.default_rng(seed)
+    out = {s: {k: float(v) for k, v in step_metrics(s, rng).items()} for s in range(1, n_steps + 1)}
+    out[2]["policy/policy_kl"] = float("nan")
+    return out

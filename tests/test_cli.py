@@ -119,13 +119,14 @@ def test_ingest_skyrl_run_directories(tmp_path, capsys):
             "--arm", f"{b}=s85", "--json", str(rep), "--no-progress"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "rows read 44: kept 32 (of which ungraded 10" in out and "superseded eval-dump rows 12" in out
+    assert "rows read 48: kept 36 (of which ungraded 4" in out and "superseded eval-dump rows 12" in out
+    assert "answers: empty_file_name 2, finish_call 22, no_finish_call 4" in out and "WARNING" not in out
     assert "ignored (not a SkyRL file)" in out
     trials = open_trials(nc)
     assert set(trials["run"].values) == {"Qwen/Qwen3-8B", "ckpt/s85"} and set(trials["arm"].values) == {"base", "s85"}
     metrics = open_trials(mnc)
     assert "s85" in metrics["run"].values and "reward_mean" in metrics
-    assert json.loads(rep.read_text())["accounting"]["rows_kept"] == 32
+    assert json.loads(rep.read_text())["accounting"]["rows_kept"] == 36
     assert main(["describe", str(nc)]) == 0
     bad = run_dir(tmp_path / "bad")
     (bad / "trajectories" / "step_1" / "train" / "x_0.json.zst").write_bytes(b"not zstd")
@@ -135,6 +136,23 @@ def test_ingest_skyrl_run_directories(tmp_path, capsys):
     assert "1 problem(s)" in capsys.readouterr().out
     assert main(["ingest", str(bad), str(nc), "-o", str(tmp_path / "c.nc")]) == 1
     assert "mix of SkyRL run directories" in capsys.readouterr().err
+
+
+def test_ingest_never_exits_0_with_an_output_unwritten(tmp_path, capsys):
+    from skyrl_fixtures import trajectory, write_trajectory
+
+    root = tmp_path / "traj_only"
+    write_trajectory(root / "trajectories" / "step_1" / "train" / "repo__a-1_0.json", trajectory("repo__a-1", "perfect"))
+    mnc = tmp_path / "metrics.nc"
+    assert main(["ingest", str(root), "-o", str(tmp_path / "t.nc"), "--metrics-out", str(mnc), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "--metrics-out" in err and "no per-step metrics found" in err and "nothing written" in err
+    assert not mnc.exists() and not (tmp_path / "t.nc").exists()
+    table = tmp_path / "t.csv"
+    table.write_text("run,step,instance_id,sample,graded,reward\nr,1,a,0,true,1.0\n")
+    assert main(["ingest", str(table), "-o", str(table)]) == 1
+    assert "would overwrite" in capsys.readouterr().err
+    assert table.read_text().startswith("run,step")
 
 
 def test_help_imports_no_scientific_stack():

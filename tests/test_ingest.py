@@ -164,7 +164,7 @@ def test_eval_only_run_is_placed_as_eval_only(tmp_path):
 
 def test_parallel_parse_equals_serial(tmp_path):
     root = tmp_path / "r"
-    kinds = sorted(ANSWERS) + ["text", "none", "twice"]
+    kinds = [*sorted(ANSWERS), "text", "none", "twice"]
     for i in range(300):
         d = root / "trajectories" / f"step_{1 + i // 100}" / "train"
         if i % 37 == 36:
@@ -264,3 +264,55 @@ def test_progress_bar_draws_and_finishes(tmp_path):
     quiet = io.StringIO()
     Progress(4, "x", enabled=False, stream=quiet).close()
     assert quiet.getvalue() == ""
+
+
+def test_wandb_run_is_read_from_its_history_file(tmp_path):
+    pytest.importorskip("wandb")  # the test extra installs it; without it the next test applies
+    from skyrl_fixtures import wandb_expected, wandb_run_dir
+
+    root = wandb_run_dir(tmp_path / "wandb_run")
+    run_dir_trajectories = root / "trajectories" / "step_1" / "train"
+    write_trajectory(run_dir_trajectories / "repo__a-1_0.json", trajectory("repo__a-1", "perfect"))
+    res = ingest_runs([root], progress=False, workers=1)
+    assert res.problems == []
+    m = res.metrics
+    assert list(m["run"].values) == ["Qwen/Qwen3-8B"]  # trainer.policy.model.path from the run config
+    expected = wandb_expected()
+    assert list(m["step"].values) == sorted(expected)
+    assert m["policy_entropy"].values[0].tolist() == [expected[s]["policy/policy_entropy"] for s in sorted(expected)]
+    assert m["reward_mean"].sel(step=3).item() == expected[3]["reward/avg_raw_reward"]  # unrounded
+    assert np.isnan(m["policy_policy_kl"].sel(step=2).item())
+    acc = res.accounting["dirs"][0]
+    assert acc["wandb_runs"] == 1 and acc["console_logs"] == [] and acc["wandb_runs_read"][0]["steps"] == 4
+    assert all("wandb" in p for p in acc["ignored"])  # wandb's debug logs are not console logs
+
+
+def test_wandb_run_without_the_extra_says_what_to_install(tmp_path, monkeypatch):
+    import builtins
+
+    root = tmp_path / "w"
+    (root / "wandb" / "offline-run-20261201_120000-abc").mkdir(parents=True)
+    (root / "wandb" / "offline-run-20261201_120000-abc" / "run-abc.wandb").write_bytes(b":W&B")
+    real_import = builtins.__import__
+
+    def no_wandb(name, *args, **kwargs):
+        if name.startswith("wandb"):
+            raise ImportError("No module named 'wandb'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_wandb)
+    with pytest.raises(ValueError, match=r"pip install 'saturation\[wandb\]'"):
+        ingest_runs([root], progress=False)
+
+
+def test_truncated_wandb_history_is_reported(tmp_path):
+    pytest.importorskip("wandb")
+    from skyrl_fixtures import wandb_run_dir
+
+    root = wandb_run_dir(tmp_path / "cut")
+    history = next(root.glob("wandb/offline-run-*/run-*.wandb"))
+    history.write_bytes(history.read_bytes()[:-40])
+    res = ingest_runs([root], strict=False, progress=False)
+    assert len(res.problems) == 1 and "run-" in res.problems[0] and "steps before it were read" in res.problems[0]
+    with pytest.raises(IngestError):
+        ingest_runs([root], progress=False)

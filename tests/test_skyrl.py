@@ -106,3 +106,115 @@ def test_truncated_zstd_log_keeps_the_blocks_before_the_cut(tmp_path):
     assert len(log.problems) == 1 and "cut.log.zst: truncated zstd stream" in log.problems[0]
     with pytest.raises(LogFormatError, match="truncated zstd stream"):
         read_console_log(path, strict=True)
+
+
+# ------------------------------------------------------------------ silent-loss cases (issue 17)
+def _blocks(n=3, seed=0, actor="skyrl_entrypoint", pid=2143):
+    from skyrl_fixtures import Loguru, ray_lines, step_metrics
+
+    rng = np.random.default_rng(seed)
+    log = Loguru()
+    try:
+        return [ray_lines(log.console_log(step_metrics(s, rng), s), actor, pid) for s in range(1, n + 1)]
+    finally:
+        log.close()
+
+
+def _expected(n=3, seed=0):
+    from skyrl_fixtures import step_metrics
+
+    rng = np.random.default_rng(seed)
+    return {s: {k: float(f"{v:.4f}") if isinstance(v, float) else float(v) for k, v in step_metrics(s, rng).items()}
+            for s in range(1, n + 1)}
+
+
+def _check(log, n=3):
+    assert log.problems == []
+    assert log.steps == _expected(n)
+
+
+@pytest.mark.parametrize("prefix", ["0: ", "2026-08-12T12:48:01.123456789Z ", "3: 2026-08-12T12:48:01+00:00 "])
+def test_a_prefix_on_every_line_is_learned_and_stripped(tmp_path, prefix):
+    text = "".join(prefix + line + "\n" for line in "".join(_blocks()).splitlines())
+    log = read_console_log(write(tmp_path / "p.log", text))
+    _check(log)
+    assert log.accounting()["line_prefix"] != ""
+
+
+@pytest.mark.parametrize("actor", ["TrainerActor(name with spaces)", "a (b) c", "x pid=1 y"])
+def test_ray_actor_names_of_any_shape(tmp_path, actor):
+    _check(read_console_log(write(tmp_path / "a.log", "".join(_blocks(actor=actor)))))
+
+
+def _interleave(block: str, at: int, foreign: str) -> str:
+    lines = block.splitlines(keepends=True)
+    return "".join(lines[:at]) + foreign + "".join(lines[at:])
+
+
+def test_foreign_lines_inside_a_block_are_counted_not_fatal(tmp_path):
+    from skyrl_fixtures import CYAN, RESET, ray_lines
+
+    b = _blocks()
+    other = ray_lines("{'note': 'another actor printed a dict', 'x': 1}", "AsyncVLLMInferenceEngine", 3001,
+                      "10.0.0.2")
+    warning = ray_lines("/usr/lib/python3.11/site-packages/torch/x.py:12: UserWarning: something\n"
+                        "  warnings.warn(")
+    tqdm = f"{CYAN}(skyrl_entrypoint pid=2143){RESET} Generating:  50%|#####     | 4/8 [00:01<00:01]\n"
+    b[0] = _interleave(b[0], 1, other)  # between the header and the dict
+    b[1] = _interleave(b[1], 5, warning + other)  # inside the dict: a warning, another actor
+    b[2] = _interleave(b[2], 3, tqdm)  # a progress bar
+    log = read_console_log(write(tmp_path / "i.log", "".join(b)))
+    _check(log)
+    assert log.accounting()["interleaved_lines"] == 5
+
+
+def test_model_text_with_a_step_marker_adds_no_keys(tmp_path):
+    from skyrl_fixtures import ray_lines
+
+    model = ray_lines('Step 2:\n{"name": "terminal", "arguments": {"command": "ls"}}', "CodeSearchGenerator", 4100)
+    b = _blocks()
+    log = read_console_log(write(tmp_path / "m.log", b[0] + model + b[1] + b[2]))
+    _check(log)
+    assert log.markers_without_block == 1
+
+
+def test_progress_bar_glued_before_a_header(tmp_path):
+    b = _blocks()
+    first, rest = b[1].split("\n", 1)
+    head, tail = first.split(")\x1b[0m ", 1)
+    glued = f"{head})\x1b[0m \rGenerating:  88%|########8 | 7/8\rGenerating: 100%|##########| 8/8{tail}\n{rest}"
+    _check(read_console_log(write(tmp_path / "t.log", b[0] + glued + b[2])))
+
+
+def test_numpy_scalars_and_bare_nan_parse(tmp_path):
+    text = ("Step 1: \n{'a': np.float32(0.5), 'b': nan, 'c': np.int64(3), 'd': -inf, 'e': np.True_,\n"
+            " 'f': np.float64(nan), 'nan_name': 'nan'}\n")
+    log = read_console_log(write(tmp_path / "n.log", text))
+    assert log.problems == []
+    v = log.steps[1]
+    assert v["a"] == 0.5 and np.isnan(v["b"]) and v["c"] == 3 and v["d"] == -np.inf and v["e"] == 1
+    assert np.isnan(v["f"]) and np.isnan(v["nan_name"])
+
+
+@pytest.mark.parametrize("cut", [1, 5, 12])
+def test_small_truncated_zst_log_is_reported(tmp_path, cut):
+    import zstandard
+
+    data = zstandard.ZstdCompressor().compress("".join(_blocks(1)).encode())
+    path = tmp_path / "small.log.zst"
+    path.write_bytes(data[:-cut])
+    log = read_console_log(path)
+    assert len(log.problems) == 1 and ("truncated" in log.problems[0] or "corrupt" in log.problems[0])
+    with pytest.raises(LogFormatError):
+        read_console_log(path, strict=True)
+
+
+def test_every_step_block_is_parsed_or_reported(tmp_path):
+    b = _blocks(4)
+    lines = b[2].splitlines(keepends=True)
+    broken = "".join(lines[:4])  # the block of step 3 cut short by step 4
+    log = read_console_log(write(tmp_path / "b.log", b[0] + b[1] + broken + b[3]))
+    assert sorted(log.steps) == [1, 2, 4]
+    assert len(log.problems) == 1 and "step 3" in log.problems[0]
+    n = len((b[0] + b[1]).splitlines())
+    assert log.problems[0].startswith(f"{tmp_path / 'b.log'}:{n + 2}:")

@@ -107,12 +107,14 @@ def _print_problems(problems: list[Any], header: str, rest: str, shown: int = 20
 
 def _cmd_ingest_runs(args: argparse.Namespace) -> int:
     from saturation.ingest import IngestError, ingest_runs
+    from saturation.io import write_netcdf as write_metrics
     from saturation.io import write_trials
 
     try:
         res = ingest_runs([p.rstrip("/") for p in args.inputs], strict=not args.lenient,
                           labels=_pairs(args.label, "--label"), arms=_pairs(args.arm, "--arm"),
-                          index=args.index or (), include_added=not args.no_added, progress=args.progress)
+                          index=args.index or (), include_added=args.include_added, progress=args.progress,
+                          workers=args.workers)
     except IngestError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_DATA
@@ -126,25 +128,42 @@ def _cmd_ingest_runs(args: argparse.Namespace) -> int:
     _print(f"rows read {acc['rows_read']}: kept {acc['rows_kept']} (of which ungraded {acc['rows_ungraded']}: "
            + ", ".join(f"{k} {v}" for k, v in acc["ungraded_reasons"].items())
            + f"), rejected {acc['rows_rejected']}, superseded eval-dump rows {acc['rows_superseded']}")
+    if acc["answer_statuses"]:
+        _print("answers: " + ", ".join(f"{k} {v}" for k, v in acc["answer_statuses"].items()))
+    mismatches = acc["reward_dict_mismatches"]
+    if mismatches:
+        _print("WARNING: recomputed F1 differs from the logged reward_dict on "
+               + ", ".join(f"{v} trial(s) at the {k} level" for k, v in mismatches.items())
+               + " (kept as recomputed; flagged in reward_dict_mismatch / mismatched_levels)")
     if res.problems:
         _print_problems(res.problems, f"{len(res.problems)} problem(s) (lenient mode: the rest was ingested):",
                         "(all in --json and the Dataset attrs)")
-    if res.trials is not None:
+    if args.json:
+        _write_json({"output": args.output, "metrics_output": args.metrics_out, "accounting": acc,
+                     "problems": res.problems}, args.json)
+    # an asked-for output that cannot be written is an error, never a silent exit 0; checked
+    # before anything is written
+    missing = []
+    if args.output and res.trials is None:
+        missing.append(f"-o {args.output}: no trials found (no trajectory files or eval dumps)")
+    if args.metrics_out and res.metrics is None:
+        missing.append(f"--metrics-out {args.metrics_out}: no per-step metrics found (no console log with "
+                       "'Step N:' blocks, wandb history, eval aggregate or metrics CSV)")
+    if missing:
+        for line in missing:
+            print(f"error: {line}; nothing written", file=sys.stderr)
+        return EXIT_DATA
+    if res.trials is not None and args.output:
         write_trials(res.trials, args.output)
         _print(f"wrote {args.output}: {res.trials.sizes['trial']} trials, levels {list(res.trials[S.LEVEL].values)}")
-    else:
-        _print("no trials found (no trajectory files or eval dumps)")
     if res.metrics is not None:
         if args.metrics_out:
-            res.metrics.to_netcdf(args.metrics_out, engine="h5netcdf")
+            write_metrics(res.metrics, args.metrics_out)
             _print(f"wrote {args.metrics_out}: per-step metrics, runs {list(res.metrics[S.RUN].values)}, "
                    f"{res.metrics.sizes[S.STEP]} steps, {len(res.metrics.data_vars)} metrics")
         else:
             _print(f"per-step metrics of runs {list(res.metrics[S.RUN].values)} found; write them with --metrics-out")
-    _print(f"done in {acc['seconds']:.1f} s")
-    if args.json:
-        _write_json({"output": args.output, "metrics_output": args.metrics_out, "accounting": acc,
-                     "problems": res.problems}, args.json)
+    _print(f"done in {acc['seconds']:.1f} s ({acc['megabytes']:.0f} MB)")
     return EXIT_OK
 
 
@@ -152,15 +171,23 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     from saturation.ingest import looks_like_run_dir
     from saturation.io import read_trials_report, write_trials
 
+    inputs = {Path(p).resolve() for p in args.inputs}
+    for out in (args.output, getattr(args, "metrics_out", None), args.json):
+        if out and out != "-" and (Path(out).resolve() in inputs
+                                   or any(i.is_dir() and i in Path(out).resolve().parents for i in inputs
+                                          if not looks_like_run_dir(i))):
+            raise ValueError(f"{out}: the output would overwrite or land among the inputs; choose another path")
     runs = [looks_like_run_dir(p) for p in args.inputs]
     if any(runs):
         if not all(runs):
             raise ValueError("mix of SkyRL run directories and trial tables; ingest them separately: "
                              + ", ".join(p for p, r in zip(args.inputs, runs, strict=True) if not r))
         return _cmd_ingest_runs(args)
-    for flag in ("metrics_out", "label", "arm", "index"):
+    for flag in ("metrics_out", "label", "arm", "index", "include_added", "workers"):
         if getattr(args, flag):
             raise ValueError(f"--{flag.replace('_', '-')} applies to SkyRL run directories only")
+    if not args.output:
+        raise ValueError("-o/--output is required for trial tables")
 
     rejects = args.rejects or (str(Path(args.output).with_suffix("")) + ".rejected.csv" if args.lenient else None)
     ds, valid = read_trials_report(args.inputs, strict=not args.lenient, rejects=rejects)
@@ -559,7 +586,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="SkyRL run directories (trajectories, eval dumps, console logs, eval_log_index.txt; "
                         "docs/skyrl.md) or trial tables / directories of them")
-    p.add_argument("-o", "--output", required=True, help="output netCDF path (trials.nc)")
+    p.add_argument("-o", "--output", help="output netCDF path (trials.nc); required unless run directories are "
+                                            "read with --metrics-out only")
     p.add_argument("--metrics-out", metavar="PATH", help="run directories: write the per-step metrics (netCDF)")
     p.add_argument("--label", action="append", metavar="DIR=NAME",
                    help="run directories: run label of DIR (default: trainer.policy.model.path, else the "
@@ -567,8 +595,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--arm", action="append", metavar="DIR=NAME", help="run directories: arm of DIR; repeatable")
     p.add_argument("--index", action="append", metavar="PATH",
                    help="run directories: an extra eval_log_index.txt; repeatable")
-    p.add_argument("--no-added", action="store_true",
-                   help="run directories: do not count added modules/entities as gold locations")
+    p.add_argument("--include-added", action="store_true",
+                   help="run directories: count added_modules/added_entities as gold locations (the upstream "
+                        "reward does not, so the recomputed F1 then differs from the logged one)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="run directories: processes parsing trajectory files (default: the CPUs available)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar (default: when stderr is a terminal)")
     p.add_argument("--lenient", action="store_true",

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Executor
@@ -59,6 +60,8 @@ EVAL_DUMP_RE = re.compile(r"(?:^|/)(?:global_step_(?P<step>\d+)_evals|(?P<eval_o
 AGGREGATED_NAME = "aggregated_results"
 #: a wandb run directory inside the run directory (``wandb/run-20261201_120000-abc123/...``)
 WANDB_RE = re.compile(r"(?:^|/)(?P<dir>wandb/(?:offline-)?run-[^/]+)/")
+#: any other file under a ``wandb/`` directory (``debug.log``, ``debug-internal.log``)
+WANDB_INTERNAL_RE = re.compile(r"(?:^|/)wandb/")
 LOG_SUFFIXES = (".log", ".log.zst", ".out", ".out.zst")
 METRICS_SUFFIXES = (".csv", ".csv.zst")
 INDEX_NAME = "eval_log_index.txt"
@@ -102,6 +105,16 @@ class RunContents:
                 "index_files": len(self.index), "ignored_files": len(self.ignored)}
 
 
+def _files(root: Path) -> list[Path]:
+    """Every regular file under ``root``, sorted; symbolic links to directories (wandb's
+    ``latest-run``) are not followed, so nothing is read twice."""
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+        out.extend(Path(dirpath) / f for f in filenames if os.path.isfile(os.path.join(dirpath, f)))
+    return sorted(out)
+
+
 def scan_run_dir(root: str | Path) -> RunContents:
     """Classify every file under ``root`` (module docstring); nothing is read yet."""
     root = Path(root)
@@ -110,12 +123,14 @@ def scan_run_dir(root: str | Path) -> RunContents:
     out = RunContents(root)
     only = EVAL_ONLY_STEP  # placeholder: ingest_runs places eval-only results (_eval_only_step)
     wandb_dirs: set[Path] = set()
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+    for path in _files(root):
         rel = path.relative_to(root).as_posix()
         name = path.name.lower()
         if m := WANDB_RE.search(rel):
             wandb_dirs.add(root / rel[:m.end("dir")])
             out.wandb_files.append(path)
+        elif WANDB_INTERNAL_RE.search(rel):  # wandb's own debug logs beside its run directories
+            out.ignored.append(path)
         elif m := TRAJ_RE.search(rel):
             step, phase = (only, "eval_only") if m["step"] == "None" else (int(m["step"]), m["phase"])
             out.trajectories.append((path, step, phase, m["name"], m["ext"]))
@@ -553,7 +568,7 @@ def ingest_runs(
                         "trials": rows.n - start, "rejected": rows.rejected - rejected_before,
                         "eval_dump_rows_superseded": superseded,
                         "console_logs": [log.accounting() for log in logs],
-                        "wandb_runs": [log.accounting() for log in wandb_logs]})
+                        "wandb_runs_read": [log.accounting() for log in wandb_logs]})
     elapsed = bar.close()
     metrics = _metrics(train_logs, eval_logs, eval_points, csvs, problems)
     if strict and problems:

@@ -288,11 +288,25 @@ def read_trials_report(
     return _build_dataset(valid, [str(p) for p in files]), valid
 
 
-def write_trials(ds: xr.Dataset, path: PathArg) -> Path:
-    """Write a trial Dataset to netCDF (h5netcdf); :func:`open_trials` reads it back losslessly."""
+def write_netcdf(ds: xr.Dataset, path: PathArg) -> Path:
+    """Write ``ds`` to netCDF (h5netcdf) atomically: into a temporary file beside ``path``,
+    then renamed over it, so a reader never sees a half-written file."""
+    import os
+
     path = Path(path)
-    ds.to_netcdf(path, engine="h5netcdf")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        ds.to_netcdf(tmp, engine="h5netcdf")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
+
+
+def write_trials(ds: xr.Dataset, path: PathArg) -> Path:
+    """Write a trial Dataset to netCDF (atomic, :func:`write_netcdf`); :func:`open_trials`
+    reads it back losslessly."""
+    return write_netcdf(ds, path)
 
 
 def open_trials(path: PathArg) -> xr.Dataset:

@@ -499,6 +499,8 @@ def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = 
         while True:
             try:
                 chunk = stream.read(CHUNK_CHARS)
+                if not chunk:
+                    stream.read()  # a truncated stream raises after its end-of-data
             except TruncatedStreamError as exc:
                 _problem(out, f"{exc} after line {scanner.line_base + carry.count(chr(10))}; "
                               "the blocks before it were read", strict)

@@ -1,1 +1,177 @@
-"""placeholder"""
+"""Per-step metrics of a wandb run directory, read offline from its ``run-<id>.wandb`` file.
+
+SkyRL's default tracker is wandb (``trainer.logger: "wandb"``, ``skyrl/train/config/config.py``);
+``Tracking.log`` calls ``wandb.log(data, step=step)``, so nothing reaches the console. A
+run leaves ``wandb/run-<date>-<id>/`` (``wandb/offline-run-<date>-<id>/`` offline) holding
+``run-<id>.wandb``: every history row, the config and the summary as protobuf ``Record``
+messages in wandb's log-structured file (a 7-byte header ``:W&B`` / ``0xBEE1`` / version 0,
+then 32 KiB blocks of CRC-32-checked chunks). ``files/output.log`` holds only captured
+console output and, in offline runs, ``wandb-summary.json`` and ``config.yaml`` are often
+not written, so the ``.wandb`` file is the one source read here (docs/skyrl.md).
+
+The records are decoded with the ``wandb`` package's own protobuf classes
+(``wandb.proto.wandb_internal_pb2``): install the optional extra ``saturation[wandb]``.
+wandb >= 0.30 has no public reader of the file (``wandb.sdk.internal.datastore`` was
+removed), so the chunk framing is read here.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from saturation.skyrl import ConsoleLog
+
+HEADER = b":W&B" + struct.pack("<HB", 0xBEE1, 0)
+BLOCK = 32 * 1024
+CHUNK_HEADER = 7  # crc32 (4), length (2), type (1)
+FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
+INSTALL_HINT = "pip install 'saturation[wandb]'"
+
+
+def require_wandb(runs: Sequence[str]) -> None:
+    """Raise ValueError naming the runs and what to install when ``wandb`` is missing."""
+    try:
+        import wandb.proto.wandb_internal_pb2  # noqa: F401
+    except ImportError as exc:
+        shown = ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
+        raise ValueError(f"{shown}: the metrics of this run are in a wandb history file; reading it needs the "
+                         f"wandb package ({INSTALL_HINT}) ({exc})") from exc
+
+
+class HistoryTruncated(ValueError):
+    """The file ends inside a chunk, or a chunk fails its checksum."""
+
+
+def raw_records(path: Path) -> Iterator[bytes]:
+    """The serialized ``Record`` messages of a ``.wandb`` file, in order. Raises
+    :class:`HistoryTruncated` (after yielding the complete records) when the file ends
+    inside a chunk or a chunk is corrupt; ValueError when it is not a wandb file."""
+    data = path.read_bytes()
+    if data[:len(HEADER)] != HEADER:
+        raise ValueError(f"{path}: not a wandb history file (header {data[:7]!r})")
+    pos, n = len(HEADER), len(data)
+    pending: bytearray | None = None
+    while pos < n:
+        left = BLOCK - pos % BLOCK
+        if left < CHUNK_HEADER:  # the block's trailer is zero padding
+            pos += left
+            continue
+        if pos + CHUNK_HEADER > n:
+            raise HistoryTruncated(f"{path}: ends inside a chunk header at byte {pos}")
+        crc, length, kind = struct.unpack("<IHB", data[pos:pos + CHUNK_HEADER])
+        if crc == 0 and length == 0 and kind == 0:  # zero-filled rest of a block
+            pos += left
+            continue
+        end = pos + CHUNK_HEADER + length
+        if end > n:
+            raise HistoryTruncated(f"{path}: ends inside a record at byte {pos} (run still writing, or killed)")
+        payload = data[pos + CHUNK_HEADER:end]
+        if zlib.crc32(payload, zlib.crc32(bytes([kind]))) != crc:
+            raise HistoryTruncated(f"{path}: corrupt chunk at byte {pos} (checksum)")
+        pos = end
+        if kind == FULL:
+            pending = None
+            yield payload
+        elif kind == FIRST:
+            pending = bytearray(payload)
+        elif kind in (MIDDLE, LAST) and pending is not None:
+            pending += payload
+            if kind == LAST:
+                yield bytes(pending)
+                pending = None
+        else:
+            raise HistoryTruncated(f"{path}: chunk of type {kind} out of order at byte {pos}")
+    if pending is not None:
+        raise HistoryTruncated(f"{path}: ends inside a record split over chunks")
+
+
+def _item_value(item: Any) -> Any:
+    if item.value_json:
+        return json.loads(item.value_json)  # NaN / Infinity are written as such
+    oneofs = item.DESCRIPTOR.oneofs_by_name
+    which = item.WhichOneof("value") if "value" in oneofs else None
+    if which in (None, "none"):
+        return None
+    return json.loads(item.json) if which == "json" else getattr(item, which)
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    else:
+        out[prefix] = value
+
+
+def read_wandb_run(run_dir: str | Path) -> ConsoleLog:
+    """The per-step history of one wandb run directory as a :class:`~saturation.skyrl.ConsoleLog`
+    (``steps``: numeric values by ``_step``, keys as logged, e.g. ``policy/policy_entropy``;
+    ``config``: the run config flattened to dotted keys, ``trainer.policy.model.path`` the
+    run identity). Internal keys (``_step``, ``_runtime``, ``_timestamp``) are dropped;
+    non-numeric values (media, tables) are listed in ``non_numeric``. A truncated file keeps
+    the complete rows and reports the rest in ``problems``."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    run_dir = Path(run_dir)
+    out = ConsoleLog(str(run_dir))
+    files = sorted(run_dir.glob("run-*.wandb"))
+    if not files:
+        out.problems.append(f"{run_dir}: a wandb run directory without a run-*.wandb history file")
+        return out
+    config: dict[str, Any] = {}
+    for path in files:
+        out.bytes_read += path.stat().st_size
+        try:
+            for raw in raw_records(path):
+                out.lines += 1
+                record = pb.Record()  # type: ignore[attr-defined]
+                try:
+                    record.ParseFromString(raw)
+                except Exception:  # a record type newer than this wandb's classes: not history
+                    continue
+                kind = record.WhichOneof("record_type")
+                if kind == "history":
+                    _history(record, out)
+                elif kind in ("run", "config"):
+                    items = record.run.config.update if kind == "run" else record.config.update
+                    for item in items:
+                        key = item.key or ".".join(item.nested_key)
+                        value = json.loads(item.value_json) if item.value_json else None
+                        if key != "_wandb":
+                            _flatten(key, value.get("value", value) if isinstance(value, dict) and set(value) <= {
+                                "value", "desc"} else value, config)
+        except HistoryTruncated as exc:
+            out.problems.append(f"{exc}; the {len(out.steps)} steps before it were read")
+        except (OSError, ValueError) as exc:
+            out.problems.append(f"{path}: unreadable ({exc})")
+    out.config = {k: str(v) for k, v in config.items()}
+    return out
+
+
+def _history(record: Any, out: ConsoleLog) -> None:
+    row: dict[str, Any] = {}
+    for item in record.history.item:
+        row[item.key or ".".join(item.nested_key)] = _item_value(item)
+    step = row.get("_step", record.history.step.num if record.history.HasField("step") else None)
+    if not isinstance(step, int | float) or isinstance(step, bool):
+        out.problems.append(f"{out.path}: history row without a step")
+        return
+    values: dict[str, float] = {}
+    for key, value in row.items():
+        if key.startswith("_"):
+            continue
+        if isinstance(value, int | float):  # bools count; NaN stays NaN
+            values[key] = float(value)
+        else:
+            out.non_numeric.setdefault(key, repr(value)[:80])
+    out.blocks += 1
+    out.block_lines += 1
+    out.merge_step(int(step), values)
+
+
+__all__ = ["INSTALL_HINT", "HistoryTruncated", "raw_records", "read_wandb_run", "require_wandb"]
