@@ -153,6 +153,9 @@ def test_eval_only_run_is_placed_as_eval_only(tmp_path):
     res = ingest_runs([root], progress=False, workers=1)
     assert res.problems == []
     ds = res.trials
+    acc = res.accounting
+    # 3 trajectories + 4 dump lines superseded by them; the eval_only aggregate is metrics, not a trial
+    assert (acc["rows_read"], acc["rows_kept"], acc["rows_rejected"], acc["rows_superseded"]) == (7, 3, 0, 4)
     assert set(ds["phase"].values) == {"eval_only"}
     assert set(ds["step"].values) == {85}  # from the checkpoint path it was launched with
     assert set(ds["run"].values) == {"s85-step85"}  # the index label
@@ -175,6 +178,24 @@ def test_parallel_parse_equals_serial(tmp_path):
     parallel = ingest_runs([root], progress=False, workers=2)
     assert parallel.trials.drop_attrs().equals(serial.trials.drop_attrs())
     assert parallel.accounting["rows_kept"] == 300
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:  # any executor with map, e.g. distributed.Client.get_executor()
+        on_executor = ingest_runs([root], progress=False, executor=pool)
+    assert on_executor.trials.drop_attrs().equals(serial.trials.drop_attrs())
+
+
+def test_trajectories_parse_on_a_dask_cluster(tmp_path):
+    from distributed import Client
+
+    root = tmp_path / "r"
+    for i in range(20):
+        write_trajectory(root / "trajectories" / "step_1" / "train" / f"repo__p-{i}_0.json",
+                         trajectory(f"repo__p-{i}", "partial", tokens=20))
+    serial = ingest_runs([root], progress=False, workers=1)
+    with Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None) as client:
+        res = ingest_runs([root], progress=False, executor=client.get_executor())
+    assert res.trials.drop_attrs().equals(serial.trials.drop_attrs())
 
 
 def test_writes_and_reads_back_through_netcdf_and_the_models(tmp_path):
@@ -257,10 +278,11 @@ def test_progress_bar_draws_and_finishes(tmp_path):
     stream = io.StringIO()
     bar = Progress(4, "ingest", enabled=True, stream=stream)
     for _ in range(4):
-        bar.update()
+        bar.update(nbytes=3e6)
     assert bar.close() >= 0
     text = stream.getvalue()
     assert "ingest [########################] 100% 4/4" in text and text.endswith("\n")
+    assert " MB/s " in text
     quiet = io.StringIO()
     Progress(4, "x", enabled=False, stream=quiet).close()
     assert quiet.getvalue() == ""
@@ -275,6 +297,8 @@ def test_wandb_run_is_read_from_its_history_file(tmp_path):
     write_trajectory(run_dir_trajectories / "repo__a-1_0.json", trajectory("repo__a-1", "perfect"))
     res = ingest_runs([root], progress=False, workers=1)
     assert res.problems == []
+    acc = res.accounting
+    assert acc["rows_read"] == acc["rows_kept"] + acc["rows_rejected"] + acc["rows_superseded"] == 1
     m = res.metrics
     assert list(m["run"].values) == ["Qwen/Qwen3-8B"]  # trainer.policy.model.path from the run config
     expected = wandb_expected()
