@@ -43,7 +43,7 @@ def _error(path) -> str:
         ("r,0,a,0,true,1,-0.1,1,1,1", "file_f1", "outside [0, 1]"),
         ("r,0,a,0,true,1,1,-1,1,1", "file_n_pred", "negative count"),
         ("r,0,a,0,true,1,1,1,2,2.5", "file_n_tp", "is not an integer"),
-        ("r,0,a,0,true,1,1,1,2,2", "file_n_tp", "exceeds min(n_pred=1, n_gold=2)"),
+        ("r,0,a,0,true,1,1,1,2,2", "file_n_tp", "n_tp=2 exceeds n_pred=1"),
         ("r,0,a,0,false,0,0.5,,,", "file_f1", "on an ungraded row"),
         (",0,a,0,true,1,1,1,1,1", "run", "missing value"),
     ],

@@ -194,6 +194,8 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     write_trials(ds, args.output)
     _print(f"read {len(json.loads(ds.attrs[S.ATTR_SOURCES]))} file(s)")
     _print_accounting(ds)
+    for old, new in json.loads(ds.attrs.get("renamed_columns", "{}")).items():
+        _print(f"column {old!r} stored as {new!r} (its name is taken by the trial Dataset or cannot be stored)")
     if valid.problems:
         _print_problems(valid.problems, f"{len(valid.problems)} problem(s); rejected rows with reasons: {rejects}",
                         f"in {rejects}")

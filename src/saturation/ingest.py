@@ -41,16 +41,16 @@ import xarray as xr
 
 from saturation import localization as L
 from saturation import schema as S
+from saturation import streams
 from saturation import trajectory as T
 from saturation.progress import Progress
 from saturation.skyrl import (
     RUN_KEY,
     ConsoleLog,
-    TruncatedStreamError,
     metrics_dataset,
-    open_text,
     read_console_log,
 )
+from saturation.streams import TruncatedStreamError
 
 TRAJ_RE = re.compile(r"(?:^|/)step_(?P<step>\d+|None)/(?P<phase>train|eval)/(?P<name>[^/]+)\.(?P<ext>json|error)"
                      r"(?:\.zst)?$")
@@ -67,6 +67,8 @@ METRICS_SUFFIXES = (".csv", ".csv.zst")
 INDEX_NAME = "eval_log_index.txt"
 #: checkpoint step in an eval-log file name (the last match counts)
 CKPT_STEP_RE = re.compile(r"(?:global_step|step|ckpt)[_-]?(?P<step>\d+)", re.I)
+#: an index line longer than this is malformed (and the line regex stays cheap)
+MAX_INDEX_LINE = 4096
 INDEX_LINE_RE = re.compile(r"^(?P<name>\S+?)\s*(?:[,:=\t]|->|\s)\s*(?P<label>\S.*?)\s*$")
 #: the step given to eval-only results whose checkpoint step is in no file or directory name
 EVAL_ONLY_STEP = 0
@@ -167,20 +169,27 @@ def read_index(path: str | Path, problems: list[str]) -> dict[str, str]:
     whitespace, tab, ``,``, ``:``, ``=`` or ``->``); blank lines and ``#`` comments ignored;
     a malformed line is reported as ``file:line``."""
     out: dict[str, str] = {}
-    with open_text(path) as stream:
-        for number, raw in enumerate(stream, start=1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            m = INDEX_LINE_RE.match(line)
-            if not m:
-                problems.append(f"{path}:{number}: index line is not '<file> <label>': {line[:80]!r}")
-                continue
-            name = Path(m["name"]).name
-            if name in out and out[name] != m["label"]:
-                problems.append(f"{path}:{number}: {name} already mapped to {out[name]!r}")
-                continue
-            out[name] = m["label"]
+    try:
+        lines = list(streams.iter_lines(path, max_line=MAX_INDEX_LINE))
+    except (TruncatedStreamError, OSError) as exc:
+        problems.append(f"{path}: unreadable ({exc})")
+        return out
+    for number, raw in lines:
+        line = raw.strip()
+        if raw is streams.OVERLONG:
+            problems.append(f"{path}:{number}: index line longer than {MAX_INDEX_LINE} characters")
+            continue
+        if not line or line.startswith("#"):
+            continue
+        m = INDEX_LINE_RE.match(line)
+        if not m:
+            problems.append(f"{path}:{number}: index line is not '<file> <label>': {line[:80]!r}")
+            continue
+        name = Path(m["name"]).name
+        if name in out and out[name] != m["label"]:
+            problems.append(f"{path}:{number}: {name} already mapped to {out[name]!r}")
+            continue
+        out[name] = m["label"]
     return out
 
 
@@ -232,31 +241,34 @@ def _prompt_id(record: Mapping[str, Any]) -> str:
 def _eval_dump_rows(path: Path, step: int, phase: str, source: str, run: str, include_added: bool, rows: _Rows,
                     problems: list[str], counts: dict[tuple[int, str], int]) -> None:
     try:
-        with open_text(path) as stream:
-            for number, raw in enumerate(stream, start=1):
-                if not raw.strip():
-                    continue
-                rows.read += 1
-                rows.bytes += len(raw)
-                where = f"{path}:{number}"
-                try:
-                    record = json.loads(raw)
-                except json.JSONDecodeError as exc:
-                    problems.append(f"{where}: malformed JSON ({exc.msg})")
-                    rows.rejected += 1
-                    continue
-                if not isinstance(record, dict):
-                    problems.append(f"{where}: expected a JSON object, found {type(record).__name__}")
-                    rows.rejected += 1
-                    continue
-                row = _eval_record(record, where, step, phase, source, run, include_added, counts, problems)
-                if row is None:
-                    rows.rejected += 1
-                else:
-                    rows.add(row)
+        for number, raw in streams.iter_lines(path):
+            if not raw.strip():
+                continue
+            rows.read += 1
+            rows.bytes += len(raw)
+            where = f"{path}:{number}"
+            if raw is streams.OVERLONG:
+                problems.append(f"{where}: line longer than {streams.MAX_LINE_CHARS:,} characters")
+                rows.rejected += 1
+                continue
+            try:
+                record = json.loads(raw)
+            except (ValueError, RecursionError) as exc:  # malformed, a 5,000-digit integer, deep nesting
+                problems.append(f"{where}: malformed JSON ({str(exc)[:100]})")
+                rows.rejected += 1
+                continue
+            if not isinstance(record, dict):
+                problems.append(f"{where}: expected a JSON object, found {type(record).__name__}")
+                rows.rejected += 1
+                continue
+            row = _eval_record(record, where, step, phase, source, run, include_added, counts, problems)
+            if row is None:
+                rows.rejected += 1
+            else:
+                rows.add(row)
     except TruncatedStreamError as exc:
         problems.append(f"{exc}; the lines before it were ingested")
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
         problems.append(f"{path}: unreadable ({exc}); the lines before it were ingested")
 
 
@@ -375,26 +387,36 @@ def _eval_only_step(root: Path, eval_logs: Sequence[ConsoleLog]) -> int | None:
     return None
 
 
+def _count_lines(path: Path, problems: list[str]) -> int:
+    """Non-blank lines of a text file (up to the damage of a damaged one, reported)."""
+    n = 0
+    try:
+        for _, line in streams.iter_lines(path):
+            n += bool(line.strip())
+    except (TruncatedStreamError, OSError) as exc:
+        problems.append(f"{exc}; its {n} complete lines are counted as superseded")
+    return n
+
+
 def _read_aggregate(path: Path, problems: list[str]) -> dict[str, float] | None:
     """The eval metrics of an ``aggregated_results.jsonl`` (one JSON object)."""
     values: dict[str, float] = {}
     try:
-        with open_text(path) as stream:
-            for number, raw in enumerate(stream, start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    record = json.loads(raw)
-                except json.JSONDecodeError as exc:
-                    problems.append(f"{path}:{number}: malformed JSON ({exc.msg})")
-                    return None
-                if not isinstance(record, dict):
-                    problems.append(f"{path}:{number}: expected a JSON object of eval metrics")
-                    return None
-                for key, value in record.items():
-                    if isinstance(value, int | float) and not isinstance(value, bool):
-                        values[str(key)] = float(value)
-    except (TruncatedStreamError, OSError, ValueError) as exc:
+        for number, raw in streams.iter_lines(path):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except (ValueError, RecursionError) as exc:
+                problems.append(f"{path}:{number}: malformed JSON ({str(exc)[:100]})")
+                return None
+            if not isinstance(record, dict):
+                problems.append(f"{path}:{number}: expected a JSON object of eval metrics")
+                return None
+            for key, value in record.items():
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    values[str(key)] = float(value)
+    except (TruncatedStreamError, OSError) as exc:
         problems.append(f"{path}: unreadable ({exc})")
         return None
     return values
@@ -533,8 +555,7 @@ def ingest_runs(
             step = only if phase == "eval_only" else step
             if step in eval_traj_steps:
                 # the eval trajectories of this step carry the same rollouts with gold and answers
-                with open_text(path) as stream:
-                    n = sum(1 for line in stream if line.strip())
+                n = _count_lines(path, problems)
                 rows.read += n
                 rows.superseded += n
                 superseded += n

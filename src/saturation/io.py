@@ -19,7 +19,7 @@ import pandas as pd
 import xarray as xr
 import zstandard
 
-from saturation import __version__
+from saturation import __version__, streams
 from saturation import schema as S
 from saturation.validate import Problem, RawTable, Validated, validate_trials
 
@@ -62,15 +62,26 @@ def expand_paths(paths: PathArg | Iterable[PathArg]) -> list[Path]:
     return out
 
 
-def _decompress(data: bytes) -> bytes:
-    """Decompress every zstd frame; raise ValueError on a corrupt or truncated stream."""
+def _decompress(data: bytes, limit: int | None = None) -> bytes:
+    """Decompress every zstd frame; raise ValueError on a corrupt or truncated stream, or
+    when the output exceeds ``limit`` bytes (checked as it grows, so a bomb stops early)."""
+    limit = streams.MAX_FILE_BYTES if limit is None else limit
     chunks: list[bytes] = []
+    total = 0
     while data:
         dobj = zstandard.ZstdDecompressor().decompressobj()
-        try:
-            chunks.append(dobj.decompress(data))
-        except zstandard.ZstdError as exc:
-            raise ValueError(f"corrupt zstd stream ({exc})") from exc
+        pos = 0
+        while pos < len(data) and not dobj.eof:
+            try:
+                out = dobj.decompress(data[pos:pos + (1 << 16)])
+            except zstandard.ZstdError as exc:
+                raise ValueError(f"corrupt zstd stream ({exc})") from exc
+            pos += 1 << 16
+            total += len(out)
+            if total > limit:
+                raise streams.TooLargeError(f"decompresses to more than {limit:,} bytes (the limit; raise it with "
+                                            "SATURATION_MAX_FILE_BYTES)")
+            chunks.append(out)
         if not dobj.eof:
             raise ValueError("truncated zstd stream (the frame ends before its end marker)")
         data = dobj.unused_data
@@ -81,83 +92,138 @@ def _read_raw(path: Path) -> RawTable:
     """Read one file into a RawTable (values untyped, one locator per row)."""
     source = str(path)
     fmt, compressed = table_format(path)
-    data = path.read_bytes()
-    if compressed:
-        try:
-            data = _decompress(data)
-        except ValueError as exc:
-            return RawTable(source, pd.DataFrame(), [], [Problem(source, "", "", str(exc))])
-    if not data.strip():
-        return RawTable(source, pd.DataFrame(), [], [Problem(source, "", "", "empty file")])
-    if fmt == "csv":
-        return _read_csv(source, data)
-    if fmt == "jsonl":
-        return _read_jsonl(source, data)
-    return _read_parquet(source, data)
-
-
-def _read_csv(source: str, data: bytes) -> RawTable:
+    if fmt == "parquet":
+        data = path.read_bytes()
+        if compressed:
+            try:
+                data = _decompress(data)
+            except ValueError as exc:
+                return RawTable(source, pd.DataFrame(), [], [Problem(source, "", "", str(exc))])
+        if not data.strip():
+            return RawTable(source, pd.DataFrame(), [], [Problem(source, "", "", "empty file")])
+        return _read_parquet(source, data)
+    table = RawTable(source, pd.DataFrame(), [])
+    reader = _CsvRows(table) if fmt == "csv" else _JsonRows(table)
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        return RawTable(source, pd.DataFrame(), [], [Problem(source, "", "", f"not UTF-8 text ({exc})")])
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header = next(reader, None)
-    if not header or not any(h.strip() for h in header):
-        return RawTable(source, pd.DataFrame(), [], [Problem(source, "", "", "empty file (no header)")])
-    header = [h.strip() for h in header]
-    problems: list[Problem] = []
-    dupes = sorted({h for h in header if header.count(h) > 1})
-    if dupes:
-        problems.append(Problem(source, "line 1", "", f"duplicate column name(s) {dupes}"))
-    rows: list[list[str]] = []
-    locations: list[str] = []
-    unparsable: list[tuple[str, str]] = []
-    try:
-        for row in reader:
-            line = f"line {reader.line_num}"
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue  # blank line: not a row
-            if len(row) != len(header):
-                problems.append(
-                    Problem(source, line, "", f"expected {len(header)} fields, found {len(row)}")
-                )
-                unparsable.append((line, ",".join(row)))
+        for number, line in streams.iter_lines(path):
+            if line is streams.OVERLONG:
+                loc = f"line {number}"
+                table.problems.append(Problem(source, loc, "", f"line longer than {streams.MAX_LINE_CHARS:,} "
+                                                               "characters (raise SATURATION_MAX_LINE_CHARS)"))
+                table.unparsable.append((loc, "<overlong line>"))
                 continue
-            rows.append(row)
-            locations.append(line)
-    except csv.Error as exc:
-        problems.append(Problem(source, f"line {reader.line_num}", "", f"malformed CSV ({exc})"))
-    if not rows and not unparsable and not problems:
-        problems.append(Problem(source, "", "", "empty file (header only, no rows)"))
-    frame = pd.DataFrame(rows, columns=header, dtype=object) if rows else pd.DataFrame(columns=header, dtype=object)
-    return RawTable(source, frame, locations, problems, unparsable)
+            reader.add(number, line)
+    except streams.TruncatedStreamError as exc:
+        table.problems.append(Problem(source, "", "", f"{exc}; the rows before it were read"))
+    except UnicodeDecodeError as exc:  # pragma: no cover - open_text replaces invalid bytes
+        table.problems.append(Problem(source, "", "", f"not UTF-8 text ({exc})"))
+    except OSError as exc:
+        table.problems.append(Problem(source, "", "", f"unreadable ({exc})"))
+    reader.finish()
+    return table
 
 
-def _read_jsonl(source: str, data: bytes) -> RawTable:
-    records: list[dict[str, object]] = []
-    locations: list[str] = []
-    problems: list[Problem] = []
-    unparsable: list[tuple[str, str]] = []
-    for number, raw_line in enumerate(data.split(b"\n"), start=1):
-        line = raw_line.strip()
+class _CsvRows:
+    """CSV records, one per physical line (a field spanning lines is not a trial-table
+    value): a malformed line is one unparsable row with its own line number, and reading
+    goes on."""
+
+    def __init__(self, table: RawTable) -> None:
+        self.table = table
+        self.header: list[str] | None = None
+        self.rows: list[list[str]] = []
+        self.locations: list[str] = []
+
+    def add(self, number: int, line: str) -> None:
+        t = self.table
+        if self.header is None:
+            line = line.removeprefix("\ufeff")
+        if not line.strip():
+            return  # blank line: not a row
+        loc = f"line {number}"
+        try:
+            row = next(csv.reader([line], strict=True))
+        except csv.Error as exc:
+            if self.header is None:
+                t.problems.append(Problem(t.source, loc, "", f"malformed CSV header ({exc})"))
+                self.header = []
+                return
+            t.problems.append(Problem(t.source, loc, "", f"malformed CSV ({exc})"))
+            t.unparsable.append((loc, line[:200]))
+            return
+        if self.header is None:
+            self.header = [h.strip() for h in row]
+            return
+        if len(row) != len(self.header):
+            t.problems.append(Problem(t.source, loc, "", f"expected {len(self.header)} fields, found {len(row)}"))
+            t.unparsable.append((loc, line[:200]))
+            return
+        self.rows.append(row)
+        self.locations.append(loc)
+
+    def finish(self) -> None:
+        t = self.table
+        if not self.header or not any(self.header):
+            if not t.problems:
+                t.problems.append(Problem(t.source, "", "", "empty file (no header)"))
+            return
+        if not self.rows and not t.unparsable and not t.problems:
+            t.problems.append(Problem(t.source, "", "", "empty file (header only, no rows)"))
+        columns = _unique_columns(self.header)
+        t.frame = pd.DataFrame(self.rows, columns=columns, dtype=object) if self.rows else \
+            pd.DataFrame(columns=columns, dtype=object)
+        t.locations = self.locations
+        dupes = sorted({h for h in self.header if self.header.count(h) > 1})
+        if dupes:
+            t.problems.append(Problem(t.source, "line 1", "", f"duplicate column name(s) {dupes}"))
+            t.duplicate_columns = dupes
+
+
+def _unique_columns(header: list[str]) -> list[str]:
+    """The header with repeated names made distinct (``name``, ``name#2``, ...) so that a
+    frame can hold them; the duplicates themselves are a reported problem."""
+    seen: dict[str, int] = {}
+    out = []
+    for h in header:
+        seen[h] = seen.get(h, 0) + 1
+        out.append(h if seen[h] == 1 else f"{h}#{seen[h]}")
+    return out
+
+
+class _JsonRows:
+    """JSON Lines records; a malformed line is one unparsable row, and reading goes on."""
+
+    def __init__(self, table: RawTable) -> None:
+        self.table = table
+        self.records: list[dict[str, object]] = []
+        self.locations: list[str] = []
+
+    def add(self, number: int, line: str) -> None:
+        t = self.table
+        line = line.strip()
         if not line:
-            continue
+            return
         loc = f"line {number}"
         try:
             obj = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            problems.append(Problem(source, loc, "", f"malformed JSON ({exc})"))
-            unparsable.append((loc, line.decode("utf-8", "replace")[:200]))
-            continue
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, a 5,000-digit integer, deep nesting
+            t.problems.append(Problem(t.source, loc, "", f"malformed JSON ({str(exc)[:120]})"))
+            t.unparsable.append((loc, line[:200]))
+            return
         if not isinstance(obj, dict):
-            problems.append(Problem(source, loc, "", f"expected a JSON object, found {type(obj).__name__}"))
-            unparsable.append((loc, line.decode("utf-8", "replace")[:200]))
-            continue
-        records.append(obj)
-        locations.append(loc)
-    frame = pd.DataFrame.from_records(records).astype(object) if records else pd.DataFrame(dtype=object)
-    return RawTable(source, frame, locations, problems, unparsable)
+            t.problems.append(Problem(t.source, loc, "", f"expected a JSON object, found {type(obj).__name__}"))
+            t.unparsable.append((loc, line[:200]))
+            return
+        self.records.append(obj)
+        self.locations.append(loc)
+
+    def finish(self) -> None:
+        t = self.table
+        t.frame = pd.DataFrame.from_records(self.records).astype(object) if self.records else pd.DataFrame(dtype=object)
+        t.frame.columns = [str(c) for c in t.frame.columns]
+        t.locations = self.locations
+        if not self.records and not t.unparsable and not t.problems:
+            t.problems.append(Problem(t.source, "", "", "empty file"))
 
 
 def _read_parquet(source: str, data: bytes) -> RawTable:
@@ -181,6 +247,7 @@ def _build_dataset(valid: Validated, sources: Sequence[str]) -> xr.Dataset:
     )
     # problems that concern a whole file (unreadable, missing column) stay visible
     ds.attrs["file_problems"] = json.dumps([str(p) for p in valid.problems if not p.location])
+    ds.attrs["renamed_columns"] = json.dumps(valid.renamed)
     return ds
 
 

@@ -64,6 +64,10 @@ UNGRADED_RATE: Final = "ungraded_rate"
 DEFAULT_GROUP_BY: Final = (RUN, ARM, STEP)
 
 # ---------------------------------------------------------------- attrs
+#: names an extra (unknown) input column may not keep: the trial Dataset's own dims,
+#: coordinates and variables (such a column is renamed ``x_<name>``, and the rename listed)
+RESERVED_NAMES: Final = frozenset({TRIAL, LEVEL, *TRIAL_COORDS, GRADED, REWARD, *LEVEL_FIELDS, N_TRIALS, N_GRADED,
+                                   UNGRADED_RATE})
 ATTR_SOURCES: Final = "sources"
 ATTR_ROWS_READ: Final = "rows_read"
 ATTR_ROWS_KEPT: Final = "rows_kept"

@@ -22,16 +22,16 @@ accounted for; a malformed or truncated block is reported with ``file:line`` and
 from __future__ import annotations
 
 import ast
-import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import xarray as xr
 
 from saturation import schema as S
+from saturation.streams import TruncatedStreamError, open_text
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 #: Ray's per-line prefix ``(actor_name pid=N)`` / ``(actor_name pid=N, ip=A.B.C.D)``; the actor
@@ -49,6 +49,8 @@ OVERRIDE_RE = re.compile(
 RUN_KEY = "trainer.policy.model.path"
 #: a block longer than this many lines is treated as malformed (bounds memory)
 MAX_BLOCK_LINES = 5000
+#: a line longer than this many characters is skipped and reported (bounds memory)
+MAX_LINE_CHARS = 1 << 22
 #: same-source lines after a ``Step N:`` header searched for its dict before giving up
 MAX_OPEN_LINES = 200
 #: prefixes that cluster launchers put on every line, tried in order on the first lines of a
@@ -88,6 +90,8 @@ class ConsoleLog:
     markers_without_block: int = 0
     #: the launcher's per-line prefix stripped from every line ("" when none was found)
     line_prefix: str = ""
+    #: lines longer than MAX_LINE_CHARS (skipped, each reported)
+    overlong_lines: int = 0
 
     def merge_step(self, step: int, values: dict[str, float]) -> None:
         """Merge ``values`` into the step's metrics: a key already holding another value
@@ -108,88 +112,8 @@ class ConsoleLog:
                 "other_lines": self.lines - self.block_lines, "blocks": self.blocks, "steps": len(self.steps),
                 "eval_only_blocks": len(self.eval_only), "malformed": len(self.problems),
                 "interleaved_lines": self.interleaved, "step_markers_without_block": self.markers_without_block,
-                "line_prefix": self.line_prefix, "conflicting_values": self.conflicts, "bytes": self.bytes_read}
-
-
-class TruncatedStreamError(ValueError):
-    """A zstandard stream ends inside a frame (or is corrupt)."""
-
-
-class _ZstdRaw(io.RawIOBase):
-    """Streaming zstandard decompression (any number of frames) that raises
-    :class:`TruncatedStreamError` when the input ends inside a frame, instead of
-    returning the partial data as if the file were complete."""
-
-    def __init__(self, fileobj: IO[bytes], name: str) -> None:
-        import zstandard
-
-        self._zstd = zstandard
-        self._f, self._name = fileobj, name
-        self._d = zstandard.ZstdDecompressor().decompressobj()
-        self._buf = b""
-        self._pos = 0
-        self._in_frame = False
-        self._truncated = False
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        while self._pos >= len(self._buf):
-            data = self._f.read(1 << 20)
-            if not data:
-                if self._in_frame:
-                    if self._truncated:
-                        raise TruncatedStreamError(
-                            f"{self._name}: truncated zstd stream (the last frame has no end)")
-                    # first report end-of-data, so the reader gets everything decompressed so
-                    # far (TextIOWrapper drops a partial read when an error is raised); the
-                    # next read raises
-                    self._truncated = True
-                return 0
-            out = []
-            while data:
-                try:
-                    out.append(self._d.decompress(data))
-                except self._zstd.ZstdError as exc:
-                    raise TruncatedStreamError(f"{self._name}: corrupt zstd stream ({exc})") from exc
-                self._in_frame = not self._d.eof
-                data = self._d.unused_data if self._d.eof else b""
-                if self._d.eof:
-                    self._d = self._zstd.ZstdDecompressor().decompressobj()
-            self._buf, self._pos = b"".join(out), 0
-        n = min(len(b), len(self._buf) - self._pos)
-        b[:n] = self._buf[self._pos:self._pos + n]
-        self._pos += n
-        return n
-
-    def close(self) -> None:
-        self._f.close()
-        super().close()
-
-
-def open_text(path: str | Path, newline: str | None = None) -> IO[str]:
-    """A text stream over a plain or zstandard-compressed file (decoded as UTF-8, invalid
-    bytes replaced), read incrementally. A truncated ``.zst`` first ends like a complete
-    file, then raises :class:`TruncatedStreamError` on the next read (so read once more
-    after end-of-file, as :func:`read_all` does); a corrupt one raises where it is damaged.
-    ``newline`` as for :func:`open` (``""``: carriage returns kept as read)."""
-    path = Path(path)
-    raw: Any = open(path, "rb")  # noqa: SIM115 - closed by the TextIOWrapper
-    if path.suffix == ".zst":
-        # unbuffered on purpose: a BufferedReader would discard the data read before the
-        # truncation error
-        raw = _ZstdRaw(raw, str(path))
-    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=newline)
-
-
-def read_all(path: str | Path) -> str:
-    """The whole text of a plain or ``.zst`` file; raises :class:`TruncatedStreamError`
-    for a truncated stream."""
-    with open_text(path) as stream:
-        text = stream.read()
-        stream.read()  # a truncated stream raises here
-    return text
+                "line_prefix": self.line_prefix, "overlong_lines": self.overlong_lines,
+                "conflicting_values": self.conflicts, "bytes": self.bytes_read}
 
 
 def split_source(line: str) -> tuple[str, str]:
@@ -344,8 +268,9 @@ def _problem(out: ConsoleLog, message: str, strict: bool) -> None:
     out.problems.append(message)
 
 
-#: the end of a ``Step N:`` marker line (after colour codes / repeat suffixes)
-_TAIL = r"[ \t]*(?:\x1b\[[0-9;?]*[ -/]*[@-~])*[ \t]*(?:\[repeated \d+x across cluster\])?[ \t]*$"
+#: the end of a ``Step N:`` marker line (after colour codes / repeat suffixes); possessive
+#: quantifiers, so a long run of spaces cannot make the match backtrack (linear time)
+_TAIL = r"[ \t]*+(?:\x1b\[[0-9;?]*+[ -/]*+[@-~][ \t]*+)*+(?:\[repeated \d++x across cluster\][ \t]*+)?$"
 STEP_MARK_RE = re.compile(r"Step (?P<step>\d+):" + _TAIL, re.M)
 #: a pprint dict's first line: ``{`` then a key quoted the way ``repr`` quotes it (single
 #: quotes, double only around a key holding a single quote), or an empty dict; a JSON line
@@ -494,6 +419,7 @@ def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = 
     pending = ""  # a partial last line, as read
     prefix: re.Pattern[str] | None = None
     learned = False
+    skipping = False
     consumed = 0
     with open_text(path, newline="") as stream:
         while True:
@@ -514,7 +440,18 @@ def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = 
                 cut = len(raw)
             else:
                 cut = raw.rfind("\n") + 1
+            if skipping:  # the rest of an overlong line
+                nl = raw.find("\n")
+                raw = "" if nl < 0 else raw[nl + 1:]
+                skipping = nl < 0 and not final
+                cut = raw.rfind("\n") + 1 if not final else len(raw)
             lines, pending = raw[:cut], raw[cut:]
+            if len(pending) > MAX_LINE_CHARS:
+                line_no = scanner.line_base + carry.count("\n") + lines.count("\n") + 1
+                _problem(out, f"{out.path}:{line_no}: line longer than {MAX_LINE_CHARS:,} characters, skipped", strict)
+                out.overlong_lines += 1
+                pending, skipping = "", True
+                lines += "\n"  # the overlong line counts as one (empty) line
             if "\r" in lines:  # CRLF endings; a lone CR (a progress-bar redraw) stays in its line
                 lines = lines.replace("\r\n", "\n")
             if not learned and (lines or final):

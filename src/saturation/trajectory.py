@@ -31,10 +31,12 @@ from typing import Any
 
 from saturation import localization as L
 from saturation import schema as S
-from saturation.skyrl import TruncatedStreamError, open_text, read_all
+from saturation import streams
+from saturation.streams import TooLargeError, TruncatedStreamError, open_text, read_all
 
-#: a trajectory file larger than this is not loaded (memory bound); reported as a problem
-MAX_TRAJECTORY_BYTES = 256 << 20
+#: a trajectory that decompresses to more characters than this is not loaded (memory
+#: bound; ``SATURATION_MAX_TRAJECTORY_BYTES``); reported as a problem
+MAX_TRAJECTORY_BYTES = streams.env_int("SATURATION_MAX_TRAJECTORY_BYTES", 1 << 30)
 #: top-level fields read from a trajectory (``messages`` only on demand)
 FIELDS = ("instance_id", "target", "total_reward", "reward_dict", "parsed_final_message", "raw_final_message",
           "metrics_dict")
@@ -210,9 +212,10 @@ def trajectory_row(task: TrajectoryTask) -> tuple[dict[str, Any] | None, list[st
                      "error_message": (message[0] if message else "")[:200], "n_locations": math.nan,
                      "reward_dict_mismatch": math.nan, **level_values(None)}, [], size)
         if size > MAX_TRAJECTORY_BYTES:
-            return None, [f"{path}: trajectory file larger than {MAX_TRAJECTORY_BYTES >> 20} MB, not read"], 0
-        text = read_all(path)
-    except TruncatedStreamError as exc:
+            return None, [f"{path}: trajectory file larger than {MAX_TRAJECTORY_BYTES:,} bytes, not read "
+                          "(SATURATION_MAX_TRAJECTORY_BYTES)"], 0
+        text = read_all(path, limit=MAX_TRAJECTORY_BYTES)
+    except (TruncatedStreamError, TooLargeError) as exc:
         return None, [str(exc)], 0
     except OSError as exc:
         return None, [f"{path}: unreadable ({exc})"], 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 import numpy as np
 import pandas as pd
@@ -73,6 +74,8 @@ class RawTable:
     problems: list[Problem] = field(default_factory=list)
     #: rows that could not even be parsed into fields (location, raw text)
     unparsable: list[tuple[str, str]] = field(default_factory=list)
+    #: column names the header repeats (every row is then rejected: which one is meant?)
+    duplicate_columns: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -90,6 +93,8 @@ class Validated:
     accounting: dict[str, int]
     levels: list[str]
     extra_columns: list[str]
+    #: extra columns stored under another name (original -> stored), see safe_column_name
+    renamed: dict[str, str] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------ parsing helpers
@@ -121,12 +126,19 @@ def _is_nan_literal(values: pd.Series) -> np.ndarray:
     return values.astype(str).str.strip().str.lower().isin(["nan"]).to_numpy()
 
 
+#: integers at or above this magnitude are rejected: a float64 (how the values are typed)
+#: cannot hold them exactly, and an int64 coordinate would wrap
+MAX_INT: Final = 2**53
+
+
 def _to_int(values: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Parse integers. Returns (float array, empty mask, bad mask for non-integers)."""
+    """Parse integers. Returns (float array, empty mask, bad mask for non-integers and for
+    integers too large to store exactly, ``|x| >= 2**53``)."""
     arr, bad = _to_float(values)
     empty = _is_empty(values)
     finite = np.isfinite(arr)
     non_int = ~empty & ~bad & (~finite | (np.where(finite, arr, 0) % 1 != 0))
+    non_int |= ~empty & ~bad & finite & (np.abs(np.where(finite, arr, 0)) >= MAX_INT)
     return arr, empty, bad | non_int
 
 
@@ -172,8 +184,9 @@ def _level_columns(columns: Sequence[str]) -> dict[str, dict[str, str]]:
     return out
 
 
-def _validate_table(table: RawTable) -> tuple[pd.DataFrame, list[list[str]], list[Problem]]:
-    """Type one table's rows. Returns (typed frame, per-row reasons, problems)."""
+def _validate_table(table: RawTable, renamed: dict[str, str]) -> tuple[pd.DataFrame, list[list[str]], list[Problem]]:
+    """Type one table's rows. Returns (typed frame, per-row reasons, problems); extra
+    columns renamed on the way are added to ``renamed``."""
     raw = table.frame
     n = len(raw)
     reasons: list[list[str]] = [[] for _ in range(n)]
@@ -192,8 +205,12 @@ def _validate_table(table: RawTable) -> tuple[pd.DataFrame, list[list[str]], lis
         problems.append(Problem(table.source, "", "", msg + f" (all {n} rows rejected)"))
         for r in reasons:
             r.append(msg)
+    if table.duplicate_columns and n:
+        msg = f"duplicate column name(s) {table.duplicate_columns} (all {n} rows rejected)"
+        for r in reasons:
+            r.append(msg)
     typed = pd.DataFrame(index=raw.index)
-    if missing or n == 0:
+    if missing or table.duplicate_columns or n == 0:
         return typed, reasons, problems
 
     for col in (S.RUN, S.INSTANCE_ID):
@@ -203,7 +220,7 @@ def _validate_table(table: RawTable) -> tuple[pd.DataFrame, list[list[str]], lis
     for col in (S.STEP, S.SAMPLE):
         arr, empty, bad = _to_int(raw[col])
         flag(empty, col, lambda i: "missing value")
-        flag(bad, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is not an integer")
+        flag(bad, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is not an integer below 2^53")
         neg = ~bad & ~empty & (np.nan_to_num(arr) < 0)
         flag(neg, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is negative")
         typed[col] = np.where(bad | empty | neg, -1, np.nan_to_num(arr)).astype(np.int64)
@@ -240,34 +257,48 @@ def _validate_table(table: RawTable) -> tuple[pd.DataFrame, list[list[str]], lis
                 flag(out, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is outside [0, 1]")
             else:
                 arr, empty, bad = _to_int(raw[col])
-                flag(bad, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is not an integer")
+                flag(bad, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is not an integer below 2^53")
                 neg = ~bad & ~empty & (np.nan_to_num(arr) < 0)
                 flag(neg, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is a negative count")
                 counts[fld] = np.where(bad | neg, np.nan, arr)
             present = np.isfinite(arr) & ~graded & ~bad_graded
             flag(present, col, lambda i, c=col: f"value {_describe(raw[c].iat[i])} on an ungraded row (must be empty)")
             typed[col] = arr
-        if S.N_TP in counts and S.N_PRED in counts and S.N_GOLD in counts:
-            tp, pred, gold = counts[S.N_TP], counts[S.N_PRED], counts[S.N_GOLD]
-            with np.errstate(invalid="ignore"):
-                over = tp > np.fmin(pred, gold)
-            over &= np.isfinite(tp) & np.isfinite(pred) & np.isfinite(gold)
-            flag(
-                over,
-                fields[S.N_TP],
-                lambda i, tp=tp, pred=pred, gold=gold: (
-                    f"n_tp={tp[i]:g} exceeds min(n_pred={pred[i]:g}, n_gold={gold[i]:g})"
-                ),
-            )
+        if S.N_TP in counts:
+            tp = counts[S.N_TP]
+            for other in (S.N_PRED, S.N_GOLD):  # each bound checked on its own, whichever is given
+                if other in counts:
+                    bound = counts[other]
+                    with np.errstate(invalid="ignore"):
+                        over = (tp > bound) & np.isfinite(tp) & np.isfinite(bound)
+                    flag(over, fields[S.N_TP],
+                         lambda i, tp=tp, bound=bound, other=other: f"n_tp={tp[i]:g} exceeds {other}={bound[i]:g}")
 
     known = set(S.REQUIRED_COLUMNS) | set(S.OPTIONAL_COORDS)
     known |= {c for f in levels.values() for c in f.values()}
     for col in raw.columns:
         if col in known:
             continue
+        name = safe_column_name(str(col), set(typed.columns) | known)
+        if name != col:
+            renamed[str(col)] = name
         arr, bad = _to_float(raw[col])
-        typed[col] = arr if not bad.any() else _to_str(raw[col])
+        typed[name] = arr if not bad.any() else _to_str(raw[col])
     return typed, reasons, problems
+
+
+def safe_column_name(col: str, taken: set[str]) -> str:
+    """``col`` as a trial-variable name that netCDF can store and that cannot replace one
+    of the Dataset's own names (:data:`~saturation.schema.RESERVED_NAMES`), nor the
+    validator's ``_source``/``_location``: other characters become ``_``, a reserved or
+    taken name, or one starting with ``_`` or a digit, gets an ``x_`` prefix."""
+    name = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in col) or "unnamed"
+    if name in S.RESERVED_NAMES or name.startswith("_") or name[0].isdigit() or S.LEVEL_COLUMN_RE.match(name):
+        name = f"x_{name}"
+    base, k = name, 2
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    return name
 
 
 def validate_trials(tables: Sequence[RawTable], *, strict: bool = True) -> Validated:
@@ -288,11 +319,12 @@ def validate_trials(tables: Sequence[RawTable], *, strict: bool = True) -> Valid
         ``read == kept + rejected`` and ``ungraded`` counts kept rows with graded false.
     """
     problems: list[Problem] = []
+    renamed: dict[str, str] = {}
     typed_parts: list[pd.DataFrame] = []
     rejected_rows: list[dict[str, object]] = []
     n_read = 0
     for table in tables:
-        typed, reasons, probs = _validate_table(table)
+        typed, reasons, probs = _validate_table(table, renamed)
         problems.extend(probs)
         n_read += len(table.frame) + len(table.unparsable)
         for loc, text in table.unparsable:
@@ -366,4 +398,4 @@ def validate_trials(tables: Sequence[RawTable], *, strict: bool = True) -> Valid
     if accounting["read"] != accounting["kept"] + accounting["rejected"]:  # pragma: no cover
         raise AssertionError(f"row accounting does not add up: {accounting}")
     rejected = pd.DataFrame(rejected_rows, columns=["source", "location", "reasons", "raw"])
-    return Validated(frame, rejected, problems, accounting, levels, extra)
+    return Validated(frame, rejected, problems, accounting, levels, extra, renamed)

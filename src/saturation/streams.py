@@ -1,0 +1,162 @@
+"""Text streams over plain or zstandard-compressed files, with bounded memory.
+
+One home for reading input files: :func:`open_text` decompresses incrementally and
+reports a truncated or corrupt stream instead of returning the partial data as if it were
+whole; :func:`read_all` reads a file whole up to a limit on the *decompressed* size (so a
+small compressed bomb cannot fill memory); :func:`iter_lines` streams lines with a bound
+on the line length. The limits default to :data:`MAX_FILE_BYTES` / :data:`MAX_LINE_CHARS`
+and can be raised with the environment variables ``SATURATION_MAX_FILE_BYTES`` /
+``SATURATION_MAX_LINE_CHARS``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    return int(value) if value.strip().isdigit() else default
+
+
+#: decompressed size above which a table file is refused (64 GiB)
+MAX_FILE_BYTES = env_int("SATURATION_MAX_FILE_BYTES", 64 << 30)
+#: a line longer than this many characters is not kept (16 Mi characters)
+MAX_LINE_CHARS = env_int("SATURATION_MAX_LINE_CHARS", 16 << 20)
+#: what :func:`iter_lines` yields in place of an overlong line
+OVERLONG = "\x00<overlong line>"
+
+
+class TooLargeError(ValueError):
+    """A file decompresses to more than the limit."""
+
+
+class TruncatedStreamError(ValueError):
+    """A zstandard stream ends inside a frame (or is corrupt)."""
+
+
+class _ZstdRaw(io.RawIOBase):
+    """Streaming zstandard decompression (any number of frames) that raises
+    :class:`TruncatedStreamError` when the input ends inside a frame, instead of
+    returning the partial data as if the file were complete."""
+
+    def __init__(self, fileobj: IO[bytes], name: str) -> None:
+        import zstandard
+
+        self._zstd = zstandard
+        self._f, self._name = fileobj, name
+        self._d = zstandard.ZstdDecompressor().decompressobj()
+        self._buf = b""
+        self._pos = 0
+        self._in_frame = False
+        self._truncated = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while self._pos >= len(self._buf):
+            data = self._f.read(1 << 20)
+            if not data:
+                if self._in_frame:
+                    if self._truncated:
+                        raise TruncatedStreamError(
+                            f"{self._name}: truncated zstd stream (the last frame has no end)")
+                    # first report end-of-data, so the reader gets everything decompressed so
+                    # far (TextIOWrapper drops a partial read when an error is raised); the
+                    # next read raises
+                    self._truncated = True
+                return 0
+            out = []
+            while data:
+                try:
+                    out.append(self._d.decompress(data))
+                except self._zstd.ZstdError as exc:
+                    raise TruncatedStreamError(f"{self._name}: corrupt zstd stream ({exc})") from exc
+                self._in_frame = not self._d.eof
+                data = self._d.unused_data if self._d.eof else b""
+                if self._d.eof:
+                    self._d = self._zstd.ZstdDecompressor().decompressobj()
+            self._buf, self._pos = b"".join(out), 0
+        n = min(len(b), len(self._buf) - self._pos)
+        b[:n] = self._buf[self._pos:self._pos + n]
+        self._pos += n
+        return n
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+
+def open_text(path: str | Path, newline: str | None = None) -> IO[str]:
+    """A text stream over a plain or zstandard-compressed file (decoded as UTF-8, invalid
+    bytes replaced), read incrementally. A truncated ``.zst`` first ends like a complete
+    file, then raises :class:`TruncatedStreamError` on the next read (so read once more
+    after end-of-file, as :func:`read_all` does); a corrupt one raises where it is damaged.
+    ``newline`` as for :func:`open` (``""``: carriage returns kept as read)."""
+    path = Path(path)
+    raw: Any = open(path, "rb")  # noqa: SIM115 - closed by the TextIOWrapper
+    if path.suffix == ".zst":
+        # unbuffered on purpose: a BufferedReader would discard the data read before the
+        # truncation error
+        raw = _ZstdRaw(raw, str(path))
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=newline)
+
+
+def read_all(path: str | Path, limit: int | None = None) -> str:
+    """The whole text of a plain or ``.zst`` file; raises :class:`TruncatedStreamError`
+    for a truncated stream and :class:`TooLargeError` when it decompresses to more than
+    ``limit`` characters (read at most ``limit + 1``: a small bomb never fills memory)."""
+    with open_text(path) as stream:
+        text = stream.read() if limit is None else stream.read(limit + 1)
+        if limit is not None and len(text) > limit:
+            raise TooLargeError(f"{path}: decompresses to more than {limit:,} characters (the limit)")
+        stream.read(1)  # a truncated stream raises here
+    return text
+
+
+def iter_lines(path: str | Path, *, max_line: int = MAX_LINE_CHARS) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of a plain or ``.zst`` text file, streamed (memory bounded by
+    one line); a line longer than ``max_line`` characters is yielded as :data:`OVERLONG`
+    (its text dropped) so the caller can count and report it. Raises
+    :class:`TruncatedStreamError` after the last line of a truncated stream (its partial
+    last line included)."""
+    with open_text(path, newline="") as stream:
+        number, pending, overlong = 0, "", False
+        while True:
+            try:
+                chunk = stream.read(1 << 20)
+                if not chunk:
+                    stream.read(1)  # a truncated stream raises here
+            except TruncatedStreamError:
+                if pending:  # the partial line before the damage is handed over too (and counted)
+                    yield number + 1, pending
+                raise
+            if not chunk:
+                if pending or overlong:
+                    number += 1
+                    yield number, OVERLONG if overlong else pending.removesuffix("\r")
+                return
+            pieces = (pending + chunk).split("\n") if not overlong else chunk.split("\n")
+            if overlong:
+                if len(pieces) == 1:
+                    continue
+                number += 1
+                yield number, OVERLONG
+                overlong = False
+                pieces = pieces[1:]
+            pending = pieces.pop()
+            for line in pieces:
+                number += 1
+                if len(line) > max_line:
+                    yield number, OVERLONG
+                else:
+                    yield number, line.removesuffix("\r")
+            if len(pending) > max_line:
+                pending, overlong = "", True
+
+
