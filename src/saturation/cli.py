@@ -22,7 +22,10 @@ if TYPE_CHECKING:
 # numpy, xarray, pandas, PyMC and ArviZ are imported by the commands that need them, not here:
 # `saturation --help` then takes 0.05 s instead of 1.8-12 s (docs/performance.md)
 
-EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
+#: exit codes (docs/cli.md): 0 success; 1 invalid data or an I/O fault (the message names the
+#: file); 2 usage (a bad option or spec); 3 a fit ran but did not converge (its numbers are
+#: written, flagged, and must not be used)
+EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_NOT_CONVERGED = 0, 1, 2, 3
 
 
 def _print(msg: str = "") -> None:
@@ -34,7 +37,9 @@ def _write_json(obj: Any, path: str) -> None:
     if path == "-":
         sys.stdout.write(text + "\n")
     else:
-        Path(path).write_text(text + "\n")
+        from saturation.io import write_atomic
+
+        write_atomic(path, (text + "\n").encode())
 
 
 def _json_default(o: Any) -> Any:
@@ -167,16 +172,31 @@ def _cmd_ingest_runs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _check_outputs(inputs: Sequence[str], outputs: Sequence[str | None]) -> None:
+    """Before anything is read or written: every output must be writable (its directory
+    exists, it is not a directory) and none may be an input or land inside a directory of
+    input tables (it would be read next time)."""
+    from saturation.ingest import looks_like_run_dir
+
+    resolved = {Path(p).resolve() for p in inputs}
+    for out in outputs:
+        if not out or out == "-":
+            continue
+        target = Path(out).resolve()
+        if target in resolved or any(i.is_dir() and i in target.parents and not looks_like_run_dir(i)
+                                     for i in resolved):
+            raise ValueError(f"{out}: the output would overwrite or land among the inputs; choose another path")
+        if target.is_dir():
+            raise ValueError(f"{out}: is a directory; give a file path")
+        if not target.parent.is_dir():
+            raise ValueError(f"{out}: its directory {target.parent} does not exist")
+
+
 def _cmd_ingest(args: argparse.Namespace) -> int:
     from saturation.ingest import looks_like_run_dir
     from saturation.io import read_trials_report, write_trials
 
-    inputs = {Path(p).resolve() for p in args.inputs}
-    for out in (args.output, getattr(args, "metrics_out", None), args.json):
-        if out and out != "-" and (Path(out).resolve() in inputs
-                                   or any(i.is_dir() and i in Path(out).resolve().parents for i in inputs
-                                          if not looks_like_run_dir(i))):
-            raise ValueError(f"{out}: the output would overwrite or land among the inputs; choose another path")
+    _check_outputs(args.inputs, [args.output, args.metrics_out, args.json, args.rejects])
     runs = [looks_like_run_dir(p) for p in args.inputs]
     if any(runs):
         if not all(runs):
@@ -352,7 +372,7 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
         _write_json(out, args.json)
     if args.idata:
         fit.idata.to_netcdf(args.idata)
-    return EXIT_OK if d["converged"] else EXIT_DATA
+    return EXIT_OK if d["converged"] else EXIT_NOT_CONVERGED
 
 
 # ------------------------------------------------------------------ diagnose
@@ -396,7 +416,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
            **{res.name: res.to_dict() for res in results}}
     if args.json:
         _write_json(out, args.json)
-    return EXIT_OK if all(res.diagnostics["converged"] for res in results) else EXIT_DATA
+    return EXIT_OK if all(res.diagnostics["converged"] for res in results) else EXIT_NOT_CONVERGED
 
 
 # ------------------------------------------------------------------ transfer
@@ -414,9 +434,9 @@ def _sampler_args(args: argparse.Namespace, base: Any = None) -> Any:
 def _add_sampler_args(p: argparse.ArgumentParser, defaults: Any = (1000, 1000, 4)) -> None:
     draws, tune, chains = defaults
     p.add_argument("--seed", type=int, default=0, help="seeds the sampler: same seed and data, same numbers (default 0)")
-    p.add_argument("--draws", type=int, help=f"draws per chain (default {draws})")
-    p.add_argument("--tune", type=int, help=f"tuning draws per chain (default {tune})")
-    p.add_argument("--chains", type=int, help=f"chains (default {chains})")
+    p.add_argument("--draws", type=_positive, help=f"draws per chain (default {draws})")
+    p.add_argument("--tune", type=_non_negative, help=f"tuning draws per chain (default {tune})")
+    p.add_argument("--chains", type=_positive, help=f"chains (default {chains})")
     p.add_argument("--sampler", choices=S.SAMPLERS, default="auto",
                    help="auto: exact independent draws for the Gaussian plateau model, else nutpie")
     p.add_argument("--progress", action="store_true", help="show the sampler's progress bar")
@@ -461,7 +481,7 @@ def _cmd_transfer(args: argparse.Namespace) -> int:
         _write_json(out, args.json)
     if args.idata:
         fit.idata.to_netcdf(args.idata)
-    return EXIT_OK if out["diagnostics"]["converged"] else EXIT_DATA
+    return EXIT_OK if out["diagnostics"]["converged"] else EXIT_NOT_CONVERGED
 
 
 # ------------------------------------------------------------------ report
@@ -482,7 +502,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if report.failures:
         print(f"ERROR: analyses failed: {', '.join(f['task'] for f in report.failures)}", file=sys.stderr)
         return EXIT_DATA
-    return EXIT_OK
+    return EXIT_OK if report.converged else EXIT_NOT_CONVERGED
 
 
 # ------------------------------------------------------------------ calibrate
@@ -534,12 +554,30 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------ parser
+def _bounded_int(minimum: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below {minimum}")
+        return value
+
+    return parse
+
+
+_positive = _bounded_int(1)
+_non_negative = _bounded_int(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="saturation",
         description="Bayesian analysis of RL training dynamics (plateaus, change points, transfer).",
     )
     parser.add_argument("--version", action="version", version=f"saturation {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("report", help="run every analysis spec (models/*.toml) and write REPORT.md, tables, "
@@ -551,7 +589,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="run the analyses as dask tasks: 'local' (a LocalCluster) or tcp://host:port "
                         "(default: one after the other in this process)")
-    p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes (default 2)")
+    p.add_argument("--workers", type=_positive, default=2, help="LocalCluster worker processes (default 2)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar (default: when stderr is a terminal)")
     p.set_defaults(func=_cmd_report)
@@ -561,15 +599,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", choices=["plateau", "transfer", "pass-at-k"],
                    help="the model to calibrate (plateau: also the learning-diagnostics trends; transfer and "
                         "pass-at-k: SBC and coverage only)")
-    p.add_argument("--sims", type=int, default=200, help="SBC simulations (default 200)")
-    p.add_argument("--null-sims", type=int, default=100, help="steadily rising null simulations per rise (default 100)")
-    p.add_argument("--power-sims", type=int, default=50, help="true-plateau simulations per effect size (default 50)")
+    p.add_argument("--sims", type=_positive, default=200, help="SBC simulations (default 200)")
+    p.add_argument("--null-sims", type=_non_negative, default=100, help="steadily rising null simulations per rise (default 100)")
+    p.add_argument("--power-sims", type=_non_negative, default=50, help="true-plateau simulations per effect size (default 50)")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="dask scheduler (tcp://host:port); default: a LocalCluster on this machine; 'sync': no dask")
-    p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes (default 2)")
+    p.add_argument("--workers", type=_positive, default=2, help="LocalCluster worker processes (default 2)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="calibration", metavar="DIR", help="output directory (default calibration/)")
-    p.add_argument("--levels", type=int, default=1, metavar="N",
+    p.add_argument("--levels", type=_positive, default=1, metavar="N",
                    help="plateau: N metrics with pooled change points (SBC only; default 1, a single metric)")
     p.add_argument("--misspecify-late-slope-sd", type=float, metavar="SD",
                    help="fit with this late-slope prior sd instead of the simulating one (shows a failing check)")
@@ -600,7 +638,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include-added", action="store_true",
                    help="run directories: count added_modules/added_entities as gold locations (the upstream "
                         "reward does not, so the recomputed F1 then differs from the logged one)")
-    p.add_argument("--workers", type=int, metavar="N",
+    p.add_argument("--workers", type=_positive, metavar="N",
                    help="run directories: processes parsing trajectory files (default: the CPUs available)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar (default: when stderr is a terminal)")
@@ -643,8 +681,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--success-threshold", type=float, default=1.0,
                    help="a trial succeeds when graded and reward >= this (default 1.0)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--draws", type=int, default=1000)
-    p.add_argument("--chains", type=int, default=4)
+    p.add_argument("--draws", type=_positive, default=1000)
+    p.add_argument("--chains", type=_positive, default=4)
     p.add_argument("--json", metavar="PATH", help="write verdicts and numbers as JSON ('-' for stdout)")
     p.set_defaults(func=_cmd_diagnose)
 
@@ -652,7 +690,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("trials", nargs="*", metavar="TRIALS", help="trial tables or a .nc Dataset (needs an arm column)")
     p.add_argument("--reference", default="base", help="reference arm (default base)")
     p.add_argument("--arms", help="comma-separated arms to include (default: all)")
-    p.add_argument("--first-steps", type=int, default=4, help="initial window in steps (default 4)")
+    p.add_argument("--first-steps", type=_positive, default=4, help="initial window in steps (default 4)")
     p.add_argument("--knot-every", type=float, default=4.0, help="knot spacing of the arm curves (default 4)")
     p.add_argument("--walk", choices=S.WALKS, default="auto",
                    help="parametrisation of the knot random walks (default auto: centred with at least "
@@ -671,21 +709,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv  # accepted anywhere, not only before the command
+    args = parser.parse_args([a for a in argv if a != "--debug"])
+    args.debug = debug
     from saturation.spec import SpecError
     from saturation.validate import TrialValidationError
 
     try:
         return int(args.func(args))
-    except TrialValidationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_DATA
-    except SpecError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except (FileNotFoundError, ValueError, KeyError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_DATA if not isinstance(exc, KeyError) else EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted (outputs are written atomically: none is left half-written)", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        code, message = _error_of(exc, TrialValidationError, SpecError)
+        print(f"error: {message}", file=sys.stderr)
+        return code
+
+
+def _error_of(exc: Exception, validation: type, spec: type) -> tuple[int, str]:
+    """The exit code and one-line message of an error (no traceback; ``--debug`` shows it)."""
+    if isinstance(exc, validation):
+        return EXIT_DATA, str(exc)
+    if isinstance(exc, spec):
+        return EXIT_USAGE, str(exc)
+    if isinstance(exc, KeyError):
+        return EXIT_USAGE, f"unknown name {exc}"
+    if isinstance(exc, OSError):  # a missing, unreadable or unwritable path, a full disk
+        where = f"{exc.filename}: " if exc.filename else ""
+        return EXIT_DATA, f"{where}{exc.strerror or exc}"
+    if isinstance(exc, ValueError | MemoryError | RecursionError):
+        return EXIT_DATA, str(exc) or type(exc).__name__
+    return EXIT_DATA, (f"internal error ({type(exc).__name__}: {str(exc)[:200]}); please report it with the "
+                       "output of --debug")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -21,7 +21,7 @@ import zstandard
 
 from saturation import __version__, streams
 from saturation import schema as S
-from saturation.validate import Problem, RawTable, Validated, validate_trials
+from saturation.validate import Problem, RawTable, TrialValidationError, Validated, validate_trials
 
 PathArg = str | PathLike[str]
 TEXT_FORMATS = ("csv", "jsonl", "ndjson")
@@ -113,7 +113,7 @@ def _read_raw(path: Path) -> RawTable:
                 table.unparsable.append((loc, "<overlong line>"))
                 continue
             reader.add(number, line)
-    except streams.TruncatedStreamError as exc:
+    except (streams.TruncatedStreamError, streams.TooLargeError) as exc:
         table.problems.append(Problem(source, "", "", f"{exc}; the rows before it were read"))
     except UnicodeDecodeError as exc:  # pragma: no cover - open_text replaces invalid bytes
         table.problems.append(Problem(source, "", "", f"not UTF-8 text ({exc})"))
@@ -351,8 +351,27 @@ def read_trials_report(
     files = expand_paths(paths)
     valid = validate_trials([_read_raw(p) for p in files], strict=strict)
     if rejects is not None:
-        valid.rejected.to_csv(rejects, index=False)
+        write_atomic(rejects, valid.rejected.to_csv(index=False).encode())
+    if not len(valid.frame):
+        acc = valid.accounting
+        first = Problem("<input>", "", "", f"no valid rows: {acc['read']} read, {acc['rejected']} rejected")
+        raise TrialValidationError([first, *valid.problems])
     return _build_dataset(valid, [str(p) for p in files]), valid
+
+
+def write_atomic(path: PathArg, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same directory and a
+    rename: the old file or the new one, never half of either."""
+    import os
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
 
 
 def write_netcdf(ds: xr.Dataset, path: PathArg) -> Path:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import ast
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -132,9 +131,6 @@ def finish_calls_in_events(events: Any) -> list[list[Location]]:
     return calls
 
 
-_TOOL_CALL_RE = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
-
-
 def finish_calls_in_transcript(text: Any) -> list[list[Location]]:
     """The locations of every ``localization_finish`` call in a decoded transcript (an eval
     dump's ``output_response``): Hermes-style ``<tool_call>{"name": ..., "arguments":
@@ -143,10 +139,16 @@ def finish_calls_in_transcript(text: Any) -> list[list[Location]]:
     calls: list[list[Location]] = []
     if not isinstance(text, str) or "<tool_call>" not in text:
         return calls
-    for m in _TOOL_CALL_RE.finditer(text):
+    pos = text.find("<tool_call>")
+    while pos >= 0:  # str.find, not a lazy regex: linear in the transcript's length
+        end = text.find("</tool_call>", pos)
+        if end < 0:
+            break
+        body = text[pos + len("<tool_call>"):end]
+        pos = text.find("<tool_call>", end)
         try:
-            call = json.loads(m.group(1))
-        except json.JSONDecodeError:
+            call = json.loads(body)
+        except (ValueError, RecursionError):
             continue
         if not isinstance(call, Mapping) or call.get("name") != FINISH_TOOL:
             continue

@@ -119,12 +119,18 @@ def read_all(path: str | Path, limit: int | None = None) -> str:
     return text
 
 
-def iter_lines(path: str | Path, *, max_line: int = MAX_LINE_CHARS) -> Iterator[tuple[int, str]]:
+def iter_lines(path: str | Path, *, max_line: int | None = None, limit: int | None = None,
+               ) -> Iterator[tuple[int, str]]:
     """``(line number, line)`` of a plain or ``.zst`` text file, streamed (memory bounded by
-    one line); a line longer than ``max_line`` characters is yielded as :data:`OVERLONG`
+    one line); past ``limit`` characters in all (default :data:`MAX_FILE_BYTES`) it raises
+    :class:`TooLargeError`; a line longer than ``max_line`` characters (default
+    :data:`MAX_LINE_CHARS`) is yielded as :data:`OVERLONG`
     (its text dropped) so the caller can count and report it. Raises
     :class:`TruncatedStreamError` after the last line of a truncated stream (its partial
     last line included)."""
+    max_line = MAX_LINE_CHARS if max_line is None else max_line
+    limit = MAX_FILE_BYTES if limit is None else limit
+    total = 0
     with open_text(path, newline="") as stream:
         number, pending, overlong = 0, "", False
         while True:
@@ -136,6 +142,10 @@ def iter_lines(path: str | Path, *, max_line: int = MAX_LINE_CHARS) -> Iterator[
                 if pending:  # the partial line before the damage is handed over too (and counted)
                     yield number + 1, pending
                 raise
+            total += len(chunk)
+            if total > limit:
+                raise TooLargeError(f"{path}: decompresses to more than {limit:,} characters (the limit; "
+                                    "raise it with SATURATION_MAX_FILE_BYTES)")
             if not chunk:
                 if pending or overlong:
                     number += 1

@@ -201,6 +201,9 @@ def trajectory_row(task: TrajectoryTask) -> tuple[dict[str, Any] | None, list[st
     if split is None:
         return None, [f"{path}: file name is not <instance_id>_<rep>.{task.ext}"], 0
     inst, rep = split
+    for what, value in (("repetition number", rep), ("step", task.step)):
+        if value >= 2**53:
+            return None, [f"{path}: {what} {value} is too large (at most 2^53 - 1)"], 0
     base = {S.RUN: task.run, S.STEP: task.step, S.INSTANCE_ID: inst, S.SAMPLE: rep, S.PHASE: task.phase,
             S.DATASET: "", "source": str(path)}
     try:

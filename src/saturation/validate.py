@@ -213,6 +213,10 @@ def _validate_table(table: RawTable, renamed: dict[str, str]) -> tuple[pd.DataFr
     if missing or table.duplicate_columns or n == 0:
         return typed, reasons, problems
 
+    for col in raw.columns:  # netCDF cannot store a NUL inside a string
+        if raw[col].dtype == object:
+            nul = raw[col].astype(str).str.contains("\x00", regex=False).to_numpy(dtype=bool)
+            flag(nul, str(col), lambda i: "contains a NUL character")
     for col in (S.RUN, S.INSTANCE_ID):
         values = _to_str(raw[col])
         flag(values == "", col, lambda i: "missing value")
@@ -290,11 +294,14 @@ def _validate_table(table: RawTable, renamed: dict[str, str]) -> tuple[pd.DataFr
 def safe_column_name(col: str, taken: set[str]) -> str:
     """``col`` as a trial-variable name that netCDF can store and that cannot replace one
     of the Dataset's own names (:data:`~saturation.schema.RESERVED_NAMES`), nor the
-    validator's ``_source``/``_location``: other characters become ``_``, a reserved or
-    taken name, or one starting with ``_`` or a digit, gets an ``x_`` prefix."""
+    validator's ``_source``/``_location``, nor read as a ``<level>_<field>`` column: other
+    characters become ``_``; a name starting with ``_`` or a digit gets an ``x`` prefix; a
+    reserved or level-like name an ``_extra`` suffix; a taken one ``_2``, ``_3``, ..."""
     name = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in col) or "unnamed"
-    if name in S.RESERVED_NAMES or name.startswith("_") or name[0].isdigit() or S.LEVEL_COLUMN_RE.match(name):
-        name = f"x_{name}"
+    if name.startswith("_") or name[0].isdigit():
+        name = ("x" if name.startswith("_") else "x_") + name
+    if name in S.RESERVED_NAMES or S.LEVEL_COLUMN_RE.match(name):
+        name = f"{name}_extra"
     base, k = name, 2
     while name in taken:
         name, k = f"{base}_{k}", k + 1
@@ -354,24 +361,17 @@ def validate_trials(tables: Sequence[RawTable], *, strict: bool = True) -> Valid
         key = [c for c in S.TRIAL_KEY if c in frame.columns]
         dup = frame.duplicated(key, keep="first").to_numpy()
         if dup.any():
-            firsts = frame.loc[frame.duplicated(key, keep=False).to_numpy() & ~dup]
-            first_loc = {
-                tuple(k): f"{src} {loc}"
-                for k, src, loc in zip(
-                    firsts[key].itertuples(index=False, name=None),
-                    firsts["_source"],
-                    firsts["_location"],
-                    strict=True,
-                )
-            }
+            keys = list(frame[key].itertuples(index=False, name=None))
+            where = [f"{src} {loc}" for src, loc in zip(frame["_source"], frame["_location"], strict=True)]
+            first_loc: dict[tuple[object, ...], str] = {}
+            for i, k in enumerate(keys):
+                first_loc.setdefault(k, where[i])
             for i in np.flatnonzero(dup):
-                row = frame.iloc[i]
-                ident = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in zip(key, row[key].tolist(), strict=True)}
-                msg = f"duplicate trial {ident} (first seen at {first_loc[tuple(row[key])]})"
-                problems.append(Problem(str(row["_source"]), str(row["_location"]), "", msg))
-                rejected_rows.append(
-                    {"source": row["_source"], "location": row["_location"], "reasons": msg, "raw": ""}
-                )
+                ident = {name: (v.item() if isinstance(v, np.generic) else v) for name, v in zip(key, keys[i], strict=True)}
+                msg = f"duplicate trial {ident} (first seen at {first_loc[keys[i]]})"
+                src, loc = str(frame["_source"].iat[i]), str(frame["_location"].iat[i])
+                problems.append(Problem(src, loc, "", msg))
+                rejected_rows.append({"source": src, "location": loc, "reasons": msg, "raw": ""})
             frame = frame.loc[~dup].reset_index(drop=True)
 
     if strict and problems:

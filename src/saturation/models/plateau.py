@@ -88,6 +88,10 @@ class StepData:
         return self.k is not None
 
 
+#: fewest steps with data that a plateau fit accepts
+MIN_STEPS = 4
+
+
 def step_data(
     data: xr.Dataset,
     *,
@@ -106,9 +110,12 @@ def step_data(
 
     summary: dict[str, Any] = {"response": response}
     if S.TRIAL in data.dims:
-        if S.RUN in data.coords and np.unique(data[S.RUN].values).size > 1:
+        runs = sorted(map(str, np.unique(data[S.RUN].values))) if S.RUN in data.coords else []
+        if run is not None and run not in runs:
+            raise ValueError(f"run {run!r} is not in the data (runs: {runs})")
+        if len(runs) > 1:
             if run is None:
-                raise ValueError(f"several runs {sorted(np.unique(data[S.RUN].values))}: pass run=")
+                raise ValueError(f"several runs {runs}: pass run=")
             data = data.isel({S.TRIAL: data[S.RUN].values == run})
         summary.update(
             n_trials=int(data.sizes[S.TRIAL]), n_graded=int(data[S.GRADED].sum()),
@@ -170,6 +177,15 @@ def step_data(
         bounded = None
         levels = [response]
         summary.update(series=True, metric_name=series.attrs.get("metric_name", response))
+    if len(steps) == 0:
+        raise ValueError(f"no graded trials with a {response!r} value: nothing to fit "
+                         f"({summary.get('n_trials', 0)} trials, all ungraded or empty)")
+    if len(steps) < MIN_STEPS:
+        raise ValueError(f"only {'one step' if len(steps) == 1 else f'{len(steps)} steps'} with graded trials "
+                         f"({[int(v) for v in steps]}); a change point needs at least {MIN_STEPS}")
+    if np.ptp(y) == 0 and not np.any(var_mean > 0):
+        raise ValueError(f"{response!r} is constant ({float(y.flat[0]):g}) at every step and in every trial: "
+                         "there is no curve to fit")
     summary.update(steps=[int(steps[0]), int(steps[-1])], n_steps=len(steps), levels=levels)
     return StepData(np.asarray(steps, dtype=float), list(levels), y, n, var_mean, response, k, summary, bounded)
 

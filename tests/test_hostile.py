@@ -1,0 +1,338 @@
+"""Hostile input and faults (issue 18): nothing lost, nothing overwritten, no tracebacks,
+bounded cost. Each case is a regression test; test_fuzz.py adds generated inputs."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+import zstandard
+
+from saturation.cli import EXIT_DATA, EXIT_USAGE, main
+from saturation.io import read_trials_report
+from saturation.validate import TrialValidationError
+
+HEADER = "run,step,instance_id,sample,graded,reward"
+
+
+def _rows(n: int, start: int = 0) -> list[str]:
+    return [f"r,{i // 10},i{i % 10},0,true,{(i % 7) / 7:.3f}" for i in range(start, start + n)]
+
+
+def _lenient(path):
+    ds, valid = read_trials_report([path], strict=False)
+    acc = valid.accounting
+    assert acc["read"] == acc["kept"] + acc["rejected"]
+    return ds, valid
+
+
+# ------------------------------------------------------------------ rows never lost
+def test_a_huge_csv_field_is_one_rejected_row(tmp_path):
+    rows = _rows(20)
+    rows[5] = "r,0,i5," + "9" * 200_000 + ",true,1"
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join([HEADER, *rows]) + "\n")
+    _, valid = _lenient(path)
+    assert valid.accounting == {"read": 20, "kept": 19, "ungraded": 0, "rejected": 1}
+    assert any(p.location == "line 7" and "field larger" in p.message for p in valid.problems)
+
+
+def test_a_stray_quote_is_one_rejected_row_with_its_own_line(tmp_path):
+    rows = _rows(200)
+    rows[10] = 'r,1,"i0,0,true,1'  # line 12
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join([HEADER, *rows]) + "\n")
+    _, valid = _lenient(path)
+    assert valid.accounting["read"] == 200 and valid.accounting["rejected"] == 1
+    assert [p.location for p in valid.problems] == ["line 12"]
+    assert main(["ingest", str(path), "-o", str(tmp_path / "o.nc"), "--lenient"]) == 0
+
+
+def test_a_5000_digit_integer_in_jsonl_and_eval_dumps(tmp_path):
+    lines = [json.dumps({"run": "r", "step": i, "instance_id": "a", "sample": 0, "graded": True, "reward": 1.0})
+             for i in range(5)]
+    lines[2] = '{"run": "r", "step": ' + "1" * 5000 + ', "instance_id": "a", "sample": 0, "graded": true}'
+    lines[3] = "[" * 100_000 + "]" * 100_000  # nesting deep enough for a RecursionError
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    _, valid = _lenient(path)
+    assert valid.accounting == {"read": 5, "kept": 3, "ungraded": 0, "rejected": 2}
+
+    from saturation.ingest import ingest_runs
+
+    d = tmp_path / "run" / "dumped_evals" / "global_step_1_evals"
+    d.mkdir(parents=True)
+    good = json.dumps({"input_prompt": "p", "output_response": "", "score": 1.0, "data_source": "x",
+                       "env_extras": {"instance_id": "t"}})
+    (d / "x.jsonl").write_text("\n".join([good, '{"score": ' + "7" * 5000 + "}", "[" * 100_000, good]) + "\n")
+    res = ingest_runs([tmp_path / "run"], strict=False, progress=False)
+    acc = res.accounting
+    assert (acc["rows_read"], acc["rows_kept"], acc["rows_rejected"]) == (4, 2, 2)
+    assert sum("malformed JSON" in p for p in res.problems) == 2
+
+
+@pytest.mark.parametrize("cut", [1, 4, 9])
+def test_small_truncated_zst_files_are_reported(tmp_path, cut):
+    data = zstandard.ZstdCompressor().compress(("\n".join([HEADER, *_rows(3)]) + "\n").encode())
+    path = tmp_path / "t.csv.zst"
+    path.write_bytes(data[:-cut])
+    with pytest.raises(TrialValidationError, match=r"truncated|corrupt"):
+        read_trials_report([path])
+    from saturation.ingest import IngestError, ingest_runs
+
+    d = tmp_path / "run" / "dumped_evals" / "global_step_1_evals"
+    d.mkdir(parents=True)
+    line = json.dumps({"input_prompt": "p", "score": 1.0, "env_extras": {"instance_id": "t"}}) + "\n"
+    (d / "x.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(line.encode())[:-cut])
+    with pytest.raises(IngestError, match=r"truncated|corrupt"):
+        ingest_runs([tmp_path / "run"], progress=False)
+
+
+# ------------------------------------------------------------------ values never silently wrong
+@pytest.mark.parametrize("value", ["1e20", str(10**30), str(2**63 + 5), str(2**53)])
+def test_integers_that_do_not_fit_are_rejected(tmp_path, value):
+    path = tmp_path / "t.csv"
+    path.write_text(f"{HEADER}\nr,{value},a,0,true,1\nr,1,a,{value},true,1\nr,2,a,0,true,1\n")
+    with pytest.raises(TrialValidationError) as info:
+        read_trials_report([path])
+    text = str(info.value)
+    assert f"{path}: line 2: column 'step'" in text and f"{path}: line 3: column 'sample'" in text
+    assert "below 2^53" in text
+
+
+def test_extra_columns_never_replace_trial_variables(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("run,step,instance_id,sample,graded,reward,file_f1,f1,_x,level,a/b,\n"
+                    "r,0,a,0,true,1,0.5,9,7,3,2,1\n")
+    ds, valid = read_trials_report([path])
+    assert ds["f1"].sel(level="file").item() == 0.5
+    assert valid.renamed == {"f1": "f1_extra", "_x": "x_x", "level": "level_extra", "a/b": "a_b", "": "unnamed"}
+    assert list(ds["level"].values) == ["file"]
+    assert ds["f1_extra"].item() == 9 and ds["x_x"].item() == 7 and ds["level_extra"].item() == 3
+    assert json.loads(ds.attrs["renamed_columns"])["f1"] == "f1_extra"
+
+
+def test_n_tp_cannot_exceed_n_pred_without_n_gold(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text(f"{HEADER},file_n_pred,file_n_tp\nr,0,a,0,true,1,1,3\n")
+    with pytest.raises(TrialValidationError, match="n_tp=3 exceeds n_pred=1"):
+        read_trials_report([path])
+
+
+def test_nul_characters_are_rejected_not_written(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text(f"{HEADER}\nr\x00x,0,a,0,true,1\nr,1,a,0,true,1\n")
+    _, valid = _lenient(path)
+    assert valid.accounting["rejected"] == 1 and "NUL" in str(valid.problems[0])
+    out = tmp_path / "o.nc"
+    assert main(["ingest", str(path), "-o", str(out), "--lenient"]) == 0 and out.exists()
+
+
+# ------------------------------------------------------------------ outputs never destroy inputs
+@pytest.mark.parametrize("flag", ["-o", "--rejects", "--json"])
+def test_an_output_that_is_an_input_is_refused(tmp_path, capsys, flag):
+    path = tmp_path / "v.csv"
+    path.write_text("\n".join([HEADER, *_rows(5)]) + "\n")
+    before = path.read_bytes()
+    argv = ["ingest", str(path), "--lenient"]
+    argv += ["-o", str(path)] if flag == "-o" else ["-o", str(tmp_path / "o.nc"), flag, str(path)]
+    assert main(argv) == EXIT_DATA
+    assert "would overwrite" in capsys.readouterr().err
+    assert path.read_bytes() == before and not (tmp_path / "o.nc").exists()
+
+
+def test_a_failed_or_interrupted_write_leaves_the_old_file(tmp_path, monkeypatch):
+    import xarray as xr
+
+    from saturation.io import write_trials
+
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join([HEADER, *_rows(5)]) + "\n")
+    ds, _ = read_trials_report([path])
+    out = tmp_path / "o.nc"
+    out.write_bytes(b"previous result")
+
+    def boom(self, target, *args, **kwargs):
+        with open(target, "wb") as f:
+            f.write(b"\x89HDF half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(xr.Dataset, "to_netcdf", boom)
+    with pytest.raises(KeyboardInterrupt):
+        write_trials(ds, out)
+    assert out.read_bytes() == b"previous result"
+    assert [p.name for p in tmp_path.iterdir()] == sorted(["t.csv", "o.nc"]) or set(
+        p.name for p in tmp_path.iterdir()) == {"t.csv", "o.nc"}
+
+
+@pytest.mark.parametrize("where", ["dir", "missing_parent", "rejects_dir", "json_dir"])
+def test_unwritable_outputs_are_one_line_errors_before_anything_is_written(tmp_path, capsys, where):
+    path = tmp_path / "v.csv"
+    path.write_text("\n".join([HEADER, *_rows(5), "r,x,a,0,true,1"]) + "\n")
+    out = tmp_path / "o.nc"
+    argv = {"dir": ["-o", str(tmp_path)],
+            "missing_parent": ["-o", str(tmp_path / "no" / "such" / "o.nc")],
+            "rejects_dir": ["-o", str(out), "--rejects", str(tmp_path / "no" / "r.csv")],
+            "json_dir": ["-o", str(out), "--json", str(tmp_path / "no" / "r.json")]}[where]
+    assert main(["ingest", str(path), "--lenient", *argv]) == EXIT_DATA
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------ bounded time and memory
+@pytest.mark.parametrize("spaces", [3000, 200_000])
+def test_runs_of_spaces_are_linear_time(tmp_path, spaces):
+    from saturation.skyrl import read_console_log
+
+    path = tmp_path / "s.log"
+    path.write_text(f"Step 1:{' ' * spaces}x\n" * 20 + "Step 2: \n{'a': '1.0000'" + " " * spaces + "}\n")
+    t0 = time.perf_counter()
+    log = read_console_log(path)
+    assert time.perf_counter() - t0 < 2.0
+    assert log.steps == {2: {"a": 1.0}}
+
+
+def test_a_log_without_newlines_is_bounded(tmp_path):
+    from saturation.skyrl import read_console_log
+
+    path = tmp_path / "n.log"
+    path.write_bytes(b"x" * (40 << 20) + b"\nStep 3: \n{'a': 1}\n")
+    t0 = time.perf_counter()
+    log = read_console_log(path)
+    assert time.perf_counter() - t0 < 5.0
+    assert log.steps == {3: {"a": 1.0}} and log.overlong_lines == 1
+    assert "line longer than" in log.problems[0] and log.problems[0].startswith(f"{path}:1:")
+
+
+def test_decompression_bombs_stop_at_the_limit(tmp_path, monkeypatch):
+    from saturation import streams, trajectory
+
+    bomb = zstandard.ZstdCompressor(level=3).compress(
+        (HEADER + "\n" + "r,0,a,0,true,1\n" * ((8 << 20) // 15)).encode())
+    path = tmp_path / "b.csv.zst"
+    path.write_bytes(bomb)
+    monkeypatch.setattr(streams, "MAX_FILE_BYTES", 1 << 20)
+    with pytest.raises(TrialValidationError, match="more than 1,048,576"):
+        read_trials_report([path])
+    record = zstandard.ZstdCompressor(level=3).compress(b'{\n  "instance_id": "' + b"a" * (8 << 20) + b'"\n}')
+    t = tmp_path / "run" / "step_1" / "train"
+    t.mkdir(parents=True)
+    (t / "a_0.json.zst").write_bytes(record)
+    monkeypatch.setattr(trajectory, "MAX_TRAJECTORY_BYTES", 1 << 20)
+    from saturation.ingest import ingest_runs
+
+    res = ingest_runs([tmp_path / "run"], strict=False, progress=False, workers=1)
+    assert res.accounting["rows_rejected"] == 1 and "more than 1,048,576" in res.problems[0]
+
+
+def test_a_newline_free_table_is_bounded(tmp_path, monkeypatch):
+    from saturation import streams
+
+    monkeypatch.setattr(streams, "MAX_LINE_CHARS", 1 << 20)
+    path = tmp_path / "z.csv.zst"
+    path.write_bytes(zstandard.ZstdCompressor().compress(HEADER.encode() + b"\n" + b"0" * (30 << 20)
+                                                          + b"\nr,0,a,0,true,1\n"))
+    _, valid = _lenient(path)
+    assert valid.accounting["rejected"] == 1 and "longer than" in str(valid.problems[0])
+
+
+# ------------------------------------------------------------------ one-line errors, documented codes
+def test_duplicate_headers_are_a_message(tmp_path, capsys):
+    path = tmp_path / "d.csv"
+    path.write_text("run,step,instance_id,sample,graded,reward,reward\nr,0,a,0,true,1,2\n")
+    assert main(["ingest", str(path), "-o", str(tmp_path / "o.nc")]) == EXIT_DATA
+    assert "duplicate column name(s) ['reward']" in capsys.readouterr().err
+    assert main(["describe", str(path)]) == EXIT_DATA
+    assert "duplicate column" in capsys.readouterr().err
+
+
+def test_skyrl_fields_of_the_wrong_type_are_messages(tmp_path):
+    from saturation.ingest import ingest_runs
+
+    d = tmp_path / "run" / "step_1" / "train"
+    d.mkdir(parents=True)
+    base = {"instance_id": "a", "total_reward": 1.0, "raw_final_message": "[]", "target": []}
+    bad = {"a_0": {**base, "target": 7}, "a_1": {**base, "target": [{"file": "x.py", "changes": 3}]},
+           "a_2": {**base, "total_reward": 10**400 if False else 2**70, "target": [{"file": 1}]},
+           "a_3": {**base, "target": {"file_changes": "x.py"}}}
+    for name, record in bad.items():
+        (d / f"{name}.json").write_text(json.dumps(record, indent=2))
+    (d / f"a_{2**70}.json").write_text(json.dumps(base, indent=2))
+    res = ingest_runs([tmp_path / "run"], strict=False, progress=False, workers=1)
+    assert res.accounting["rows_rejected"] == 5 and res.accounting["rows_read"] == 5
+    assert all("Traceback" not in p for p in res.problems)
+    assert any("repetition" in p or "too large" in p for p in res.problems)
+
+
+@pytest.mark.parametrize("argv", [["plateau", "--draws", "0"], ["plateau", "--chains", "0"],
+                                  ["transfer", "--tune", "-1"]])
+def test_zero_draws_or_chains_are_usage_errors(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == EXIT_USAGE
+
+
+def test_lenient_with_nothing_readable_is_a_message(tmp_path, capsys):
+    path = tmp_path / "n.csv"
+    path.write_text(f"{HEADER}\nr,x,a,0,true,1\n")
+    assert main(["ingest", str(path), "-o", str(tmp_path / "o.nc"), "--lenient"]) == EXIT_DATA
+    err = capsys.readouterr().err
+    assert "no valid rows" in err and "'graded'" not in err
+
+
+def test_unknown_run_is_an_error(tmp_path, capsys):
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join([HEADER, *_rows(30), *[r.replace("r,", "q,", 1) for r in _rows(30)]]) + "\n")
+    assert main(["plateau", str(path), "--response", "reward", "--run", "nosuch", "--draws", "10",
+                 "--tune", "10"]) == EXIT_DATA
+    assert "run 'nosuch' is not in the data (runs: ['q', 'r'])" in capsys.readouterr().err
+    one = tmp_path / "one.csv"
+    one.write_text("\n".join([HEADER, *_rows(30)]) + "\n")
+    assert main(["plateau", str(one), "--response", "reward", "--run", "nosuch", "--draws", "10",
+                 "--tune", "10"]) == EXIT_DATA
+    assert "run 'nosuch' is not in the data (runs: ['r'])" in capsys.readouterr().err
+
+
+def test_degenerate_data_gets_a_message_not_a_fit(tmp_path, capsys):
+    path = tmp_path / "u.csv"
+    path.write_text(HEADER + "\n" + "\n".join(f"r,{i},a,0,false,0" for i in range(10)) + "\n")
+    assert main(["plateau", str(path), "--response", "reward"]) == EXIT_DATA
+    assert "no graded trials" in capsys.readouterr().err
+    one = tmp_path / "one.csv"
+    one.write_text(HEADER + "\n" + "\n".join(f"r,3,a{i},0,true,1" for i in range(10)) + "\n")
+    assert main(["plateau", str(one), "--response", "reward"]) == EXIT_DATA
+    assert "one step" in capsys.readouterr().err
+    flat = tmp_path / "flat.csv"
+    flat.write_text(HEADER + "\n" + "\n".join(f"r,{i},a{j},0,true,0.5" for i in range(12) for j in range(3)) + "\n")
+    assert main(["plateau", str(flat), "--response", "reward"]) == EXIT_DATA
+    assert "is constant (0.5)" in capsys.readouterr().err
+
+
+def test_internal_errors_are_one_line_unless_debug(monkeypatch, capsys):
+    import saturation.cli as cli
+
+    def broken(args):
+        raise AttributeError("something deep")
+
+    monkeypatch.setattr(cli, "_cmd_describe", broken)
+    assert main(["describe"]) == EXIT_DATA
+    err = capsys.readouterr().err
+    assert err.startswith("error: internal error (AttributeError") and "Traceback" not in err
+    with pytest.raises(AttributeError):
+        main(["--debug", "describe"])
+    with pytest.raises(AttributeError):
+        main(["describe", "--debug"])
+
+
+def test_ingest_never_modifies_its_inputs(tmp_path):
+    from skyrl_fixtures import run_dir
+
+    root = run_dir(tmp_path / "r", zst=False)
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    assert main(["ingest", str(root), "-o", str(tmp_path / "o.nc"), "--metrics-out", str(tmp_path / "m.nc"),
+                 "--no-progress"]) == 0
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+    assert np.all([p.exists() for p in before])
