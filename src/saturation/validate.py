@@ -364,9 +364,9 @@ def validate_trials(tables: Sequence[RawTable], *, strict: bool = True) -> Valid
             keys = list(frame[key].itertuples(index=False, name=None))
             where = [f"{src} {loc}" for src, loc in zip(frame["_source"], frame["_location"], strict=True)]
             first_loc: dict[tuple[object, ...], str] = {}
-            for i, k in enumerate(keys):
-                first_loc.setdefault(k, where[i])
-            for i in np.flatnonzero(dup):
+            for k, w in zip(keys, where, strict=True):
+                first_loc.setdefault(k, w)
+            for i in np.flatnonzero(dup).tolist():
                 ident = {name: (v.item() if isinstance(v, np.generic) else v) for name, v in zip(key, keys[i], strict=True)}
                 msg = f"duplicate trial {ident} (first seen at {first_loc[keys[i]]})"
                 src, loc = str(frame["_source"].iat[i]), str(frame["_location"].iat[i])
