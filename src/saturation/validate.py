@@ -366,10 +366,10 @@ def validate_trials(tables: Sequence[RawTable], *, strict: bool = True) -> Valid
             first_loc: dict[tuple[object, ...], str] = {}
             for k, w in zip(keys, where, strict=True):
                 first_loc.setdefault(k, w)
-            for i in np.flatnonzero(dup).tolist():
-                ident = {name: (v.item() if isinstance(v, np.generic) else v) for name, v in zip(key, keys[i], strict=True)}
-                msg = f"duplicate trial {ident} (first seen at {first_loc[keys[i]]})"
-                src, loc = str(frame["_source"].iat[i]), str(frame["_location"].iat[i])
+            for j in np.flatnonzero(dup).tolist():
+                ident = {name: (v.item() if isinstance(v, np.generic) else v) for name, v in zip(key, keys[j], strict=True)}
+                msg = f"duplicate trial {ident} (first seen at {first_loc[keys[j]]})"
+                src, loc = str(frame["_source"].iat[j]), str(frame["_location"].iat[j])
                 problems.append(Problem(src, loc, "", msg))
                 rejected_rows.append({"source": src, "location": loc, "reasons": msg, "raw": ""})
             frame = frame.loc[~dup].reset_index(drop=True)
