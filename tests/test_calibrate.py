@@ -176,7 +176,9 @@ def test_calibrate_command(tmp_path, capsys):
         assert main(["calibrate", model, "--misspecify-late-slope-sd", "0.1", "--scheduler", "sync"]) == 2
         assert "plateau model only" in capsys.readouterr().out
     assert main(["calibrate", "transfer", "--levels", "3", "--scheduler", "sync"]) == 2
-    assert main(["calibrate", "plateau", "--levels", "0", "--scheduler", "sync"]) == 2
+    with pytest.raises(SystemExit) as info:  # argparse: --levels must be at least 1
+        main(["calibrate", "plateau", "--levels", "0", "--scheduler", "sync"])
+    assert info.value.code == 2
 
 
 @pytest.mark.slow

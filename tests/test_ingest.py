@@ -14,6 +14,7 @@ from skyrl_fixtures import (
     ERROR_TEXT,
     EXPECTED_STATUS,
     EXPECTED_UNGRADED,
+    GOLD,
     PLAN,
     eval_only_run_dir,
     expected_counts,
@@ -100,15 +101,82 @@ def test_logged_rewards_that_disagree_are_counted_not_replaced(tmp_path):
     assert ds["file_reward"].values[0] == pytest.approx(0.9)  # the logged value is kept beside it
 
 
-def test_old_trajectories_take_the_finish_call_from_messages(tmp_path):
+def test_a_finish_call_upstream_rejected_scores_zero(tmp_path):
     root = tmp_path / "r"
     d = root / "trajectories" / "step_1" / "train"
-    write_trajectory(d / "repo__a-1_0.json", trajectory("repo__a-1", "partial", old_format=True))
+    # one localization_finish action, but codescout stored no structured answer: its last-turn
+    # sanity check rejected the call and the reward is 0
+    write_trajectory(d / "repo__a-1_0.json", trajectory("repo__a-1", "partial", old_format=True,
+                                                        logged={"file_reward": 0.0, "module_reward": 0.0,
+                                                                "entity_reward": 0.0}))
     res = ingest_runs([root], progress=False, workers=1)
     ds = res.trials
-    assert ds["answer_status"].values.tolist() == ["finish_call_in_messages"]
-    assert ds["n_tp"].values[0].tolist() == [1, 1, 1]
+    assert ds["answer_status"].values.tolist() == ["finish_call_rejected"]
+    assert ds["f1"].values[0].tolist() == [0.0, 0.0, 0.0] and ds["n_pred"].values[0].tolist() == [0, 0, 0]
     assert res.accounting["reward_dict_mismatches"] == {}
+
+
+def test_a_json_looking_text_answer_is_not_a_finish_call(tmp_path):
+    root = tmp_path / "r"
+    d = root / "trajectories" / "step_1" / "train"
+    text = json.dumps(ANSWERS["perfect"][0])
+    record = trajectory("repo__a-1", "none")
+    record["raw_final_message"] = record["parsed_final_message"] = text  # the model wrote JSON as text
+    write_trajectory(d / "repo__a-1_0.json", record)
+    record = trajectory("repo__a-2", "none")
+    record["raw_final_message"] = record["parsed_final_message"] = '["pkg/a.py", "pkg/b.py"]'
+    write_trajectory(d / "repo__a-2_0.json", record)
+    ds = ingest_runs([root], progress=False, workers=1).trials
+    assert ds["answer_status"].values.tolist() == ["no_finish_call", "no_finish_call"]
+    assert bool(ds["graded"].all()) and float(ds["f1"].max()) == 0.0
+
+
+def test_transcripts_rescore_only_a_finish_call_that_passes_the_last_turn_check(tmp_path):
+    from skyrl_fixtures import transcript
+
+    perfect = ANSWERS["perfect"][0]
+    quoted = transcript(None).replace("pkg/c.py:9: def g():", "log: <tool_call>" + json.dumps(
+        {"name": "localization_finish", "arguments": {"locations": perfect}}) + "</tool_call>")
+    parallel = transcript(perfect).replace("<|im_start|>assistant\n<tool_call>\n{\"name\": \"localization_finish\"",
+                                           "<|im_start|>assistant\n<tool_call>{\"name\": \"terminal\", "
+                                           "\"arguments\": {}}</tool_call>\n<tool_call>\n"
+                                           "{\"name\": \"localization_finish\"")
+    d = tmp_path / "run" / "dumped_evals" / "global_step_1_evals"
+    d.mkdir(parents=True)
+    lines = [{"input_prompt": f"p{i}", "output_response": t, "score": [0.0, 0.0], "data_source": "x",
+              "env_extras": {"instance_id": f"t{i}", "file_changes": GOLD}} for i, t in enumerate([quoted, parallel])]
+    (d / "x.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    ds = ingest_runs([tmp_path / "run"], progress=False).trials
+    assert ds["answer_status"].values.tolist() == ["not_rescored", "finish_call_rejected"]
+    assert np.isnan(ds["f1"].values[0]).all() and ds["f1"].values[1].tolist() == [0.0, 0.0, 0.0]
+
+
+def test_a_training_log_with_an_eval_only_line_keeps_its_training_metrics(tmp_path):
+    from skyrl_fixtures import Loguru, console_log
+
+    root = tmp_path / "both"
+    log = Loguru(colorize=False)
+    try:
+        tail = log.info("Metrics from eval only run: " + str({"eval/x/avg_score": 0.5}))
+    finally:
+        log.close()
+    write(root / "job_step7.out", console_log(3) + tail)
+    res = ingest_runs([root], progress=False)
+    m = res.metrics
+    assert 3 in m["step"].values and "reward_mean" in m and res.problems == []
+
+
+def test_compact_or_odd_json_falls_back_to_a_full_parse(tmp_path):
+    root = tmp_path / "r"
+    d = root / "trajectories" / "step_1" / "train"
+    record = trajectory("repo__a-1", "perfect", tokens=5)
+    (d).mkdir(parents=True)
+    (d / "repo__a-1_0.json").write_text(json.dumps(record, separators=(",", ":")))
+    odd = json.dumps({"instance_id": "repo__a-2", "messages": []}, indent=2)[:-2]
+    odd += ',\n  "x": {\n  "total_reward": 99\n  },\n  "total_reward": 1.0, "target": []\n}'
+    (d / "repo__a-2_0.json").write_text(odd)
+    ds = ingest_runs([root], progress=False, workers=1).trials
+    assert ds["reward"].values.tolist() == [3.0, 1.0]
 
 
 def test_level_fields_in_logged_dicts_cannot_overwrite_the_scores(tmp_path):

@@ -187,8 +187,16 @@ def test_progress_bar_glued_before_a_header(tmp_path):
 
 
 def test_numpy_scalars_and_bare_nan_parse(tmp_path):
-    text = ("Step 1: \n{'a': np.float32(0.5), 'b': nan, 'c': np.int64(3), 'd': -inf, 'e': np.True_,\n"
-            " 'f': np.float64(nan), 'nan_name': 'nan'}\n")
+    import pprint
+
+    from skyrl_fixtures import stringify_floats
+
+    # what ConsoleLogger prints for values its float test misses (numpy-2 scalars); bare
+    # nan / -inf written in by hand
+    data = {"a": np.float32(0.5), "b": 1, "c": np.int64(3), "d": 2, "e": np.True_, "f": np.float32("nan"),
+            "nan_name": float("nan"), "long/key/padding/to/force/one/key/per/line": 0}
+    text = "Step 1: \n" + pprint.pformat(stringify_floats(data)) + "\n"
+    text = text.replace("'b': 1", "'b': nan").replace("'d': 2", "'d': -inf")
     log = read_console_log(write(tmp_path / "n.log", text))
     assert log.problems == []
     v = log.steps[1]
@@ -218,3 +226,30 @@ def test_every_step_block_is_parsed_or_reported(tmp_path):
     assert len(log.problems) == 1 and "step 3" in log.problems[0]
     n = len((b[0] + b[1]).splitlines())
     assert log.problems[0].startswith(f"{tmp_path / 'b.log'}:{n + 2}:")
+
+
+def test_same_source_lines_cannot_close_join_or_replace_a_block(tmp_path):
+    b = _blocks()
+    close = _interleave(b[0], 3, ray_lines_same(" }"))  # would close the dict early
+    join = _interleave(b[1], 4, ray_lines_same(" 'hello world'"))  # would be joined to the next key
+    log = read_console_log(write(tmp_path / "j.log", close + join + b[2]))
+    _check(log)
+    assert log.interleaved == 2
+    replace = _interleave(b[0], 1, ray_lines_same("{'foo': 1}"))  # a dict line before the real one
+    log = read_console_log(write(tmp_path / "r.log", replace + b[1] + b[2]))
+    assert log.steps[1] == {"foo": 1.0}
+    assert len(log.problems) == 1 and "more dict lines from the same source follow" in log.problems[0]
+
+
+def ray_lines_same(text):
+    from skyrl_fixtures import ray_lines
+
+    return ray_lines(text)
+
+
+def test_a_tracker_header_without_its_dict_is_reported(tmp_path):
+    b = _blocks()
+    header = b[1].splitlines(keepends=True)[0]
+    log = read_console_log(write(tmp_path / "h.log", b[0] + header + b[2]))
+    assert sorted(log.steps) == [1, 3] and log.markers_without_block == 1
+    assert len(log.problems) == 1 and "not followed by its metrics dict" in log.problems[0]

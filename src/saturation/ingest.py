@@ -206,6 +206,7 @@ class _Rows:
         self.mismatches: dict[str, int] = {}
         self.no_gold = 0
         self.bytes = 0
+        self.score_mismatches = 0
 
     def add(self, row: Mapping[str, Any]) -> None:
         for key, value in row.items():
@@ -224,6 +225,8 @@ class _Rows:
             self.statuses[status] = self.statuses.get(status, 0) + 1
         for level in filter(None, str(row.get("mismatched_levels") or "").split(",")):
             self.mismatches[level] = self.mismatches.get(level, 0) + 1
+        if row.get("score_mismatch") == 1.0:
+            self.score_mismatches += 1
         if row[S.GRADED] and all(math.isnan(row.get(f"{lvl}_{S.N_GOLD}", math.nan)) for lvl in S.CANONICAL_LEVELS):
             self.no_gold += 1
 
@@ -282,7 +285,11 @@ def _dump_score(score: Any) -> tuple[float, float] | None:
     if number(score):
         return float(score), float(score)
     if isinstance(score, list) and score and all(number(x) for x in score):
-        return float(math.fsum(score)), float(score[-1])
+        try:
+            total = math.fsum(score)
+        except OverflowError:
+            return None
+        return (total, float(score[-1])) if math.isfinite(total) else None
     return None
 
 
@@ -316,17 +323,28 @@ def _eval_record(record: dict[str, Any], where: str, step: int, phase: str, sour
         return None
     reward, last = reduced
     row = {**base, S.GRADED: True, S.REWARD: reward, "ungraded_reason": "", "score_last": last}
+    transcript = record.get("output_response")
     try:
-        calls = L.finish_calls_in_transcript(record.get("output_response"))
+        calls = L.finish_calls_in_transcript(transcript)
     except L.UngradedAnswer as exc:
         return {**row, S.GRADED: False, S.REWARD: 0.0, "ungraded_reason": exc.reason, "answer_status": "",
-                "error_message": str(exc)[:200], "n_locations": math.nan, "rescored": 0.0, **T.level_values(None)}
+                "error_message": str(exc)[:200], "n_locations": math.nan, "rescored": 0.0, "score_mismatch": math.nan,
+                **T.level_values(None)}
     if len(calls) != 1 or gold is None:
         status = L.SEVERAL_FINISH_CALLS if len(calls) > 1 else L.NOT_RESCORED
-        return {**row, "answer_status": status, "n_locations": math.nan, "rescored": 0.0, **T.level_values(None)}
-    status = L.EMPTY_FILE_NAME if any(not loc.file.strip() for loc in calls[0]) else L.FINISH_CALL
-    return {**row, "answer_status": status, "n_locations": float(len(calls[0])), "rescored": 1.0,
-            **T.level_values(L.score_answer(calls[0], gold))}
+        return {**row, "answer_status": status, "n_locations": math.nan, "rescored": 0.0, "score_mismatch": math.nan,
+                **T.level_values(None)}
+    if not L.transcript_passes_last_turn_check(transcript):
+        status, locations = L.FINISH_CALL_REJECTED, []  # upstream scores a rejected call 0
+    else:
+        status = L.EMPTY_FILE_NAME if any(not loc.file.strip() for loc in calls[0]) else L.FINISH_CALL
+        locations = calls[0]
+    scores = L.score_answer(locations, gold)
+    total = sum(scores[level][S.F1] for level in S.CANONICAL_LEVELS)
+    return {**row, "answer_status": status, "n_locations": float(len(locations)), "rescored": 1.0,
+            # codescout's default reward is the sum of the three F1 (other reward terms differ)
+            "score_mismatch": float(math.isfinite(total) and abs(total - reward) > T.F1_TOLERANCE),
+            **T.level_values(scores)}
 
 
 # ------------------------------------------------------------------ result
@@ -340,6 +358,13 @@ class IngestResult:
     accounting: dict[str, Any]
 
 
+def _is_training(log: ConsoleLog) -> bool:
+    """A log holding training steps. A log with an eval-only line is an eval-only run's log
+    unless it also holds steps other than 0 (step 0 is both the eval-only run's tracker
+    block and a training run's pre-training eval)."""
+    return bool(log.steps) and (not log.eval_only or bool(set(log.steps) - {0}))
+
+
 def _dir_identity(root: Path, logs: Sequence[ConsoleLog], labels: Mapping[str, str],
                   index_map: Mapping[str, str]) -> str:
     """The run label of a directory: ``labels``, else its training logs' model path, else
@@ -347,7 +372,7 @@ def _dir_identity(root: Path, logs: Sequence[ConsoleLog], labels: Mapping[str, s
     for key in (str(root), root.name, str(root.resolve())):
         if key in labels:
             return labels[key]
-    training = [log for log in logs if log.steps and not log.eval_only]
+    training = [log for log in logs if _is_training(log)]
     runs = {log.run for log in training if RUN_KEY in log.config}
     if len(runs) == 1:
         return runs.pop()
@@ -377,10 +402,12 @@ def _merge_logs(logs: Sequence[ConsoleLog], run: str) -> ConsoleLog:
 
 
 def _eval_only_step(root: Path, eval_logs: Sequence[ConsoleLog]) -> int | None:
-    """The checkpoint step of a directory's eval-only results: the last step number in the
-    directory name, else in the model path its eval-only log was launched with
+    """The checkpoint step of a directory's eval-only results (one rule for its trials,
+    dumps and log): the last step number in the name of its one eval-only log, else in the
+    directory name, else in the model path the log was launched with
     (``trainer.policy.model.path=.../global_step_85``), else None."""
-    for name in (root.name, *(log.config.get(RUN_KEY, "") for log in eval_logs)):
+    names = [Path(eval_logs[0].path).name] if len(eval_logs) == 1 else []
+    for name in (*names, root.name, *(log.config.get(RUN_KEY, "") for log in eval_logs)):
         steps = CKPT_STEP_RE.findall(name)
         if steps:
             return int(steps[-1])
@@ -514,7 +541,8 @@ def ingest_runs(
             raise ValueError(f"run directories {seen_runs[run]} and {root} have the same run identity {run!r}; "
                              "give each a label (labels= / --label DIR=NAME)")
         seen_runs[run] = root
-        training = [log for log in [*logs, *wandb_logs] if log.steps and not log.eval_only]
+        # wandb first: its values are unrounded, the console's are rounded to 4 places
+        training = [log for log in [*wandb_logs, *logs] if _is_training(log)]
         if training:
             train_logs[run] = _merge_logs(training, run)
         only_step = _eval_only_step(root, [log for log in logs if log.eval_only])
@@ -533,7 +561,7 @@ def ingest_runs(
         results = T.read_trajectories(tasks, workers=workers, executor=executor,
                                       progress=lambda n, b: bar.update(n, nbytes=b))
         seen_keys: dict[tuple[str, int, str, int], str] = {}
-        eval_traj_steps = {t.step for t in tasks if t.phase != "train"}
+        eval_traj_keys = {(t.phase, t.step) for t in tasks if t.phase != "train"}
         for task, (row, file_problems, nbytes) in zip(tasks, results, strict=True):
             rows.read += 1
             rows.bytes += nbytes
@@ -553,7 +581,7 @@ def ingest_runs(
         dump_counts: dict[tuple[int, str], int] = {}
         for path, step, phase, source in c.eval_dumps:
             step = only if phase == "eval_only" else step
-            if step in eval_traj_steps:
+            if (phase, step) in eval_traj_keys:
                 # the eval trajectories of this step carry the same rollouts with gold and answers
                 n = _count_lines(path, problems)
                 rows.read += n
@@ -587,7 +615,7 @@ def ingest_runs(
                 rows.cols[S.ARM][i] = arm
         per_dir.append({"dir": str(root), "run": run, **c.summary(), "ignored": [str(p) for p in c.ignored],
                         "trials": rows.n - start, "rejected": rows.rejected - rejected_before,
-                        "eval_dump_rows_superseded": superseded,
+                        "eval_dump_rows_superseded": superseded, "eval_only_step": only_step,
                         "console_logs": [log.accounting() for log in logs],
                         "wandb_runs_read": [log.accounting() for log in wandb_logs]})
     elapsed = bar.close()
@@ -600,6 +628,7 @@ def ingest_runs(
                   "rows_ungraded": sum(rows.reasons.values()), "ungraded_reasons": dict(sorted(rows.reasons.items())),
                   "answer_statuses": dict(sorted(rows.statuses.items())),
                   "reward_dict_mismatches": dict(sorted(rows.mismatches.items())),
+                  "eval_score_mismatches": rows.score_mismatches,
                   "graded_without_gold": rows.no_gold, "problems": len(problems), "seconds": round(elapsed, 2),
                   "megabytes": round(rows.bytes / 1e6, 1), "dirs": per_dir}
     if trials is not None:

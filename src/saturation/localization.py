@@ -38,9 +38,9 @@ FINISH_TOOL: Final = "localization_finish"
 # ---------------------------------------------------------------- how an answer was found
 #: the finish call, from ``raw_final_message`` (``json.dumps`` of the structured locations)
 FINISH_CALL: Final = "finish_call"
-#: the finish call, from the ``ActionEvent`` in ``messages`` (trajectories written before
-#: codescout stored it in ``raw_final_message``)
-FINISH_CALL_MESSAGES: Final = "finish_call_in_messages"
+#: one ``localization_finish`` action in ``messages`` but no structured answer in
+#: ``raw_final_message``: upstream rejected the call (its last-turn sanity check), score 0
+FINISH_CALL_REJECTED: Final = "finish_call_rejected"
 #: no finish call, or not exactly one: upstream scores 0 at every level
 NO_FINISH_CALL: Final = "no_finish_call"
 SEVERAL_FINISH_CALLS: Final = "several_finish_calls"
@@ -51,7 +51,7 @@ TEXT_ANSWER: Final = "text_answer"
 #: an eval-dump transcript without a findable finish call: the logged score is kept,
 #: the levels are not recomputed
 NOT_RESCORED: Final = "not_rescored"
-ANSWER_STATUSES: Final = (FINISH_CALL, FINISH_CALL_MESSAGES, NO_FINISH_CALL, SEVERAL_FINISH_CALLS, EMPTY_FILE_NAME,
+ANSWER_STATUSES: Final = (FINISH_CALL, FINISH_CALL_REJECTED, NO_FINISH_CALL, SEVERAL_FINISH_CALLS, EMPTY_FILE_NAME,
                           TEXT_ANSWER, NOT_RESCORED)
 
 # ---------------------------------------------------------------- ungraded reasons
@@ -131,14 +131,24 @@ def finish_calls_in_events(events: Any) -> list[list[Location]]:
     return calls
 
 
-def finish_calls_in_transcript(text: Any) -> list[list[Location]]:
-    """The locations of every ``localization_finish`` call in a decoded transcript (an eval
-    dump's ``output_response``): Hermes-style ``<tool_call>{"name": ..., "arguments":
-    ...}</tool_call>`` blocks, the format the model emits (codescout's run scripts:
-    ``tool_call_parser=hermes``)."""
-    calls: list[list[Location]] = []
-    if not isinstance(text, str) or "<tool_call>" not in text:
-        return calls
+def _strip_spans(text: str, start: str, end: str) -> str:
+    """``text`` without the ``start ... end`` spans (str.find: linear time)."""
+    out, pos = [], 0
+    while True:
+        a = text.find(start, pos)
+        if a < 0:
+            out.append(text[pos:])
+            return "".join(out)
+        out.append(text[pos:a])
+        b = text.find(end, a)
+        if b < 0:
+            return "".join(out)
+        pos = b + len(end)
+
+
+def _tool_calls(text: str) -> list[Any]:
+    """The decoded JSON of every ``<tool_call>...</tool_call>`` block (None where not JSON)."""
+    calls: list[Any] = []
     pos = text.find("<tool_call>")
     while pos >= 0:  # str.find, not a lazy regex: linear in the transcript's length
         end = text.find("</tool_call>", pos)
@@ -147,20 +157,50 @@ def finish_calls_in_transcript(text: Any) -> list[list[Location]]:
         body = text[pos + len("<tool_call>"):end]
         pos = text.find("<tool_call>", end)
         try:
-            call = json.loads(body)
+            calls.append(json.loads(body))
         except (ValueError, RecursionError):
-            continue
-        if not isinstance(call, Mapping) or call.get("name") != FINISH_TOOL:
-            continue
-        args = call.get("arguments")
-        if isinstance(args, str):
-            try:
-                args = json.loads(args)
-            except json.JSONDecodeError:
-                args = None
-        locations = args.get("locations") if isinstance(args, Mapping) else None
-        calls.append([_location(x) for x in locations] if isinstance(locations, list) else [])
+            calls.append(None)
     return calls
+
+
+def _finish_locations(call: Any) -> list[Location] | None:
+    if not isinstance(call, Mapping) or call.get("name") != FINISH_TOOL:
+        return None
+    args = call.get("arguments")
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except (ValueError, RecursionError):
+            args = None
+    locations = args.get("locations") if isinstance(args, Mapping) else None
+    return [_location(x) for x in locations] if isinstance(locations, list) else []
+
+
+def finish_calls_in_transcript(text: Any) -> list[list[Location]]:
+    """The locations of every ``localization_finish`` call in a decoded transcript (an eval
+    dump's ``output_response``): Hermes-style ``<tool_call>{"name": ..., "arguments":
+    ...}</tool_call>`` blocks, the format the model emits (codescout's run scripts:
+    ``tool_call_parser=hermes``). Text inside ``<tool_response>`` (tool output, e.g. a grep
+    hit on a logged call) is never read."""
+    if not isinstance(text, str) or "<tool_call>" not in text:
+        return []
+    calls = _tool_calls(_strip_spans(text, "<tool_response>", "</tool_response>"))
+    return [locs for locs in map(_finish_locations, calls) if locs is not None]
+
+
+def transcript_passes_last_turn_check(text: Any) -> bool:
+    """codescout's sanity check of the last turn (``code_search_generator.py:263-282``): the
+    last assistant turn holds exactly one ``<tool_call>`` (the finish call) and nothing but
+    whitespace after its ``</tool_call>`` up to ``<|im_end|>``."""
+    if not isinstance(text, str):
+        return False
+    body = _strip_spans(text, "<tool_response>", "</tool_response>")
+    last = body[body.rfind("<|im_start|>assistant"):] if "<|im_start|>assistant" in body else body
+    if last.count("<tool_call>") != 1 or last.count("</tool_call>") != 1:
+        return False
+    tail = last[last.find("</tool_call>") + len("</tool_call>"):]
+    tail = tail.split("<|im_end|>", 1)[0] if "<|im_end|>" in tail else tail
+    return not tail.strip() and _finish_locations(_tool_calls(last)[0]) is not None
 
 
 def predicted_keys(locations: Iterable[Location]) -> dict[str, set[str]]:

@@ -51,8 +51,6 @@ RUN_KEY = "trainer.policy.model.path"
 MAX_BLOCK_LINES = 5000
 #: a line longer than this many characters is skipped and reported (bounds memory)
 MAX_LINE_CHARS = 1 << 22
-#: same-source lines after a ``Step N:`` header searched for its dict before giving up
-MAX_OPEN_LINES = 200
 #: prefixes that cluster launchers put on every line, tried in order on the first lines of a
 #: log; the first that most lines carry is stripped from every line (docs/skyrl.md)
 LINE_PREFIXES: tuple[tuple[str, str], ...] = (
@@ -174,12 +172,13 @@ ITEM_RE = re.compile(
 )
 
 
-def _brace_delta(text: str) -> int:
-    """Net change of brace depth over ``text``, ignoring braces inside quoted strings
-    (a metrics block's strings do not span lines)."""
+def _bracket_delta(text: str) -> int:
+    """Net change of bracket depth (``{[(`` against ``}])``) over ``text``, ignoring
+    brackets inside quoted strings (a metrics block's strings do not span lines)."""
     if "'" in text or '"' in text:
         text = QUOTED_RE.sub("", text)
-    return text.count("{") - text.count("}")
+    return (text.count("{") + text.count("[") + text.count("(")
+            - text.count("}") - text.count("]") - text.count(")"))
 
 
 def _fast_dict(text: str) -> dict[str, Any] | None:
@@ -275,9 +274,11 @@ STEP_MARK_RE = re.compile(r"Step (?P<step>\d+):" + _TAIL, re.M)
 #: a pprint dict's first line: ``{`` then a key quoted the way ``repr`` quotes it (single
 #: quotes, double only around a key holding a single quote), or an empty dict; a JSON line
 #: (``{"key": ...``) is not one
-PPRINT_OPEN_RE = re.compile(r"\s*\{(?:'|\"[^\"\n]*'|\s*\}|\d|-?\d)")
-#: a pprint continuation line: indented, then a key, a value or a closing bracket
-PPRINT_MORE_RE = re.compile(r"\s+(?:['\"\[\]{}()\d.+-]|np\.|nan|inf|True|False|None)")
+PPRINT_OPEN_RE = re.compile(r"\{(?:'|\"[^\"\n]*'|\}|-?\d)")
+#: a pprint item line at the dict's top level: one space, a quoted key, ``: ``
+PPRINT_KEY_RE = re.compile(r" (?:'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"|-?\d+): ")
+#: the console tracker's header line as loguru writes it (``... | INFO     | module:function:line - Step N:``)
+TRACKER_HEADER_RE = re.compile(r"\| [A-Z]+ *\| \S+:\S+:\d+ - Step \d+:")
 CHUNK_CHARS = 1 << 22
 #: a block longer than this many characters is treated as malformed (bounds memory)
 MAX_BLOCK_CHARS = 1 << 24
@@ -341,15 +342,21 @@ class _Scanner:
 
     def _block(self, text: str, start: int, header_end: int, step: int, final: bool) -> str:
         """Find and parse the block of the marker whose line starts at ``start``; return
-        ``"carry"`` when it may continue in the next chunk, else ``"done"``."""
+        ``"carry"`` when it may continue in the next chunk, else ``"done"``.
+
+        The tracker logs ``Step N: \\n{pformat}`` as one message, so the dict is the next
+        line from the marker's source: ``{`` in column 0 and a quoted key; inside the dict's
+        top level only pprint item lines (one space, a quoted key, ``: ``) belong to it,
+        deeper-nested lines are indented further. Other lines are interleaved output.
+        """
         out = self.out
-        source, _ = split_source(text[start:header_end])
+        header_source, header = split_source(text[start:header_end])
         pos = header_end + 1
         parts: list[str] = []
         open_at = -1
         depth = 0
         interleaved = 0
-        seen = 0
+        key_lines = 0
         while True:
             if pos >= len(text):
                 if not final and len(text) - start < MAX_BLOCK_CHARS:
@@ -361,45 +368,66 @@ class _Scanner:
             line_at, line = pos, text[pos:eol]
             pos = eol + 1
             src, content = split_source(line)
-            if src != source:
+            if src != header_source:
                 interleaved += 1
                 continue
             if STEP_RE.search(content):
                 problem = "(the next Step marker came first)"
                 break
-            seen += 1
             if open_at < 0:
-                if PPRINT_OPEN_RE.match(content):
-                    open_at = line_at
-                elif seen >= MAX_OPEN_LINES:
-                    problem = ""
-                    break
-                else:
-                    interleaved += 1
-                    continue
-            elif not PPRINT_MORE_RE.match(content):
+                if not PPRINT_OPEN_RE.match(content):
+                    break  # no dict follows: this marker has no block
+                open_at = line_at
+                key_lines = 1 if content.startswith(("{'", '{"')) else 0
+            elif depth == 1 and PPRINT_KEY_RE.match(content):
+                key_lines += 1
+            elif not (depth > 1 and content.startswith("  ")):
                 interleaved += 1
                 continue
             parts.append(content)
-            depth += _brace_delta(content)
+            depth += _bracket_delta(content)
             if depth <= 0:
                 block = "\n".join(parts)
                 out.block_lines += 1 + len(parts)
                 out.interleaved += interleaved
-                _finish(out, block, "step", step, f"{out.path}:{self.line_of(text, open_at)}", self.strict)
+                where = f"{out.path}:{self.line_of(text, open_at)}"
+                parsed = _finish(out, block, "step", step, where, self.strict)
+                if parsed is not None and len(parts) > 1 and len(parsed) != key_lines:
+                    _problem(out, f"{where}: metrics block of step {step} has {len(parsed)} keys on {key_lines} "
+                                  "item lines (a line was lost or joined)", self.strict)
+                self._check_after(text, pos, header_source, step, where)
                 return "done"
             if len(parts) >= MAX_BLOCK_LINES:
                 problem = f"(longer than {MAX_BLOCK_LINES} lines)"
                 break
         if open_at < 0:
-            # a "Step N:" that its source never follows with a dict: model output, a banner
             out.markers_without_block += 1
+            if TRACKER_HEADER_RE.search(header):  # the tracker's own header, not model text
+                _problem(out, f"{out.path}:{self.line_of(text, start)}: the console tracker's 'Step {step}:' is "
+                              "not followed by its metrics dict", self.strict)
             return "done"
         out.block_lines += 1 + len(parts)
         out.interleaved += interleaved
         _problem(out, f"{out.path}:{self.line_of(text, open_at)}: truncated metrics block of step {step} {problem}",
                  self.strict)
         return "done"
+
+    def _check_after(self, text: str, pos: int, source: str, step: int, where: str) -> None:
+        """Report dict lines from the block's source right after the block: the block
+        parsed was then not the whole story (output interleaved within one source)."""
+        for _ in range(50):
+            if pos >= len(text):
+                return
+            eol = text.find("\n", pos)
+            eol = len(text) if eol < 0 else eol
+            src, content = split_source(text[pos:eol])
+            pos = eol + 1
+            if src != source:
+                continue
+            if PPRINT_KEY_RE.match(content) or content.startswith("{'"):
+                _problem(self.out, f"{where}: more dict lines from the same source follow the metrics block of "
+                                   f"step {step} (output interleaved within one actor?)", self.strict)
+            return
 
 
 def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = None) -> ConsoleLog:
@@ -475,18 +503,18 @@ def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = 
     return out
 
 
-def _finish(out: ConsoleLog, text: str, kind: str, step: int | None, where: str, strict: bool) -> None:
+def _finish(out: ConsoleLog, text: str, kind: str, step: int | None, where: str,
+            strict: bool) -> dict[str, Any] | None:
     parsed = _parse_block(text, where, out, strict)
     if parsed is None:
-        return
+        return None
     out.blocks += 1
     values = _numeric(parsed, out)
     if kind == "eval":
         out.eval_only.append(values)
-        return
-    if step is None:  # pragma: no cover - a step block always has its step
-        return
-    out.merge_step(step, values)
+    elif step is not None:
+        out.merge_step(step, values)
+    return parsed
 
 
 def metrics_dataset(logs: list[ConsoleLog]) -> xr.Dataset:

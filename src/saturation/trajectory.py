@@ -7,11 +7,10 @@ token ids of every turn, one integer per line) is 99 % of the 0.3-1.4 MB. The re
 decodes only the small top-level values it needs: with ``indent=2`` a top-level key is the
 only place a line starts with exactly two spaces and a quote (a JSON string cannot hold a
 raw newline), so each is found with :meth:`str.find` and decoded on its own with
-:meth:`json.JSONDecoder.raw_decode`. ``messages`` is decoded only when the answer has to
-be taken from it (no finish call in ``raw_final_message`` but an agent
-``localization_finish`` action present). Any other layout falls back to a full
-:func:`json.loads`; a file that does not end with the closing brace is reported as
-truncated.
+:meth:`json.JSONDecoder.raw_decode`. ``messages`` is decoded only to tell a rejected
+finish call from several (the file holds a ``localization_finish`` action but no
+structured answer). Any other layout falls back to a full :func:`json.loads`; a file that
+does not end with the closing brace is reported as truncated.
 
 :func:`read_trajectories` maps :func:`trajectory_row` over many files, in a process pool or
 on any executor with ``map`` (e.g. ``distributed.Client.get_executor()``); memory stays
@@ -111,11 +110,15 @@ def read_fields(text: str, path: str, *, with_messages: bool = False) -> dict[st
             key, after = _DECODER.raw_decode(text, key_at)
         except json.JSONDecodeError as exc:
             raise TrajectoryFormatError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg})") from exc
-        if text.startswith(": ", after) and key in wanted:
+        if not text.startswith(": ", after):
+            return _full(text, path)  # not json.dump(indent=2) output: decode it all
+        if key in wanted:
             try:
-                out[key], _ = _DECODER.raw_decode(text, after + 2)
-            except json.JSONDecodeError as exc:
-                raise TrajectoryFormatError(f"{path}:{exc.lineno}: malformed JSON in field {key!r} ({exc.msg})") from exc
+                out[key], end = _DECODER.raw_decode(text, after + 2)
+            except (json.JSONDecodeError, RecursionError):
+                return _full(text, path)
+            if not (text.startswith(',\n  "', end) or text.startswith("\n}", end)):
+                return _full(text, path)  # something other than the next key or the end follows
         pos = text.find('\n  "', after)
     return out
 
@@ -125,6 +128,8 @@ def _full(text: str, path: str) -> dict[str, Any]:
         record = json.loads(text)
     except json.JSONDecodeError as exc:
         raise TrajectoryFormatError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg})") from exc
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit integer, nesting too deep
+        raise TrajectoryFormatError(f"{path}: unreadable JSON ({str(exc)[:100]})") from exc
     if not isinstance(record, dict):
         raise TrajectoryFormatError(f"{path}: expected a JSON object, found {type(record).__name__}")
     return record
@@ -161,36 +166,55 @@ def gold_of(target: Any, include_added: bool) -> dict[str, set[str] | None] | No
     return {level: gold[level] for level in S.CANONICAL_LEVELS}
 
 
-def mismatched_levels(scores: Mapping[str, Mapping[str, float]] | None, reward_dict: Any) -> list[str]:
-    """The levels whose recomputed F1 differs from the logged ``reward_dict`` F1 (only
-    levels that are logged and recomputed)."""
+def compare_logged(scores: Mapping[str, Mapping[str, float]] | None, reward_dict: Any) -> tuple[int, list[str]]:
+    """``(levels compared, levels whose recomputed F1 differs from the logged one)``: a level
+    is compared when ``reward_dict`` logs its F1 (:data:`~saturation.localization.LOGGED_F1_KEYS`,
+    or agentic-code-search-oss's ``file_level_score``) and it was recomputed."""
     if scores is None or not isinstance(reward_dict, Mapping):
-        return []
-    out = []
-    for level, key in L.LOGGED_F1_KEYS.items():
+        return 0, []
+    compared, out = 0, []
+    keys = {**L.LOGGED_F1_KEYS}
+    if keys[L.FILE] not in reward_dict and "file_level_score" in reward_dict:
+        keys[L.FILE] = "file_level_score"
+    for level, key in keys.items():
         logged, mine = reward_dict.get(key), scores[level][S.F1]
         if (isinstance(logged, int | float) and not isinstance(logged, bool) and math.isfinite(logged)
-                and math.isfinite(mine) and abs(logged - mine) > F1_TOLERANCE):
-            out.append(level)
-    return out
+                and math.isfinite(mine)):
+            compared += 1
+            if abs(logged - mine) > F1_TOLERANCE:
+                out.append(level)
+    return compared, out
+
+
+def _structured(raw: Any, parsed: Any) -> bool:
+    """Whether ``raw_final_message`` is codescout's ``json.dumps(structured_locations)``
+    rather than the model's own text: for a text answer codescout sets
+    ``parsed_final_message`` from the same text (equal to it, or its last fenced block)."""
+    if not isinstance(raw, str) or not raw.lstrip().startswith("["):
+        return False
+    return not (isinstance(parsed, str) and parsed and (raw == parsed or f"```{parsed}```" in raw))
 
 
 def _answer(record: Mapping[str, Any], text: str, path: str) -> tuple[str, list[L.Location] | None]:
-    """``(answer_status, locations)`` of a codescout trajectory (module docstring of
-    :mod:`saturation.localization`); reads ``messages`` only when it must."""
-    locations = L.finish_call_locations(record.get("raw_final_message"))
-    if locations is not None:
-        return L.FINISH_CALL, locations
+    """``(answer_status, locations)`` of a codescout trajectory, decided as the upstream
+    reward decides it (module docstring of :mod:`saturation.localization`): the finish call
+    counts only when the file holds a ``localization_finish`` action *and* codescout stored
+    the structured locations in ``raw_final_message``; reads ``messages`` only to tell a
+    rejected call from several calls."""
     if '"tool_name": "localization_finish"' not in text and '"tool_name":"localization_finish"' not in text:
-        return L.NO_FINISH_CALL, None
+        return L.NO_FINISH_CALL, None  # a JSON-looking text answer is still a text answer
+    raw, parsed = record.get("raw_final_message"), record.get("parsed_final_message")
+    if _structured(raw, parsed):
+        locations = L.finish_call_locations(raw)
+        if locations is not None:
+            return L.FINISH_CALL, locations
     events = (read_fields(text, path, with_messages=True).get("messages") if "messages" not in record
               else record["messages"])
     calls = L.finish_calls_in_events(events)
-    if not calls:
-        return L.NO_FINISH_CALL, None
     if len(calls) > 1:
         return L.SEVERAL_FINISH_CALLS, None
-    return L.FINISH_CALL_MESSAGES, calls[0]
+    # exactly one call that codescout did not store: its last-turn sanity check rejected it
+    return (L.FINISH_CALL_REJECTED if calls else L.NO_FINISH_CALL), None
 
 
 def trajectory_row(task: TrajectoryTask) -> tuple[dict[str, Any] | None, list[str], int]:
@@ -254,16 +278,16 @@ def _graded_row(text: str, path: str, inst: str, base: dict[str, Any], include_a
             if locations is not None and any(not loc.file.strip() for loc in locations):
                 status = L.EMPTY_FILE_NAME
             pred = L.predicted_keys(locations or [])
-            n_locations = float(len(locations or []))
+            n_locations = float(len(locations or []))  # 0: nothing was scored
     except L.UngradedAnswer as exc:
         return {**row, S.GRADED: False, S.REWARD: 0.0, "ungraded_reason": exc.reason, "answer_status": "",
                 "error_message": str(exc)[:200], "n_locations": math.nan, "reward_dict_mismatch": math.nan,
                 **level_values(None), **extra}
     scores = L.score_keys(pred, gold) if gold is not None else None
-    mismatch = mismatched_levels(scores, reward_dict)
+    compared, mismatch = compare_logged(scores, reward_dict)
     return {**row, "answer_status": status, "n_locations": n_locations,
-            "reward_dict_mismatch": float(bool(mismatch)) if scores is not None and isinstance(reward_dict, Mapping)
-            else math.nan, "mismatched_levels": ",".join(mismatch), **level_values(scores), **extra}
+            "reward_dict_mismatch": float(bool(mismatch)) if compared else math.nan,
+            "mismatched_levels": ",".join(mismatch), **level_values(scores), **extra}
 
 
 def read_trajectories(tasks: Sequence[TrajectoryTask], *, workers: int | None = None, executor: Executor | None = None,
