@@ -336,3 +336,23 @@ def test_ingest_never_modifies_its_inputs(tmp_path):
                  "--no-progress"]) == 0
     assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
     assert np.all([p.exists() for p in before])
+
+
+def test_two_reports_into_one_directory_cannot_interleave(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from saturation.report import LOCK_NAME, _lock
+
+    out = tmp_path / "rep"
+    out.mkdir()
+    with _lock(out):
+        assert (out / LOCK_NAME).read_text() == str(os.getpid())
+        with pytest.raises(ValueError, match="another saturation report"), _lock(out):
+            pass
+    assert not (out / LOCK_NAME).exists()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (out / LOCK_NAME).write_text(dead.stdout.strip())  # a lock left by a process that has ended
+    with _lock(out):
+        pass

@@ -14,12 +14,14 @@ package version) is unchanged, unless ``force=True``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
+import os
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,7 +187,12 @@ class _Out:
 
     def idata(self, idata: Any, name: str) -> None:
         path = self.dir / f"{name}.nc"
-        idata.to_netcdf(str(path), engine="h5netcdf")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        try:  # atomic: an interrupted report leaves the previous fit or none
+            idata.to_netcdf(str(tmp), engine="h5netcdf")
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
         self.fits.append(self.rel(path))
 
 
@@ -558,6 +565,57 @@ def run_report(specs: Sequence[str | Path] | None = None, *, data: str | Path | 
     loaded = load_specs(paths)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    with _lock(out):
+        return _run_report(loaded, out, data=data, force=force, progress=progress, log=log, scheduler=scheduler,
+                           workers=workers)
+
+
+LOCK_NAME = ".saturation-report.lock"
+
+
+@contextlib.contextmanager
+def _lock(out: Path) -> Iterator[None]:
+    """Hold ``out/.saturation-report.lock`` (created exclusively, holding our pid) while the
+    report is written: a second report into the same directory fails with a message instead
+    of corrupting the first one's files. A lock left by a process that no longer runs is
+    taken over."""
+    path = out / LOCK_NAME
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                pid = int(path.read_text().strip() or 0)
+            except (OSError, ValueError):
+                pid = 0
+            if pid and _alive(pid):
+                raise ValueError(f"{out}: another saturation report (pid {pid}) is writing this directory; wait for "
+                                 f"it or choose another --out") from None
+            path.unlink(missing_ok=True)  # stale
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        break
+    else:  # pragma: no cover - lost a race twice
+        raise ValueError(f"{out}: could not lock the directory")
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - someone else's live process
+        return True
+    return True
+
+
+def _run_report(loaded: Sequence[Any], out: Path, *, data: str | Path | None, force: bool, progress: bool | None,
+                log: Callable[[str], None] | None, scheduler: str | None, workers: int) -> Report:
     bar = Progress(len(loaded), "report", enabled=progress)
     start = time.perf_counter()
     sections: list[Section] = []
@@ -592,14 +650,16 @@ def run_report(specs: Sequence[str | Path] | None = None, *, data: str | Path | 
     seconds = time.perf_counter() - start
     report = Report(out, sections, seconds, failures)
     write_report_md(report)
-    (out / "results.json").write_text(json.dumps(_json_safe({
+    from saturation.io import write_atomic
+
+    write_atomic(out / "results.json", (json.dumps(_json_safe({
         "saturation_version": __version__, "hdi_prob": S.HDI_PROB, "seconds": round(seconds, 2),
         "failed": report.failures,
         "analyses": {s.name: {"kind": s.kind, "title": s.title, "verdict": s.verdict, "converged": s.converged,
                               "diagnostics": s.diagnostics, "results": s.results, "tables": s.tables,
                               "figures": s.figures, "fits": s.fits, "cached": s.cached, "seconds": s.seconds,
                               "warnings": s.warnings}
-                     for s in sections}}), indent=1) + "\n")
+                     for s in sections}}), indent=1) + "\n").encode())
     return report
 
 

@@ -98,9 +98,9 @@ def read_fields(text: str, path: str, *, with_messages: bool = False) -> dict[st
     text (module docstring). Raises :class:`TrajectoryFormatError` naming file and line."""
     if not text.startswith('{\n  "'):
         return _full(text, path)
-    end = text.rstrip()
-    if not end.endswith("\n}"):  # the top-level closing brace is the only "}" in column 0
-        raise TrajectoryFormatError(f"{path}:{_line_of(text, len(end))}: truncated JSON (no closing brace)")
+    body = text.rstrip()
+    if not body.endswith("\n}"):  # the top-level closing brace is the only "}" in column 0
+        raise TrajectoryFormatError(f"{path}:{_line_of(text, len(body))}: truncated JSON (no closing brace)")
     wanted = set(FIELDS) | ({"messages"} if with_messages else set())
     out: dict[str, Any] = {}
     pos = text.find('\n  "')
