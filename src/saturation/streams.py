@@ -54,14 +54,21 @@ class _ZstdRaw(io.RawIOBase):
         self._pos = 0
         self._in_frame = False
         self._truncated = False
+        self._in, self._in_pos, self._piece = b"", 0, self.MIN_PIECE
 
     def readable(self) -> bool:
         return True
 
+    #: compressed bytes fed to the decompressor per call: small at first and after a call
+    #: that expanded a lot (zstd expands up to ~32,000x, so a small bomb yields at most a
+    #: few tens of MB per call), growing while the output stays moderate
+    MIN_PIECE, MAX_PIECE, BIG_OUTPUT = 1 << 10, 1 << 18, 1 << 23
+
     def readinto(self, b: Any) -> int:
         while self._pos >= len(self._buf):
-            data = self._f.read(1 << 20)
-            if not data:
+            if self._in_pos >= len(self._in):
+                self._in, self._in_pos = self._f.read(1 << 20), 0
+            if not self._in:
                 if self._in_frame:
                     if self._truncated:
                         raise TruncatedStreamError(
@@ -71,6 +78,8 @@ class _ZstdRaw(io.RawIOBase):
                     # next read raises
                     self._truncated = True
                 return 0
+            data = self._in[self._in_pos:self._in_pos + self._piece]
+            self._in_pos += len(data)
             out = []
             while data:
                 try:
@@ -82,6 +91,10 @@ class _ZstdRaw(io.RawIOBase):
                 if self._d.eof:
                     self._d = self._zstd.ZstdDecompressor().decompressobj()
             self._buf, self._pos = b"".join(out), 0
+            if len(self._buf) > self.BIG_OUTPUT:
+                self._piece = self.MIN_PIECE
+            elif len(self._buf) < self.BIG_OUTPUT // 4:
+                self._piece = min(self._piece * 2, self.MAX_PIECE)
         n = min(len(b), len(self._buf) - self._pos)
         b[:n] = self._buf[self._pos:self._pos + n]
         self._pos += n
