@@ -261,8 +261,11 @@ def test_skyrl_fields_of_the_wrong_type_are_messages(tmp_path):
     for name, record in bad.items():
         (d / f"{name}.json").write_text(json.dumps(record, indent=2))
     (d / f"a_{2**70}.json").write_text(json.dumps(base, indent=2))
+    dump = tmp_path / "run" / "dumped_evals" / f"global_step_{2**70}_evals"
+    dump.mkdir(parents=True)
+    (dump / "x.jsonl").write_text(json.dumps({"score": 1.0}) + "\n")
     res = ingest_runs([tmp_path / "run"], strict=False, progress=False, workers=1)
-    assert res.accounting["rows_rejected"] == 5 and res.accounting["rows_read"] == 5
+    assert res.accounting["rows_rejected"] == 6 and res.accounting["rows_read"] == 6
     assert all("Traceback" not in p for p in res.problems)
     assert any("repetition" in p or "too large" in p for p in res.problems)
 

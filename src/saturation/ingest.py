@@ -581,7 +581,13 @@ def ingest_runs(
         dump_counts: dict[tuple[int, str], int] = {}
         for path, step, phase, source in c.eval_dumps:
             step = only if phase == "eval_only" else step
-            if (phase, step) in eval_traj_keys:
+            if step >= T.MAX_STEP:
+                n = _count_lines(path, problems)
+                problems.append(f"{path}: step {step} in the directory name is too large (at most 2^53 - 1); "
+                                f"its {n} lines rejected")
+                rows.read += n
+                rows.rejected += n
+            elif (phase, step) in eval_traj_keys:
                 # the eval trajectories of this step carry the same rollouts with gold and answers
                 n = _count_lines(path, problems)
                 rows.read += n
@@ -592,6 +598,9 @@ def ingest_runs(
             bar.update()
         for path, step, phase in c.eval_aggregates:
             step = only if phase == "eval_only" else step
+            if step >= T.MAX_STEP:
+                problems.append(f"{path}: step {step} in the directory name is too large (at most 2^53 - 1)")
+                continue
             values = _read_aggregate(path, problems)
             if values is not None:
                 label = run

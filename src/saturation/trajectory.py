@@ -39,6 +39,8 @@ MAX_TRAJECTORY_BYTES = streams.env_int("SATURATION_MAX_TRAJECTORY_BYTES", 1 << 3
 #: top-level fields read from a trajectory (``messages`` only on demand)
 FIELDS = ("instance_id", "target", "total_reward", "reward_dict", "parsed_final_message", "raw_final_message",
           "metrics_dict")
+#: steps and repetition numbers at or above this cannot be stored exactly (float64 / int64)
+MAX_STEP = 2**53
 #: how far the recomputed per-level F1 may differ from the logged one (rounding only)
 F1_TOLERANCE = 1e-6
 #: the level-field columns of a trial row (``file_f1`` ... ``entity_n_tp``)
@@ -226,7 +228,7 @@ def trajectory_row(task: TrajectoryTask) -> tuple[dict[str, Any] | None, list[st
         return None, [f"{path}: file name is not <instance_id>_<rep>.{task.ext}"], 0
     inst, rep = split
     for what, value in (("repetition number", rep), ("step", task.step)):
-        if value >= 2**53:
+        if value >= MAX_STEP:
             return None, [f"{path}: {what} {value} is too large (at most 2^53 - 1)"], 0
     base = {S.RUN: task.run, S.STEP: task.step, S.INSTANCE_ID: inst, S.SAMPLE: rep, S.PHASE: task.phase,
             S.DATASET: "", "source": str(path)}
