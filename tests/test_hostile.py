@@ -359,3 +359,22 @@ def test_two_reports_into_one_directory_cannot_interleave(tmp_path):
     (out / LOCK_NAME).write_text(dead.stdout.strip())  # a lock left by a process that has ended
     with _lock(out):
         pass
+
+
+@pytest.mark.parametrize(("rows", "message"), [
+    ([("base", s, "t", 1.0) for s in range(5)], "compares arms"),
+    ([("base", s, "t", 1.0) for s in range(5)] + [("s85", 1, "t", 1.0), ("s85", 2, "t", 0.0)], "only 2 step"),
+    ([(a, s, t, 0.5) for a in ("base", "s85") for s in range(5) for t in ("t1", "t2")], "no gap to estimate"),
+])
+def test_degenerate_transfer_data_gets_a_message(rows, message):
+    import xarray as xr
+
+    from saturation.models.transfer import transfer_data
+
+    n = len(rows)
+    ds = xr.Dataset({"graded": ("trial", np.ones(n, bool)), "reward": ("trial", np.array([r[3] for r in rows]))},
+                    coords={"arm": ("trial", [r[0] for r in rows]), "step": ("trial", [r[1] for r in rows]),
+                            "instance_id": ("trial", [r[2] for r in rows]), "run": ("trial", ["r"] * n),
+                            "sample": ("trial", np.arange(n))})
+    with pytest.raises(ValueError, match=message):
+        transfer_data(ds)

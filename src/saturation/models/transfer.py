@@ -106,6 +106,29 @@ class TransferData:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
+#: fewest steps per arm that a transfer fit accepts
+MIN_STEPS = 3
+
+
+def _check_degenerate(frame: pd.DataFrame, arms: list[str]) -> None:
+    """A clear message instead of a fit of nothing: fewer than two arms, an arm without
+    graded trials or with fewer than :data:`MIN_STEPS` steps, a constant reward."""
+    if len(arms) < 2:
+        raise ValueError(f"a transfer analysis compares arms; the data has {len(arms)} ({arms})")
+    graded = frame[frame["graded"]]
+    for arm in arms:
+        rows = graded[graded["arm"] == arm]
+        if rows.empty:
+            raise ValueError(f"arm {arm!r} has no graded trials: nothing to compare")
+        n_steps = rows["step"].nunique()
+        if n_steps < MIN_STEPS:
+            raise ValueError(f"arm {arm!r} has graded trials at only {n_steps} step(s); a learning curve needs "
+                             f"at least {MIN_STEPS}")
+    if graded["reward"].nunique() == 1 and not frame["graded"].eq(False).any():
+        raise ValueError(f"the reward is {graded['reward'].iat[0]:g} in every trial of every arm: there is no gap "
+                         "to estimate")
+
+
 def transfer_data(ds: xr.Dataset, *, arms: list[str] | None = None) -> TransferData:
     """Group a trial Dataset with an ``arm`` coordinate by (arm, step, instance_id)."""
     if S.ARM not in ds.coords:
@@ -123,6 +146,7 @@ def transfer_data(ds: xr.Dataset, *, arms: list[str] | None = None) -> TransferD
     })
     if frame.loc[frame["graded"], "reward"].isna().any():
         raise ValueError("graded trials with a missing reward; validate the trials first")
+    _check_degenerate(frame, arms)
     frame["r"] = np.where(frame["graded"], frame["reward"], 0.0)
     frame["r2"] = frame["r"] ** 2
     frame["ungraded"] = ~frame["graded"]
