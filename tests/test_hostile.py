@@ -378,3 +378,18 @@ def test_degenerate_transfer_data_gets_a_message(rows, message):
                             "sample": ("trial", np.arange(n))})
     with pytest.raises(ValueError, match=message):
         transfer_data(ds)
+
+
+def test_pass_at_k_on_too_few_steps_or_an_unknown_run_is_a_message():
+    import xarray as xr
+
+    from saturation.models.learning import group_counts
+
+    n = 8
+    ds = xr.Dataset({"graded": ("trial", np.ones(n, bool)), "reward": ("trial", np.ones(n))},
+                    coords={"run": ("trial", ["r"] * n), "step": ("trial", [0, 0, 0, 0, 1, 1, 1, 1]),
+                            "instance_id": ("trial", ["a", "a", "b", "b"] * 2), "sample": ("trial", [0, 1] * 4)})
+    with pytest.raises(ValueError, match="3 or more steps"):
+        group_counts(ds)
+    with pytest.raises(ValueError, match="run 'q' is not in the data"):
+        group_counts(ds, run="q")

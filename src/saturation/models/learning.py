@@ -259,10 +259,15 @@ def group_counts(ds: xr.Dataset, *, success_threshold: float = 1.0, run: str | N
     frame = ds[[S.GRADED, S.REWARD]].to_dataframe().reset_index(drop=True)
     for c in (S.RUN, S.STEP, S.INSTANCE_ID):
         frame[c] = ds[c].values
+    runs = sorted(map(str, frame[S.RUN].unique()))
     if run is not None:
+        if run not in runs:
+            raise ValueError(f"run {run!r} is not in the data (runs: {runs})")
         frame = frame[frame[S.RUN] == run]
-    elif frame[S.RUN].nunique() > 1:
-        raise ValueError(f"several runs {sorted(frame[S.RUN].unique())}: pass run=")
+    elif len(runs) > 1:
+        raise ValueError(f"several runs {runs}: pass run=")
+    if frame[S.STEP].nunique() < 3:
+        raise ValueError(f"pass@k needs prompt groups at 3 or more steps; the data has {frame[S.STEP].nunique()}")
     frame["s"] = (frame[S.GRADED].astype(bool) & (frame[S.REWARD].fillna(-np.inf) >= success_threshold)).astype(int)
     g = frame.groupby([S.STEP, S.INSTANCE_ID], sort=True)["s"].agg(["size", "sum"]).reset_index()
     if int(g["size"].sum()) != len(frame):  # pragma: no cover - groupby keeps every row
