@@ -7,10 +7,12 @@ those files; several paths are read and concatenated. See ``docs/input-format.md
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable, Iterator, Sequence
 from os import PathLike
 from pathlib import Path
 
@@ -108,9 +110,8 @@ def _read_raw(path: Path) -> RawTable:
         for number, line in streams.iter_lines(path):
             if line is streams.OVERLONG:
                 loc = f"line {number}"
-                table.problems.append(Problem(source, loc, "", f"line longer than {streams.MAX_LINE_CHARS:,} "
-                                                               "characters (raise SATURATION_MAX_LINE_CHARS)"))
-                table.unparsable.append((loc, "<overlong line>"))
+                table.reject_line(loc, f"line longer than {streams.MAX_LINE_CHARS:,} characters "
+                                       "(raise SATURATION_MAX_LINE_CHARS)", "<overlong line>")
                 continue
             reader.add(number, line)
     except (streams.TruncatedStreamError, streams.TooLargeError) as exc:
@@ -148,15 +149,13 @@ class _CsvRows:
                 t.problems.append(Problem(t.source, loc, "", f"malformed CSV header ({exc})"))
                 self.header = []
                 return
-            t.problems.append(Problem(t.source, loc, "", f"malformed CSV ({exc})"))
-            t.unparsable.append((loc, line[:200]))
+            t.reject_line(loc, f"malformed CSV ({exc})", line)
             return
         if self.header is None:
             self.header = [h.strip() for h in row]
             return
         if len(row) != len(self.header):
-            t.problems.append(Problem(t.source, loc, "", f"expected {len(self.header)} fields, found {len(row)}"))
-            t.unparsable.append((loc, line[:200]))
+            t.reject_line(loc, f"expected {len(self.header)} fields, found {len(row)}", line)
             return
         self.rows.append(row)
         self.locations.append(loc)
@@ -207,12 +206,10 @@ class _JsonRows:
         try:
             obj = json.loads(line)
         except (ValueError, RecursionError) as exc:  # JSONDecodeError, a 5,000-digit integer, deep nesting
-            t.problems.append(Problem(t.source, loc, "", f"malformed JSON ({str(exc)[:120]})"))
-            t.unparsable.append((loc, line[:200]))
+            t.reject_line(loc, f"malformed JSON ({str(exc)[:120]})", line)
             return
         if not isinstance(obj, dict):
-            t.problems.append(Problem(t.source, loc, "", f"expected a JSON object, found {type(obj).__name__}"))
-            t.unparsable.append((loc, line[:200]))
+            t.reject_line(loc, f"expected a JSON object, found {type(obj).__name__}", line)
             return
         self.records.append(obj)
         self.locations.append(loc)
@@ -359,34 +356,32 @@ def read_trials_report(
     return _build_dataset(valid, [str(p) for p in files]), valid
 
 
-def write_atomic(path: PathArg, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and a
-    rename: the old file or the new one, never half of either."""
-    import os
-
+@contextlib.contextmanager
+def atomic_target(path: PathArg) -> Iterator[Path]:
+    """A temporary path beside ``path`` to write to; renamed over ``path`` when the block
+    ends normally, removed otherwise (an error, SIGINT): readers see the old file or the
+    new one, never half of either."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
-        tmp.write_bytes(data)
+        yield tmp
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    return path
+
+
+def write_atomic(path: PathArg, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (:func:`atomic_target`)."""
+    with atomic_target(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
 
 
 def write_netcdf(ds: xr.Dataset, path: PathArg) -> Path:
-    """Write ``ds`` to netCDF (h5netcdf) atomically: into a temporary file beside ``path``,
-    then renamed over it, so a reader never sees a half-written file."""
-    import os
-
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    try:
+    """Write ``ds`` to netCDF (h5netcdf) atomically (:func:`atomic_target`)."""
+    with atomic_target(path) as tmp:
         ds.to_netcdf(tmp, engine="h5netcdf")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return Path(path)
 
 
 def write_trials(ds: xr.Dataset, path: PathArg) -> Path:

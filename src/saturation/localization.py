@@ -98,6 +98,12 @@ def _location(item: Any) -> Location:
     return Location(file, cls, fn)
 
 
+def _locations(args: Any) -> list[Location]:
+    """The ``locations`` of a finish call's arguments (``[]`` when there is no list)."""
+    locations = args.get("locations") if isinstance(args, Mapping) else None
+    return [_location(x) for x in locations] if isinstance(locations, list) else []
+
+
 def finish_call_locations(raw_final_message: Any) -> list[Location] | None:
     """The finish call's locations when ``raw_final_message`` is codescout's
     ``json.dumps(structured_locations)`` (a JSON list), else None (plain text or empty: no
@@ -126,8 +132,7 @@ def finish_calls_in_events(events: Any) -> list[list[Location]]:
     for event in events:
         if (isinstance(event, Mapping) and event.get("kind") == "ActionEvent" and event.get("source") == "agent"
                 and event.get("tool_name") == FINISH_TOOL and isinstance(event.get("action"), Mapping)):
-            locations = event["action"].get("locations")
-            calls.append([_location(x) for x in locations] if isinstance(locations, list) else [])
+            calls.append(_locations(event["action"]))
     return calls
 
 
@@ -172,8 +177,7 @@ def _finish_locations(call: Any) -> list[Location] | None:
             args = json.loads(args)
         except (ValueError, RecursionError):
             args = None
-    locations = args.get("locations") if isinstance(args, Mapping) else None
-    return [_location(x) for x in locations] if isinstance(locations, list) else []
+    return _locations(args)
 
 
 def finish_calls_in_transcript(text: Any) -> list[list[Location]]:

@@ -186,13 +186,11 @@ class _Out:
         self.figures.append(self.rel(self.dir / f"{name}.png"))
 
     def idata(self, idata: Any, name: str) -> None:
+        from saturation.io import atomic_target
+
         path = self.dir / f"{name}.nc"
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
-        try:  # atomic: an interrupted report leaves the previous fit or none
+        with atomic_target(path) as tmp:  # an interrupted report leaves the previous fit or none
             idata.to_netcdf(str(tmp), engine="h5netcdf")
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
         self.fits.append(self.rel(path))
 
 

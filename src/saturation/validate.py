@@ -77,6 +77,12 @@ class RawTable:
     #: column names the header repeats (every row is then rejected: which one is meant?)
     duplicate_columns: list[str] = field(default_factory=list)
 
+    def reject_line(self, location: str, message: str, text: str) -> None:
+        """A line that cannot be parsed into fields: one problem and one unparsable row
+        (its first 200 characters kept for the rejects file)."""
+        self.problems.append(Problem(self.source, location, "", message))
+        self.unparsable.append((location, text[:200]))
+
 
 @dataclass
 class Validated:
