@@ -46,9 +46,9 @@ F1_TOLERANCE = 1e-6
 #: the level-field columns of a trial row (``file_f1`` ... ``entity_n_tp``)
 LEVEL_COLUMNS = tuple(f"{level}_{fld}" for level in S.CANONICAL_LEVELS for fld in S.LEVEL_FIELDS)
 #: names a ``reward_dict`` / ``metrics_dict`` entry may not take (they get an ``x_`` prefix)
-RESERVED = frozenset({*S.TRIAL_COORDS, S.GRADED, S.REWARD, *S.LEVEL_FIELDS, *LEVEL_COLUMNS, "ungraded_reason",
-                      "answer_status", "n_locations", "stop_reason", "error_message", "source", "rescored",
-                      "reward_dict_mismatch", "score_last"})
+RESERVED = frozenset({*S.RESERVED_NAMES, *LEVEL_COLUMNS, "ungraded_reason", "answer_status", "n_locations",
+                      "stop_reason", "error_message", "source", "rescored", "reward_dict_mismatch",
+                      "mismatched_levels", "score_last", "score_mismatch"})
 _DECODER = json.JSONDecoder()
 
 
