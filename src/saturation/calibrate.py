@@ -51,9 +51,7 @@ from saturation import schema as S
 from saturation.models import learning
 
 SBC_PARAMS = ("changepoint", "start", "value_at_changepoint", "late_slope", "tau")
-#: a level counts as plateaued under the report's rule
-P_RISE, P_FLAT = 0.95, 0.90
-MODELS = ("plateau", "transfer", "pass-at-k")
+MODELS = ("plateau", "transfer", "pass-at-k", "plateau-trials")
 #: family-wise error rate of the SBC verdicts (Holm over every SBC test of one calibration)
 FAMILY_ALPHA = 0.05
 
@@ -182,7 +180,8 @@ def simulate_means(theta: dict[str, float], setting: PlateauSetting, rng: np.ran
 
 
 def _plateaued(est: dict[str, Any]) -> bool:
-    return bool(est["p_early_positive"] >= P_RISE and est["p_late_in_rope"] >= P_FLAT)
+    """The model's verdict says the metric stopped rising ("plateaued" or "slowed")."""
+    return est["verdict"] in STOPPED
 
 
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
@@ -195,6 +194,8 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
         return run_transfer_task(task)
     if task.get("model") == "pass-at-k":
         return run_pass_at_k_task(task)
+    if task.get("model") == "plateau-trials":
+        return run_trials_task(task)
     setting = PlateauSetting(**task["setting"])
     rng = np.random.default_rng([task["seed"], task["sim"], {"sbc": 0, "null": 1, "power": 2}[task["kind"]]])
     t = np.arange(setting.n_steps, dtype=float)
@@ -513,10 +514,203 @@ def run_pass_at_k_task(task: dict[str, Any]) -> dict[str, Any]:
                        d.diagnostics["converged"])
 
 
-Setting = PlateauSetting | TransferSetting | PassAtKSetting
+# ------------------------------------------------------------------ plateau on per-trial data that is not the model
+#: quantities whose 94 % HDI coverage is checked on the per-trial simulations
+TRIALS_PARAMS = ("changepoint", "early_slope", "late_slope")
+#: noise profiles of the per-trial simulations (keyword arguments of ``PlateauSpec``):
+#: "study" has the replica's task and step noise and the study's 42,511 graded trials;
+#: "noisy" triples the step noise and doubles the task spread; "small" has 12 prompts per
+#: step (about 8,000 graded trials)
+PROFILES: dict[str, dict[str, Any]] = {
+    "study": {"prompts_per_step": 64, "n_graded": 42511, "task_sd": 0.5, "step_sd": 0.05, "level_step_sd": 0.03},
+    "noisy": {"prompts_per_step": 64, "n_graded": 42511, "task_sd": 1.0, "step_sd": 0.15, "level_step_sd": 0.08},
+    "small": {"prompts_per_step": 12, "n_graded": None, "task_sd": 0.5, "step_sd": 0.05, "level_step_sd": 0.03},
+}
+#: the reference study's split and its published per-level early and late slopes and starts
+STUDY_SPLIT = 46.0
+
+
+@dataclass(frozen=True)
+class TrialsSetting:
+    """The plateau model on per-trial data that is NOT drawn from the model.
+
+    :func:`saturation.simulate.simulate_plateau` draws every rollout: prompt groups of 8
+    sharing a task difficulty, a spurious-location rate that falls until the change
+    point (answer sizes change), step-level noise shared by the levels and per level, the
+    levels graded on the same trials. The expected F1 per step follows a hinge with the
+    study's starts and early gains (reached at ``changepoint``) and its published late
+    slopes; the fit is ``fit_plateau`` with its defaults (``shared`` as set).
+
+    Checks: coverage of the 94 % HDIs of the change point and the early and late slopes
+    per (profile, change point) ("sims" per cell); verdicts on steadily rising metrics
+    (rising at each level's early rate for the whole run; "null sims") and on data shaped
+    like the study (break 46, published slopes, 42,511 trials; "power sims"), with the
+    unknown break (default) and the known break 46.
+    """
+
+    changepoints: tuple[float, ...] = (20.0, 46.0, 70.0)
+    profiles: tuple[str, ...] = ("study", "noisy", "small")
+    shared: bool = True
+    chains: int = 4
+    draws: int = 500
+
+    @property
+    def rank_draws(self) -> int:
+        return self.chains * self.draws
+
+    @property
+    def checked(self) -> tuple[str, ...]:
+        return TRIALS_PARAMS
+
+
+def study_levels(changepoint: float = STUDY_SPLIT, *, rising: bool = False) -> tuple[Any, ...]:
+    """Level specs shaped like the study: its published starts, its early gains (the
+    published early slope x 46) reached at ``changepoint``, its late slopes, the replica's
+    answer-size settings; ``rising``: the early slope for the whole run (no change point),
+    started lower so that the line ends where the study's early segment ends."""
+    from saturation.replica import SWESMITH_SPEC, load_reference
+
+    ref = load_reference()["saturation"]["levels"]
+    out = []
+    for spec in SWESMITH_SPEC.levels:
+        r = ref[spec.name]
+        early = r["early_slope"] * STUDY_SPLIT / changepoint
+        if rising:
+            top = r["start"] + r["early_slope"] * STUDY_SPLIT
+            out.append(replace(spec, start=top - r["early_slope"] * (SWESMITH_SPEC.n_steps - 1),
+                               early_slope=r["early_slope"], late_slope=r["early_slope"], changepoint=1e9))
+        else:
+            out.append(replace(spec, start=r["start"], early_slope=early, changepoint=changepoint,
+                               late_slope=r["late_slope"]))
+    return tuple(out)
+
+
+def run_trials_task(task: dict[str, Any]) -> dict[str, Any]:
+    """One per-trial simulation and its default fit(s): per-level coverage and verdicts."""
+    import warnings
+
+    from saturation.models import ConvergenceWarning, SamplerConfig, fit_plateau
+    from saturation.simulate import PlateauSpec, simulate_plateau
+
+    raw: dict[str, Any] = task["setting"]
+    setting = TrialsSetting(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+    kind, profile = task["kind"], task["profile"]
+    cp = float(task["effect"]) if kind == "coverage" else STUDY_SPLIT
+    levels = study_levels(cp, rising=kind == "rising")
+    spec = PlateauSpec(levels=levels, run=f"trials-{kind}", **PROFILES[profile])
+    seed = int(task["seed"]) * 100_003 + int(task["sim"]) * 7 + {"coverage": 0, "rising": 1, "study": 2}[kind]
+    start = time.perf_counter()
+    ds, _ = simulate_plateau(spec, seed=seed)
+    sampler = SamplerConfig(chains=setting.chains, draws=setting.draws, sampler="exact")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fit = fit_plateau(ds, shared=setting.shared, sampler=sampler, seed=seed)
+        known = fit_plateau(ds, breakpoint=STUDY_SPLIT, sampler=sampler, seed=seed) if kind == "study" else None
+    records = []
+    for lv in levels:
+        est = fit.estimands["levels"][lv.name]
+        inside = {}
+        for p in TRIALS_PARAMS:
+            true = {"changepoint": lv.changepoint, "early_slope": lv.early_slope, "late_slope": lv.late_slope}[p]
+            lo, hi = est[p]["hdi"]
+            inside[p] = bool(lo <= true <= hi) if kind == "coverage" else False
+        records.append({"level": lv.name, "inside": inside, "verdict": est["verdict"],
+                        "verdict_known": known.estimands["levels"][lv.name]["verdict"] if known else "",
+                        "changepoint_mean": est["changepoint"]["mean"]})
+    return {"kind": kind, "profile": profile, "effect": cp, "sim": task["sim"], "records": records,
+            "seconds": time.perf_counter() - start,
+            "converged": bool(fit.diagnostics["converged"] and (known is None or known.diagnostics["converged"]))}
+
+
+def make_trials_tasks(*, sims: int, null_sims: int, power_sims: int, seed: int,
+                      setting: TrialsSetting) -> list[dict[str, Any]]:
+    base = {"seed": seed, "setting": asdict(setting), "model": "plateau-trials"}
+    tasks = [{**base, "kind": "coverage", "profile": pr, "effect": float(c), "sim": i}
+             for pr in setting.profiles for c in setting.changepoints for i in range(sims)]
+    tasks += [{**base, "kind": "rising", "profile": "study", "effect": STUDY_SPLIT, "sim": i} for i in range(null_sims)]
+    tasks += [{**base, "kind": "study", "profile": "study", "effect": STUDY_SPLIT, "sim": i} for i in range(power_sims)]
+    return tasks
+
+
+def trials_dataset(results: list[dict[str, Any]], failures: list[dict[str, Any]], setting: TrialsSetting,
+                   seconds: float) -> xr.Dataset:
+    """One row per (simulation, level): kind, profile, true change point, HDI coverage and verdicts."""
+    rows = [(r, rec) for r in sorted(results, key=lambda r: (r["kind"], r["profile"], r["effect"], r["sim"]))
+            for rec in r["records"]]
+    params = list(TRIALS_PARAMS)
+    ds = xr.Dataset(
+        {"kind": (("fit",), np.array([r["kind"] for r, _ in rows], dtype=object)),
+         "profile": (("fit",), np.array([r["profile"] for r, _ in rows], dtype=object)),
+         "true_changepoint": (("fit",), np.array([r["effect"] for r, _ in rows], dtype=float)),
+         "sim_index": (("fit",), np.array([r["sim"] for r, _ in rows], dtype=np.int64)),
+         "level": (("fit",), np.array([rec["level"] for _, rec in rows], dtype=object)),
+         "inside_hdi": (("fit", "param"), np.array([[rec["inside"][p] for p in params] for _, rec in rows],
+                                                   dtype=bool).reshape(-1, len(params))),
+         "verdict": (("fit",), np.array([rec["verdict"] for _, rec in rows], dtype=object)),
+         "verdict_known_break": (("fit",), np.array([rec["verdict_known"] for _, rec in rows], dtype=object)),
+         "changepoint_mean": (("fit",), np.array([rec["changepoint_mean"] for _, rec in rows], dtype=float)),
+         "converged": (("fit",), np.array([r["converged"] for r, _ in rows], dtype=bool))},
+        coords={"fit": np.arange(len(rows)), "param": params})
+    ds.attrs.update({"model": "plateau-trials", "setting": json.dumps(asdict(setting)), "rank_draws": setting.rank_draws,
+                     "failures": json.dumps(failures), "n_failed": len(failures), "seconds": round(seconds, 1),
+                     "hdi_prob": S.HDI_PROB, S.ATTR_VERSION: __version__,
+                     "not_converged": int(sum(not r["converged"] for r in results))})
+    return ds
+
+
+#: verdicts that say "it stopped rising"; the false-alarm and power checks count these
+STOPPED = ("plateaued", "slowed")
+#: the verdict calibration targets (issue 19): rising lines at most 5 % stopped, study-shaped
+#: data at least 80 %
+MAX_FALSE_STOP, MIN_STUDY_STOP = 0.05, 0.80
+#: the coverage target of the 94 % HDIs on data that is not the model
+MIN_COVERAGE = 0.90
+
+
+def trials_table(ds: xr.Dataset) -> pd.DataFrame:
+    """Coverage per (profile, change point, parameter); the stopped rate on rising lines
+    and on study-shaped data (unknown and known break); the verdict counts."""
+    rows = []
+    kind, profile = ds["kind"].to_numpy(), ds["profile"].to_numpy()
+    cps = ds["true_changepoint"].to_numpy()
+    blank = {"p_value": np.nan, "coverage_p": np.nan, "p_adjusted": np.nan}
+    for pr in dict.fromkeys(profile[kind == "coverage"]):
+        for c in sorted(set(cps[(kind == "coverage") & (profile == pr)])):
+            sel = (kind == "coverage") & (profile == pr) & (cps == c)
+            for p in ds["param"].values:
+                k, m = int(ds["inside_hdi"].sel(param=p).to_numpy()[sel].sum()), int(sel.sum())
+                lo, hi = _beta_interval(k, m)
+                rows.append({"check": f"coverage {p}, {pr}, change point {c:g}", "n": m, "value": k / m,
+                             "interval_low": lo, "interval_high": hi, **blank, "passes": bool(k / m >= MIN_COVERAGE),
+                             "meaning": f"share of 94 % HDIs holding the truth (want >= {MIN_COVERAGE})"})
+    for name, sel, var, want_max in (
+        ("rising lines called plateaued or slowed", kind == "rising", "verdict", True),
+        ("study-shaped data called plateaued or slowed (unknown break)", kind == "study", "verdict", False),
+        ("study-shaped data called plateaued or slowed (known break 46)", kind == "study", "verdict_known_break", False),
+    ):
+        if not sel.any():
+            continue
+        v = ds[var].to_numpy()[sel]
+        k, m = int(np.isin(v, STOPPED).sum()), int(sel.sum())
+        lo, hi = _beta_interval(k, m)
+        counts = ", ".join(f"{verdict}: {int((v == verdict).sum())}" for verdict in _verdicts() if (v == verdict).any())
+        target = (f"want <= {MAX_FALSE_STOP}" if want_max else f"want >= {MIN_STUDY_STOP}")
+        rows.append({"check": name, "n": m, "value": k / m, "interval_low": lo, "interval_high": hi, **blank,
+                     "passes": bool(k / m <= MAX_FALSE_STOP) if want_max else bool(k / m >= MIN_STUDY_STOP),
+                     "meaning": f"{target}; verdicts {counts}"})
+    return pd.DataFrame(rows)
+
+
+def _verdicts() -> tuple[str, ...]:
+    from saturation.models.plateau import VERDICTS
+
+    return VERDICTS
+
+
+Setting = PlateauSetting | TransferSetting | PassAtKSetting | TrialsSetting
 #: each model's default setting (its ``checked`` property names the SBC quantities)
 SETTINGS: dict[str, type[Setting]] = {"plateau": PlateauSetting, "transfer": TransferSetting,
-                                      "pass-at-k": PassAtKSetting}
+                                      "pass-at-k": PassAtKSetting, "plateau-trials": TrialsSetting}
 
 
 def make_tasks(model: str, *, sims: int, null_sims: int, power_sims: int, seed: int,
@@ -525,6 +719,8 @@ def make_tasks(model: str, *, sims: int, null_sims: int, power_sims: int, seed: 
     """The task list of one calibration run."""
     if model not in MODELS:
         raise ValueError(f"calibration is implemented for {list(MODELS)}; {model!r} is not (yet)")
+    if isinstance(setting, TrialsSetting):
+        return make_trials_tasks(sims=sims, null_sims=null_sims, power_sims=power_sims, seed=seed, setting=setting)
     base = {"seed": seed, "setting": asdict(setting), "model": model}
     tasks = [{**base, "kind": "sbc", "sim": i} for i in range(sims)]
     if model != "plateau" or getattr(setting, "n_levels", 1) > 1:  # SBC and coverage only: the null and
@@ -548,7 +744,8 @@ def execute(tasks: list[dict[str, Any]], *, scheduler: str | None = None, worker
 
 def _label(task: dict[str, Any]) -> str:
     effect = f"-{task['effect']:g}" if "effect" in task else ""
-    return f"{task['kind']}{effect}-{task['sim']}"
+    profile = f"-{task['profile']}" if "profile" in task else ""
+    return f"{task['kind']}{profile}{effect}-{task['sim']}"
 
 
 # ------------------------------------------------------------------ results
@@ -710,6 +907,9 @@ def calibrate(model: str = "plateau", *, sims: int = 200, null_sims: int = 100, 
     start = time.perf_counter()
     results, failures = execute(tasks, scheduler=scheduler, workers=workers, progress=progress)
     seconds = time.perf_counter() - start
+    if isinstance(setting, TrialsSetting):
+        ds = trials_dataset(results, failures, setting, seconds)
+        return Calibration(ds, trials_table(ds), failures, seconds)
     ds = to_dataset(results, failures, setting, seconds)
     return Calibration(ds, verdict_table(ds), failures, seconds)
 
@@ -729,12 +929,13 @@ def write_outputs(cal: Calibration, out: str | Any) -> list[Any]:
     paths = [out / "calibration.nc"]
     cal.dataset.to_netcdf(paths[0], engine="h5netcdf")
     paths += write_table(cal.table, out / "verdict", f"Calibration of the {cal.dataset.attrs['model']} model")
-    if cal.dataset.sizes["sim"]:
+    if cal.dataset.sizes.get("sim", 0):
         fig = plot_ranks(cal.dataset)
         paths += save_figure(fig, out / "ranks")
         plt.close(fig)
-    summary = {"model": cal.dataset.attrs["model"], "sims": int(cal.dataset.sizes["sim"]),
-               "checks": int(cal.dataset.sizes["check"]), "failed_tasks": cal.failures,
+    summary = {"model": cal.dataset.attrs["model"], "sims": int(cal.dataset.sizes.get("sim", 0)),
+               "checks": int(cal.dataset.sizes.get("check", cal.dataset.sizes.get("fit", 0))),
+               "failed_tasks": cal.failures,
                "seconds": round(cal.seconds, 1), "setting": json.loads(cal.dataset.attrs["setting"]),
                "verdict": json.loads(cal.table.to_json(orient="records"))}
     (out / "calibration.json").write_text(json.dumps(summary, indent=1) + "\n")

@@ -69,17 +69,18 @@ def _normal_stats(y: np.ndarray, var_mean: np.ndarray, x: np.ndarray, m0: np.nda
     """log p(y | c, tau) marginal over beta, and A, b of the conditional; for every tau
     (G,) and candidate (C): shapes (G, C), (G, C, p, p), (G, C, p)."""
     n_c, n_t, p = x.shape
+    p0 = np.broadcast_to(p0, (n_c, p))
     v = var_mean[None, :] + tau[:, None] ** 2  # (G, T)
     w = 1.0 / v
     r = y[None, :] - x @ m0  # (C, T)
     xx = (x[:, :, :, None] * x[:, :, None, :]).transpose(1, 0, 2, 3).reshape(n_t, -1)
-    a = (w @ xx).reshape(len(tau), n_c, p, p) + np.diag(p0)
+    a = (w @ xx).reshape(len(tau), n_c, p, p) + p0[:, :, None] * np.eye(p)
     b = (w @ (x * r[:, :, None]).transpose(1, 0, 2).reshape(n_t, -1)).reshape(len(tau), n_c, p)
     rwr = w @ (r * r).T  # (G, C)
     chol = np.linalg.cholesky(a)
     logdet = 2 * np.log(np.diagonal(chol, axis1=-2, axis2=-1)).sum(-1)
     z = np.linalg.solve(chol, b[..., None])[..., 0]
-    logml = -0.5 * (np.log(2 * np.pi * v).sum(-1)[:, None] - np.log(p0).sum() + logdet + rwr - (z * z).sum(-1))
+    logml = -0.5 * (np.log(2 * np.pi * v).sum(-1)[:, None] - np.log(p0).sum(-1) + logdet + rwr - (z * z).sum(-1))
     return logml, a, b
 
 
@@ -146,7 +147,8 @@ class Level:
         x = self.x[c_idx]  # (D, T, p)
         w = 1.0 / (self.var_mean[None, :] + tau[:, None] ** 2)
         r = self.y[None, :] - x @ self.m0
-        a = np.einsum("dt,dtp,dtq->dpq", w, x, x) + np.diag(self.p0)
+        p0 = np.broadcast_to(self.p0, (self.x.shape[0], self.x.shape[2]))[c_idx]  # (D, p)
+        a = np.einsum("dt,dtp,dtq->dpq", w, x, x) + p0[:, :, None] * np.eye(p0.shape[1])
         b = np.einsum("dt,dtp->dp", w * r, x)
         chol = np.linalg.cholesky(a)
         mean = self.m0 + np.linalg.solve(a, b[..., None])[..., 0]
@@ -155,16 +157,61 @@ class Level:
         return tau, beta
 
 
+def curve_prior(priors: dict[str, np.ndarray], j: int, jump: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Prior means (p,) and sds (C, p) of level ``j``'s curve parameters in :func:`design`'s
+    column order; the late slope's sd is per candidate (``PlateauPriors.resolve``)."""
+    m0 = np.array([priors["start_mu"][j], priors["level_mu"][j], 0.0] + ([0.0] if jump else []))
+    late = np.asarray(priors["late_slope_sd"][j], dtype=float).reshape(-1)
+    cols = [np.full(late.shape, priors["start_sd"][j]), np.full(late.shape, priors["level_sd"][j]), late]
+    if jump:
+        cols.append(np.full(late.shape, priors["jump_sd"][j]))
+    return m0, np.stack(cols, axis=-1)
+
+
+def hinge_line_log_bf(y: np.ndarray, var_mean: np.ndarray, steps: np.ndarray, grid: np.ndarray,
+                      priors: dict[str, np.ndarray], jump: bool) -> np.ndarray:
+    r"""log Bayes factor of the change-point curve against a straight line, per level.
+
+    Both are Gaussian on the same per-step means with the same variance model
+    (:math:`s_t^2/n_t + \tau^2`, :math:`\tau \sim HalfNormal`). The line is parameterised
+    by its values at the first and the last step with the change-point model's priors
+    on the start and on the value at the change point; the change-point model averages
+    over ``grid`` with a uniform prior. Exact up to the tau quadrature.
+    """
+    x = design(steps, grid, float(steps[0]), jump)
+    out = np.empty(y.shape[0])
+    for j in range(y.shape[0]):
+        m0, sd0 = curve_prior(priors, j, jump)
+        tau_sd = float(priors["tau_sd"][j])
+        out[j] = (log_evidence(y[j], var_mean[j], x, m0, sd0, tau_sd)
+                  - log_evidence(y[j], var_mean[j], design_line(steps), m0[:2], sd0[:1, :2], tau_sd))
+    return out
+
+
+def log_evidence(y: np.ndarray, var_mean: np.ndarray, x: np.ndarray, m0: np.ndarray, sd0: np.ndarray,
+                 tau_sd: float) -> float:
+    """log p(y) of one level under designs ``x`` (C, T, p) with a uniform prior over the C
+    designs: the curve parameters integrated analytically and tau by quadrature (the
+    exact marginal likelihood used for Bayes factors between curve shapes)."""
+    level = Level(y, var_mean, x, m0, sd0, tau_sd)
+    return float(special.logsumexp(level.log_m) + np.log(level.du) - np.log(x.shape[0]))
+
+
 def sample_gaussian_exact(
     *, y: np.ndarray, var_mean: np.ndarray, steps: np.ndarray, grid: np.ndarray, priors: dict[str, np.ndarray],
     jump: bool, pooled: bool, spread_sd: float, levels: list[str], chains: int, draws: int, seed: int,
+    evidence_weight: float = 1.0,
 ) -> tuple[az.InferenceData, dict[str, Any]]:
     """Independent posterior draws of the Gaussian plateau model.
 
     Same model and variable names as ``plateau.build_plateau_model`` with
     ``likelihood="gaussian"``: ``start``, ``value_at_changepoint``, ``late_slope``,
     ``jump`` (with ``jump``), ``tau`` (dims level) and ``changepoint_spread`` (pooled).
-    ``priors`` is ``PlateauPriors.resolve``'s output. Returns (InferenceData, timings).
+    ``priors`` is ``PlateauPriors.resolve``'s output. Pooled: the common change point
+    and the spread see the levels' evidence raised to ``evidence_weight``
+    (``plateau.level_dependence``); each level's change point given them, and its curve
+    given its change point, see that level's data at full weight. Returns
+    (InferenceData, timings).
     """
     t_start = time.perf_counter()
     rng = np.random.default_rng([seed, 20261130])
@@ -173,10 +220,7 @@ def sample_gaussian_exact(
     n_draws = chains * draws
     lv = []
     for j in range(len(levels)):
-        m0 = np.array([priors["start_mu"][j], priors["level_mu"][j], 0.0] + ([0.0] if jump else []))
-        sd0 = np.array([priors["start_sd"][j], priors["level_sd"][j], priors["late_slope_sd"][j]]
-                       + ([priors["jump_sd"][j]] if jump else []))
-        lv.append(Level(y[j], var_mean[j], x, m0, sd0, float(priors["tau_sd"][j])))
+        lv.append(Level(y[j], var_mean[j], x, *curve_prior(priors, j, jump), float(priors["tau_sd"][j])))
     post: dict[str, np.ndarray] = {}
     if pooled:
         log_m = np.stack([level.log_m for level in lv])  # (L, C)
@@ -190,7 +234,7 @@ def sample_gaussian_exact(
             w /= w.sum(axis=2, keepdims=True)  # p(c | c0, s): (G, C0, C)
             with np.errstate(divide="ignore"):
                 per_level = np.log(w @ m_scaled.T)  # (G, C0, L)
-            return per_level.sum(axis=2) + (_log_halfnormal(np.exp(u), spread_sd) + u)[:, None]
+            return evidence_weight * per_level.sum(axis=2) + (_log_halfnormal(np.exp(u), spread_sd) + u)[:, None]
 
         u, du, lp = _scale_grid(logpost, np.log(1e-3), np.log(8.0 * spread_sd))
         g, c0 = np.divmod(_pick_one(rng, lp, n_draws), len(grid))

@@ -23,7 +23,7 @@ conditional :math:`p(c\\mid\\theta, y)` and averaged (Rao-Blackwellised).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
@@ -38,7 +38,7 @@ from scipy import special, stats
 
 from saturation import __version__, curves
 from saturation import schema as S
-from saturation.models._exact import sample_gaussian_exact, sample_rows
+from saturation.models._exact import hinge_line_log_bf, sample_gaussian_exact, sample_rows
 from saturation.models._sampling import (
     SamplerConfig,
     diagnostics,
@@ -55,6 +55,75 @@ BOUNDED_STATS = ("n0", "n1", "slogy", "slog1my")
 #: default region of practical equivalence: the late segment gains less than this (metric
 #: units) over the whole late window
 DEFAULT_ROPE = 0.01
+#: default relative ROPE: the late gain is also "flat" when it is within this share of the
+#: early gain (docs/calibration.md "Verdicts" for how it was chosen)
+DEFAULT_ROPE_RELATIVE = 0.2
+#: the per-level plateau verdicts, in the order the rule tries them (:func:`plateau_verdict`)
+VERDICTS = ("no change point", "undetermined", "plateaued", "slowed", "still rising")
+
+
+@dataclass(frozen=True)
+class VerdictRule:
+    """Thresholds of the one plateau decision rule (:func:`plateau_verdict`).
+
+    Chosen from calibration on per-trial simulations that are not the model
+    (docs/calibration.md "Verdicts"): on steadily rising metrics at most 5 % "plateaued" or
+    "slowed"; on data shaped like the reference study at least 80 %.
+    """
+
+    #: "no change point" when the straight line is favoured: BF(change point : line) below this
+    bf_line: float = 1.0
+    #: ... or when more than this posterior mass sits on the outermost candidates
+    edge_mass: float = 0.5
+    edge_candidates: int = 3
+    #: nothing can plateau before it rose: P(early slope > 0) at least this
+    p_rise: float = 0.95
+    #: "plateaued": P(late gain inside the ROPE) at least this
+    p_flat: float = 0.90
+    #: "slowed": P(late slope < slow_ratio x early slope) at least p_slow
+    slow_ratio: float = 0.5
+    p_slow: float = 0.95
+    #: "still rising": P(late slope > 0) at least this
+    p_still: float = 0.95
+
+
+def plateau_verdict(est: dict[str, Any], rule: VerdictRule | None = None, *,
+                    known_break: bool = False) -> dict[str, str]:
+    """The verdict of one level from its estimands (the one rule the CLI, the report and
+    calibrate use).
+
+    In order: "no change point" (unknown break only: the straight line has the larger
+    marginal likelihood, or the change-point mass piles on the outermost candidates);
+    "undetermined" when the early slope is not decisively positive (nothing to plateau
+    from); "plateaued" (late gain inside the ROPE); "slowed" (late slope decisively below
+    ``slow_ratio`` x the early slope, flatness not confirmed); "still rising" (late slope
+    decisively positive, not slower); otherwise "undetermined". Returns ``{"verdict",
+    "reason"}``.
+    """
+    rule = rule or VerdictRule()
+    bf = est.get("bf_changepoint_vs_line")
+    if not known_break:
+        if bf is not None and bf < rule.bf_line:
+            return {"verdict": "no change point",
+                    "reason": f"a straight line fits better (BF change point : line = {bf:.2g})"}
+        if est.get("edge_mass", 0.0) > rule.edge_mass:
+            return {"verdict": "no change point",
+                    "reason": f"{est['edge_mass']:.0%} of the change-point mass on the outermost "
+                              f"{rule.edge_candidates} candidate steps (no break inside the run)"}
+    if est["p_early_positive"] < rule.p_rise:
+        return {"verdict": "undetermined",
+                "reason": f"no decisive early rise (P(early slope > 0) = {est['p_early_positive']:.2f})"}
+    if est["p_flat"] >= rule.p_flat:
+        return {"verdict": "plateaued", "reason": f"P(late gain inside the ROPE) = {est['p_flat']:.2f}"}
+    if est["p_slowed"] >= rule.p_slow:
+        return {"verdict": "slowed",
+                "reason": f"P(late slope < {rule.slow_ratio:g} x early slope) = {est['p_slowed']:.2f}; "
+                          f"flatness not confirmed (P(late gain inside the ROPE) = {est['p_flat']:.2f})"}
+    if est["p_late_positive"] >= rule.p_still:
+        return {"verdict": "still rising", "reason": f"P(late slope > 0) = {est['p_late_positive']:.2f}"}
+    return {"verdict": "undetermined",
+            "reason": f"neither flat (P = {est['p_flat']:.2f}), clearly slower (P = {est['p_slowed']:.2f}) "
+                      f"nor clearly rising (P(late slope > 0) = {est['p_late_positive']:.2f})"}
 
 _NP = SimpleNamespace(log=np.log, gammaln=special.gammaln, cumsum=np.cumsum, exp=np.exp)
 _PT = SimpleNamespace(log=pt.log, gammaln=pt.gammaln, cumsum=pt.cumsum, exp=pt.exp)
@@ -206,9 +275,18 @@ class PlateauPriors:
     * start :math:`a \sim N(\text{mean of the first 3 steps}, r)` (centre ``start_mu`` if given);
     * value at the change point :math:`h \sim N(\text{mean of the last third}, r)` (centre
       ``level_mu`` if given);
-    * late slope :math:`\beta_2 \sim N(0, 2r/T)` (a late gain of twice the observed range
-      over the whole run is one prior sd); the Savage-Dickey Bayes factor for
-      :math:`\beta_2 = 0` depends on this width (wider prior -> larger BF01);
+    * late slope, given the change point :math:`c`: a unit-information prior
+      :math:`\beta_2 \mid c \sim N\big(0,\; \hat\sigma^2 N / \sum_{t \ge c}(t - c)^2\big)`
+      (as informative as one of the N steps; :math:`\hat\sigma` the level's noise from
+      the median absolute step-to-step change, :math:`1.4826\,\mathrm{med}|\Delta\bar y|/\sqrt2`).
+      A fixed width (``late_slope_sd``, or the former default :math:`2r/T`) lets the
+      Occam factor of the late slope grow towards the last steps, where the few late
+      points cannot pin the slope and its posterior is its prior: on per-trial data that
+      is not the model that put the change point late (18 of 19 misses later than the
+      truth) and, pooled over levels, concentrated it there (docs/calibration.md). With
+      the unit-information width the Occam factor is the same at every candidate. The
+      Savage-Dickey Bayes factor for :math:`\beta_2 = 0` uses the prior density at 0
+      averaged over the candidates;
     * jump :math:`\delta \sim N(0, r)`;
     * overdispersion :math:`\tau \sim HalfNormal(r)`; the within-step variance of each
       per-step mean is plugged in from the sufficient statistics (:math:`s_t^2/n_t`;
@@ -232,23 +310,34 @@ class PlateauPriors:
     tau_sd: float | None = None
     spread_sd: float = 5.0
 
-    def resolve(self, data: StepData, likelihood: str = "gaussian") -> dict[str, np.ndarray]:
-        """Numeric prior parameters per level. For ``likelihood="zoib"`` the curve lives on
-        the logit scale: centres are logits and widths are divided by m (1 - m) (the
-        slope of the logistic at the level's mean m, clipped to [0.05, 0.95])."""
+    def resolve(self, data: StepData, likelihood: str = "gaussian",
+                grid: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Numeric prior parameters per level; ``late_slope_sd`` is (levels, candidates)
+        for the change-point candidates ``grid`` (default: the first step, i.e. the slope
+        of a line over the whole run). For ``likelihood="zoib"`` the curve lives on the
+        logit scale: centres are logits and widths are divided by m (1 - m) (the slope of
+        the logistic at the level's mean m, clipped to [0.05, 0.95])."""
         out = self._resolve(data)
+        grid = np.asarray(data.steps[:1] if grid is None else grid, dtype=float)
+        late = np.sum(np.maximum(data.steps[None, :] - grid[:, None], 0.0) ** 2, axis=1)  # (C,)
+        unit = out["noise_sd"][:, None] * np.sqrt(len(data.steps) / np.maximum(late, 1e-12))[None, :]
+        fixed = out["late_slope_sd"][:, None]
+        out["late_slope_sd"] = np.where(np.isfinite(fixed), fixed, unit)
         if likelihood == "zoib":
             m = np.clip(np.nanmean(data.y, axis=1), 0.05, 0.95)
             scale = 1.0 / (m * (1 - m))
             out.update(start_mu=special.logit(np.clip(out["start_mu"], 0.01, 0.99)),
                        level_mu=special.logit(np.clip(out["level_mu"], 0.01, 0.99)),
                        start_sd=out["start_sd"] * scale, level_sd=out["level_sd"] * scale,
-                       late_slope_sd=out["late_slope_sd"] * scale, jump_sd=out["jump_sd"] * scale)
+                       late_slope_sd=out["late_slope_sd"] * scale[:, None], jump_sd=out["jump_sd"] * scale,
+                       noise_sd=out["noise_sd"] * scale)
         return out
 
     def _resolve(self, data: StepData) -> dict[str, np.ndarray]:
         rng = np.maximum(np.ptp(data.y, axis=1), 0.01)
-        span = max(float(data.steps[-1] - data.steps[0]), 1.0)
+        with np.errstate(invalid="ignore"):
+            noise = 1.4826 * np.nanmedian(np.abs(np.diff(data.y, axis=1)), axis=1) / np.sqrt(2)
+        noise = np.maximum(np.nan_to_num(noise, nan=0.0), 1e-3 * rng)
 
         def pick(value: float | None, default: np.ndarray) -> np.ndarray:
             return np.full(len(data.levels), float(value)) if value is not None else default
@@ -258,7 +347,8 @@ class PlateauPriors:
             "start_sd": pick(self.start_sd, rng),
             "level_mu": pick(self.level_mu, data.y[:, -max(3, data.y.shape[1] // 3):].mean(axis=1)),
             "level_sd": pick(self.level_sd, rng),
-            "late_slope_sd": pick(self.late_slope_sd, 2 * rng / span),
+            "late_slope_sd": pick(self.late_slope_sd, np.full(len(data.levels), np.nan)),
+            "noise_sd": noise,
             "jump_sd": pick(self.jump_sd, rng),
             "tau_sd": pick(self.tau_sd, rng),
         }
@@ -377,18 +467,30 @@ class PlateauConfig:
     continuity: str = "hinge"
     likelihood: str = "gaussian"
     rope: float = DEFAULT_ROPE
+    #: relative ROPE: the late gain is also flat within +-rope_relative x the early gain
+    #: (None: the absolute ROPE alone)
+    rope_relative: float | None = DEFAULT_ROPE_RELATIVE
+    rule: VerdictRule = field(default_factory=VerdictRule)
     priors: PlateauPriors = field(default_factory=PlateauPriors)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     headroom_ceiling: float | None = 1.0
+    #: pooled model: weight of the levels' combined evidence on the common change point;
+    #: None estimates it from the data (:func:`level_dependence`), 1.0 treats the levels
+    #: as independent (the behaviour before 2026-12-01)
+    evidence_weight: float | None = None
 
     def validate(self) -> None:
         problems = []
+        if self.evidence_weight is not None and not 0 < self.evidence_weight <= 1:
+            problems.append(f"evidence_weight must lie in (0, 1], got {self.evidence_weight}")
         if self.continuity not in CONTINUITIES:
             problems.append(f"continuity must be one of {CONTINUITIES}, got {self.continuity!r}")
         if self.likelihood not in LIKELIHOODS:
             problems.append(f"likelihood must be one of {LIKELIHOODS}, got {self.likelihood!r}")
         if not self.rope > 0:
             problems.append(f"rope must be positive (metric units), got {self.rope}")
+        if self.rope_relative is not None and not self.rope_relative > 0:
+            problems.append(f"rope_relative must be positive (a share of the early gain), got {self.rope_relative}")
         if self.priors.min_segment < 2:
             problems.append("priors.min_segment must be >= 2")
         if problems:
@@ -404,17 +506,21 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
     if config.likelihood == "zoib" and data.bounded is None:
         raise ValueError(f"likelihood='zoib' needs per-trial values of {data.response!r} in [0, 1] "
                          "(trials or aggregates with <var>_n0/_n1/_slogy/_slog1my); a logged series cannot use it")
-    pri = config.priors.resolve(data, config.likelihood)
+    grid = _grid(data, config)
+    pri = config.priors.resolve(data, config.likelihood, grid=grid)
+    # the late slope's prior sd depends on the change point: a base prior at the median
+    # width, corrected per candidate inside the mixture (exact: sum_c p(c) N(b | sd_c) L_c)
+    pri["late_slope_ref"] = np.median(pri["late_slope_sd"], axis=1)
     n_levels = data.y.shape[0]
     t0 = float(data.steps[0])
     known = config.breakpoint is not None
-    grid = _grid(data, config)
     values = {
         "y": data.y, "n": np.where(np.isfinite(data.n), data.n, 1e12), "t": data.steps,
         "grid": grid, "var_mean": data.var_mean, "t0": np.asarray(t0),
         "k": data.k if data.k is not None else np.zeros_like(data.y),
         **(data.bounded if config.likelihood == "zoib" and data.bounded is not None else {}),
         **{f"prior_{k}": v for k, v in pri.items()},
+        "evidence_weight": np.asarray(evidence_weight(data, config)),
     }
     coords = {S.LEVEL: data.levels, S.STEP: data.steps}
     pooled = _pooled(config, n_levels)
@@ -422,7 +528,7 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
         d = {name: pm.Data(name, v) for name, v in values.items()}
         start = pm.Normal("start", d["prior_start_mu"], d["prior_start_sd"], dims=S.LEVEL)
         level_c = pm.Normal("value_at_changepoint", d["prior_level_mu"], d["prior_level_sd"], dims=S.LEVEL)
-        late = pm.Normal("late_slope", 0.0, d["prior_late_slope_sd"], dims=S.LEVEL)
+        late = pm.Normal("late_slope", 0.0, d["prior_late_slope_ref"], dims=S.LEVEL)
         params: dict[str, Any] = {"start": start[:, None, None], "value_at_changepoint": level_c[:, None, None],
                                   "late_slope": late[:, None, None]}
         if config.continuity == "jump":
@@ -450,16 +556,28 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
             ll = step_loglik(_PT, obs, d["t"][None, None, :], d["grid"][None, :, None], params, d["t0"],
                              config.likelihood)
             ll_c = ll.sum(axis=2)  # (L, C): log p(y_l | c, theta)
+        ll_c = ll_c + late_prior_ratio(pt, late[:, None], d["prior_late_slope_sd"], d["prior_late_slope_ref"][:, None])
         if pooled:
             spread = pm.HalfNormal("changepoint_spread", config.priors.spread_sd)
             logw = _pooled_logw(pt, d["grid"], _effective_spread(pt, spread), _logsumexp)  # (C0, C)
             # sum over levels of log sum_c w(c | c0) p(y_l | c): 2-D per level (C0, C)
             joint = _logsumexp(logw[None, :, :] + ll_c[:, None, :], axis=2).sum(axis=0)  # (C0,)
-            total = _logsumexp(joint, axis=0) - pt.log(float(len(grid)))
+            # correlated levels: the common change point sees their evidence with weight w
+            # (level_dependence); the rest of each level's data keeps weight 1 through the
+            # separate-change-point term, so every level's own parameters are not tempered
+            separate = (_logsumexp(ll_c, axis=1) - pt.log(float(len(grid)))).sum()
+            w_ev = d["evidence_weight"]
+            total = w_ev * (_logsumexp(joint, axis=0) - pt.log(float(len(grid)))) + (1 - w_ev) * separate
         else:
             total = (_logsumexp(ll_c, axis=1) - pt.log(float(len(grid)))).sum()
         pm.Potential("likelihood", total)
     return model, values
+
+
+def late_prior_ratio(xp: Any, b2: Any, sd: Any, ref: Any) -> Any:
+    """log N(b2 | 0, sd) - log N(b2 | 0, ref): the per-candidate late-slope prior relative
+    to the base prior of the PyMC model (broadcasting)."""
+    return xp.log(ref / sd) - 0.5 * b2**2 * (1.0 / sd**2 - 1.0 / ref**2)
 
 
 def _grid(data: StepData, config: PlateauConfig) -> np.ndarray:
@@ -469,6 +587,13 @@ def _grid(data: StepData, config: PlateauConfig) -> np.ndarray:
     if not (data.steps[0] < config.breakpoint <= data.steps[-1]):
         raise ValueError(f"breakpoint {config.breakpoint} outside the observed steps {data.steps[0]}..{data.steps[-1]}")
     return np.array([float(config.breakpoint)])
+
+
+def evidence_weight(data: StepData, config: PlateauConfig) -> float:
+    """The pooled model's evidence weight (:func:`level_dependence`; 1 unless pooled)."""
+    if not _pooled(config, len(data.levels)):
+        return 1.0
+    return config.evidence_weight if config.evidence_weight is not None else level_dependence(data.y)[1]
 
 
 def _pooled(config: PlateauConfig, n_levels: int) -> bool:
@@ -482,6 +607,37 @@ def _grid_positions(steps: np.ndarray, grid: np.ndarray) -> np.ndarray:
     if not np.array_equal(steps[np.minimum(idx, len(steps) - 1)], grid) or idx.min() < 1:
         raise ValueError("change-point candidates must be observed steps after the first")
     return idx
+
+
+def level_dependence(y: np.ndarray) -> tuple[np.ndarray, float]:
+    r"""Correlation of the levels' noise and the weight of their pooled evidence.
+
+    The levels of one run are graded on the same trials: a step whose prompts happened to
+    be easy raises every level at once, so their per-step residuals are correlated (about
+    0.55-0.7 in the per-trial simulator; more in real runs, where an entity hit implies a
+    file hit). Treating L correlated levels as L independent pieces of evidence about a
+    shared change point made the pooled posterior overconfident (94 % HDI coverage 0.79 on
+    misspecified per-trial data, docs/calibration.md).
+
+    Returns the correlation matrix :math:`R` of the step-to-step changes
+    :math:`\Delta\bar y_{lt}` (differencing removes the slowly varying curve and keeps
+    the noise's cross-correlation; negative entries are set to 0) and the weight
+    :math:`w = L / \mathbf 1^\top R \mathbf 1 \in [1/L, 1]`: the effective number of
+    independent levels is :math:`wL` (the design-effect formula; magnitude-adjusted
+    composite likelihood, Ribatet, Cooley & Davison 2012).
+    """
+    y = np.asarray(y, dtype=float)
+    n_levels = y.shape[0]
+    if n_levels < 2 or y.shape[1] < 4:
+        return np.eye(n_levels), 1.0
+    d = np.diff(y, axis=1)
+    d = d[:, np.isfinite(d).all(axis=0)]
+    sd = d.std(axis=1)
+    if d.shape[1] < 3 or np.any(sd == 0):
+        return np.eye(n_levels), 1.0
+    r = np.clip(np.corrcoef(d), 0.0, 1.0)
+    np.fill_diagonal(r, 1.0)
+    return r, float(n_levels / r.sum())
 
 
 def _effective_spread(xp: Any, spread: Any) -> Any:
@@ -528,12 +684,16 @@ class PlateauFit:
         probabilities and Bayes factor (in ``mean``). ``attrs['converged']`` is set."""
         rows = []
         for level, est in self.estimands["levels"].items():
-            for name in ("changepoint", "early_slope", "late_slope", "start", "value_at_changepoint", "end", "headroom", "late_gain"):
+            for name in ("changepoint", "early_slope", "late_slope", "start", "value_at_changepoint", "end", "headroom",
+                         "early_gain", "late_gain", "slowdown_ratio"):
                 if name in est and est[name] is not None:
                     e = est[name]
                     rows.append({"level": level, "estimand": name, "mean": e["mean"], "sd": e["sd"],
                                  "hdi_low": e["hdi"][0], "hdi_high": e["hdi"][1]})
-            for name in ("p_early_positive", "p_late_in_rope", "bf01_late_zero"):
+            for name in ("p_early_positive", "p_late_in_rope", "p_flat", "p_slowed", "bf01_late_zero",
+                         "bf_changepoint_vs_line"):
+                if est.get(name) is None:
+                    continue
                 rows.append({"level": level, "estimand": name, "mean": est[name], "sd": np.nan,
                              "hdi_low": np.nan, "hdi_high": np.nan})
         table = pd.DataFrame(rows)
@@ -550,7 +710,8 @@ class PlateauFit:
                      "response": self.data.response, "synthetic": self.data.summary.get("synthetic", "")},
             "model": {"breakpoint": "unknown" if cfg.breakpoint is None else cfg.breakpoint,
                       "shared": cfg.shared, "continuity": cfg.continuity, "likelihood": cfg.likelihood,
-                      "rope": cfg.rope, "min_segment": cfg.priors.min_segment, "hdi_prob": S.HDI_PROB},
+                      "rope": cfg.rope, "rope_relative": cfg.rope_relative, "min_segment": cfg.priors.min_segment,
+                      "hdi_prob": S.HDI_PROB, "rule": asdict(cfg.rule)},
             "levels": self.estimands["levels"],
             "together": self.estimands.get("together"),
             "diagnostics": dict(self.diagnostics),
@@ -568,6 +729,8 @@ def fit_plateau(
     continuity: str = "hinge",
     likelihood: str = "gaussian",
     rope: float = DEFAULT_ROPE,
+    rope_relative: float | None = DEFAULT_ROPE_RELATIVE,
+    rule: VerdictRule | None = None,
     priors: PlateauPriors | None = None,
     sampler: SamplerConfig | None = None,
     seed: int = 0,
@@ -601,6 +764,11 @@ def fit_plateau(
     rope : float
         Region of practical equivalence for the late segment, in metric units: the late
         segment is "flat" when its total gain over the late window is within +-rope.
+    rope_relative : float or None
+        Also flat when the late gain is within +-rope_relative x the early gain (the gain
+        from the start to the change point); None: the absolute ROPE alone.
+    rule : VerdictRule, optional
+        Thresholds of the per-level verdict (:func:`plateau_verdict`).
     seed : int
         Seeds the sampler and the post-processing; same seed and data give the same numbers.
 
@@ -610,7 +778,8 @@ def fit_plateau(
     """
     config = PlateauConfig(
         response=response, levels=tuple(levels) if levels else None, breakpoint=breakpoint, shared=shared,
-        continuity=continuity, likelihood=likelihood, rope=rope, priors=priors or PlateauPriors(),
+        continuity=continuity, likelihood=likelihood, rope=rope, rope_relative=rope_relative,
+        rule=rule or VerdictRule(), priors=priors or PlateauPriors(),
         sampler=sampler or SamplerConfig(), headroom_ceiling=headroom_ceiling,
     )
     config.validate()
@@ -618,10 +787,10 @@ def fit_plateau(
     if config.sampler.sampler in ("auto", "exact") and config.likelihood == "gaussian":
         grid = _grid(sd, config)
         idata, timings = sample_gaussian_exact(
-            y=sd.y, var_mean=sd.var_mean, steps=sd.steps, grid=grid, priors=config.priors.resolve(sd),
+            y=sd.y, var_mean=sd.var_mean, steps=sd.steps, grid=grid, priors=config.priors.resolve(sd, grid=grid),
             jump=config.continuity == "jump", pooled=_pooled(config, len(sd.levels)),
             spread_sd=config.priors.spread_sd, levels=sd.levels, chains=config.sampler.chains,
-            draws=config.sampler.draws, seed=seed)
+            draws=config.sampler.draws, seed=seed, evidence_weight=evidence_weight(sd, config))
     else:
         model, values = build_plateau_model(sd, config)
         grid = values["grid"]
@@ -633,7 +802,9 @@ def fit_plateau(
                            "changepoint_spread")
                if v in idata.posterior]
     diag = diagnostics(idata, sampled)
-    estimands = _estimands(idata, sd, config, grid, seed)
+    log_bf = (hinge_line_log_bf(sd.y, sd.var_mean, sd.steps, grid, config.priors.resolve(sd, grid=grid),
+                                config.continuity == "jump") if config.likelihood == "gaussian" else None)
+    estimands = _estimands(idata, sd, config, grid, seed, log_bf)
     _attach(idata, sd, config, diag, grid)
     fit = PlateauFit(idata, config, sd, estimands, diag, timings)
     warn_if_not_converged(diag, f"plateau fit ({sd.response}, levels {sd.levels})")
@@ -662,9 +833,10 @@ def _param_draws(idata: az.InferenceData, likelihood: str) -> dict[str, Any]:
 
 
 def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, grid: np.ndarray,
-               seed: int) -> dict[str, Any]:
+               seed: int, log_bf: np.ndarray | None = None) -> dict[str, Any]:
     """Change-point posterior (exact conditional per draw), derived draws and estimands."""
     rng = np.random.default_rng([seed, 7])
+    pri = config.priors.resolve(data, config.likelihood, grid=grid)
     t = data.steps
     t0, t_last = float(t[0]), float(t[-1])
     n_levels, n_grid = len(data.levels), len(grid)
@@ -673,6 +845,7 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
     pooled = _pooled(config, n_levels)
     spread_draws = (idata.posterior["changepoint_spread"].stack(sample=("chain", "draw")).to_numpy()
                     if pooled else np.zeros(0))
+    corr, w_ev = level_dependence(data.y)[0], evidence_weight(data, config)
     obs = {"y": data.y, "n": np.where(np.isfinite(data.n), data.n, 1e12),
            "k": data.k if data.k is not None else np.zeros_like(data.y), **(data.bounded or {})}
     cps = np.empty((n_samples, n_levels))
@@ -697,6 +870,8 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
             ll_c = step_loglik(_NP, {k_: v[None, :, None, :] for k_, v in obs.items()},
                                t[None, None, None, :], grid[None, None, :, None], pb, t0,
                                config.likelihood).sum(axis=3)  # (D, L, C)
+        # the late slope's prior depends on the change point: p(c | theta, y) includes it
+        ll_c = ll_c + stats.norm.logpdf(p["late_slope"][sl][:, :, None], 0.0, pri["late_slope_sd"][None])
         m = ll_c.shape[0]
         # conditional of each level's change point given the parameters: e * w / norm
         e = np.exp(ll_c - ll_c.max(axis=2, keepdims=True))  # (D, L, C), max 1 per row
@@ -706,7 +881,7 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
             w /= w.sum(axis=2, keepdims=True)  # p(c_l | c0, s): (D, C0, C)
             per_level = np.einsum("dzc,dlc->dlz", w, e)  # sum_c p(c | c0) p(y_l | c) / max: (D, L, C0)
             with np.errstate(divide="ignore"):
-                log_c0 = np.log(per_level).sum(axis=1)  # (D, C0), up to a per-draw constant
+                log_c0 = w_ev * np.log(per_level).sum(axis=1)  # (D, C0), up to a per-draw constant
             p_c0 = np.exp(log_c0 - log_c0.max(axis=1, keepdims=True))
             p_c0 /= p_c0.sum(axis=1, keepdims=True)
             # mass: sum_z p(c0 = z) p(c_l = c | z) = e * sum_z p(z) w[z, c] / per_level[z]
@@ -727,7 +902,6 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
         pointwise[sl] = step_loglik(_NP, {k_: v[None] for k_, v in obs.items()}, t[None, None, :],
                                     cps[sl][:, :, None], pj, t0, config.likelihood)
     mass /= n_samples
-    pri = config.priors.resolve(data, config.likelihood)
     out: dict[str, Any] = {"levels": {}}
     early_draws = np.empty_like(cps)
     for j, level in enumerate(data.levels):
@@ -748,11 +922,18 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
         b1 = (h - a) / (c - t0)
         early_draws[:, j] = b1
         in_rope = np.abs(late_gain) < config.rope
+        early_gain = h - a
+        in_rope_rel = (np.abs(late_gain) < config.rope_relative * np.abs(early_gain)
+                       if config.rope_relative is not None else np.zeros_like(in_rope))
+        flat = in_rope | in_rope_rel
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = b2 / b1
+        ratio = ratio[np.isfinite(ratio)]
         # Savage-Dickey: posterior density of the late slope at 0 over its prior density at 0
         # (of the hinge's own late slope, whose prior is known; zero there is zero late gain)
         b2_hinge = p["late_slope"][:, j]
         post_density = float(stats.gaussian_kde(b2_hinge)(0.0)[0]) if np.std(b2_hinge) > 0 else np.inf
-        bf01 = post_density / stats.norm.pdf(0.0, 0.0, float(pri["late_slope_sd"][j]))
+        bf01 = post_density / float(np.mean(stats.norm.pdf(0.0, 0.0, pri["late_slope_sd"][j])))
         est: dict[str, Any] = {
             "changepoint": interval(c) if config.breakpoint is None else None,
             "changepoint_mass": {str(int(g_)): float(m_) for g_, m_ in zip(grid, mass[j], strict=True)},
@@ -765,9 +946,20 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
             "late_gain": interval(late_gain),
             "p_early_positive": float(np.mean(b1 > 0)),
             "p_late_in_rope": float(np.mean(in_rope)),
+            "p_late_in_rope_relative": float(np.mean(in_rope_rel)) if config.rope_relative is not None else None,
+            "p_flat": float(np.mean(flat)),
+            "early_gain": interval(early_gain),
+            "late_gain_upper": float(interval(late_gain)["hdi"][1]),
+            "slowdown_ratio": interval(ratio) if ratio.size > 1 else None,
+            "p_slowed": float(np.mean(b2 < config.rule.slow_ratio * b1)),
+            "p_late_positive": float(np.mean(b2 > 0)),
+            "edge_mass": float(mass[j, : config.rule.edge_candidates].sum() + mass[j, -config.rule.edge_candidates:].sum())
+            if config.breakpoint is None and n_grid > 2 * config.rule.edge_candidates else 0.0,
+            "bf_changepoint_vs_line": float(np.exp(np.clip(log_bf[j], -700, 700))) if log_bf is not None else None,
             "bf01_late_zero": float(bf01),
-            "p_plateaued_by_step": {str(int(s_)): float(np.mean((c <= s_) & in_rope)) for s_ in t},
+            "p_plateaued_by_step": {str(int(s_)): float(np.mean((c <= s_) & flat)) for s_ in t},
         }
+        est.update(plateau_verdict(est, config.rule, known_break=config.breakpoint is not None))
         if config.continuity == "jump":
             est["jump"] = interval(np.asarray(dj))
         out["levels"][level] = est
@@ -777,6 +969,8 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
             "changepoint_range": interval(spread),
             "p_range_le_2_steps": float(np.mean(spread <= 2)),
             "changepoint_spread_parameter": interval(spread_draws) if pooled else None,
+            "evidence_weight": w_ev if pooled else None,
+            "level_correlation": corr.round(4).tolist() if pooled else None,
         }
     shape = (idata.posterior.sizes["chain"], idata.posterior.sizes["draw"])
     derived = {
@@ -855,7 +1049,8 @@ def fit_alternative(
 ) -> az.InferenceData:
     """Fit a no-change-point alternative (Gaussian on per-step means, same variance model).
 
-    ``kind="linear"``: :math:`\\mu(t) = a + \\beta (t - t_0)`, :math:`\\beta \\sim N(0, 2r/T)`.
+    ``kind="linear"``: :math:`\\mu(t) = a + \\beta (t - t_0)`, :math:`\\beta` with the
+    unit-information prior of :class:`PlateauPriors` for a segment over the whole run.
     ``kind="exponential"``: :math:`\\mu(t) = A - (A - a) e^{-(t - t_0)/k}`, asymptote
     :math:`A \\sim N(\\text{last third}, r)`, :math:`\\log k \\sim N(\\log(T/4), 1)`.
     Returns InferenceData with a pointwise ``log_likelihood`` (level, step) for LOO.
@@ -864,6 +1059,7 @@ def fit_alternative(
         raise ValueError(f"kind must be one of {ALTERNATIVES}")
     sampler = sampler or SamplerConfig()
     pri = (priors or PlateauPriors()).resolve(data)
+    pri["late_slope_sd"] = pri["late_slope_sd"][:, 0]  # the slope of a line over the whole run
     t0 = float(data.steps[0])
     span = max(float(data.steps[-1] - data.steps[0]), 1.0)
     values = {"y": data.y, "t": data.steps, "var_mean": data.var_mean, "t0": np.asarray(t0),
@@ -950,20 +1146,21 @@ def plateau_prior_predictive(
     config = config or PlateauConfig()
     sd = data if isinstance(data, StepData) else step_data(data, response=response, levels=levels)
     rng = np.random.default_rng([seed, 11])
-    pri = config.priors.resolve(sd)
     n_levels = len(sd.levels)
     t = sd.steps
     t0 = float(t[0])
     grid = (np.array([float(config.breakpoint)]) if config.breakpoint is not None
             else candidate_grid(t, config.priors.min_segment))
+    pri = config.priors.resolve(sd, grid=grid)
 
     def normal(mu: np.ndarray, sd_: np.ndarray) -> np.ndarray:
         return rng.normal(mu, sd_, size=(draws, n_levels))[..., None]
 
-    c = rng.choice(grid, size=(draws, n_levels))[..., None]
+    c_idx = rng.integers(0, len(grid), size=(draws, n_levels))
+    c = grid[c_idx][..., None]
     start = normal(pri["start_mu"], pri["start_sd"])
     level = normal(pri["level_mu"], pri["level_sd"])
-    late = normal(np.zeros(n_levels), pri["late_slope_sd"])
+    late = (rng.standard_normal((draws, n_levels)) * pri["late_slope_sd"][np.arange(n_levels), c_idx])[..., None]
     jump = normal(np.zeros(n_levels), pri["jump_sd"]) if config.continuity == "jump" else 0.0
     tau = np.abs(normal(np.zeros(n_levels), pri["tau_sd"]))
     mu = _mean_curve(t[None, None, :], c, start, level, late, jump, t0)
