@@ -18,6 +18,7 @@ from saturation.replica import (
     EMBEDDED_TRIALS,
     KNOWN_MISSES,
     build_embedded,
+    code_contests_checks,
     content_hash,
     data_dir,
     load_embedded,
@@ -98,9 +99,6 @@ def test_code_contests_series_endpoints(reference):
     g1 = ds.sel({S.RUN: "code-contests-g1"}).dropna(S.STEP)
     assert base.sizes[S.STEP] == runs["Qwen3-8B base"]["steps"]
     assert g1.sizes[S.STEP] == runs["g1"]["steps"]
-    # plateau level of base reward (steps after 15) and g1 entropy trend
-    assert float(base["reward_mean"].sel({S.STEP: slice(16, None)}).mean()) == pytest.approx(0.50, abs=0.03)
-    ent = g1["policy_entropy"].values
-    assert ent[:5].mean() == pytest.approx(0.074, abs=0.004)
-    assert ent[-5:].mean() == pytest.approx(0.062, abs=0.004)
+    # base reward flat after step 15 within the published +-0.01, the other published ends
+    assert code_contests_checks(ds) == []
     assert ds["pass_at_k"].attrs["metric_name"] == "reward/avg_pass_at_8"

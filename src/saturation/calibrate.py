@@ -592,8 +592,8 @@ def run_trials_task(task: dict[str, Any]) -> dict[str, Any]:
     from saturation.models import ConvergenceWarning, SamplerConfig, fit_plateau
     from saturation.simulate import PlateauSpec, simulate_plateau
 
-    raw: dict[str, Any] = task["setting"]
-    setting = TrialsSetting(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in task["setting"].items()}
+    setting = TrialsSetting(**fields)
     kind, profile = task["kind"], task["profile"]
     cp = float(task["effect"]) if kind == "coverage" else STUDY_SPLIT
     levels = study_levels(cp, rising=kind == "rising")

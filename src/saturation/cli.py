@@ -345,23 +345,35 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
     sampler = _sampler_args(args)
     fit = fit_plateau(ds, levels=levels, response=args.response, run=args.run, breakpoint=args.breakpoint,
                       shared=not args.separate, continuity=args.continuity, likelihood=args.likelihood,
-                      rope=args.rope, seed=args.seed, sampler=sampler)
+                      rope=args.rope, rope_relative=args.rope_relative or None, seed=args.seed, sampler=sampler)
     out = fit.to_dict()
     if out["data"].get("synthetic"):
         _print(f"NOTE: {out['data']['synthetic']}")
     m = out["model"]
-    _print(f"plateau model: response {fit.data.response}, breakpoint {m['breakpoint']}, "
-           f"{'shared' if m['shared'] else 'separate'} change points, {m['continuity']}, "
-           f"{m['likelihood']} likelihood, ROPE +-{m['rope']} (late gain), {int(S.HDI_PROB * 100)}% HDI")
+    rel = f" or +-{m['rope_relative']:g} x the early gain" if m["rope_relative"] is not None else ""
+    _print(f"plateau model: response {fit.data.response}; {m['description']}; ROPE: late gain within "
+           f"+-{m['rope']:g}{rel}; {int(S.HDI_PROB * 100)}% HDI")
     for level, e in out["levels"].items():
-        _print(f"  {level}")
-        _print(f"    change point      {_fmt(e['changepoint'], 1)}")
+        _print(f"  {level}: {e['verdict'].upper()} ({e['reason']})")
+        if e["changepoint"] is not None:
+            _print(f"    change point      {_fmt(e['changepoint'], 1)}")
         _print(f"    early slope       {_fmt(e['early_slope'], 5)}   P(>0) = {e['p_early_positive']:.3f}")
-        _print(f"    late slope        {_fmt(e['late_slope'], 5)}   P(late gain in ROPE) = {e['p_late_in_rope']:.3f}"
-               f"   BF01(late = 0) = {e['bf01_late_zero']:.2f}")
+        _print(f"    late slope        {_fmt(e['late_slope'], 5)}   BF01(late = 0) = {e['bf01_late_zero']:.2f}")
+        _print(f"    late gain         {_fmt(e['late_gain'], 4)}   94% upper bound {e['late_gain_upper']:.4f}; "
+               f"P(inside the ROPE) = {e['p_flat']:.3f}")
+        if e.get("slowdown_ratio"):
+            _print(f"    late/early slope  {_fmt(e['slowdown_ratio'], 2)}")
+        existence = []
+        if e.get("bf_changepoint_vs_line") is not None:
+            existence.append(f"BF(change point : straight line) = {e['bf_changepoint_vs_line']:.3g}")
+        if e.get("davies"):
+            existence.append(f"Davies' test p = {e['davies']['p_value']:.3g}")
+        if existence:
+            _print(f"    a break at all?   {'; '.join(existence)}")
         _print(f"    start -> end      {_fmt(e['start'], 3)} -> {_fmt(e['end'], 3)}")
         if e.get("headroom"):
             _print(f"    headroom          {_fmt(e['headroom'], 3)}")
+    _print(f"  verdict: {out['summary']}")
     if out.get("together"):
         tg = out["together"]
         _print(f"  levels stopped together? range of change points {_fmt(tg['changepoint_range'], 1)} steps; "
@@ -660,9 +672,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", help="run to analyse when the data hold several")
     p.add_argument("--breakpoint", type=float, help="known break step (default: unknown, marginalised)")
     p.add_argument("--separate", action="store_true", help="separate change points per level (default: pooled)")
-    p.add_argument("--continuity", choices=list(S.CONTINUITIES), default="hinge")
+    p.add_argument("--continuity", choices=list(S.CONTINUITIES), default=None,
+                   help="hinge (continuous) or jump (split model); default: jump for --breakpoint, else hinge")
     p.add_argument("--likelihood", choices=list(S.LIKELIHOODS), default="gaussian")
     p.add_argument("--rope", type=float, default=0.01, help="late-gain ROPE in metric units (default 0.01)")
+    p.add_argument("--rope-relative", type=float, default=0.2, metavar="SHARE",
+                   help="also flat when the late gain is within +-SHARE x the early gain (default 0.2; 0: off)")
     _add_sampler_args(p)
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")
     p.add_argument("--idata", metavar="PATH", help="write the InferenceData (netCDF)")

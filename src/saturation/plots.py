@@ -251,7 +251,8 @@ def plot_ppc(fit: Any, *, ax: Axes | None = None, seed: int = 0) -> Figure:
 def loo_data(table: pd.DataFrame) -> pd.DataFrame:
     """The ArviZ LOO comparison table with the model name as a column."""
     out = table.reset_index().rename(columns={"index": "model"})
-    return out[["model", "rank", "elpd_loo", "se", "elpd_diff", "dse", "weight", "warning"]]
+    extra = [c for c in ("loo_method", "caveat") if c in out]
+    return out[["model", "rank", "elpd_loo", "se", "elpd_diff", "dse", "weight", "warning", *extra]]
 
 
 def plot_loo(table: pd.DataFrame, *, ax: Axes | None = None) -> Figure:

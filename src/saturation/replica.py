@@ -114,7 +114,42 @@ CODE_CONTESTS_SPECS = (
         metadata={"model": "g1"},
     ),
 )
-CODE_CONTESTS_SEED = 20260813
+#: Seeds were tried in order from 20260813; 20260908 is the first (the 96th) that passes
+#: :func:`code_contests_checks` (base reward flat after step 15 within the published
+#: +-0.01, the published ends within the per-step noise) is used (docs/data.md).
+CODE_CONTESTS_SEED = 20260908
+#: the base run's published plateau: reward flat after this step (read from plots, +-0.01)
+CODE_CONTESTS_PLATEAU_STEP = 15
+
+
+def code_contests_checks(ds: xr.Dataset) -> list[str]:
+    """What the embedded code-contests series must show (docs/data.md); [] when it does.
+
+    Base run: split OLS at step 15 gives a late gain (slope x late span) within +-0.01 and
+    a late mean within 0.50 +- 0.01, the first three steps average 0.30 +- 0.03. g1: the
+    reward's first and last three steps average 0.47 and 0.41 +- 0.03, its entropy's
+    first and last five 0.074 and 0.062 +- 0.004.
+    """
+    from saturation.frequentist import split_ols
+
+    problems = []
+    base = ds.sel({S.RUN: "code-contests-base"}).dropna(S.STEP)
+    steps = base[S.STEP].to_numpy().astype(float)
+    y = base["reward_mean"].to_numpy()
+    late = split_ols(steps, y, CODE_CONTESTS_PLATEAU_STEP).loc["late"]
+    gain = float(late["slope"] * (steps[-1] - CODE_CONTESTS_PLATEAU_STEP))
+    checks = [("base late gain after step 15", gain, 0.0, 0.01),
+              ("base late mean", float(y[steps >= CODE_CONTESTS_PLATEAU_STEP].mean()), 0.50, 0.01),
+              ("base first 3 steps", float(y[:3].mean()), 0.30, 0.03)]
+    g1 = ds.sel({S.RUN: "code-contests-g1"}).dropna(S.STEP)
+    r, e = g1["reward_mean"].to_numpy(), g1["policy_entropy"].to_numpy()
+    checks += [("g1 reward first 3", float(r[:3].mean()), 0.47, 0.03), ("g1 reward last 3", float(r[-3:].mean()), 0.41, 0.03),
+               ("g1 entropy first 5", float(e[:5].mean()), 0.074, 0.004),
+               ("g1 entropy last 5", float(e[-5:].mean()), 0.062, 0.004)]
+    for name, value, target, tol in checks:
+        if abs(value - target) > tol:
+            problems.append(f"{name} {value:.4f}, want {target} +- {tol}")
+    return problems
 
 EMBEDDED_TRIALS = {
     "swesmith": "swesmith-codesearch.trials.csv.zst",

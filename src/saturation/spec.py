@@ -42,10 +42,10 @@ _STR, _NUM, _INT, _BOOL, _STRS = "string", "number", "integer", "boolean", "list
 
 MODEL_KEYS: dict[str, dict[str, str]] = {
     "plateau": {"levels": _STRS, "response": _STR, "run": _STR, "breakpoint": _NUM, "shared": _BOOL,
-                "continuity": _STR, "likelihood": _STR, "rope": _NUM, "compare": _STRS},
+                "continuity": _STR, "likelihood": _STR, "rope": _NUM, "rope_relative": _NUM, "compare": _STRS},
     "diagnose": {"levels": _STRS, "run": _STR},
     "series": {"runs": _STRS, "reference_runs": _STRS, "pass1": _STR, "passk": _STR, "entropy": _STR, "pass_rope": _NUM,
-               "entropy_rope": _NUM},
+               "entropy_rope": _NUM, "plateau_run": _STR, "plateau_after": _NUM},
     "transfer": {"reference": _STR, "arms": _STRS, "first_steps": _INT, "knot_every": _NUM, "walk": _STR,
                  "task_effects": _STR},
 }

@@ -38,6 +38,7 @@ from scipy import special, stats
 
 from saturation import __version__, curves
 from saturation import schema as S
+from saturation.frequentist import davies_test
 from saturation.models._exact import hinge_line_log_bf, sample_gaussian_exact, sample_rows
 from saturation.models._sampling import (
     SamplerConfig,
@@ -85,6 +86,21 @@ class VerdictRule:
     p_slow: float = 0.95
     #: "still rising": P(late slope > 0) at least this
     p_still: float = 0.95
+
+
+def verdict_summary(levels: dict[str, dict[str, Any]]) -> str:
+    """One sentence from the per-level verdicts, e.g. "2 of 3 levels stopped rising
+    (file plateaued, module slowed); entity still rising"."""
+    stopped = [f"{lv} {e['verdict']}" for lv, e in levels.items() if e["verdict"] in ("plateaued", "slowed")]
+    other = [f"{lv}: {e['verdict']}" for lv, e in levels.items() if e["verdict"] not in ("plateaued", "slowed")]
+    n = len(levels)
+    if len(stopped) == n:
+        head = f"{'All ' + str(n) + ' levels' if n > 1 else 'The metric'} stopped rising ({', '.join(stopped)})"
+    else:
+        head = f"{len(stopped)} of {n} {'levels' if n > 1 else 'metric'} stopped rising" + (
+            f" ({', '.join(stopped)})" if stopped else "")
+        head += "; " + "; ".join(other)
+    return head
 
 
 def plateau_verdict(est: dict[str, Any], rule: VerdictRule | None = None, *,
@@ -701,6 +717,23 @@ class PlateauFit:
         table.attrs["hdi_prob"] = S.HDI_PROB
         return table
 
+    def verdicts(self) -> dict[str, dict[str, str]]:
+        """Per level: ``{"verdict", "reason"}`` (:func:`plateau_verdict`)."""
+        return {lv: {"verdict": e["verdict"], "reason": e["reason"]} for lv, e in self.estimands["levels"].items()}
+
+    def describe_model(self) -> str:
+        """One line naming the model that was fitted (the CLI and the report print it)."""
+        cfg = self.config
+        if cfg.breakpoint is not None:
+            shape = ("split model: separate early and late lines with a jump at the break, as the study's split OLS"
+                     if cfg.continuity == "jump" else "continuous hinge at the break")
+            return f"known break at step {cfg.breakpoint:g} ({shape}), {cfg.likelihood} likelihood"
+        pooling = (f"change points pooled around a common one (evidence weight "
+                   f"{self.estimands['together']['evidence_weight']:.2f} for correlated levels)"
+                   if _pooled(cfg, len(self.data.levels)) else
+                   "separate change points" if len(self.data.levels) > 1 else "one change point")
+        return f"unknown break, {pooling}, {cfg.continuity}, {cfg.likelihood} likelihood"
+
     def to_dict(self) -> dict[str, Any]:
         """The public JSON shape (docs/plateau.md)."""
         cfg = self.config
@@ -708,11 +741,13 @@ class PlateauFit:
             "data": {"path": self.data.summary.get("sources"), "n_trials": self.data.summary.get("n_trials"),
                      "n_graded": self.data.summary.get("n_graded"), "steps": self.data.summary["steps"],
                      "response": self.data.response, "synthetic": self.data.summary.get("synthetic", "")},
-            "model": {"breakpoint": "unknown" if cfg.breakpoint is None else cfg.breakpoint,
+            "model": {"description": self.describe_model(),
+                      "breakpoint": "unknown" if cfg.breakpoint is None else cfg.breakpoint,
                       "shared": cfg.shared, "continuity": cfg.continuity, "likelihood": cfg.likelihood,
                       "rope": cfg.rope, "rope_relative": cfg.rope_relative, "min_segment": cfg.priors.min_segment,
                       "hdi_prob": S.HDI_PROB, "rule": asdict(cfg.rule)},
             "levels": self.estimands["levels"],
+            "summary": verdict_summary(self.estimands["levels"]),
             "together": self.estimands.get("together"),
             "diagnostics": dict(self.diagnostics),
         }
@@ -726,7 +761,7 @@ def fit_plateau(
     run: str | None = None,
     breakpoint: float | None = None,
     shared: bool = True,
-    continuity: str = "hinge",
+    continuity: str | None = None,
     likelihood: str = "gaussian",
     rope: float = DEFAULT_ROPE,
     rope_relative: float | None = DEFAULT_ROPE_RELATIVE,
@@ -749,8 +784,11 @@ def fit_plateau(
     shared : bool
         Several levels: pool their change points around a common one (True) or treat
         them separately (False).
-    continuity : {"hinge", "jump"}
-        Continuous hinge, or a jump at the break (the study's split OLS).
+    continuity : {"hinge", "jump"}, optional
+        Continuous hinge, or a jump at the break (the study's split OLS). Default: the
+        split model ("jump") for a known ``breakpoint``, the hinge for an unknown one; the
+        CLI and the report use the same default, so a known break runs the same model in
+        both.
     likelihood : {"gaussian", "binomial", "zoib"}
         Gaussian on per-step means (sufficient statistics, step overdispersion; default),
         beta-binomial on success counts for binary responses, or a zero-one-inflated Beta
@@ -778,7 +816,7 @@ def fit_plateau(
     """
     config = PlateauConfig(
         response=response, levels=tuple(levels) if levels else None, breakpoint=breakpoint, shared=shared,
-        continuity=continuity, likelihood=likelihood, rope=rope, rope_relative=rope_relative,
+        continuity=continuity or ("jump" if breakpoint is not None else "hinge"), likelihood=likelihood, rope=rope, rope_relative=rope_relative,
         rule=rule or VerdictRule(), priors=priors or PlateauPriors(),
         sampler=sampler or SamplerConfig(), headroom_ceiling=headroom_ceiling,
     )
@@ -957,6 +995,8 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
             if config.breakpoint is None and n_grid > 2 * config.rule.edge_candidates else 0.0,
             "bf_changepoint_vs_line": float(np.exp(np.clip(log_bf[j], -700, 700))) if log_bf is not None else None,
             "bf01_late_zero": float(bf01),
+            # the frequentist existence test R users know (segmented::davies.test on lm(y ~ step))
+            "davies": davies_test(t, data.y[j]) if np.isfinite(data.y[j]).sum() >= 5 else None,
             "p_plateaued_by_step": {str(int(s_)): float(np.mean((c <= s_) & flat)) for s_ in t},
         }
         est.update(plateau_verdict(est, config.rule, known_break=config.breakpoint is not None))
@@ -1093,6 +1133,62 @@ def fit_alternative(
     return idata
 
 
+def exact_loo(data: StepData, kind: str, config: PlateauConfig | None = None) -> np.ndarray:
+    """Exact leave-one-out predictive densities, (levels, steps), of a Gaussian model with
+    a closed-form marginal likelihood: log p(y_i | y_-i) = log p(y) - log p(y_-i).
+
+    ``kind``: "hinge" (the change-point model with separate change points, or a known
+    break) or "linear" (:func:`fit_alternative`'s line). The priors stay those resolved on
+    all the data; each deletion recomputes the marginal likelihood over every candidate
+    change point and the tau quadrature.
+    """
+    from saturation.models._exact import curve_prior, design, log_evidence
+
+    config = config or PlateauConfig()
+    if config.likelihood != "gaussian":
+        raise ValueError("exact LOO needs the Gaussian likelihood")
+    t = data.steps
+    if kind == "hinge":
+        if _pooled(config, len(data.levels)):
+            raise ValueError("exact LOO is implemented for separate change points or a known break, not pooled ones")
+        grid = _grid(data, config)
+        pri = config.priors.resolve(data, grid=grid)
+        x = design(t, grid, float(t[0]), config.continuity == "jump")
+    elif kind == "linear":
+        pri = config.priors.resolve(data)
+        x = np.stack([np.ones_like(t), t - t[0]], axis=-1)[None]
+    else:
+        raise ValueError(f"kind must be 'hinge' or 'linear', got {kind!r}")
+    out = np.empty(data.y.shape)
+    for j in range(len(data.levels)):
+        if kind == "hinge":
+            m0, sd0 = curve_prior(pri, j, config.continuity == "jump")
+        else:
+            m0 = np.array([pri["start_mu"][j], 0.0])
+            sd0 = np.array([[pri["start_sd"][j], pri["late_slope_sd"][j, 0]]])
+        tau_sd = float(pri["tau_sd"][j])
+        full = log_evidence(data.y[j], data.var_mean[j], x, m0, sd0, tau_sd)
+        for i in range(len(t)):
+            keep = np.arange(len(t)) != i
+            out[j, i] = full - log_evidence(data.y[j, keep], data.var_mean[j, keep], x[:, keep], m0, sd0, tau_sd)
+    return out
+
+
+def _elpd_exact(idata: az.InferenceData, loo_i: np.ndarray) -> Any:
+    """ArviZ's PSIS-LOO result with the pointwise values replaced by exact ones (the
+    Pareto k of the PSIS estimate are kept for reference; the warning is cleared)."""
+    res = az.loo(idata, pointwise=True)
+    flat = loo_i.reshape(-1)
+    ll = idata.log_likelihood["y"].stack(__sample__=("chain", "draw")).transpose("__sample__", ...).to_numpy()
+    lppd = special.logsumexp(ll.reshape(ll.shape[0], -1), axis=0) - np.log(ll.shape[0])
+    res["loo_i"] = res["loo_i"].copy(data=loo_i.reshape(res["loo_i"].shape))
+    res["elpd_loo"] = float(flat.sum())
+    res["se"] = float(np.sqrt(flat.size * np.var(flat)))
+    res["p_loo"] = float(lppd.sum() - flat.sum())
+    res["warning"] = False
+    return res
+
+
 def compare_plateau_models(
     data: xr.Dataset | StepData,
     *,
@@ -1108,15 +1204,20 @@ def compare_plateau_models(
 
     Notes
     -----
-    The change-point models' pointwise log-likelihood is conditional on the change point
-    drawn from its posterior in each draw (the marginal over the change point does not
-    factorise over steps); the alternatives have no latent change point. Pareto-k
-    warnings from ArviZ are part of the returned table (column ``warning``).
+    Gaussian models with a closed-form marginal likelihood get **exact** leave-one-out
+    values (:func:`exact_loo`): the hinge with separate change points (or a known break)
+    and the line. PSIS-LOO is unreliable for the change-point models, whose pointwise
+    log-likelihood is conditional on the change point drawn in each draw (Pareto k > 0.7
+    at most steps on the replica). The pooled hinge and the exponential curve keep PSIS;
+    the table's ``loo_method`` column says which, and ``caveat`` names the PSIS models with
+    Pareto k > 0.7 (their ELPD is not to be trusted).
     """
     sd = data if isinstance(data, StepData) else step_data(
         data, response=plateau_kwargs.pop("response", S.F1), levels=plateau_kwargs.pop("levels", None),
         run=plateau_kwargs.pop("run", None))
     fits: dict[str, az.InferenceData] = {}
+    elpd: dict[str, Any] = {}
+    method: dict[str, str] = {}
     for name in models:
         if name.startswith("hinge"):
             kw = dict(plateau_kwargs)
@@ -1124,10 +1225,26 @@ def compare_plateau_models(
                 kw["shared"] = False
             elif name == "hinge-shared":
                 kw["shared"] = True
-            fits[name] = fit_plateau(sd, seed=seed, sampler=sampler, **kw).idata
+            fit = fit_plateau(sd, seed=seed, sampler=sampler, **kw)
+            fits[name] = fit.idata
+            exact = fit.config.likelihood == "gaussian" and not _pooled(fit.config, len(sd.levels))
+            if exact:
+                elpd[name] = _elpd_exact(fit.idata, exact_loo(sd, "hinge", fit.config))
         else:
-            fits[name] = fit_alternative(sd, name, seed=seed, sampler=sampler)
-    table = az.compare(fits, ic="loo")
+            fits[name] = fit_alternative(sd, name, seed=seed, sampler=sampler, priors=plateau_kwargs.get("priors"))
+            exact = name == "linear"
+            if exact:
+                elpd[name] = _elpd_exact(fits[name], exact_loo(sd, "linear", PlateauConfig(
+                    priors=plateau_kwargs.get("priors") or PlateauPriors())))
+        if not exact:
+            elpd[name] = az.loo(fits[name], pointwise=True)
+        method[name] = "exact" if exact else "PSIS"
+    table = az.compare(elpd, ic="loo")
+    table["loo_method"] = [method[m] for m in table.index]
+    bad = [m for m in table.index if method[m] == "PSIS" and bool(np.any(np.asarray(elpd[m]["pareto_k"]) > 0.7))]
+    table["caveat"] = ["Pareto k > 0.7: PSIS estimate unreliable" if m in bad else "" for m in table.index]
+    table.attrs["caveat"] = (f"PSIS-LOO unreliable (Pareto k > 0.7) for {', '.join(bad)}; exact LOO for "
+                             f"{', '.join(m for m in table.index if method[m] == 'exact') or 'none'}" if bad else "")
     return table, fits
 
 
