@@ -90,8 +90,18 @@ def test_plateau_command_writes_the_json_contract(tmp_path, capsys):
     assert d["data"]["n_trials"] == 40 * 16 * 4
     lvl = d["levels"]["file"]
     assert {"changepoint", "early_slope", "late_slope", "start", "end", "headroom", "p_early_positive",
-            "p_late_in_rope", "bf01_late_zero", "p_plateaued_by_step"} <= set(lvl)
+            "p_late_in_rope", "bf01_late_zero", "p_plateaued_by_step", "verdict", "reason", "late_gain_upper",
+            "slowdown_ratio", "bf_changepoint_vs_line", "davies"} <= set(lvl)
+    assert lvl["verdict"] in ("plateaued", "slowed", "still rising", "no change point", "undetermined")
+    assert f"file: {lvl['verdict'].upper()}" in out and f"verdict: {d['summary']}" in out
     assert (tmp_path / "p.nc").stat().st_size > 0
+    # a known break runs the split model (as the report does) and prints no change-point pooling
+    rc = main(["plateau", str(path), "--breakpoint", "15", "--json", str(tmp_path / "k.json")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "known break at step 15 (split model" in out
+    assert "shared change points" not in out and "pooled" not in out and "    change point " not in out
+    assert json.loads((tmp_path / "k.json").read_text())["model"]["continuity"] == "jump"
 
 
 def test_diagnose_command_defaults_to_the_embedded_data(tmp_path, capsys):

@@ -109,6 +109,11 @@ def test_small_report_end_to_end_and_cache(tmp_path, monkeypatch):
     assert set(results["analyses"]) == set(names)
     plateau = results["analyses"]["plateau"]["results"]["plateau"]
     assert plateau["levels"]["file"]["changepoint"]["hdi"][0] is not None
+    # the headline and the sentences come from the model's verdicts (one rule)
+    assert plateau["summary"] in names["plateau"].verdict
+    for level, e in plateau["levels"].items():
+        assert any(d.startswith(f"{level}: {e['verdict']} ({e['reason']})") for d in names["plateau"].details)
+    assert "The study found every level" in names["plateau"].verdict
     assert set(results["analyses"]["plateau"]["results"]["ppc_coverage"]) == {"file", "module"}
 
     again = run_report([specs], out=out, progress=False)

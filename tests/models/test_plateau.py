@@ -279,3 +279,133 @@ def test_exact_sampler_agrees_with_nuts(case, kwargs):
             pe = np.array(list(e["changepoint_mass"].values()))
             pn = np.array(list(n["changepoint_mass"].values()))
             assert 0.5 * np.abs(pe - pn).sum() < 0.08, (case, level)  # total variation distance
+
+
+# ------------------------------------------------------------------ verdicts (issue 19)
+def _est(**kw):
+    base = {"bf_changepoint_vs_line": 50.0, "edge_mass": 0.0, "p_early_positive": 1.0, "p_flat": 0.2,
+            "p_slowed": 0.2, "p_late_positive": 0.5}
+    return {**base, **kw}
+
+
+@pytest.mark.parametrize(("kw", "known", "verdict"), [
+    ({"bf_changepoint_vs_line": 0.5}, False, "no change point"),
+    ({"bf_changepoint_vs_line": 0.5, "p_flat": 0.99}, True, "plateaued"),  # a known break is not questioned
+    ({"edge_mass": 0.7}, False, "no change point"),
+    ({"p_early_positive": 0.9, "p_flat": 0.99}, False, "undetermined"),
+    ({"p_flat": 0.9}, False, "plateaued"),
+    ({"p_flat": 0.89, "p_slowed": 0.95}, False, "slowed"),
+    ({"p_slowed": 0.94, "p_late_positive": 0.96}, False, "still rising"),
+    ({"p_slowed": 0.5, "p_late_positive": 0.9}, False, "undetermined"),
+    ({"bf_changepoint_vs_line": None}, False, "undetermined"),  # NUTS likelihoods: no exact BF
+])
+def test_verdict_rule_branches(kw, known, verdict):
+    """The one decision rule, on made-up numbers (every branch and its threshold)."""
+    out = plateau.plateau_verdict(_est(**kw), known_break=known)
+    assert out["verdict"] == verdict
+    assert out["reason"]
+
+
+def test_verdict_summary_sentence():
+    levels = {"file": {"verdict": "plateaued"}, "module": {"verdict": "slowed"}, "entity": {"verdict": "still rising"}}
+    assert plateau.verdict_summary(levels) == ("2 of 3 levels stopped rising (file plateaued, module slowed); "
+                                               "entity: still rising")
+    assert plateau.verdict_summary({"m": {"verdict": "slowed"}}) == "The metric stopped rising (m slowed)"
+
+
+def test_fit_carries_verdicts_and_their_numbers():
+    ds, _ = _sim(LevelSpec("file", 0.55, 0.015, 0.0, 20.0), seed=11)
+    fit = fit_plateau(ds, seed=1)
+    est = fit.estimands["levels"]["file"]
+    assert est["verdict"] in plateau.VERDICTS
+    assert est["verdict"] in ("plateaued", "slowed")
+    assert est["late_gain_upper"] == pytest.approx(est["late_gain"]["hdi"][1])
+    assert est["slowdown_ratio"]["hdi"][1] < 0.5
+    assert est["bf_changepoint_vs_line"] > 10
+    assert est["davies"]["p_value"] < 0.01
+    assert fit.to_dict()["levels"]["file"]["verdict"] == est["verdict"]
+    assert "stopped rising" in fit.to_dict()["summary"]
+
+
+def test_rising_line_is_no_change_point_by_exact_bayes_factor():
+    ds, _ = _sim(LevelSpec("file", 0.45, 0.008, 0.008, 1000.0), seed=5)
+    est = fit_plateau(ds, seed=1).estimands["levels"]["file"]
+    assert est["bf_changepoint_vs_line"] < 1
+    assert est["verdict"] == "no change point"
+
+
+def test_hinge_line_bayes_factor_is_the_ratio_of_marginal_likelihoods():
+    """The BF equals exp(log p(y | hinge) - log p(y | line)) computed from scipy's
+    multivariate normal at a fixed tau (the quadrature is checked elsewhere): here with
+    tau's prior concentrated so that the integral is one point."""
+    from saturation.models import _exact
+
+    rng = np.random.default_rng(4)
+    t = np.arange(30.0)
+    y = 0.5 + 0.01 * np.minimum(t, 12) + rng.normal(0, 0.01, 30)
+    var = np.full(30, 1e-4)
+    grid = candidate_grid(t, 5)
+    pri = {"start_mu": np.array([0.5]), "start_sd": np.array([0.2]), "level_mu": np.array([0.6]),
+           "level_sd": np.array([0.2]), "late_slope_sd": np.full((1, len(grid)), 0.01), "tau_sd": np.array([1e-6]),
+           "jump_sd": np.array([0.1])}
+    log_bf = _exact.hinge_line_log_bf(y[None], var[None], t, grid, pri, False)[0]
+    from scipy import special as sp
+    from scipy import stats as st
+
+    def lml(x, m0, sd0):
+        cov = np.diag(var) + x @ np.diag(sd0**2) @ x.T
+        return st.multivariate_normal(x @ m0, cov).logpdf(y)
+
+    xh = _exact.design(t, grid, 0.0, False)
+    m0 = np.array([0.5, 0.6, 0.0])
+    hinge = sp.logsumexp([lml(xh[c], m0, np.array([0.2, 0.2, 0.01])) for c in range(len(grid))]) - np.log(len(grid))
+    line = lml(_exact.design_line(t)[0], m0[:2], np.array([0.2, 0.2]))
+    assert log_bf == pytest.approx(hinge - line, abs=0.05)
+
+
+def test_level_dependence_weight():
+    rng = np.random.default_rng(0)
+    common = rng.normal(0, 1, 200)
+    y = np.stack([common + 0.3 * rng.normal(0, 1, 200) for _ in range(3)])  # strongly correlated levels
+    r, w = plateau.level_dependence(y)
+    assert r.shape == (3, 3) and np.all(r[~np.eye(3, dtype=bool)] > 0.8)
+    assert 1 / 3 <= w < 0.45
+    _, w_ind = plateau.level_dependence(rng.normal(0, 1, (3, 200)))
+    assert w_ind > 0.85
+    assert plateau.level_dependence(rng.normal(0, 1, (1, 50)))[1] == 1.0
+
+
+def test_unit_information_late_slope_prior():
+    """Per candidate: sd = noise x sqrt(N / sum_{t >= c} (t - c)^2); a fixed value overrides."""
+    ds, _ = _sim(LevelSpec("file", 0.55, 0.015, 0.0, 20.0), seed=11)
+    sd = step_data(ds)
+    grid = candidate_grid(sd.steps, 5)
+    pri = plateau.PlateauPriors().resolve(sd, grid=grid)
+    late = pri["late_slope_sd"][0]
+    assert late.shape == grid.shape and np.all(np.diff(late) > 0)  # shorter late segments: wider
+    expect = pri["noise_sd"][0] * np.sqrt(len(sd.steps) / ((sd.steps - grid[3]).clip(0) ** 2).sum())
+    assert late[3] == pytest.approx(expect)
+    fixed = plateau.PlateauPriors(late_slope_sd=0.002).resolve(sd, grid=grid)["late_slope_sd"]
+    assert np.all(fixed == 0.002)
+
+
+def test_exact_loo_matches_psis_where_pareto_k_is_small():
+    ds, _ = _sim(LevelSpec("file", 0.55, 0.015, 0.0, 20.0), seed=11)
+    sd = step_data(ds)
+    fit = fit_plateau(sd, seed=1, sampler=SamplerConfig(draws=2000, chains=4))
+    with pytest.warns(UserWarning, match="Pareto"):  # a few steps have k > 0.7: why exact LOO exists
+        psis = az.loo(fit.idata, pointwise=True)
+    exact = plateau.exact_loo(sd, "hinge", fit.config)
+    k = psis.pareto_k.to_numpy().reshape(exact.shape)
+    diff = np.abs(psis.loo_i.to_numpy().reshape(exact.shape) - exact)
+    assert np.median(diff[k < 0.5]) < 0.01
+    with pytest.raises(ValueError, match="kind"):
+        plateau.exact_loo(sd, "exponential")
+
+
+def test_known_break_defaults_to_the_split_model():
+    ds, _ = _sim(LevelSpec("file", 0.55, 0.015, 0.0, 20.0), seed=11)
+    fit = fit_plateau(ds, breakpoint=20)
+    assert fit.config.continuity == "jump"
+    assert "split model" in fit.describe_model()
+    assert fit_plateau(ds).config.continuity == "hinge"

@@ -23,6 +23,7 @@ conditional :math:`p(c\\mid\\theta, y)` and averaged (Rao-Blackwellised).
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -1177,7 +1178,9 @@ def exact_loo(data: StepData, kind: str, config: PlateauConfig | None = None) ->
 def _elpd_exact(idata: az.InferenceData, loo_i: np.ndarray) -> Any:
     """ArviZ's PSIS-LOO result with the pointwise values replaced by exact ones (the
     Pareto k of the PSIS estimate are kept for reference; the warning is cleared)."""
-    res = az.loo(idata, pointwise=True)
+    with warnings.catch_warnings():  # the PSIS estimate is replaced: its Pareto-k warning does not apply
+        warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto", category=UserWarning)
+        res = az.loo(idata, pointwise=True)
     flat = loo_i.reshape(-1)
     ll = idata.log_likelihood["y"].stack(__sample__=("chain", "draw")).transpose("__sample__", ...).to_numpy()
     lppd = special.logsumexp(ll.reshape(ll.shape[0], -1), axis=0) - np.log(ll.shape[0])
