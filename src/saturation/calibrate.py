@@ -10,9 +10,18 @@ For the plateau model (Gaussian likelihood on per-step means, unknown change poi
   given), so they do not depend on the simulated data.
 * **Coverage** of the 94 % HDI of every parameter on the same simulations.
 * **False-plateau rate**: steadily rising metrics (no change point) fitted with an unknown
-  change point; "plateau" is the report's rule (P(early slope > 0) >= 0.95 and P(late gain
-  inside the ROPE) >= 0.90).
+  change point; "plateau" is the model's verdict "plateaued" or "slowed"
+  (:func:`saturation.models.plateau.plateau_verdict`, the rule the CLI and the report use).
 * **Power**: true plateaus (break in the middle, flat after) at several effect sizes.
+
+For the plateau model on per-trial data that is NOT drawn from the model
+(``model="plateau-trials"``, :class:`TrialsSetting`): rollouts simulated one by one by
+:func:`saturation.simulate.simulate_plateau` (prompt groups sharing a task difficulty, a
+falling spurious-location rate, step noise shared by the levels), fitted with the
+defaults; coverage of the change point and slopes for early, middle and late change
+points under the study's, a noisy and a small design; verdicts on rising lines and on
+study-shaped data. SBC alone cannot find what this finds: it draws the data from the
+model's own prior.
 
 For the transfer model (``model="transfer"``): SBC and coverage of nine quantities (first
 and last knots, random-walk, task-effect and reward sds, the initial all-rollout gap) on

@@ -356,7 +356,8 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
     for level, e in out["levels"].items():
         _print(f"  {level}: {e['verdict'].upper()} ({e['reason']})")
         if e["changepoint"] is not None:
-            _print(f"    change point      {_fmt(e['changepoint'], 1)}")
+            note = "   (not a break: no change point inside the run)" if e["verdict"] == "no change point" else ""
+            _print(f"    change point      {_fmt(e['changepoint'], 1)}{note}")
         _print(f"    early slope       {_fmt(e['early_slope'], 5)}   P(>0) = {e['p_early_positive']:.3f}")
         _print(f"    late slope        {_fmt(e['late_slope'], 5)}   BF01(late = 0) = {e['bf01_late_zero']:.2f}")
         _print(f"    late gain         {_fmt(e['late_gain'], 4)}   94% upper bound {e['late_gain_upper']:.4f}; "
@@ -528,8 +529,13 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     if args.levels < 1:
         _print(f"--levels must be >= 1, got {args.levels}")
         return EXIT_USAGE
-    sbc_only = args.model != "plateau" or args.levels > 1
-    n = args.sims if sbc_only else args.sims + args.null_sims * 2 + args.power_sims * 3
+    from saturation.calibrate import TrialsSetting
+
+    trials = args.model == "plateau-trials"
+    sbc_only = args.model not in ("plateau", "plateau-trials") or args.levels > 1
+    cells = len(TrialsSetting().changepoints) * len(TrialsSetting().profiles)
+    n = (args.sims * cells + args.null_sims + args.power_sims if trials else
+         args.sims if sbc_only else args.sims + args.null_sims * 2 + args.power_sims * 3)
     bar = Progress(n, f"calibrate {args.model}", enabled=args.progress)
 
     def tick(done: int, total: int) -> None:
@@ -538,7 +544,12 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     where = args.scheduler or f"a LocalCluster with {args.workers} workers"
     checks = "" if sbc_only else (f", {args.null_sims} null and {args.power_sims} power simulations per effect "
                                   "size")
-    _print(f"calibrating the {args.model} model: {args.sims} SBC simulations{checks}, on {where}")
+    if trials:
+        _print(f"calibrating the plateau model on per-trial data that is not the model: {args.sims} simulations per "
+               f"(design, change point) cell x {cells} cells, {args.null_sims} rising lines, {args.power_sims} "
+               f"study-shaped data sets, on {where}")
+    else:
+        _print(f"calibrating the {args.model} model: {args.sims} SBC simulations{checks}, on {where}")
     overrides: dict[str, Any] = {"n_levels": args.levels} if args.levels > 1 else {}
     if args.misspecify_late_slope_sd:
         overrides["fit_late_slope_sd"] = args.misspecify_late_slope_sd
@@ -608,9 +619,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("calibrate", help="simulation-based calibration, HDI coverage, false-plateau rate and "
                                          "power of a model, run as dask tasks")
-    p.add_argument("model", choices=["plateau", "transfer", "pass-at-k"],
+    p.add_argument("model", choices=["plateau", "transfer", "pass-at-k", "plateau-trials"],
                    help="the model to calibrate (plateau: also the learning-diagnostics trends; transfer and "
-                        "pass-at-k: SBC and coverage only)")
+                        "pass-at-k: SBC and coverage only; plateau-trials: coverage and verdicts on per-trial "
+                        "data that is not the model, --sims per cell, --null-sims rising lines, --power-sims "
+                        "study-shaped data sets)")
     p.add_argument("--sims", type=_positive, default=200, help="SBC simulations (default 200)")
     p.add_argument("--null-sims", type=_non_negative, default=100, help="steadily rising null simulations per rise (default 100)")
     p.add_argument("--power-sims", type=_non_negative, default=50, help="true-plateau simulations per effect size (default 50)")

@@ -214,7 +214,9 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
     for level, e in est["levels"].items():
         ratio = e.get("slowdown_ratio")
         rows.append({"level": level, "verdict": e["verdict"],
-                     "change point": _fmt(e["changepoint"], 1) if e["changepoint"] else f"known ({kw['breakpoint']:g})",
+                     "change point": (f"known ({kw['breakpoint']:g})" if not e["changepoint"] else
+                                      "none inside the run" if e["verdict"] == "no change point" else
+                                      _fmt(e["changepoint"], 1)),
                      "early slope": _fmt(e["early_slope"], 5), "late slope": _fmt(e["late_slope"], 5),
                      "late gain": _fmt(e["late_gain"]), "late gain 94 % upper": e["late_gain_upper"],
                      "late / early slope": _fmt(ratio, 2), "P(late gain in ROPE)": e["p_flat"],
@@ -222,8 +224,10 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
                      "Davies p": e["davies"]["p_value"] if e.get("davies") else None,
                      "BF01 (late = 0)": e["bf01_late_zero"], "start": _fmt(e["start"]), "end": _fmt(e["end"]),
                      "headroom": _fmt(e["headroom"])})
-        where = (f"change point {e['changepoint']['mean']:.0f} [{e['changepoint']['hdi'][0]:.0f}, "
-                 f"{e['changepoint']['hdi'][1]:.0f}]" if e["changepoint"] else f"known break {kw['breakpoint']:g}")
+        where = (f"known break {kw['breakpoint']:g}" if not e["changepoint"] else
+                 "no change point inside the run" if e["verdict"] == "no change point" else
+                 f"change point {e['changepoint']['mean']:.0f} [{e['changepoint']['hdi'][0]:.0f}, "
+                 f"{e['changepoint']['hdi'][1]:.0f}]")
         exists = (f"; a break at all: BF(change point : line) = {e['bf_changepoint_vs_line']:.3g}, Davies' test "
                   f"p = {e['davies']['p_value']:.2g}" if e.get("bf_changepoint_vs_line") is not None and e.get("davies")
                   else "")
@@ -412,7 +416,7 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
         out.figure(plots.plot_entropy(series, ent, entropy=entropy), "entropy")
     verdict = "; ".join(f"{run}: {num['verdict']}" + (f", {ent.numbers['runs'][run]['verdict']}" if ent else "")
                         for run, num in rel.numbers["runs"].items()) + "."
-    from saturation.models.learning import _merge_diag
+    from saturation.models._sampling import merge_diagnostics
 
     diags = [p.diagnostics for p in parts]
     details = [v for p in parts for v in p.verdicts.values()]
@@ -434,7 +438,7 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
         details.insert(0, sentence)
         diags.append(fit.diagnostics)
         results["plateau_after"] = fit.to_dict()
-    diagnostics = _merge_diag(diags)
+    diagnostics = merge_diagnostics(diags)
     return {"verdict": verdict, "details": details, "diagnostics": diagnostics, "results": _json_safe(results)}
 
 

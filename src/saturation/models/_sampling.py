@@ -279,3 +279,11 @@ def stamp_attrs(idata: az.InferenceData, model: str, config: Any, data_summary: 
     }
     for group in idata.groups():
         getattr(idata, group).attrs.update(attrs)
+
+
+def merge_diagnostics(diags: list[dict[str, Any]]) -> dict[str, Any]:
+    """One diagnostics record for several fits: worst R-hat and ESS, summed divergences,
+    converged only when every fit converged."""
+    return {"rhat_max": max(d["rhat_max"] for d in diags), "ess_bulk_min": min(d["ess_bulk_min"] for d in diags),
+            "ess_tail_min": min(d["ess_tail_min"] for d in diags), "divergences": sum(d["divergences"] for d in diags),
+            "converged": all(d["converged"] for d in diags), "thresholds": diags[0]["thresholds"]}

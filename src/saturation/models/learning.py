@@ -39,6 +39,7 @@ from saturation.models._sampling import (
     SamplerConfig,
     diagnostics,
     interval,
+    merge_diagnostics,
     sample_model,
     warn_if_not_converged,
 )
@@ -161,7 +162,7 @@ def diagnose_cardinality(ds: xr.Dataset, *, levels: list[str] | None = None, run
         numbers[N_LOCATIONS] = _trend_summary(trends[N_LOCATIONS])
         verdicts[N_LOCATIONS] = f"predicted locations per answer: {_arrow(numbers[N_LOCATIONS])}."
     idata = _idata(trends, chains, {"diagnosis": "cardinality"})
-    diag = _merge_diag(diags)
+    diag = merge_diagnostics(diags)
     warn_if_not_converged(diag, "cardinality diagnosis")
     return Diagnosis("cardinality", verdicts, numbers, diag, idata)
 
@@ -227,7 +228,7 @@ def diagnose_reliability(series: xr.Dataset, *, runs: list[str] | None = None, p
             f"pass@{k or 'k'} {_arrow(out[passk])} (P(|change| < {rope}) = {probs['p_passk_in_rope']:.2f}); "
             f"pass@1 change point {cp['mean']:.1f} [{cp['hdi'][0]:.0f}, {cp['hdi'][1]:.0f}].")
     idata = _idata(trends, chains, {"diagnosis": "reliability"})
-    diag = _merge_diag(diags)
+    diag = merge_diagnostics(diags)
     warn_if_not_converged(diag, "reliability diagnosis")
     return Diagnosis("reliability", verdicts, numbers, diag, idata)
 
@@ -243,12 +244,6 @@ def _run_trends(series: xr.Dataset, run: str, variables: tuple[str, ...], *, see
         diags.append(diag_)
         out[var] = _trend_summary(trends[f"{var}/{run}"])
     return out
-
-
-def _merge_diag(diags: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"rhat_max": max(d["rhat_max"] for d in diags), "ess_bulk_min": min(d["ess_bulk_min"] for d in diags),
-            "ess_tail_min": min(d["ess_tail_min"] for d in diags), "divergences": sum(d["divergences"] for d in diags),
-            "converged": all(d["converged"] for d in diags), "thresholds": diags[0]["thresholds"]}
 
 
 # ---------------------------------------------------------------------- pass@k from prompt groups
@@ -414,6 +409,6 @@ def diagnose_entropy(series: xr.Dataset, *, runs: list[str] | None = None, entro
             f"P(decline > {rope_relative:.0%}) = {p_down:.2f}); reward {_arrow(r)}; entropy and reward "
             f"change points within {TOGETHER_STEPS} steps with P = {p_together:.2f}.")
     idata = _idata(trends, chains, {"diagnosis": "entropy"})
-    diag = _merge_diag(diags)
+    diag = merge_diagnostics(diags)
     warn_if_not_converged(diag, "entropy diagnosis")
     return Diagnosis("entropy", verdicts, numbers, diag, idata)
