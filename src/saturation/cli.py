@@ -375,6 +375,8 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
         if e.get("headroom"):
             _print(f"    headroom          {_fmt(e['headroom'], 3)}")
     _print(f"  verdict: {out['summary']}")
+    for caveat in out["caveats"]:
+        _print(f"  caveat: {caveat}")
     if out.get("together"):
         tg = out["together"]
         _print(f"  levels stopped together? range of change points {_fmt(tg['changepoint_range'], 1)} steps; "

@@ -234,6 +234,7 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
         verdicts.append(f"{level}: {e['verdict']} ({e['reason']}); {where}; late gain {_fmt(e['late_gain'])} "
                         f"(94 % upper bound {e['late_gain_upper']:.3f}); late/early slope {_fmt(ratio, 2)}{exists}; "
                         f"headroom {_fmt(e['headroom'])}.")
+    verdicts += [f"Caveat: {c}." for c in est["caveats"]]
     out.table(pd.DataFrame(rows), "estimates", f"{spec.title} ({int(S.HDI_PROB * 100)} % HDI)")
     tidy = fit.summary()
     tidy.to_csv(out.dir / "estimates_tidy.csv", index=False, lineterminator="\n")

@@ -325,6 +325,10 @@ def test_fit_carries_verdicts_and_their_numbers():
     assert est["davies"]["p_value"] < 0.01
     assert fit.to_dict()["levels"]["file"]["verdict"] == est["verdict"]
     assert "stopped rising" in fit.to_dict()["summary"]
+    # 64 trials per step: the calibration's small-data caveat is attached
+    assert fit.to_dict()["caveats"] and "under" not in fit.to_dict()["caveats"][0][:5]
+    assert "0.80-0.89" in fit.to_dict()["caveats"][0]
+    assert fit_plateau(ds, breakpoint=20).estimands["caveats"] == []
 
 
 def test_rising_line_is_no_change_point_by_exact_bayes_factor():
