@@ -624,7 +624,7 @@ def data_caveats(data: StepData, config: PlateauConfig) -> list[str]:
     n = data.n[np.isfinite(data.n)]
     if config.breakpoint is None and n.size and float(np.median(n)) < SMALL_STEP_TRIALS:
         out.append(f"median {np.median(n):.0f} graded trials per step: on per-trial simulations with about 90 per "
-                   "step the change point's 94 % HDI held the truth in only 0.80-0.89 of fits (target 0.90; "
+                   "step the change point's 94 % HDI held the truth in only 0.86-0.90 of fits (target 0.90; "
                    "docs/calibration.md); read the change point's interval as optimistic")
     return out
 
