@@ -265,7 +265,9 @@ def plot_loo(table: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
         best = frame["elpd_loo"].iloc[0]
         ax.errorbar(best - frame["elpd_diff"], ys - 0.15, xerr=frame["dse"], fmt="^", color=_colour(1),
                     label="best - difference +- SE")
-        ax.set_yticks(ys, frame["model"])
+        labels = ([f"{m} ({how})" for m, how in zip(frame["model"], frame["loo_method"], strict=True)]
+                  if "loo_method" in frame else list(frame["model"]))
+        ax.set_yticks(ys, labels)
         ax.set_xlabel("ELPD (LOO; higher is better)")
         ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=2)
     return fig
