@@ -58,6 +58,8 @@ from scipy import stats
 from saturation import __version__
 from saturation import schema as S
 from saturation.models import learning
+from saturation.models.plateau import STOPPED_VERDICTS as STOPPED
+from saturation.models.plateau import VERDICTS
 
 SBC_PARAMS = ("changepoint", "start", "value_at_changepoint", "late_slope", "tau")
 MODELS = ("plateau", "transfer", "pass-at-k", "plateau-trials")
@@ -563,14 +565,6 @@ class TrialsSetting:
     chains: int = 4
     draws: int = 500
 
-    @property
-    def rank_draws(self) -> int:
-        return self.chains * self.draws
-
-    @property
-    def checked(self) -> tuple[str, ...]:
-        return TRIALS_PARAMS
-
 
 def study_levels(changepoint: float = STUDY_SPLIT, *, rising: bool = False) -> tuple[Any, ...]:
     """Level specs shaped like the study: its published starts, its early gains (the
@@ -660,15 +654,13 @@ def trials_dataset(results: list[dict[str, Any]], failures: list[dict[str, Any]]
          "changepoint_mean": (("fit",), np.array([rec["changepoint_mean"] for _, rec in rows], dtype=float)),
          "converged": (("fit",), np.array([r["converged"] for r, _ in rows], dtype=bool))},
         coords={"fit": np.arange(len(rows)), "param": params})
-    ds.attrs.update({"model": "plateau-trials", "setting": json.dumps(asdict(setting)), "rank_draws": setting.rank_draws,
+    ds.attrs.update({"model": "plateau-trials", "setting": json.dumps(asdict(setting)),
                      "failures": json.dumps(failures), "n_failed": len(failures), "seconds": round(seconds, 1),
                      "hdi_prob": S.HDI_PROB, S.ATTR_VERSION: __version__,
                      "not_converged": int(sum(not r["converged"] for r in results))})
     return ds
 
 
-#: verdicts that say "it stopped rising"; the false-alarm and power checks count these
-STOPPED = ("plateaued", "slowed")
 #: the verdict calibration targets (issue 19): rising lines at most 5 % stopped, study-shaped
 #: data at least 80 %
 MAX_FALSE_STOP, MIN_STUDY_STOP = 0.05, 0.80
@@ -702,7 +694,7 @@ def trials_table(ds: xr.Dataset) -> pd.DataFrame:
         v = ds[var].to_numpy()[sel]
         k, m = int(np.isin(v, STOPPED).sum()), int(sel.sum())
         lo, hi = _beta_interval(k, m)
-        counts = ", ".join(f"{verdict}: {int((v == verdict).sum())}" for verdict in _verdicts() if (v == verdict).any())
+        counts = ", ".join(f"{verdict}: {int((v == verdict).sum())}" for verdict in VERDICTS if (v == verdict).any())
         target = (f"want <= {MAX_FALSE_STOP}" if want_max else f"want >= {MIN_STUDY_STOP}")
         rows.append({"check": name, "n": m, "value": k / m, "interval_low": lo, "interval_high": hi, **blank,
                      "passes": bool(k / m <= MAX_FALSE_STOP) if want_max else bool(k / m >= MIN_STUDY_STOP),
@@ -710,13 +702,9 @@ def trials_table(ds: xr.Dataset) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _verdicts() -> tuple[str, ...]:
-    from saturation.models.plateau import VERDICTS
-
-    return VERDICTS
-
-
-Setting = PlateauSetting | TransferSetting | PassAtKSetting | TrialsSetting
+#: the settings checked by SBC (each has ``checked`` and ``rank_draws``)
+SbcSetting = PlateauSetting | TransferSetting | PassAtKSetting
+Setting = SbcSetting | TrialsSetting
 #: each model's default setting (its ``checked`` property names the SBC quantities)
 SETTINGS: dict[str, type[Setting]] = {"plateau": PlateauSetting, "transfer": TransferSetting,
                                       "pass-at-k": PassAtKSetting, "plateau-trials": TrialsSetting}
@@ -759,7 +747,7 @@ def _label(task: dict[str, Any]) -> str:
 
 # ------------------------------------------------------------------ results
 def to_dataset(results: list[dict[str, Any]], failures: list[dict[str, Any]],
-               setting: Setting, seconds: float) -> xr.Dataset:
+               setting: SbcSetting, seconds: float) -> xr.Dataset:
     """SBC ranks/coverage (dims sim, param) and the null/power checks (dim check) as one Dataset."""
     sbc = sorted((r for r in results if r["kind"] == "sbc"), key=lambda r: r["sim"])
     checks = sorted((r for r in results if r["kind"] != "sbc"), key=lambda r: (r["kind"], r["effect"], r["sim"]))

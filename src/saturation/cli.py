@@ -535,7 +535,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
     trials = args.model == "plateau-trials"
     sbc_only = args.model not in ("plateau", "plateau-trials") or args.levels > 1
-    cells = len(TrialsSetting().changepoints) * len(TrialsSetting().profiles)
+    trials_setting = TrialsSetting()
+    cells = len(trials_setting.changepoints) * len(trials_setting.profiles)
     n = (args.sims * cells + args.null_sims + args.power_sims if trials else
          args.sims if sbc_only else args.sims + args.null_sims * 2 + args.power_sims * 3)
     bar = Progress(n, f"calibrate {args.model}", enabled=args.progress)
@@ -691,8 +692,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="hinge (continuous) or jump (split model); default: jump for --breakpoint, else hinge")
     p.add_argument("--likelihood", choices=list(S.LIKELIHOODS), default="gaussian")
     p.add_argument("--rope", type=float, default=0.01, help="late-gain ROPE in metric units (default 0.01)")
-    p.add_argument("--rope-relative", type=float, default=0.2, metavar="SHARE",
-                   help="also flat when the late gain is within +-SHARE x the early gain (default 0.2; 0: off)")
+    p.add_argument("--rope-relative", type=float, default=S.DEFAULT_ROPE_RELATIVE, metavar="SHARE",
+                   help=f"also flat when the late gain is within +-SHARE x the early gain (default "
+                        f"{S.DEFAULT_ROPE_RELATIVE}; 0: off)")
     _add_sampler_args(p)
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")
     p.add_argument("--idata", metavar="PATH", help="write the InferenceData (netCDF)")

@@ -276,8 +276,9 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
                 f"Why the change points ({cps}) are not {split:g}: the study split its regression at step {split:g} "
                 f"as a test point and did not estimate where the curve bends. A curve that rises over the first "
                 f"~10 steps and is flat afterwards gives exactly the published pattern (a shallow early OLS slope "
-                f"with a large t over steps 0-{split - 1:g}, a late slope near zero); on the embedded replica the true "
-                f"bends are at steps 8-10 by construction (docs/data.md), and the model finds them there.")
+                f"with a large t over steps 0-{split - 1:g}, a late slope near zero)"
+                + ("; on the embedded replica the true bends are at steps 8-10 by construction (docs/data.md), and "
+                   "the model finds them there." if fit.data.summary.get("synthetic") else "."))
     ylabel = "graded-only mean F1" if kw["response"] == S.F1 else kw["response"]
     figs = {"curves": lambda: plots.plot_plateau(fit, ylabel=ylabel), "slopes": lambda: plots.plot_slopes(fit),
             "plateaued_by": lambda: plots.plot_plateaued_by(fit), "ppc": lambda: plots.plot_ppc(fit, seed=spec.seed)}
@@ -309,8 +310,10 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
 
 def _study_sentence(sat: dict[str, Any], est: dict[str, Any], breakpoint: float | None) -> str:
     """One sentence: what the study said about the plateau and whether these verdicts agree."""
+    from saturation.models.plateau import STOPPED_VERDICTS
+
     levels = [lv for lv in est["levels"] if lv in sat["levels"]]
-    stopped = [lv for lv in levels if est["levels"][lv]["verdict"] in ("plateaued", "slowed")]
+    stopped = [lv for lv in levels if est["levels"][lv]["verdict"] in STOPPED_VERDICTS]
     said = (f"The study found every level statistically flat after step {sat['split_step']} (split OLS, late "
             f"slopes consistent with zero)")
     how = "with the study's break" if breakpoint is not None else "with the break estimated"
@@ -426,8 +429,7 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
         from saturation.models import fit_plateau
 
         after = float(m["plateau_after"])
-        fit = fit_plateau(series, response=pass1, run=m["plateau_run"], breakpoint=after, seed=spec.seed,
-                          sampler=_sampler(spec))
+        fit = fit_plateau(series, response=pass1, run=m["plateau_run"], breakpoint=after, seed=spec.seed, sampler=s)
         out.idata(fit.idata, "plateau_after_fit")
         e = next(iter(fit.estimands["levels"].values()))
         read_flat = any(r.get("reward_plateau_after_step") == after for r in (reference or {}).get("runs", []))

@@ -91,6 +91,9 @@ def level_order(levels: list[str] | set[str] | tuple[str, ...]) -> list[str]:
 #: per-step likelihoods of the plateau model (docs/plateau.md: when each is right)
 LIKELIHOODS: Final = ("gaussian", "binomial", "zoib")
 #: continuity at the change point: continuous hinge or a jump (the study's split OLS)
+#: default relative ROPE of the plateau verdict: the late gain is also "flat" within this
+#: share of the early gain (docs/calibration.md); here so that the CLI need not import models
+DEFAULT_ROPE_RELATIVE: Final = 0.2
 CONTINUITIES: Final = ("hinge", "jump")
 #: samplers: "auto" picks the fastest that works ("exact" for the Gaussian plateau model,
 #: else "nutpie"); "exact" = independent draws without MCMC (Gaussian plateau model only);

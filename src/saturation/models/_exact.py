@@ -140,6 +140,11 @@ class Level:
         # log p(y | c) up to a constant shared by all candidates
         self.log_m = special.logsumexp(self.logjoint, axis=0)
 
+    @property
+    def log_evidence(self) -> float:
+        """log p(y) with a uniform prior over the designs (the constant of ``log_m`` included)."""
+        return float(special.logsumexp(self.log_m) + np.log(self.du) - np.log(self.x.shape[0]))
+
     def draw(self, rng: np.random.Generator, c_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """tau | c and beta | c, tau for each draw's candidate index; (D,), (D, p)."""
         g = _pick(rng, self.logjoint[:, c_idx].T)
@@ -169,7 +174,8 @@ def curve_prior(priors: dict[str, np.ndarray], j: int, jump: bool) -> tuple[np.n
 
 
 def hinge_line_log_bf(y: np.ndarray, var_mean: np.ndarray, steps: np.ndarray, grid: np.ndarray,
-                      priors: dict[str, np.ndarray], jump: bool) -> np.ndarray:
+                      priors: dict[str, np.ndarray], jump: bool,
+                      hinge_log_evidence: np.ndarray | None = None) -> np.ndarray:
     r"""log Bayes factor of the change-point curve against a straight line, per level.
 
     Both are Gaussian on the same per-step means with the same variance model
@@ -177,14 +183,17 @@ def hinge_line_log_bf(y: np.ndarray, var_mean: np.ndarray, steps: np.ndarray, gr
     by its values at the first and the last step with the change-point model's priors
     on the start and on the value at the change point; the change-point model averages
     over ``grid`` with a uniform prior. Exact up to the tau quadrature.
+    ``hinge_log_evidence`` (levels,): the change-point model's log evidence when already
+    computed (:func:`sample_gaussian_exact` returns it), so only the line's is computed.
     """
     x = design(steps, grid, float(steps[0]), jump)
     out = np.empty(y.shape[0])
     for j in range(y.shape[0]):
         m0, sd0 = curve_prior(priors, j, jump)
         tau_sd = float(priors["tau_sd"][j])
-        out[j] = (log_evidence(y[j], var_mean[j], x, m0, sd0, tau_sd)
-                  - log_evidence(y[j], var_mean[j], design_line(steps), m0[:2], sd0[:1, :2], tau_sd))
+        hinge = (log_evidence(y[j], var_mean[j], x, m0, sd0, tau_sd) if hinge_log_evidence is None
+                 else float(hinge_log_evidence[j]))
+        out[j] = hinge - log_evidence(y[j], var_mean[j], design_line(steps), m0[:2], sd0[:1, :2], tau_sd)
     return out
 
 
@@ -193,15 +202,14 @@ def log_evidence(y: np.ndarray, var_mean: np.ndarray, x: np.ndarray, m0: np.ndar
     """log p(y) of one level under designs ``x`` (C, T, p) with a uniform prior over the C
     designs: the curve parameters integrated analytically and tau by quadrature (the
     exact marginal likelihood used for Bayes factors between curve shapes)."""
-    level = Level(y, var_mean, x, m0, sd0, tau_sd)
-    return float(special.logsumexp(level.log_m) + np.log(level.du) - np.log(x.shape[0]))
+    return Level(y, var_mean, x, m0, sd0, tau_sd).log_evidence
 
 
 def sample_gaussian_exact(
     *, y: np.ndarray, var_mean: np.ndarray, steps: np.ndarray, grid: np.ndarray, priors: dict[str, np.ndarray],
     jump: bool, pooled: bool, spread_sd: float, levels: list[str], chains: int, draws: int, seed: int,
     evidence_weight: float = 1.0,
-) -> tuple[az.InferenceData, dict[str, Any]]:
+) -> tuple[az.InferenceData, dict[str, Any], np.ndarray]:
     """Independent posterior draws of the Gaussian plateau model.
 
     Same model and variable names as ``plateau.build_plateau_model`` with
@@ -211,7 +219,8 @@ def sample_gaussian_exact(
     and the spread see the levels' evidence raised to ``evidence_weight``
     (``plateau.level_dependence``); each level's change point given them, and its curve
     given its change point, see that level's data at full weight. Returns
-    (InferenceData, timings).
+    (InferenceData, timings, each level's log evidence under separate change points,
+    :attr:`Level.log_evidence`).
     """
     t_start = time.perf_counter()
     rng = np.random.default_rng([seed, 20261130])
@@ -255,4 +264,5 @@ def sample_gaussian_exact(
     idata = az.from_dict(posterior=shaped, coords={S.LEVEL: levels}, dims=dims)
     idata.posterior.attrs["sampler"] = "exact"
     elapsed = time.perf_counter() - t_start
-    return idata, {"compile": 0.0, "sample": elapsed, "sampler": "exact"}
+    return (idata, {"compile": 0.0, "sample": elapsed, "sampler": "exact"},
+            np.array([level.log_evidence for level in lv]))

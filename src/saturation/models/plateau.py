@@ -59,9 +59,11 @@ BOUNDED_STATS = ("n0", "n1", "slogy", "slog1my")
 DEFAULT_ROPE = 0.01
 #: default relative ROPE: the late gain is also "flat" when it is within this share of the
 #: early gain (docs/calibration.md "Verdicts" for how it was chosen)
-DEFAULT_ROPE_RELATIVE = 0.2
+DEFAULT_ROPE_RELATIVE = S.DEFAULT_ROPE_RELATIVE
 #: the per-level plateau verdicts, in the order the rule tries them (:func:`plateau_verdict`)
 VERDICTS = ("no change point", "undetermined", "plateaued", "slowed", "still rising")
+#: the verdicts that say "it stopped rising" (headlines, the calibration's false-stop and power rates)
+STOPPED_VERDICTS = ("plateaued", "slowed")
 
 
 @dataclass(frozen=True)
@@ -92,8 +94,8 @@ class VerdictRule:
 def verdict_summary(levels: dict[str, dict[str, Any]]) -> str:
     """One sentence from the per-level verdicts, e.g. "2 of 3 levels stopped rising
     (file plateaued, module slowed); entity still rising"."""
-    stopped = [f"{lv} {e['verdict']}" for lv, e in levels.items() if e["verdict"] in ("plateaued", "slowed")]
-    other = [f"{lv}: {e['verdict']}" for lv, e in levels.items() if e["verdict"] not in ("plateaued", "slowed")]
+    stopped = [f"{lv} {e['verdict']}" for lv, e in levels.items() if e["verdict"] in STOPPED_VERDICTS]
+    other = [f"{lv}: {e['verdict']}" for lv, e in levels.items() if e["verdict"] not in STOPPED_VERDICTS]
     n = len(levels)
     if len(stopped) == n:
         head = f"{'All ' + str(n) + ' levels' if n > 1 else 'The metric'} stopped rising ({', '.join(stopped)})"
@@ -840,16 +842,17 @@ def fit_plateau(
     )
     config.validate()
     sd = data if isinstance(data, StepData) else step_data(data, response=response, levels=levels, run=run)
+    grid = _grid(sd, config)
+    pri = config.priors.resolve(sd, config.likelihood, grid=grid)
+    hinge_evidence = None
     if config.sampler.sampler in ("auto", "exact") and config.likelihood == "gaussian":
-        grid = _grid(sd, config)
-        idata, timings = sample_gaussian_exact(
-            y=sd.y, var_mean=sd.var_mean, steps=sd.steps, grid=grid, priors=config.priors.resolve(sd, grid=grid),
+        idata, timings, hinge_evidence = sample_gaussian_exact(
+            y=sd.y, var_mean=sd.var_mean, steps=sd.steps, grid=grid, priors=pri,
             jump=config.continuity == "jump", pooled=_pooled(config, len(sd.levels)),
             spread_sd=config.priors.spread_sd, levels=sd.levels, chains=config.sampler.chains,
             draws=config.sampler.draws, seed=seed, evidence_weight=evidence_weight(sd, config))
     else:
         model, values = build_plateau_model(sd, config)
-        grid = values["grid"]
         key = ("plateau", sd.y.shape, len(grid), config.breakpoint is None, config.shared,
                config.continuity, config.likelihood, bool(np.isfinite(sd.n).all()))
         idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=config.sampler)
@@ -858,9 +861,9 @@ def fit_plateau(
                            "changepoint_spread")
                if v in idata.posterior]
     diag = diagnostics(idata, sampled)
-    log_bf = (hinge_line_log_bf(sd.y, sd.var_mean, sd.steps, grid, config.priors.resolve(sd, grid=grid),
-                                config.continuity == "jump") if config.likelihood == "gaussian" else None)
-    estimands = _estimands(idata, sd, config, grid, seed, log_bf)
+    log_bf = (hinge_line_log_bf(sd.y, sd.var_mean, sd.steps, grid, pri, config.continuity == "jump", hinge_evidence)
+              if config.likelihood == "gaussian" else None)
+    estimands = _estimands(idata, sd, config, grid, pri, seed, log_bf)
     estimands["caveats"] = data_caveats(sd, config)
     _attach(idata, sd, config, diag, grid)
     fit = PlateauFit(idata, config, sd, estimands, diag, timings)
@@ -890,10 +893,10 @@ def _param_draws(idata: az.InferenceData, likelihood: str) -> dict[str, Any]:
 
 
 def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, grid: np.ndarray,
-               seed: int, log_bf: np.ndarray | None = None) -> dict[str, Any]:
-    """Change-point posterior (exact conditional per draw), derived draws and estimands."""
+               pri: dict[str, np.ndarray], seed: int, log_bf: np.ndarray | None = None) -> dict[str, Any]:
+    """Change-point posterior (exact conditional per draw), derived draws and estimands;
+    ``pri`` is ``config.priors.resolve(data, config.likelihood, grid=grid)``."""
     rng = np.random.default_rng([seed, 7])
-    pri = config.priors.resolve(data, config.likelihood, grid=grid)
     t = data.steps
     t0, t_last = float(t[0]), float(t[-1])
     n_levels, n_grid = len(data.levels), len(grid)
@@ -986,6 +989,7 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = b2 / b1
         ratio = ratio[np.isfinite(ratio)]
+        late_gain_iv = interval(late_gain)
         # Savage-Dickey: posterior density of the late slope at 0 over its prior density at 0
         # (of the hinge's own late slope, whose prior is known; zero there is zero late gain)
         b2_hinge = p["late_slope"][:, j]
@@ -1000,13 +1004,13 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
             "value_at_changepoint": interval(h),
             "end": interval(end),
             "headroom": interval(config.headroom_ceiling - end) if config.headroom_ceiling is not None else None,
-            "late_gain": interval(late_gain),
+            "late_gain": late_gain_iv,
             "p_early_positive": float(np.mean(b1 > 0)),
             "p_late_in_rope": float(np.mean(in_rope)),
             "p_late_in_rope_relative": float(np.mean(in_rope_rel)) if config.rope_relative is not None else None,
             "p_flat": float(np.mean(flat)),
             "early_gain": interval(early_gain),
-            "late_gain_upper": float(interval(late_gain)["hdi"][1]),
+            "late_gain_upper": float(late_gain_iv["hdi"][1]),
             "slowdown_ratio": interval(ratio) if ratio.size > 1 else None,
             "p_slowed": float(np.mean(b2 < config.rule.slow_ratio * b1)),
             "p_late_positive": float(np.mean(b2 > 0)),
