@@ -5,10 +5,12 @@ inputs are never modified."""
 from __future__ import annotations
 
 import json
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from saturation.io import read_trials_report
@@ -138,3 +140,120 @@ def test_eval_dump_rows_are_all_accounted_for(tmp_path, seed):
     res = ingest_runs([tmp_path / "run"], strict=False, progress=False)
     acc = res.accounting
     assert acc["rows_read"] == 200 == acc["rows_kept"] + acc["rows_rejected"] + acc["rows_superseded"]
+
+
+# ------------------------------------------------------------------ trajectories and wandb
+#: how a codescout trajectory can be damaged: a field replaced by any JSON value or removed,
+#: the file cut short (plain or zstd), or bytes overwritten
+TRAJECTORY_FIELDS = ("instance_id", "target", "total_reward", "reward_dict", "parsed_final_message",
+                     "raw_final_message", "messages", "metrics_dict")
+DAMAGE = st.one_of(
+    st.tuples(st.just("replace"), st.sampled_from(TRAJECTORY_FIELDS), JSON_VALUE),
+    st.tuples(st.just("drop"), st.sampled_from(TRAJECTORY_FIELDS), st.none()),
+    st.tuples(st.just("cut"), st.floats(0, 1), st.booleans()),
+    st.tuples(st.just("flip"), st.floats(0, 1), st.binary(min_size=1, max_size=8)),
+)
+
+
+@SETTINGS
+@given(damage=st.lists(DAMAGE, min_size=1, max_size=3), zst=st.booleans())
+def test_damaged_trajectories_are_kept_or_reported(tmp_path, damage, zst):
+    """Trajectories written as codescout writes them (``json.dump(result_dict, f, indent=2)``,
+    zstd for ``.zst``), one of them damaged: every file is one row (kept, ungraded or
+    rejected with a problem naming it), nothing raises, time is bounded, inputs unchanged."""
+    import io as _io
+
+    import zstandard
+
+    from saturation.ingest import ingest_runs
+    from skyrl_fixtures import trajectory, write_trajectory
+
+    root = Path(tempfile.mkdtemp(dir=tmp_path)) / "run"  # one directory per example
+    d = root / "trajectories" / "step_1" / "train"
+    ext = ".json.zst" if zst else ".json"
+    for rep in (0, 1):
+        write_trajectory(d / f"repo__a-1_{rep}{ext}", trajectory("repo__a-1", "perfect", rep=rep, tokens=50))
+    record: dict = trajectory("repo__b-2", "partial", tokens=50)
+    raw: bytes | None = None
+    for kind, where, what in damage:
+        if kind in ("replace", "drop") and raw is None:
+            if kind == "replace":
+                record[where] = what
+            else:
+                record.pop(where, None)
+            continue
+        if raw is None:
+            buf = _io.StringIO()
+            json.dump(record, buf, indent=2)
+            raw = buf.getvalue().encode()
+        at = int(where * len(raw)) if kind in ("cut", "flip") else 0
+        if kind == "cut":
+            raw = raw[:at]
+        elif kind == "flip":
+            raw = raw[:at] + what + raw[at + len(what):]
+    target = d / f"repo__b-2_0{ext}"
+    if raw is None:
+        write_trajectory(target, record)
+    else:
+        target.write_bytes(zstandard.ZstdCompressor().compress(raw) if zst else raw)
+    before = {p: p.read_bytes() for p in d.iterdir()}
+    t0 = time.perf_counter()
+    res = ingest_runs([root], strict=False, progress=False)
+    assert time.perf_counter() - t0 < 10
+    acc = res.accounting
+    assert acc["rows_read"] == 3 == acc["rows_kept"] + acc["rows_rejected"] + acc["rows_superseded"]
+    event(f"kept {acc['rows_kept']}, rejected {acc['rows_rejected']}")
+    if acc["rows_rejected"]:
+        assert any("repo__b-2_0" in p for p in res.problems), res.problems
+    assert {p: p.read_bytes() for p in d.iterdir()} == before
+
+
+@pytest.fixture(scope="module")
+def wandb_history(tmp_path_factory):
+    """One real ``run-<id>.wandb`` file, written by wandb itself (skyrl_fixtures)."""
+    pytest.importorskip("wandb")  # the test extra installs it
+    from skyrl_fixtures import wandb_run_dir
+
+    root = wandb_run_dir(tmp_path_factory.mktemp("wandb") / "run")
+    path = next(root.glob("wandb/offline-run-*/run-*.wandb"))
+    return path.relative_to(root), path
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=st.lists(st.tuples(st.sampled_from(["cut", "flip", "insert"]), st.floats(0, 1),
+                                st.binary(min_size=1, max_size=64)), min_size=1, max_size=3))
+def test_damaged_wandb_histories_are_read_or_reported(tmp_path, wandb_history, edits):
+    """A real wandb history cut, overwritten or with bytes inserted anywhere (the header,
+    chunk headers, CRCs, protobuf payloads): without a problem naming the file every step
+    is read with the logged values; nothing raises; time is bounded; the file is unchanged."""
+    import math
+
+    from saturation.ingest import ingest_runs
+    from skyrl_fixtures import wandb_expected
+
+    rel, original = wandb_history
+    data = original.read_bytes()
+    for kind, where, what in edits:
+        at = int(where * len(data))
+        data = {"cut": data[:at], "flip": data[:at] + what + data[at + len(what):],
+                "insert": data[:at] + what + data[at:]}[kind]
+    root = Path(tempfile.mkdtemp(dir=tmp_path)) / "run"  # one directory per example
+    path = root / rel
+    path.parent.mkdir(parents=True)
+    path.write_bytes(data)
+    t0 = time.perf_counter()
+    res = ingest_runs([root], strict=False, progress=False)
+    assert time.perf_counter() - t0 < 10
+    acc = res.accounting["dirs"][0]
+    assert acc["wandb_runs"] == 1
+    event("reported" if res.problems else "read in full")
+    if res.problems:
+        assert any(path.name in p for p in res.problems), res.problems
+    else:  # undamaged where it matters: the steps and values as logged
+        expected = wandb_expected()
+        assert acc["wandb_runs_read"][0]["steps"] == 4
+        got = res.metrics["policy_entropy"].values[0].tolist()
+        assert got == [expected[s]["policy/policy_entropy"] for s in sorted(expected)]
+        kl = res.metrics["policy_policy_kl"].sel(step=2).item()
+        assert math.isnan(kl)
+    assert path.read_bytes() == data

@@ -3,10 +3,13 @@ bounded cost. Each case is a regression test; test_fuzz.py adds generated inputs
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 import zstandard
 
@@ -144,7 +147,7 @@ def test_an_output_that_is_an_input_is_refused(tmp_path, capsys, flag):
 
 
 def test_a_failed_or_interrupted_write_leaves_the_old_file(tmp_path, monkeypatch):
-    import xarray as xr
+    from pathlib import Path
 
     from saturation.io import write_trials
 
@@ -154,17 +157,16 @@ def test_a_failed_or_interrupted_write_leaves_the_old_file(tmp_path, monkeypatch
     out = tmp_path / "o.nc"
     out.write_bytes(b"previous result")
 
-    def boom(self, target, *args, **kwargs):
-        with open(target, "wb") as f:
-            f.write(b"\x89HDF half")
+    def boom(self, data):  # SIGINT half-way through writing the file
+        with open(self, "wb") as f:
+            f.write(data[: len(data) // 2])
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(xr.Dataset, "to_netcdf", boom)
+    monkeypatch.setattr(Path, "write_bytes", boom)
     with pytest.raises(KeyboardInterrupt):
         write_trials(ds, out)
     assert out.read_bytes() == b"previous result"
-    assert [p.name for p in tmp_path.iterdir()] == sorted(["t.csv", "o.nc"]) or set(
-        p.name for p in tmp_path.iterdir()) == {"t.csv", "o.nc"}
+    assert {p.name for p in tmp_path.iterdir()} == {"t.csv", "o.nc"}  # no partial file left
 
 
 @pytest.mark.parametrize("where", ["dir", "missing_parent", "rejects_dir", "json_dir"])
@@ -180,6 +182,88 @@ def test_unwritable_outputs_are_one_line_errors_before_anything_is_written(tmp_p
     err = capsys.readouterr().err
     assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not out.exists()
+
+
+def _fail_plain_writes(monkeypatch, err, only: str = ""):
+    """Every file write through ``write_atomic`` fails with ``err`` (a full disk, no
+    permission): the sandbox runs as root with free disk, so the fault is injected at the
+    one place every output is written. ``only``: just the file of that name."""
+    from pathlib import Path
+
+    real = Path.write_bytes
+
+    def failing(self, data):
+        if self.name.endswith(".partial") and self.name.startswith(f".{only}"):
+            with open(self, "wb") as f:  # a partial file exists when the fault strikes
+                f.write(data[: len(data) // 2])
+            raise OSError(err, os.strerror(err))
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", failing)
+
+
+@pytest.mark.parametrize("err", [errno.ENOSPC, errno.EACCES, errno.EROFS])
+@pytest.mark.parametrize("what", ["-o", "--json", "--rejects"])
+def test_a_full_disk_or_denied_write_is_one_line_and_keeps_the_old_file(tmp_path, capsys, monkeypatch, err, what):
+    path = tmp_path / "v.csv"
+    bad = ["r,x,a,0,true,1"] if what == "--rejects" else []  # else no rejects file is due
+    path.write_text("\n".join([HEADER, *_rows(20), *bad]) + "\n")
+    target = tmp_path / {"-o": "o.nc", "--json": "o.json", "--rejects": "r.csv"}[what]
+    target.write_bytes(b"previous")
+    argv = ["ingest", str(path), *(["--lenient"] if bad else []),
+            "-o", str(target if what == "-o" else tmp_path / "o.nc")]
+    argv += [what, str(target)] if what != "-o" else []
+    _fail_plain_writes(monkeypatch, err, only=target.name)
+    assert main(argv) == EXIT_DATA
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-1] == f"error: could not write {target}: {os.strerror(err)}", lines
+    assert not any("Traceback" in line for line in lines)
+    assert target.read_bytes() == b"previous"
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+
+
+def test_a_failed_figure_or_report_write_keeps_nothing_half_written(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from saturation.plots import save_figure
+    from saturation.report import write_table
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    (tmp_path / "f.pdf").write_bytes(b"old figure")
+    _fail_plain_writes(monkeypatch, errno.ENOSPC)
+    with pytest.raises(OSError, match=r"could not write .*f\.pdf: No space left on device"):
+        save_figure(fig, tmp_path / "f")
+    plt.close(fig)
+    with pytest.raises(OSError, match=r"could not write .*t\.csv"):
+        write_table(pd.DataFrame({"a": [1]}), tmp_path / "t")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.pdf"]
+    assert (tmp_path / "f.pdf").read_bytes() == b"old figure"
+
+
+def test_a_really_full_disk(tmp_path, capsys):
+    """The real fault on a 256 KB tmpfs when this machine lets us mount one (root in the
+    sandbox); HDF5 writing straight to a full disk used to crash the interpreter."""
+    import shutil
+    import subprocess
+
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    if shutil.which("mount") is None or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a small tmpfs here (not root); the injected faults above cover the code path")
+    try:
+        (mnt / "o.nc").write_bytes(b"previous")
+        path = tmp_path / "v.csv"
+        path.write_text("\n".join([HEADER, *[f"r,{i // 50},i{i % 50},0,true,{i % 7 / 7:.4f}" for i in range(20000)]])
+                        + "\n")
+        assert main(["ingest", str(path), "-o", str(mnt / "o.nc")]) == EXIT_DATA
+        assert capsys.readouterr().err.strip().splitlines()[-1] == (
+            f"error: could not write {mnt / 'o.nc'}: No space left on device")
+        assert sorted(p.name for p in mnt.iterdir()) == ["o.nc"]
+        assert (mnt / "o.nc").read_bytes() == b"previous"
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
 
 
 # ------------------------------------------------------------------ bounded time and memory
@@ -393,3 +477,18 @@ def test_pass_at_k_on_too_few_steps_or_an_unknown_run_is_a_message():
         group_counts(ds)
     with pytest.raises(ValueError, match="run 'q' is not in the data"):
         group_counts(ds, run="q")
+
+
+@pytest.mark.parametrize("reward", [0.0, 1.0])
+def test_pass_at_k_when_every_rollout_fails_or_succeeds_is_a_message(reward):
+    import xarray as xr
+
+    from saturation.models.learning import fit_pass_at_k
+
+    n = 24
+    ds = xr.Dataset({"graded": ("trial", np.ones(n, bool)), "reward": ("trial", np.full(n, reward))},
+                    coords={"run": ("trial", ["r"] * n), "step": ("trial", np.repeat([0, 1, 2], 8)),
+                            "instance_id": ("trial", ["a", "b"] * 12), "sample": ("trial", np.arange(n) % 4)})
+    what = "failed" if reward == 0 else "succeeded"
+    with pytest.raises(ValueError, match=f"every one of the 24 rollouts {what}"):
+        fit_pass_at_k(ds)

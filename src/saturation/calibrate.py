@@ -57,6 +57,7 @@ from scipy import stats
 
 from saturation import __version__
 from saturation import schema as S
+from saturation.io import write_atomic, write_netcdf
 from saturation.models import learning
 from saturation.models.plateau import STOPPED_VERDICTS as STOPPED
 from saturation.models.plateau import VERDICTS
@@ -924,7 +925,7 @@ def write_outputs(cal: Calibration, out: str | Any) -> list[Any]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "calibration.nc"]
-    cal.dataset.to_netcdf(paths[0], engine="h5netcdf")
+    write_netcdf(cal.dataset, paths[0])
     paths += write_table(cal.table, out / "verdict", f"Calibration of the {cal.dataset.attrs['model']} model")
     if cal.dataset.sizes.get("sim", 0):
         fig = plot_ranks(cal.dataset)
@@ -935,6 +936,6 @@ def write_outputs(cal: Calibration, out: str | Any) -> list[Any]:
                "failed_tasks": cal.failures,
                "seconds": round(cal.seconds, 1), "setting": json.loads(cal.dataset.attrs["setting"]),
                "verdict": json.loads(cal.table.to_json(orient="records"))}
-    (out / "calibration.json").write_text(json.dumps(summary, indent=1) + "\n")
+    write_atomic(out / "calibration.json", json.dumps(summary, indent=1) + "\n")
     paths.append(out / "calibration.json")
     return paths

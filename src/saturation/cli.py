@@ -59,7 +59,7 @@ def _json_default(o: Any) -> Any:
 # ------------------------------------------------------------------ simulate
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from saturation import replica
-    from saturation.io import table_format, write_table, write_trials
+    from saturation.io import table_format, write_netcdf, write_table, write_trials
 
     data, truth = replica.scenario(args.scenario, seed=args.seed)
     out = Path(args.out)
@@ -72,7 +72,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         _print(f"wrote {data.sizes['trial']} simulated trials ({args.scenario}, seed {args.seed}) to {out}")
     else:
         if out.suffix == ".nc":
-            data.to_netcdf(out, engine="h5netcdf")
+            write_netcdf(data, out)
         else:
             replica.write_metrics_csv(data, out)
         _print(f"wrote per-step series ({args.scenario}, seed {args.seed}) to {out}")
@@ -386,7 +386,9 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(out, args.json)
     if args.idata:
-        fit.idata.to_netcdf(args.idata)
+        from saturation.io import write_netcdf
+
+        write_netcdf(fit.idata, args.idata)
     return EXIT_OK if d["converged"] else EXIT_NOT_CONVERGED
 
 
@@ -495,7 +497,9 @@ def _cmd_transfer(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(out, args.json)
     if args.idata:
-        fit.idata.to_netcdf(args.idata)
+        from saturation.io import write_netcdf
+
+        write_netcdf(fit.idata, args.idata)
     return EXIT_OK if out["diagnostics"]["converged"] else EXIT_NOT_CONVERGED
 
 

@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from os import PathLike
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -370,18 +371,54 @@ def atomic_target(path: PathArg) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
-def write_atomic(path: PathArg, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (:func:`atomic_target`)."""
-    with atomic_target(path) as tmp:
-        tmp.write_bytes(data)
+def write_atomic(path: PathArg, data: bytes | str) -> Path:
+    """Write ``data`` (text is UTF-8) to ``path`` atomically (:func:`atomic_target`).
+
+    A failed write (full disk, no permission) raises ``OSError`` with a one-line message
+    naming ``path``; the previous file, if any, is left as it was and no partial file
+    remains.
+    """
+    payload = data.encode() if isinstance(data, str) else data
+    try:
+        with atomic_target(path) as tmp:
+            tmp.write_bytes(payload)
+    except OSError as exc:
+        raise OSError(exc.errno, f"could not write {path}: {exc.strerror or exc}") from exc
     return Path(path)
 
 
-def write_netcdf(ds: xr.Dataset, path: PathArg) -> Path:
-    """Write ``ds`` to netCDF (h5netcdf) atomically (:func:`atomic_target`)."""
-    with atomic_target(path) as tmp:
-        ds.to_netcdf(tmp, engine="h5netcdf")
-    return Path(path)
+def netcdf_bytes(obj: xr.Dataset | Any) -> bytes:
+    """A Dataset or an ArviZ InferenceData as netCDF4 (h5netcdf) bytes.
+
+    Serialised in memory, so the file system sees one plain write (:func:`write_atomic`):
+    HDF5 failing mid-file on a full disk leaves half-open handles (and can crash the
+    interpreter at exit); a failed plain write is a clean ``OSError``. The cost is one
+    copy of the file in memory.
+    """
+    buf = io.BytesIO()
+    with _local_write_lock():
+        if isinstance(obj, xr.Dataset):
+            obj.to_netcdf(buf, engine="h5netcdf")
+        else:  # InferenceData: its groups as a DataTree (``az.from_netcdf`` reads it back)
+            obj.to_datatree().to_netcdf(buf, engine="h5netcdf")
+    return buf.getvalue()
+
+
+def _local_write_lock() -> contextlib.AbstractContextManager[Any]:
+    """Inside a dask worker xarray takes a cluster-wide lock named after the target, which
+    fails for an in-memory buffer; a buffer is private to this process, so the local
+    (threaded) lock is the right one."""
+    try:
+        import dask
+    except ImportError:  # pragma: no cover - dask is a dependency
+        return contextlib.nullcontext()
+    return dask.config.set(scheduler="synchronous")
+
+
+def write_netcdf(obj: xr.Dataset | Any, path: PathArg) -> Path:
+    """Write a Dataset or an InferenceData to netCDF atomically (:func:`netcdf_bytes`,
+    :func:`write_atomic`)."""
+    return write_atomic(path, netcdf_bytes(obj))
 
 
 def write_trials(ds: xr.Dataset, path: PathArg) -> Path:
@@ -444,5 +481,4 @@ def write_table(ds_or_frame: xr.Dataset | pd.DataFrame, path: PathArg) -> Path:
         data = buf.getvalue()
     if compressed:
         data = zstandard.ZstdCompressor(level=19).compress(data)
-    path.write_bytes(data)
-    return path
+    return write_atomic(path, data)

@@ -9,6 +9,7 @@ into an existing axes; the compact one-panel form) and returns the figure; its s
 from __future__ import annotations
 
 import contextlib
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from saturation import schema as S
+from saturation.io import write_atomic
 
 #: Okabe-Ito colours (colour-blind safe), in the order levels/arms/runs are drawn
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
@@ -74,8 +76,11 @@ def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
     stem = Path(stem)
     out = []
     pdf, png = stem.with_suffix(".pdf"), stem.with_suffix(".png")
-    fig.savefig(pdf, metadata={"CreationDate": None})  # reproducible bytes: no time stamp
-    fig.savefig(png, dpi=300)
+    for path, kwargs in ((pdf, {"metadata": {"CreationDate": None}}),  # reproducible bytes: no time stamp
+                         (png, {"dpi": 300})):
+        buf = io.BytesIO()
+        fig.savefig(buf, format=path.suffix[1:], **kwargs)
+        write_atomic(path, buf.getvalue())
     out += [pdf, png]
     return out
 

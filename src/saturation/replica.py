@@ -22,6 +22,7 @@ import pandas as pd
 import xarray as xr
 
 from saturation import schema as S
+from saturation.io import write_atomic
 from saturation.simulate import (
     SERIES_METRICS,
     ArmSpec,
@@ -206,7 +207,7 @@ def series_to_frame(ds: xr.Dataset) -> pd.DataFrame:
 
 def write_metrics_csv(ds: xr.Dataset, path: str | Path) -> Path:
     path = Path(path)
-    series_to_frame(ds).to_csv(path, index=False, lineterminator="\n", float_format="%.6g")
+    write_atomic(path, series_to_frame(ds).to_csv(index=False, lineterminator="\n", float_format="%.6g"))
     return path
 
 
@@ -375,7 +376,7 @@ def build_embedded(outdir: str | Path) -> dict[str, Any]:
         "files": {name: {"sha256_uncompressed": content_hash(path)} for name, path in files.items()},
         "seeds": {"swesmith": SWESMITH_SEED, "swegym": SWEGYM_SEED, "code-contests": CODE_CONTESTS_SEED},
     }
-    (outdir / "MANIFEST.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    write_atomic(outdir / "MANIFEST.json", json.dumps(manifest, indent=2) + "\n")
     return manifest
 
 

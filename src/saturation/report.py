@@ -32,6 +32,7 @@ import xarray as xr
 
 from saturation import __version__
 from saturation import schema as S
+from saturation.io import write_atomic, write_netcdf
 from saturation.progress import Progress
 from saturation.spec import Spec, data_hash, default_spec_dir, load_data, load_specs
 
@@ -102,9 +103,9 @@ def table_latex(frame: pd.DataFrame, caption: str = "") -> str:
 def write_table(frame: pd.DataFrame, stem: Path, caption: str = "") -> list[Path]:
     """Write ``stem.csv`` (full precision), ``stem.md`` and ``stem.tex``."""
     paths = [stem.with_suffix(".csv"), stem.with_suffix(".md"), stem.with_suffix(".tex")]
-    frame.to_csv(paths[0], index=False, lineterminator="\n")
-    paths[1].write_text(table_markdown(frame))
-    paths[2].write_text(table_latex(frame, caption))
+    write_atomic(paths[0], frame.to_csv(index=False, lineterminator="\n"))
+    write_atomic(paths[1], table_markdown(frame))
+    write_atomic(paths[2], table_latex(frame, caption))
     return paths
 
 
@@ -184,11 +185,8 @@ class _Out:
         self.figures.append(self.rel(self.dir / f"{name}.png"))
 
     def idata(self, idata: Any, name: str) -> None:
-        from saturation.io import atomic_target
-
         path = self.dir / f"{name}.nc"
-        with atomic_target(path) as tmp:  # an interrupted report leaves the previous fit or none
-            idata.to_netcdf(str(tmp), engine="h5netcdf")
+        write_netcdf(idata, path)  # atomic: an interrupted report leaves the previous fit or none
         self.fits.append(self.rel(path))
 
 
@@ -237,7 +235,7 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
     verdicts += [f"Caveat: {c}." for c in est["caveats"]]
     out.table(pd.DataFrame(rows), "estimates", f"{spec.title} ({int(S.HDI_PROB * 100)} % HDI)")
     tidy = fit.summary()
-    tidy.to_csv(out.dir / "estimates_tidy.csv", index=False, lineterminator="\n")
+    write_atomic(out.dir / "estimates_tidy.csv", tidy.to_csv(index=False, lineterminator="\n"))
     together = est.get("together")
     verdict = est["summary"] + "."
     if reference and "saturation" in reference and kw["response"] == S.F1:
@@ -565,7 +563,7 @@ def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, f
                       fits=out.fits, results=_json_safe(res["results"]), warnings=caught_msgs,
                       seconds=round(time.perf_counter() - start, 2), key=key,
                       synthetic=str(ds.attrs.get(S.ATTR_SYNTHETIC, "")))
-    record.write_text(json.dumps(asdict(section), indent=1) + "\n")
+    write_atomic(record, json.dumps(asdict(section), indent=1) + "\n")
     return section
 
 
@@ -763,5 +761,5 @@ def write_report_md(report: Report) -> Path:
         if s.fits:
             lines += ["Fits (ArviZ InferenceData, netCDF): " + ", ".join(f"[{Path(f).name}]({f})" for f in s.fits), ""]
     path = report.out / "REPORT.md"
-    path.write_text("\n".join(lines))
+    write_atomic(path, "\n".join(lines))
     return path

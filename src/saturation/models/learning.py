@@ -315,6 +315,12 @@ def fit_pass_at_k(ds: xr.Dataset, *, k: int | None = None, success_threshold: fl
     :math:`\sigma \sim HalfNormal(0.5)`.
     """
     counts = group_counts(ds, success_threshold=success_threshold, run=run)
+    n_success, n_total = int(counts["s"].sum()), int(counts["n"].sum())
+    if n_success in (0, n_total):
+        what = "failed" if n_success == 0 else "succeeded"
+        raise ValueError(f"every one of the {n_total} rollouts {what} (success: graded and reward >= "
+                         f"{success_threshold:g}): pass@1 and pass@k are {0 if n_success == 0 else 1} at every "
+                         "step, so there is no trend to fit; check --success-threshold")
     k = k or int(np.bincount(counts["n"].values).argmax())
     steps = np.unique(counts[S.STEP].values)
     t_idx = np.searchsorted(steps, counts[S.STEP].values)
