@@ -58,19 +58,25 @@ def trajectories(n: int, kb: float, zst: bool, workers: int | None) -> None:
         res = ingest_runs([root], progress=False, workers=workers)
         elapsed = time.perf_counter() - t0
     acc = res.accounting
-    print(f"{n} trajectory files, {size / n / 1e3:.0f} KB each, {size / 1e6:.0f} MB decompressed "
-          f"({'zstd' if zst else 'plain'}), workers {workers or 'default'}: kept {acc['rows_kept']}, ungraded "
-          f"{acc['rows_ungraded']}, rejected {acc['rows_rejected']}, answers {acc['answer_statuses']}, "
-          f"mismatches {acc['reward_dict_mismatches']}: {elapsed:.1f} s = {n / elapsed:.0f} files/s = "
-          f"{size / 1e6 / elapsed:.0f} MB/s")
+    print(
+        f"{n} trajectory files, {size / n / 1e3:.0f} KB each, {size / 1e6:.0f} MB decompressed "
+        f"({'zstd' if zst else 'plain'}), workers {workers or 'default'}: kept {acc['rows_kept']}, ungraded "
+        f"{acc['rows_ungraded']}, rejected {acc['rows_rejected']}, answers {acc['answer_statuses']}, "
+        f"mismatches {acc['reward_dict_mismatches']}: {elapsed:.1f} s = {n / elapsed:.0f} files/s = "
+        f"{size / 1e6 / elapsed:.0f} MB/s"
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=float, default=200.0)
     ap.add_argument("--zst", action="store_true", help="compress the log with zstandard first")
-    ap.add_argument("--rollouts", type=int, default=512,
-                    help="per-rollout lines per step (64 prompts x 8 samples in the study; 0: blocks only)")
+    ap.add_argument(
+        "--rollouts",
+        type=int,
+        default=512,
+        help="per-rollout lines per step (64 prompts x 8 samples in the study; 0: blocks only)",
+    )
     ap.add_argument("--trajectories", type=int, default=0, help="benchmark trajectory files instead")
     ap.add_argument("--kb", type=float, default=800.0, help="size of one trajectory file in KB")
     ap.add_argument("--workers", type=int, default=None, help="trajectory parsing processes (default: CPUs)")
@@ -88,8 +94,10 @@ def main() -> None:
         log = read_console_log(path)
         elapsed = time.perf_counter() - t0
     acc = log.accounting()
-    print(f"{size_mb:.0f} MB decompressed ({'zstd' if args.zst else 'plain'}), {acc['lines']} lines, "
-          f"{acc['blocks']} blocks, {acc['malformed']} malformed: {elapsed:.1f} s = {size_mb / elapsed:.1f} MB/s")
+    print(
+        f"{size_mb:.0f} MB decompressed ({'zstd' if args.zst else 'plain'}), {acc['lines']} lines, "
+        f"{acc['blocks']} blocks, {acc['malformed']} malformed: {elapsed:.1f} s = {size_mb / elapsed:.1f} MB/s"
+    )
 
 
 if __name__ == "__main__":

@@ -28,10 +28,14 @@ def main() -> None:
     ap.add_argument("--models", default="separate,pooled")
     args = ap.parse_args()
     ds = load_embedded("swesmith")
-    print(f"data: {int(ds['graded'].sum())} graded trials, {np.unique(ds['step']).size} steps, "
-          f"levels {list(ds['level'].values)} (SYNTHETIC replica)")
-    print(f"{'model':<9} {'sampler':<7} {'cold s':>7} {'warm s':>7} {'sample s':>8} {'ESS min':>8} "
-          f"{'ESS/s':>7} {'R-hat':>6} {'div':>4}")
+    print(
+        f"data: {int(ds['graded'].sum())} graded trials, {np.unique(ds['step']).size} steps, "
+        f"levels {list(ds['level'].values)} (SYNTHETIC replica)"
+    )
+    print(
+        f"{'model':<9} {'sampler':<7} {'cold s':>7} {'warm s':>7} {'sample s':>8} {'ESS min':>8} "
+        f"{'ESS/s':>7} {'R-hat':>6} {'div':>4}"
+    )
     for model in args.models.split(","):
         for sampler in args.samplers.split(","):
             cfg = SamplerConfig(draws=args.draws, tune=args.draws, sampler=sampler)
@@ -44,9 +48,12 @@ def main() -> None:
                     times.append(time.perf_counter() - t0)
             d = fit.diagnostics
             sample = fit.timings["sample"]
-            print(f"{model:<9} {sampler:<7} {times[0]:7.1f} {times[1]:7.1f} {sample:8.1f} "
-                  f"{d['ess_bulk_min']:8.0f} {d['ess_bulk_min'] / sample:7.0f} {d['rhat_max']:6.3f} "
-                  f"{d['divergences']:4d}", flush=True)
+            print(
+                f"{model:<9} {sampler:<7} {times[0]:7.1f} {times[1]:7.1f} {sample:8.1f} "
+                f"{d['ess_bulk_min']:8.0f} {d['ess_bulk_min'] / sample:7.0f} {d['rhat_max']:6.3f} "
+                f"{d['divergences']:4d}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -32,8 +32,10 @@ def main() -> None:
             t0 = time.perf_counter()
             rep = run_report(args.specs, out=out, progress=False)
             total = time.perf_counter() - t0
-            parts = ", ".join(f"{s.name} {'cached' if s.cached else f'{s.seconds:.1f} s'}"
-                              f"{'' if s.converged else ' (NOT CONVERGED)'}" for s in rep.sections)
+            parts = ", ".join(
+                f"{s.name} {'cached' if s.cached else f'{s.seconds:.1f} s'}{'' if s.converged else ' (NOT CONVERGED)'}"
+                for s in rep.sections
+            )
             print(f"{label}: {total:.1f} s total ({parts})", flush=True)
 
 

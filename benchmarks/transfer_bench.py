@@ -26,8 +26,13 @@ from saturation.models._sampling import ConvergenceWarning
 from saturation.models.transfer import default_sampler
 from saturation.replica import load_embedded
 
-NAMES = {"ungraded_rate": S.UNGRADED_RATE, "graded_only_reward": "graded_only", "all_rollout_reward": "all_rollout",
-         "ungraded": S.UNGRADED_RATE, "all_rollout": "all_rollout"}
+NAMES = {
+    "ungraded_rate": S.UNGRADED_RATE,
+    "graded_only_reward": "graded_only",
+    "all_rollout_reward": "all_rollout",
+    "ungraded": S.UNGRADED_RATE,
+    "all_rollout": "all_rollout",
+}
 
 
 def _fmt(mean: float, hdi: list[float]) -> str:
@@ -53,12 +58,17 @@ def main() -> None:
             times.append(time.perf_counter() - t0)
     d = fit.diagnostics
     s = fit.timings["sample"]
-    print(f"data: {fit.data.summary['n_trials']} trials, {fit.data.summary['n_groups']} (arm, step, task) groups, "
-          f"{fit.data.summary['n_tasks']} tasks (SYNTHETIC replica)")
-    print(f"cold {times[0]:.1f} s, warm {times[1]:.1f} s, sampling {s:.1f} s, min bulk ESS {d['ess_bulk_min']:.0f} "
-          f"({d['ess_bulk_min'] / s:.0f}/s), R-hat max {d['rhat_max']:.4f}, divergences {d['divergences']}, converged {d['converged']} "
-          f"({fit.timings['sampler']}, task effects {args.task_effects}, {cfg.chains} x ({cfg.tune} + {cfg.draws}), "
-          f"target_accept {cfg.target_accept})\n")
+    print(
+        f"data: {fit.data.summary['n_trials']} trials, {fit.data.summary['n_groups']} (arm, step, task) groups, "
+        f"{fit.data.summary['n_tasks']} tasks (SYNTHETIC replica)"
+    )
+    print(
+        f"cold {times[0]:.1f} s, warm {times[1]:.1f} s, sampling {s:.1f} s, min bulk ESS {d['ess_bulk_min']:.0f} "
+        f"({d['ess_bulk_min'] / s:.0f}/s), R-hat max {d['rhat_max']:.4f}, divergences {d['divergences']}, "
+        f"converged {d['converged']} "
+        f"({fit.timings['sampler']}, task effects {args.task_effects}, {cfg.chains} x ({cfg.tune} + {cfg.draws}), "
+        f"target_accept {cfg.target_accept})\n"
+    )
     arms = fit.data.arms
     emp = fit.data.empirical
     post = fit.idata.posterior
@@ -71,8 +81,10 @@ def main() -> None:
             e = float(emp[q].sel({S.ARM: arm}).isel({S.STEP: first}).mean())
             draws = post[f"population_{q}"].sel({S.ARM: arm}).isel({S.STEP: first}).mean(S.STEP)
             hdi = az.hdi(draws.values.ravel(), hdi_prob=S.HDI_PROB)
-            print(f"| first 4 steps: {key} | {arm} | {by_arm[arm]:.4f} | {e:.4f} | "
-                  f"{_fmt(float(draws.mean()), list(hdi))} |")
+            print(
+                f"| first 4 steps: {key} | {arm} | {by_arm[arm]:.4f} | {e:.4f} | "
+                f"{_fmt(float(draws.mean()), list(hdi))} |"
+            )
     rows = {r["step"]: r for r in fit.estimands["by_step"]}
     for pub in ref["by_step"]:
         step = pub["step"]
@@ -82,14 +94,19 @@ def main() -> None:
                 if arm not in rows.get(step, {}):
                     continue
                 b = rows[step][arm]
-                print(f"| step {step}: {key} | {arm} | {pub[key][arm]:.3f} | {b['empirical'][q]:.3f} | "
-                      f"{_fmt(b[q]['mean'], b[q]['hdi'])} |")
+                print(
+                    f"| step {step}: {key} | {arm} | {pub[key][arm]:.3f} | {b['empirical'][q]:.3f} | "
+                    f"{_fmt(b[q]['mean'], b[q]['hdi'])} |"
+                )
     for arm in fit.to_dict()["arms"]:
         c = fit.estimands["crossover_step"][arm]
         ini = fit.estimands["initial"][arm]
-        print(f"\n{arm} - {fit.config.reference}: initial all-rollout gap {_fmt(ini['delta_all_rollout']['mean'], ini['delta_all_rollout']['hdi'])}, "
-              f"P(> 0) = {ini['p_positive']:.3f}; crossover step {c['mean']:.1f} [{c['hdi'][0]:.0f}, {c['hdi'][1]:.0f}], "
-              f"P(no crossover) = {c['p_no_crossover']:.3f}")
+        gap = ini["delta_all_rollout"]
+        print(
+            f"\n{arm} - {fit.config.reference}: initial all-rollout gap {_fmt(gap['mean'], gap['hdi'])}, "
+            f"P(> 0) = {ini['p_positive']:.3f}; crossover step {c['mean']:.1f} [{c['hdi'][0]:.0f}, {c['hdi'][1]:.0f}], "
+            f"P(no crossover) = {c['p_no_crossover']:.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -40,9 +40,17 @@ def level_spec(name: str, ref: dict, x: np.ndarray) -> LevelSpec:
     pr = ref["precision_recall"]["levels"][name]
     start, gain = x[0], x[1]
     c = CHANGEPOINTS[name]
-    return LevelSpec(name, float(start), float(gain) / c, sat["late_slope"], c,
-                     n_gold_mean=pr["n_gold"], fp_prob_start=float(x[2]), fp_prob_end=float(x[3]),
-                     fp_extra=float(x[4]))
+    return LevelSpec(
+        name,
+        float(start),
+        float(gain) / c,
+        sat["late_slope"],
+        c,
+        n_gold_mean=pr["n_gold"],
+        fp_prob_start=float(x[2]),
+        fp_prob_end=float(x[3]),
+        fp_extra=float(x[4]),
+    )
 
 
 def residuals(x: np.ndarray, name: str, ref: dict) -> np.ndarray:
@@ -67,8 +75,13 @@ def main() -> None:
     for name in ("file", "module", "entity"):
         sat = ref["saturation"]["levels"][name]
         x0 = [sat["start"], sat["end"] - sat["start"], 0.3, 0.02, 0.5]
-        res = optimize.least_squares(residuals, x0=x0, args=(name, ref), diff_step=1e-3,
-                                     bounds=([0.05, 0.0, 1e-4, 1e-4, 1e-3], [0.99, 0.5, 0.999, 0.999, 5.0]))
+        res = optimize.least_squares(
+            residuals,
+            x0=x0,
+            args=(name, ref),
+            diff_step=1e-3,
+            bounds=([0.05, 0.0, 1e-4, 1e-4, 1e-3], [0.99, 0.5, 0.999, 0.999, 5.0]),
+        )
         spec = level_spec(name, ref, res.x)
         cur = level_curves(spec, STEPS, 0, SD)
         print(f"{name}: {spec}")

@@ -9,6 +9,7 @@ same seeds), for the before/after table in docs/calibration.md:
 The old package has no ``calibrate.study_levels`` / ``PROFILES``; they are repeated here.
 Writes /tmp/exp/before_<designs>.json and prints one line per (design, change point).
 """
+
 import json
 import sys
 import warnings
@@ -27,9 +28,21 @@ PROFILES = {
     "small": {"prompts_per_step": 12, "n_graded": None, "task_sd": 0.5, "step_sd": 0.05, "level_step_sd": 0.03},
 }
 ref = load_reference()["saturation"]["levels"]
+
+
 def levels(cp):
-    return tuple(replace(s, start=ref[s.name]["start"], early_slope=ref[s.name]["early_slope"] * 46 / cp, changepoint=cp,
-                         late_slope=ref[s.name]["late_slope"]) for s in SWESMITH_SPEC.levels)
+    return tuple(
+        replace(
+            s,
+            start=ref[s.name]["start"],
+            early_slope=ref[s.name]["early_slope"] * 46 / cp,
+            changepoint=cp,
+            late_slope=ref[s.name]["late_slope"],
+        )
+        for s in SWESMITH_SPEC.levels
+    )
+
+
 out = {}
 for prof in sys.argv[1].split(","):
     for cp in (20.0, 46.0, 70.0):
@@ -41,8 +54,11 @@ for prof in sys.argv[1].split(","):
             fit = fit_plateau(ds, sampler=SamplerConfig(chains=4, draws=500, sampler="exact"), seed=seed)
             for level in lv:
                 e = fit.estimands["levels"][level.name]
-                for p, true in (("changepoint", cp), ("early_slope", level.early_slope),
-                                 ("late_slope", level.late_slope)):
+                for p, true in (
+                    ("changepoint", cp),
+                    ("early_slope", level.early_slope),
+                    ("late_slope", level.late_slope),
+                ):
                     cov[p].append(e[p]["hdi"][0] <= true <= e[p]["hdi"][1])
         out[f"{prof} {cp:g}"] = {p: float(np.mean(v)) for p, v in cov.items()}
         print(prof, cp, out[f"{prof} {cp:g}"], flush=True)

@@ -1,6 +1,6 @@
 """Generate docs/cli-reference.md from the argparse parser (tests/test_docs.py checks it is current).
 
-    python scripts/gen_cli_reference.py [--check]
+python scripts/gen_cli_reference.py [--check]
 """
 
 from __future__ import annotations
@@ -19,8 +19,16 @@ def render() -> str:
 
     parser = build_parser()
     parser.prog = "saturation"
-    lines = ["# CLI reference", "", "Generated from the code by `python scripts/gen_cli_reference.py`; "
-             "do not edit by hand.", "", "```text", parser.format_help().rstrip(), "```", ""]
+    lines = [
+        "# CLI reference",
+        "",
+        "Generated from the code by `python scripts/gen_cli_reference.py`; do not edit by hand.",
+        "",
+        "```text",
+        parser.format_help().rstrip(),
+        "```",
+        "",
+    ]
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     for name, p in sub.choices.items():
         lines += [f"## saturation {name}", "", "```text", p.format_help().rstrip(), "```", ""]

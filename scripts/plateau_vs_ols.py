@@ -36,26 +36,38 @@ def main() -> None:
     steps = agg[S.STEP].to_numpy()
     jump = fit_plateau(ds, breakpoint=split, continuity="jump", shared=False, seed=1)
     free = fit_plateau(ds, seed=1)
-    print(f"split at step {split}; Bayesian: posterior mean [94% HDI]; diagnostics jump "
-          f"{jump.diagnostics['converged']}, unknown {free.diagnostics['converged']}\n")
-    print("| level | segment | published slope (t) | split OLS slope (t) | Bayes jump @ split | Bayes hinge, unknown c |")
+    print(
+        f"split at step {split}; Bayesian: posterior mean [94% HDI]; diagnostics jump "
+        f"{jump.diagnostics['converged']}, unknown {free.diagnostics['converged']}\n"
+    )
+    print(
+        "| level | segment | published slope (t) | split OLS slope (t) | Bayes jump @ split | Bayes hinge, unknown c |"
+    )
     print("|---|---|---|---|---|---|")
     for level, pub in sat["levels"].items():
         ols = split_ols(steps, agg["f1_mean"].sel({S.LEVEL: level}).to_numpy(), split)
         ej, ef = jump.estimands["levels"][level], free.estimands["levels"][level]
         for seg in ("early", "late"):
-            print(f"| {level} | {seg} | {pub[f'{seg}_slope']:.5f} ({pub[f'{seg}_t']:.2f}) | "
-                  f"{ols.loc[seg, 'slope']:.5f} ({ols.loc[seg, 't']:.2f}) | {_fmt(ej[f'{seg}_slope'])} | "
-                  f"{_fmt(ef[f'{seg}_slope'])} |")
-        print(f"| {level} | change point | {split} (chosen) | - | {split} (fixed) | "
-              f"{ef['changepoint']['mean']:.1f} [{ef['changepoint']['hdi'][0]:.0f}, {ef['changepoint']['hdi'][1]:.0f}] |")
-        print(f"| {level} | P(late gain in ROPE) / P(early > 0) | - | - | {ej['p_late_in_rope']:.3f} / "
-              f"{ej['p_early_positive']:.3f} | {ef['p_late_in_rope']:.3f} / {ef['p_early_positive']:.3f} |")
+            print(
+                f"| {level} | {seg} | {pub[f'{seg}_slope']:.5f} ({pub[f'{seg}_t']:.2f}) | "
+                f"{ols.loc[seg, 'slope']:.5f} ({ols.loc[seg, 't']:.2f}) | {_fmt(ej[f'{seg}_slope'])} | "
+                f"{_fmt(ef[f'{seg}_slope'])} |"
+            )
+        print(
+            f"| {level} | change point | {split} (chosen) | - | {split} (fixed) | "
+            f"{ef['changepoint']['mean']:.1f} [{ef['changepoint']['hdi'][0]:.0f}, {ef['changepoint']['hdi'][1]:.0f}] |"
+        )
+        print(
+            f"| {level} | P(late gain in ROPE) / P(early > 0) | - | - | {ej['p_late_in_rope']:.3f} / "
+            f"{ej['p_early_positive']:.3f} | {ef['p_late_in_rope']:.3f} / {ef['p_early_positive']:.3f} |"
+        )
     tg = free.estimands.get("together") or {}
     if tg:
         r = tg["changepoint_range"]
-        print(f"\nlevels together: range of change points {r['mean']:.1f} [{r['hdi'][0]:.0f}, {r['hdi'][1]:.0f}] steps, "
-              f"P(range <= 2) = {tg['p_range_le_2_steps']:.3f}")
+        print(
+            f"\nlevels together: range of change points {r['mean']:.1f} [{r['hdi'][0]:.0f}, {r['hdi'][1]:.0f}] steps, "
+            f"P(range <= 2) = {tg['p_range_le_2_steps']:.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -76,12 +76,23 @@ def main(variant: str, cp: float, nsim: int, seed0: int) -> None:
             est = fit.estimands["levels"][lv.name]
             lo, hi = est["changepoint"]["hdi"]
             elo, ehi = est["early_slope"]["hdi"]
-            res.append({"sim": sim, "level": lv.name, "lo": lo, "hi": hi, "mean": est["changepoint"]["mean"],
-                        "inside": bool(lo <= cp <= hi), "early_in": bool(elo <= lv.early_slope <= ehi)})
+            res.append(
+                {
+                    "sim": sim,
+                    "level": lv.name,
+                    "lo": lo,
+                    "hi": hi,
+                    "mean": est["changepoint"]["mean"],
+                    "inside": bool(lo <= cp <= hi),
+                    "early_in": bool(elo <= lv.early_slope <= ehi),
+                }
+            )
     cov_cp = np.mean([r["inside"] for r in res])
     cov_early = np.mean([r["early_in"] for r in res])
-    print(f"{variant} cp {cp:g}: change point {cov_cp:.3f}, early slope {cov_early:.3f} over {len(res)} level fits "
-          f"({nsim} simulations, seed {seed0}, {time.time() - t0:.0f} s)")
+    print(
+        f"{variant} cp {cp:g}: change point {cov_cp:.3f}, early slope {cov_early:.3f} over {len(res)} level fits "
+        f"({nsim} simulations, seed {seed0}, {time.time() - t0:.0f} s)"
+    )
     for r in res:
         if not r["inside"]:
             print("  miss", r)

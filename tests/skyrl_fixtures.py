@@ -30,12 +30,16 @@ import numpy as np
 
 CYAN, RESET = "\x1b[36m", "\x1b[0m"  # colorama.Fore.CYAN, colorama.Style.RESET_ALL
 #: SkyRL's loguru sink format (skyrl/train/utils/utils.py configure_ray_worker_logging)
-SKYRL_FORMAT = ("<green>{time:YYYY-MM-DD HH:mm:ss.SSS}</green> | <level>{level: <8}</level> | "
-                "<cyan>{name}</cyan>:<cyan>{function}</cyan>:<cyan>{line}</cyan> - <level>{message}</level>")
+SKYRL_FORMAT = (
+    "<green>{time:YYYY-MM-DD HH:mm:ss.SSS}</green> | <level>{level: <8}</level> | "
+    "<cyan>{name}</cyan>:<cyan>{function}</cyan>:<cyan>{line}</cyan> - <level>{message}</level>"
+)
 TRAINER = ("skyrl_entrypoint", 2143)
-OVERRIDES = ("trainer.policy.model.path=Qwen/Qwen3-8B trainer.algorithm.advantage_estimator=rloo "
-             'trainer.algorithm.loss_reduction="sequence_mean" trainer.policy.optimizer_config.lr=8e-06 '
-             "generator.n_samples_per_prompt=8 trainer.logger=console")
+OVERRIDES = (
+    "trainer.policy.model.path=Qwen/Qwen3-8B trainer.algorithm.advantage_estimator=rloo "
+    'trainer.algorithm.loss_reduction="sequence_mean" trainer.policy.optimizer_config.lr=8e-06 '
+    "generator.n_samples_per_prompt=8 trainer.logger=console"
+)
 PREFIX = f"{CYAN}({TRAINER[0]} pid={TRAINER[1]}){RESET} "
 
 
@@ -63,8 +67,7 @@ class Loguru:
         self.buffer = io.StringIO()
         logger.remove()
         logger.level("INFO", color="<bold><green>")
-        self.id = logger.add(self.buffer, colorize=colorize, level="INFO", backtrace=False, diagnose=False,
-                             format=fmt)
+        self.id = logger.add(self.buffer, colorize=colorize, level="INFO", backtrace=False, diagnose=False, format=fmt)
 
     def console_log(self, data: dict[str, Any], step: int) -> str:
         """``ConsoleLogger.log(data, step)``; returns the text it wrote."""
@@ -89,24 +92,43 @@ def ray_lines(text: str, actor: str = TRAINER[0], pid: int = TRAINER[1], ip: str
 def step_metrics(step: int, rng: np.random.Generator, *, n_samples: int = 8) -> dict[str, Any]:
     """A synchronous SkyRL trainer's per-step payload (real key names, trainer.py)."""
     return {
-        "generate/avg_num_tokens": 5000 + rng.normal(0, 100), "generate/max_num_tokens": 16384,
-        "generate/min_num_tokens": 812, "generate/std_num_tokens": 1400.5 + rng.normal(0, 10),
-        "generate/batch_num_seq": 512, "generate/batch_padded_seq_len": 16384,
-        "loss/avg_final_rewards": 0.3 + 0.01 * step, "loss/avg_raw_advantages": 0.0,
+        "generate/avg_num_tokens": 5000 + rng.normal(0, 100),
+        "generate/max_num_tokens": 16384,
+        "generate/min_num_tokens": 812,
+        "generate/std_num_tokens": 1400.5 + rng.normal(0, 10),
+        "generate/batch_num_seq": 512,
+        "generate/batch_padded_seq_len": 16384,
+        "loss/avg_final_rewards": 0.3 + 0.01 * step,
+        "loss/avg_raw_advantages": 0.0,
         "loss/avg_raw_advantages_abs": 0.41,
-        "policy/final_loss": rng.normal(0, 0.01), "policy/grad_norm": 0.21 + rng.random() / 10,
-        "policy/loss_metrics/clip_ratio": 0.0012, "policy/policy_entropy": 0.08 - 0.0002 * step,
-        "policy/policy_loss": rng.normal(0, 0.01), "policy/policy_lr": 1e-6,
+        "policy/final_loss": rng.normal(0, 0.01),
+        "policy/grad_norm": 0.21 + rng.random() / 10,
+        "policy/loss_metrics/clip_ratio": 0.0012,
+        "policy/policy_entropy": 0.08 - 0.0002 * step,
+        "policy/policy_loss": rng.normal(0, 0.01),
+        "policy/policy_lr": 1e-6,
         "policy/response_length": 4890.0,
-        f"reward/avg_pass_at_{n_samples}": 0.62 + 0.0005 * step, "reward/avg_raw_reward": min(0.3 + 0.01 * step, 0.5),
+        f"reward/avg_pass_at_{n_samples}": 0.62 + 0.0005 * step,
+        "reward/avg_raw_reward": min(0.3 + 0.01 * step, 0.5),
         "reward/mean_positive_reward": min(0.3 + 0.01 * step, 0.5),
-        "trainer/epoch": 0, "trainer/global_step": step, "trainer/tokens_per_second_per_gpu": 1840.2,
-        "timing/step": 300.0 + rng.normal(0, 5), "timing/generate": 180.5, "timing/policy_train": 90.25,
+        "trainer/epoch": 0,
+        "trainer/global_step": step,
+        "trainer/tokens_per_second_per_gpu": 1840.2,
+        "timing/step": 300.0 + rng.normal(0, 5),
+        "timing/generate": 180.5,
+        "timing/policy_train": 90.25,
     }
 
 
-def console_log(n_steps: int = 6, *, seed: int = 0, async_timing: bool = True, eval_only: bool = False,
-                noise_lines: int = 3, rollouts: int = 0) -> str:
+def console_log(
+    n_steps: int = 6,
+    *,
+    seed: int = 0,
+    async_timing: bool = True,
+    eval_only: bool = False,
+    noise_lines: int = 3,
+    rollouts: int = 0,
+) -> str:
     """A SkyRL console log (what the driver prints): the ``set -x`` echo of the launch
     command, per step ``noise_lines`` vLLM engine lines from other actors, per rollout a
     reward-details line and a trajectory-saving line (``rollouts``), the step's
@@ -119,21 +141,44 @@ def console_log(n_steps: int = 6, *, seed: int = 0, async_timing: bool = True, e
     try:
         for step in range(1, n_steps + 1):
             for i in range(noise_lines):
-                out.write(ray_lines("INFO 08-12 12:48:01 [loggers.py:123] Avg prompt throughput: 1834.2 tokens/s",
-                                    "AsyncVLLMInferenceEngine", 3000 + i, f"10.0.0.{i}"))
+                out.write(
+                    ray_lines(
+                        "INFO 08-12 12:48:01 [loggers.py:123] Avg prompt throughput: 1834.2 tokens/s",
+                        "AsyncVLLMInferenceEngine",
+                        3000 + i,
+                        f"10.0.0.{i}",
+                    )
+                )
             for r in range(rollouts):
-                out.write(ray_lines(log.info(f"Reward details: {{'file_reward': {rng.random()}, "
-                                             f"'module_reward': {rng.random()}}}"), "CodeSearchGenerator", 4100))
-                out.write(ray_lines(log.info(f"Saving trajectory to /ckpt/trajectories/step_{step}/train/"
-                                             f"repo__name-{r // 8:04d}_{r % 8}.json"), "CodeSearchGenerator", 4100))
+                out.write(
+                    ray_lines(
+                        log.info(f"Reward details: {{'file_reward': {rng.random()}, 'module_reward': {rng.random()}}}"),
+                        "CodeSearchGenerator",
+                        4100,
+                    )
+                )
+                out.write(
+                    ray_lines(
+                        log.info(
+                            f"Saving trajectory to /ckpt/trajectories/step_{step}/train/"
+                            f"repo__name-{r // 8:04d}_{r % 8}.json"
+                        ),
+                        "CodeSearchGenerator",
+                        4100,
+                    )
+                )
             payload = step_metrics(step, rng)
             timing = {k: payload.pop(k) for k in [k for k in payload if k.startswith("timing/")]}
             out.write(ray_lines(log.console_log(payload, step)))
             if async_timing:
                 out.write(ray_lines(log.console_log(timing, step)))
         if eval_only:
-            out.write(log.info("Metrics from eval only run: "
-                               + str({"eval/swe_gym/avg_score": 0.41, "eval/swe_gym/pass_at_8": 0.62})))
+            out.write(
+                log.info(
+                    "Metrics from eval only run: "
+                    + str({"eval/swe_gym/avg_score": 0.41, "eval/swe_gym/pass_at_8": 0.62})
+                )
+            )
     finally:
         log.close()
     return out.getvalue()
@@ -155,27 +200,56 @@ def write(path: Path, text: str) -> Path:
 #: gold edits of every fixture instance: codescout's ``target`` (= the ``file_changes``
 #: column of adityasoni17/SWE-smith-py-code-search), ``null`` lists included
 GOLD = [
-    {"changes": {"added_entities": ["pkg/a.py:A.new"], "added_modules": None,
-                 "edited_entities": ["pkg/a.py:A.m"], "edited_modules": ["pkg/a.py:A"]}, "file": "pkg/a.py"},
-    {"changes": {"added_entities": None, "added_modules": None, "edited_entities": ["pkg/b.py:f"],
-                 "edited_modules": ["pkg/b.py:f"]}, "file": "pkg/b.py"},
+    {
+        "changes": {
+            "added_entities": ["pkg/a.py:A.new"],
+            "added_modules": None,
+            "edited_entities": ["pkg/a.py:A.m"],
+            "edited_modules": ["pkg/a.py:A"],
+        },
+        "file": "pkg/a.py",
+    },
+    {
+        "changes": {
+            "added_entities": None,
+            "added_modules": None,
+            "edited_entities": ["pkg/b.py:f"],
+            "edited_modules": ["pkg/b.py:f"],
+        },
+        "file": "pkg/b.py",
+    },
 ]
 
 #: structured locations (the finish tool's ``{file, class_name, function_name}``) and, by
 #: hand, their (n_pred, n_gold, n_tp) at file, module, entity against GOLD
 ANSWERS = {
-    "perfect": ([{"file": "pkg/a.py", "class_name": "A", "function_name": "m"},
-                 {"file": "pkg/b.py", "class_name": None, "function_name": "f"}], [(2, 2, 2), (2, 2, 2), (2, 2, 2)]),
-    "partial": ([{"file": "pkg/a.py", "class_name": "A", "function_name": "m"},
-                 {"file": "pkg/c.py", "class_name": None, "function_name": None}], [(2, 2, 1), (1, 2, 1), (1, 2, 1)]),
+    "perfect": (
+        [
+            {"file": "pkg/a.py", "class_name": "A", "function_name": "m"},
+            {"file": "pkg/b.py", "class_name": None, "function_name": "f"},
+        ],
+        [(2, 2, 2), (2, 2, 2), (2, 2, 2)],
+    ),
+    "partial": (
+        [
+            {"file": "pkg/a.py", "class_name": "A", "function_name": "m"},
+            {"file": "pkg/c.py", "class_name": None, "function_name": None},
+        ],
+        [(2, 2, 1), (1, 2, 1), (1, 2, 1)],
+    ),
     "wrong": ([{"file": "pkg/c.py", "class_name": None, "function_name": "g"}], [(1, 2, 0), (1, 2, 0), (1, 2, 0)]),
     "file_only": ([{"file": "pkg/a.py", "class_name": None, "function_name": None}], [(1, 2, 1), (0, 2, 0), (0, 2, 0)]),
     "class_only": ([{"file": "pkg/a.py", "class_name": "A", "function_name": None}], [(1, 2, 1), (1, 2, 1), (0, 2, 0)]),
     # upstream compares verbatim: "./pkg/a.py" is not "pkg/a.py"
     "dot_slash": ([{"file": "./pkg/a.py", "class_name": "A", "function_name": "m"}], [(1, 2, 0), (1, 2, 0), (1, 2, 0)]),
     # a blank file anywhere empties the whole prediction
-    "empty_file": ([{"file": "pkg/a.py", "class_name": "A", "function_name": "m"},
-                    {"file": " ", "class_name": None, "function_name": "f"}], [(0, 2, 0), (0, 2, 0), (0, 2, 0)]),
+    "empty_file": (
+        [
+            {"file": "pkg/a.py", "class_name": "A", "function_name": "m"},
+            {"file": " ", "class_name": None, "function_name": "f"},
+        ],
+        [(0, 2, 0), (0, 2, 0), (0, 2, 0)],
+    ),
 }
 #: a plain-text answer (no finish call): upstream scores it 0 at every level
 TEXT_ANSWER = "Found it.\n```\npkg/a.py\nclass: A\nfunction: m\n\npkg/b.py\nfunction: f\n```"
@@ -194,59 +268,142 @@ def expected_counts(kind: str) -> list[tuple[int, int, int]]:
 
 
 def _event(kind: str, **fields: Any) -> dict[str, Any]:
-    return {"kind": kind, "id": f"evt-{kind}-{len(fields)}",
-            "timestamp": "2026-08-12T12:48:01.123456", **fields}
+    return {"kind": kind, "id": f"evt-{kind}-{len(fields)}", "timestamp": "2026-08-12T12:48:01.123456", **fields}
 
 
 def _token_event(rng: np.random.Generator, prompt_len: int, response_len: int) -> dict[str, Any]:
-    return _event("TokenEvent", source="agent", prompt_token_ids=rng.integers(0, 151_000, prompt_len).tolist(),
-                  response_token_ids=rng.integers(0, 151_000, response_len).tolist())
+    return _event(
+        "TokenEvent",
+        source="agent",
+        prompt_token_ids=rng.integers(0, 151_000, prompt_len).tolist(),
+        response_token_ids=rng.integers(0, 151_000, response_len).tolist(),
+    )
 
 
-def messages(locations: list[dict[str, Any]] | None, *, final_text: str = "", turns: int = 3,
-             tokens: int = 2000, seed: int = 0, finish_calls: int = 1) -> list[dict[str, Any]]:
+def messages(
+    locations: list[dict[str, Any]] | None,
+    *,
+    final_text: str = "",
+    turns: int = 3,
+    tokens: int = 2000,
+    seed: int = 0,
+    finish_calls: int = 1,
+) -> list[dict[str, Any]]:
     """OpenHands event dumps of a conversation: system prompt, user message, ``turns``
     terminal calls with their observations and TokenEvents (cumulative prompts of about
     ``tokens`` ids per turn), then ``finish_calls`` ``localization_finish`` actions (or a
     final text message)."""
     rng = np.random.default_rng(seed)
-    tools = [{"name": "terminal", "description": "Run a shell command"},
-             {"name": "localization_finish", "description": "Report the code locations"}]
-    events = [_event("SystemPromptEvent", source="agent", system_prompt={"type": "text", "text": "You are..."},
-                     tools=tools),
-              _event("MessageEvent", source="user", llm_message={"role": "user", "content": [
-                  {"type": "text", "text": "Locate the code to change."}], "tool_calls": None})]
+    tools = [
+        {"name": "terminal", "description": "Run a shell command"},
+        {"name": "localization_finish", "description": "Report the code locations"},
+    ]
+    events = [
+        _event("SystemPromptEvent", source="agent", system_prompt={"type": "text", "text": "You are..."}, tools=tools),
+        _event(
+            "MessageEvent",
+            source="user",
+            llm_message={
+                "role": "user",
+                "content": [{"type": "text", "text": "Locate the code to change."}],
+                "tool_calls": None,
+            },
+        ),
+    ]
     for t in range(turns):
-        call = {"id": f"chatcmpl-tool-{t}", "name": "terminal", "arguments": json.dumps({"command": "grep -rn f pkg"}),
-                "origin": "completion"}
-        events.append(_event("ActionEvent", source="agent", thought=[{"type": "text", "text": "search"}],
-                             action={"kind": "TerminalAction", "command": "grep -rn f pkg"}, tool_name="terminal",
-                             tool_call_id=call["id"], tool_call=call, llm_response_id=f"chatcmpl-{t}",
-                             security_risk="UNKNOWN"))
-        events.append(_event("ObservationEvent", source="environment", tool_name="terminal",
-                             tool_call_id=call["id"], observation={"kind": "TerminalObservation", "content": [
-                                 {"type": "text", "text": "pkg/a.py:3: def m(self):"}], "is_error": False}))
+        call = {
+            "id": f"chatcmpl-tool-{t}",
+            "name": "terminal",
+            "arguments": json.dumps({"command": "grep -rn f pkg"}),
+            "origin": "completion",
+        }
+        events.append(
+            _event(
+                "ActionEvent",
+                source="agent",
+                thought=[{"type": "text", "text": "search"}],
+                action={"kind": "TerminalAction", "command": "grep -rn f pkg"},
+                tool_name="terminal",
+                tool_call_id=call["id"],
+                tool_call=call,
+                llm_response_id=f"chatcmpl-{t}",
+                security_risk="UNKNOWN",
+            )
+        )
+        events.append(
+            _event(
+                "ObservationEvent",
+                source="environment",
+                tool_name="terminal",
+                tool_call_id=call["id"],
+                observation={
+                    "kind": "TerminalObservation",
+                    "content": [{"type": "text", "text": "pkg/a.py:3: def m(self):"}],
+                    "is_error": False,
+                },
+            )
+        )
         events.append(_token_event(rng, tokens * (t + 1), tokens // 4))
     for c in range(finish_calls if locations is not None else 0):
         args = {"locations": locations}
-        call = {"id": f"chatcmpl-tool-f{c}", "name": "localization_finish", "arguments": json.dumps(args),
-                "origin": "completion"}
-        events.append(_event("ActionEvent", source="agent", thought=[], action={"kind": "LocalizationFinishAction",
-                                                                                  **args},
-                             tool_name="localization_finish", tool_call_id=call["id"], tool_call=call,
-                             llm_response_id="chatcmpl-last", security_risk="UNKNOWN"))
-        events.append(_event("ObservationEvent", source="environment", tool_name="localization_finish",
-                             tool_call_id=call["id"], observation={"kind": "LocalizationFinishObservation", "content": [
-                                 {"type": "text", "text": json.dumps(locations, indent=2)}], "is_error": False}))
+        call = {
+            "id": f"chatcmpl-tool-f{c}",
+            "name": "localization_finish",
+            "arguments": json.dumps(args),
+            "origin": "completion",
+        }
+        events.append(
+            _event(
+                "ActionEvent",
+                source="agent",
+                thought=[],
+                action={"kind": "LocalizationFinishAction", **args},
+                tool_name="localization_finish",
+                tool_call_id=call["id"],
+                tool_call=call,
+                llm_response_id="chatcmpl-last",
+                security_risk="UNKNOWN",
+            )
+        )
+        events.append(
+            _event(
+                "ObservationEvent",
+                source="environment",
+                tool_name="localization_finish",
+                tool_call_id=call["id"],
+                observation={
+                    "kind": "LocalizationFinishObservation",
+                    "content": [{"type": "text", "text": json.dumps(locations, indent=2)}],
+                    "is_error": False,
+                },
+            )
+        )
     if final_text:
-        events.append(_event("MessageEvent", source="agent", llm_message={"role": "assistant", "content": [
-            {"type": "text", "text": final_text}], "tool_calls": None}))
+        events.append(
+            _event(
+                "MessageEvent",
+                source="agent",
+                llm_message={
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": final_text}],
+                    "tool_calls": None,
+                },
+            )
+        )
     events.append(_token_event(rng, tokens * (turns + 1), tokens // 8))
     return events
 
 
-def trajectory(instance: str, kind: str, *, rep: int = 0, tokens: int = 2000, turns: int = 3,
-               old_format: bool = False, logged: dict[str, float] | None = None) -> dict[str, Any]:
+def trajectory(
+    instance: str,
+    kind: str,
+    *,
+    rep: int = 0,
+    tokens: int = 2000,
+    turns: int = 3,
+    old_format: bool = False,
+    logged: dict[str, float] | None = None,
+) -> dict[str, Any]:
     """One codescout trajectory ``result_dict`` (code_search_generator.py).
 
     ``kind``: an ANSWERS key (a ``localization_finish`` call with those locations), ``text``
@@ -261,20 +418,47 @@ def trajectory(instance: str, kind: str, *, rep: int = 0, tokens: int = 2000, tu
     matches = re.findall(r"```(.*?)```", final_message, re.DOTALL)
     parsed = matches[-1] if matches else final_message
     f1 = [f1_by_hand(*c) for c in expected_counts(kind)] if structured is not None else [0.0, 0.0, 0.0]
-    reward_dict: dict[str, float] = {"multilevel_localization_f1_reward": sum(f1), "file_reward": f1[0],
-                                     "module_reward": f1[1], "entity_reward": f1[2]}
+    reward_dict: dict[str, float] = {
+        "multilevel_localization_f1_reward": sum(f1),
+        "file_reward": f1[0],
+        "module_reward": f1[1],
+        "entity_reward": f1[2],
+    }
     reward_dict.update(logged or {})
-    events = messages(locations, final_text=final_message, turns=turns, tokens=tokens, seed=rep,
-                      finish_calls=2 if kind == "twice" else 1)
+    events = messages(
+        locations,
+        final_text=final_message,
+        turns=turns,
+        tokens=tokens,
+        seed=rep,
+        finish_calls=2 if kind == "twice" else 1,
+    )
     n_actions = sum(e["kind"] == "ActionEvent" for e in events)
     n_tokens = sum(e["kind"] == "TokenEvent" for e in events)
-    metrics = {"tokens": 9000 + rep, "steps": n_tokens, "avg_tool_calls_per_step": 0.0, "wall_clock_duration": 41.5,
-               "total_prompt_tokens": tokens * (turns + 1), "total_response_tokens": 1500,
-               "avg_prompt_tokens_per_step": 2000.0, "avg_response_tokens_per_step": 375.0, "num_turns": 5 + rep,
-               "num_tool_calls": n_actions, "num_tool_calls_per_turn": n_actions / n_tokens,
-               "tool_calls_by_turn": [1] * n_tokens}
-    return {"instance_id": instance, "target": GOLD, "total_reward": sum(f1), "reward_dict": reward_dict,
-            "parsed_final_message": parsed, "raw_final_message": raw, "messages": events, "metrics_dict": metrics}
+    metrics = {
+        "tokens": 9000 + rep,
+        "steps": n_tokens,
+        "avg_tool_calls_per_step": 0.0,
+        "wall_clock_duration": 41.5,
+        "total_prompt_tokens": tokens * (turns + 1),
+        "total_response_tokens": 1500,
+        "avg_prompt_tokens_per_step": 2000.0,
+        "avg_response_tokens_per_step": 375.0,
+        "num_turns": 5 + rep,
+        "num_tool_calls": n_actions,
+        "num_tool_calls_per_turn": n_actions / n_tokens,
+        "tool_calls_by_turn": [1] * n_tokens,
+    }
+    return {
+        "instance_id": instance,
+        "target": GOLD,
+        "total_reward": sum(f1),
+        "reward_dict": reward_dict,
+        "parsed_final_message": parsed,
+        "raw_final_message": raw,
+        "messages": events,
+        "metrics_dict": metrics,
+    }
 
 
 def write_trajectory(path: Path, record: dict[str, Any]) -> Path:
@@ -286,32 +470,53 @@ def write_trajectory(path: Path, record: dict[str, Any]) -> Path:
 
 #: per (step, phase): the kind of each instance_rep file (".error" for a crashed rollout)
 PLAN = {
-    (1, "train"): {"repo__x-1_0": "partial", "repo__x-1_1": "wrong", "repo__y-2_0": "file_only",
-                   "repo__y-2_1": ".error"},
-    (2, "train"): {"repo__x-1_0": "perfect", "repo__x-1_1": "text", "repo__y-2_0": "none",
-                   "repo__y-2_1": "twice", "repo__w-3_0": "class_only", "repo__w-3_1": "dot_slash"},
+    (1, "train"): {
+        "repo__x-1_0": "partial",
+        "repo__x-1_1": "wrong",
+        "repo__y-2_0": "file_only",
+        "repo__y-2_1": ".error",
+    },
+    (2, "train"): {
+        "repo__x-1_0": "perfect",
+        "repo__x-1_1": "text",
+        "repo__y-2_0": "none",
+        "repo__y-2_1": "twice",
+        "repo__w-3_0": "class_only",
+        "repo__w-3_1": "dot_slash",
+    },
     (2, "eval"): {"repo__z-9_0": "perfect", "repo__z-9_1": "empty_file"},
 }
 #: the answer status the ingest should report per kind
-EXPECTED_STATUS = {**{k: "finish_call" for k in ANSWERS}, "empty_file": "empty_file_name", "text": "no_finish_call",
-                   "none": "no_finish_call", "twice": "several_finish_calls"}
+EXPECTED_STATUS = {
+    **{k: "finish_call" for k in ANSWERS},
+    "empty_file": "empty_file_name",
+    "text": "no_finish_call",
+    "none": "no_finish_call",
+    "twice": "several_finish_calls",
+}
 EXPECTED_UNGRADED = {(1, "train", "repo__y-2", 1): "error_file"}
-ERROR_TEXT = ("sandbox timed out\nTraceback (most recent call last):\n  File \"code_search_generator.py\", line 309\n"
-              "RuntimeError: sandbox timed out\n")
+ERROR_TEXT = (
+    'sandbox timed out\nTraceback (most recent call last):\n  File "code_search_generator.py", line 309\n'
+    "RuntimeError: sandbox timed out\n"
+)
 
 
 # ------------------------------------------------------------------ eval dumps
 def transcript(locations: list[dict[str, Any]] | None, *, calls: int = 1) -> str:
     """A decoded multi-turn transcript (``tokenizer.decode(response_ids)``): Hermes tool
     calls as the model emits them, tool output in between."""
-    parts = ["<|im_start|>assistant\n<think>\nSearch first.\n</think>\n\n<tool_call>\n"
-             + json.dumps({"name": "terminal", "arguments": {"command": "grep -rn 'def m' pkg"}})
-             + "\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\npkg/a.py:3:    def m(self):\n"
-               "pkg/c.py:9: def g():\n</tool_response><|im_end|>\n"]
+    parts = [
+        "<|im_start|>assistant\n<think>\nSearch first.\n</think>\n\n<tool_call>\n"
+        + json.dumps({"name": "terminal", "arguments": {"command": "grep -rn 'def m' pkg"}})
+        + "\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\npkg/a.py:3:    def m(self):\n"
+        "pkg/c.py:9: def g():\n</tool_response><|im_end|>\n"
+    ]
     for _ in range(calls if locations is not None else 0):
-        parts.append("<|im_start|>assistant\n<tool_call>\n"
-                     + json.dumps({"name": "localization_finish", "arguments": {"locations": locations}})
-                     + "\n</tool_call><|im_end|>")
+        parts.append(
+            "<|im_start|>assistant\n<tool_call>\n"
+            + json.dumps({"name": "localization_finish", "arguments": {"locations": locations}})
+            + "\n</tool_call><|im_end|>"
+        )
     return "".join(parts)
 
 
@@ -326,11 +531,22 @@ def eval_dump_lines(n_prompts: int = 3, samples: int = 2) -> list[dict[str, Any]
             locations = ANSWERS[kind][0] if kind else None
             reward = [f1_by_hand(*c) for c in ANSWERS[kind][1]] if kind else [0.0]
             score: Any = [0.0] * 40 + [float(sum(reward))]
-            out.append({"input_prompt": f"<|im_start|>user\nLocate the bug in task {p}<|im_end|>\n",
-                        "output_response": transcript(locations), "score": score, "stop_reason": "stop",
-                        "env_class": "code_search", "env_extras": {"instance_id": f"gym__t-{p}", "file_changes": GOLD,
-                                                                   "target": GOLD, "data_source": "swe_gym"},
-                        "data_source": "swe_gym"})
+            out.append(
+                {
+                    "input_prompt": f"<|im_start|>user\nLocate the bug in task {p}<|im_end|>\n",
+                    "output_response": transcript(locations),
+                    "score": score,
+                    "stop_reason": "stop",
+                    "env_class": "code_search",
+                    "env_extras": {
+                        "instance_id": f"gym__t-{p}",
+                        "file_changes": GOLD,
+                        "target": GOLD,
+                        "data_source": "swe_gym",
+                    },
+                    "data_source": "swe_gym",
+                }
+            )
     out[-1]["score"] = None
     return out
 
@@ -341,13 +557,20 @@ def write_eval_dump(d: Path, entries: list[dict[str, Any]], metrics: dict[str, f
     for e in entries:
         by_source.setdefault(e["data_source"] or "unknown", []).append(e)
     for source, rows in by_source.items():
-        write(d / f"{source.replace('/', '_')}.jsonl{ext}",
-              "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in rows))
+        write(
+            d / f"{source.replace('/', '_')}.jsonl{ext}",
+            "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in rows),
+        )
     write(d / f"aggregated_results.jsonl{ext}", json.dumps(metrics, ensure_ascii=False) + "\n")
 
 
-EVAL_METRICS = {"eval/swe_gym/avg_score": 1.0, "eval/swe_gym/pass_at_2": 0.6667,
-                "eval/swe_gym/mean_positive_reward": 1.0, "eval/all/avg_score": 1.0, "eval/all/pass_at_2": 0.6667}
+EVAL_METRICS = {
+    "eval/swe_gym/avg_score": 1.0,
+    "eval/swe_gym/pass_at_2": 0.6667,
+    "eval/swe_gym/mean_positive_reward": 1.0,
+    "eval/all/avg_score": 1.0,
+    "eval/all/pass_at_2": 0.6667,
+}
 
 
 def run_dir(root: Path, *, model: str = "Qwen/Qwen3-8B", zst: bool = True, tokens: int = 300) -> Path:
@@ -370,8 +593,12 @@ def run_dir(root: Path, *, model: str = "Qwen/Qwen3-8B", zst: bool = True, token
         write_eval_dump(root / "dumped_evals" / f"global_step_{step}_evals", eval_dump_lines(), EVAL_METRICS, ext)
     log = Loguru(colorize=False)
     try:
-        write(root / "eval_ckpt_struct_step40.log", log.info(
-            "Metrics from eval only run: " + str({"eval/swe_gym/avg_score": 0.41, "eval/swe_gym/pass_at_8": 0.62})))
+        write(
+            root / "eval_ckpt_struct_step40.log",
+            log.info(
+                "Metrics from eval only run: " + str({"eval/swe_gym/avg_score": 0.41, "eval/swe_gym/pass_at_8": 0.62})
+            ),
+        )
     finally:
         log.close()
     write(root / "eval_log_index.txt", "# eval log -> run label\neval_ckpt_struct_step40.log\ts85\n")
@@ -388,13 +615,17 @@ def eval_only_run_dir(root: Path, *, tokens: int = 300) -> Path:
     for i, kind in enumerate(["perfect", "partial", "text"]):
         write_trajectory(d / f"repo__e-{i}_0.json", trajectory(f"repo__e-{i}", kind, tokens=tokens))
     write_eval_dump(root / "dumped_evals" / "eval_only", eval_dump_lines(2, 2), EVAL_METRICS)
-    default = "<green>{time:YYYY-MM-DD HH:mm:ss.SSS}</green> | <level>{level: <8}</level> | " \
-              "<cyan>{name}</cyan>:<cyan>{function}</cyan>:<cyan>{line}</cyan> - <level>{message}</level>"
+    default = (
+        "<green>{time:YYYY-MM-DD HH:mm:ss.SSS}</green> | <level>{level: <8}</level> | "
+        "<cyan>{name}</cyan>:<cyan>{function}</cyan>:<cyan>{line}</cyan> - <level>{message}</level>"
+    )
     log = Loguru(colorize=False, fmt=default)
     try:
         results = {"eval/swe_gym/avg_score": 0.4123456, "eval/swe_gym/pass_at_8": 0.625}
-        text = ("+ python -m skyrl.train.entrypoints.main_generate trainer.policy.model.path=ckpt/s85/global_step_85 "
-                "trainer.logger=console\n")
+        text = (
+            "+ python -m skyrl.train.entrypoints.main_generate trainer.policy.model.path=ckpt/s85/global_step_85 "
+            "trainer.logger=console\n"
+        )
         text += ray_lines(log.console_log(results, 0), "eval_entrypoint", 777)
         text += log.info(f"Metrics from eval only run: {results}")
     finally:
@@ -417,9 +648,16 @@ def wandb_run_dir(root: Path, n_steps: int = 4, *, seed: int = 0) -> Path:
     rng = np.random.default_rng(seed)
     payloads = {s: step_metrics(s, rng) for s in range(1, n_steps + 1)}
     payloads[2]["policy/policy_kl"] = float("nan")
-    config = {"trainer": {"policy": {"model": {"path": "Qwen/Qwen3-8B"}}, "algorithm": {"advantage_estimator": "rloo"},
-                          "logger": "wandb", "project_name": "skyrl", "run_name": "code_search"},
-              "generator": {"n_samples_per_prompt": 8}}
+    config = {
+        "trainer": {
+            "policy": {"model": {"path": "Qwen/Qwen3-8B"}},
+            "algorithm": {"advantage_estimator": "rloo"},
+            "logger": "wandb",
+            "project_name": "skyrl",
+            "run_name": "code_search",
+        },
+        "generator": {"n_samples_per_prompt": 8},
+    }
     script = (
         "import json, sys, wandb\n"
         "cfg = json.loads(sys.argv[1]); payloads = json.loads(sys.argv[2])\n"
@@ -427,12 +665,24 @@ def wandb_run_dir(root: Path, n_steps: int = 4, *, seed: int = 0) -> Path:
         "print('training started')\n"
         "for step, data in sorted(payloads.items(), key=lambda kv: int(kv[0])):\n"
         "    wandb.log(data=data, step=int(step), commit=True)\n"
-        "wandb.finish(exit_code=0)\n")
+        "wandb.finish(exit_code=0)\n"
+    )
     root.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_DISABLE_GIT": "true",
-           "WANDB_CONSOLE": "off"}
-    subprocess.run([sys.executable, "-c", script, json.dumps(config), json.dumps(payloads, allow_nan=True)],
-                   cwd=root, env=env, check=True, capture_output=True, timeout=300)
+    env = {
+        **os.environ,
+        "WANDB_MODE": "offline",
+        "WANDB_SILENT": "true",
+        "WANDB_DISABLE_GIT": "true",
+        "WANDB_CONSOLE": "off",
+    }
+    subprocess.run(
+        [sys.executable, "-c", script, json.dumps(config), json.dumps(payloads, allow_nan=True)],
+        cwd=root,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return root
 
 

@@ -46,8 +46,9 @@ def _check_against_pandas(ds, by):
                     assert int(c[f"{fld}_n0"]) == int((col == 0).sum())
                     assert int(c[f"{fld}_n1"]) == int((col == 1).sum())
                     np.testing.assert_allclose(float(c[f"{fld}_slogy"]), np.log(inside).sum(), rtol=1e-12, atol=1e-12)
-                    np.testing.assert_allclose(float(c[f"{fld}_slog1my"]), np.log1p(-inside).sum(),
-                                               rtol=1e-12, atol=1e-12)
+                    np.testing.assert_allclose(
+                        float(c[f"{fld}_slog1my"]), np.log1p(-inside).sum(), rtol=1e-12, atol=1e-12
+                    )
                 checked += 1
     return agg, checked
 
@@ -62,7 +63,9 @@ def test_plateau_aggregate_matches_pandas(small_plateau):
 def test_transfer_aggregate_matches_pandas():
     spec = TransferSpec(
         arms=tuple(ArmSpec(a.name, 150, a.ungraded, a.graded_reward) for a in TransferSpec().arms),
-        prompts_per_step=4, samples_per_prompt=4, pool_size=50,
+        prompts_per_step=4,
+        samples_per_prompt=4,
+        pool_size=50,
     )
     ds, _ = simulate_transfer(spec, seed=1)
     agg, _ = _check_against_pandas(ds, (S.ARM, S.STEP))

@@ -67,14 +67,27 @@ def test_local_cluster_runs_a_small_calibration_and_reports_failed_tasks():
 def test_verdict_table_flags_non_uniform_ranks():
     setting = PlateauSetting()
     rng = np.random.default_rng(0)
-    results = [{"kind": "sbc", "sim": i, "effect": np.nan, "plateaued": False, "p_late_in_rope": 0.5, "seconds": 0.0,
-                "converged": True, "truth": {p: 0.0 for p in ("changepoint", "start", "value_at_changepoint",
-                                                                 "late_slope", "tau")},
-                "rank": {"changepoint": int(rng.integers(0, 1000)), "start": int(rng.integers(0, 1000)),
-                         "value_at_changepoint": int(rng.integers(0, 1000)), "late_slope": int(rng.integers(450, 550)),
-                         "tau": int(rng.integers(0, 1000))},
-                "inside": {p: True for p in ("changepoint", "start", "value_at_changepoint", "late_slope", "tau")}}
-               for i in range(100)]
+    results = [
+        {
+            "kind": "sbc",
+            "sim": i,
+            "effect": np.nan,
+            "plateaued": False,
+            "p_late_in_rope": 0.5,
+            "seconds": 0.0,
+            "converged": True,
+            "truth": {p: 0.0 for p in ("changepoint", "start", "value_at_changepoint", "late_slope", "tau")},
+            "rank": {
+                "changepoint": int(rng.integers(0, 1000)),
+                "start": int(rng.integers(0, 1000)),
+                "value_at_changepoint": int(rng.integers(0, 1000)),
+                "late_slope": int(rng.integers(450, 550)),
+                "tau": int(rng.integers(0, 1000)),
+            },
+            "inside": {p: True for p in ("changepoint", "start", "value_at_changepoint", "late_slope", "tau")},
+        }
+        for i in range(100)
+    ]
     table = verdict_table(to_dataset(results, [], setting, 1.0)).set_index("check")
     assert table.loc["SBC late_slope", "p_value"] < 1e-6 and not table.loc["SBC late_slope", "passes"]
     assert table.loc["SBC late_slope", "p_adjusted"] < 1e-5
@@ -142,8 +155,9 @@ def test_pass_at_k_prior_simulator_follows_its_truth():
     assert set(np.unique(ds["reward"].values)) <= {0.0, 1.0} and bool(ds["graded"].all())
     assert truth["pass1_start"] == pytest.approx(curves.expit(truth["a0"]))
     assert truth["pass1_end"] == pytest.approx(curves.expit(truth["a0"] + truth["a1"]))
-    assert truth["passk_end"] == pytest.approx(curves.pass_at_k_beta(
-        curves.expit(truth["a0"] + truth["a1"]), np.exp(truth["g0"] + truth["g1"]), 4))
+    assert truth["passk_end"] == pytest.approx(
+        curves.pass_at_k_beta(curves.expit(truth["a0"] + truth["a1"]), np.exp(truth["g0"] + truth["g1"]), 4)
+    )
     again, truth2 = simulate_pass_at_k_prior(s, np.random.default_rng(2))
     assert truth2 == truth and again.identical(ds)
 
@@ -164,12 +178,37 @@ def test_pass_at_k_calibration_runs_and_is_reproducible():
 
 def test_calibrate_command(tmp_path, capsys):
     out = tmp_path / "cal"
-    assert main(["calibrate", "plateau", "--sims", "10", "--null-sims", "3", "--power-sims", "2",
-                 "--scheduler", "sync", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "calibrate",
+                "plateau",
+                "--sims",
+                "10",
+                "--null-sims",
+                "3",
+                "--power-sims",
+                "2",
+                "--scheduler",
+                "sync",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "SBC late_slope" in text and "false-plateau rate" in text
-    for name in ("calibration.nc", "verdict.csv", "verdict.md", "verdict.tex", "ranks.pdf", "ranks.png",
-                 "calibration.json"):
+    for name in (
+        "calibration.nc",
+        "verdict.csv",
+        "verdict.md",
+        "verdict.tex",
+        "ranks.pdf",
+        "ranks.png",
+        "calibration.json",
+    ):
         assert (out / name).exists(), name
     assert json.loads((out / "calibration.json").read_text())["sims"] == 10
     for model in ("transfer", "pass-at-k"):
@@ -189,15 +228,17 @@ def test_sbc_passes_for_the_model_and_fails_for_a_misspecified_prior():
     for p in ("changepoint", "start", "value_at_changepoint", "late_slope", "tau"):
         assert good.loc[f"SBC {p}", "p_value"] > 0.001, good
     assert good.loc["false-plateau rate, steady rise of 0.2", "value"] <= 0.05
-    bad = calibrate(sims=200, null_sims=0, power_sims=0, seed=11, workers=2,
-                    fit_late_slope_sd=0.0002).table.set_index("check")
+    bad = calibrate(sims=200, null_sims=0, power_sims=0, seed=11, workers=2, fit_late_slope_sd=0.0002).table.set_index(
+        "check"
+    )
     assert bad.loc["SBC late_slope", "p_value"] < 1e-4 and not bad.loc["SBC late_slope", "passes"]
 
 
 @pytest.mark.slow
 def test_transfer_sbc_runs_end_to_end():
     """Two SBC simulations of the transfer model (the full 100-simulation run is in the notes and
-    docs/calibration.md): ranks in range, every quantity in the verdict table, no lost task; the fits on these small data sets often miss the convergence thresholds, see the docs)."""
+    docs/calibration.md): ranks in range, every quantity in the verdict table, no lost task (the fits on
+    these small data sets often miss the convergence thresholds, see the docs)."""
     cal = calibrate("transfer", sims=2, seed=5, scheduler="sync")
     ds = cal.dataset
     assert ds.attrs["model"] == "transfer" and list(ds["param"].values) == list(TRANSFER_PARAMS)
@@ -215,13 +256,22 @@ def test_trials_calibration_runs_each_kind_and_counts_verdicts():
     assert all(lv.late_slope == lv.early_slope and lv.changepoint > 1e6 for lv in rising)
     plateau = study_levels(20.0)
     assert all(lv.changepoint == 20.0 for lv in plateau)
-    cal = calibrate("plateau-trials", sims=1, null_sims=1, power_sims=1, scheduler="sync",
-                    setting=TrialsSetting(changepoints=(46.0,), profiles=("study",)))
+    cal = calibrate(
+        "plateau-trials",
+        sims=1,
+        null_sims=1,
+        power_sims=1,
+        scheduler="sync",
+        setting=TrialsSetting(changepoints=(46.0,), profiles=("study",)),
+    )
     assert not cal.failures
     ds, table = cal.dataset, cal.table.set_index("check")
     assert ds.sizes["fit"] == 9 and set(ds["kind"].values) == {"coverage", "rising", "study"}
-    assert {"coverage changepoint, study, change point 46", "rising lines called plateaued or slowed",
-            "study-shaped data called plateaued or slowed (known break 46)"} <= set(table.index)
+    assert {
+        "coverage changepoint, study, change point 46",
+        "rising lines called plateaued or slowed",
+        "study-shaped data called plateaued or slowed (known break 46)",
+    } <= set(table.index)
     sel = ds["kind"].values == "study"
     stopped = np.isin(ds["verdict"].values[sel], STOPPED).mean()
     assert table.loc["study-shaped data called plateaued or slowed (unknown break)", "value"] == stopped
@@ -240,8 +290,14 @@ def test_trials_coverage_and_verdict_targets():
     docs/calibration.md.)"""
     from saturation.calibrate import TrialsSetting
 
-    cal = calibrate("plateau-trials", sims=8, null_sims=12, power_sims=12, seed=1,
-                    setting=TrialsSetting(changepoints=(20.0, 46.0, 70.0), profiles=("study", "noisy")))
+    cal = calibrate(
+        "plateau-trials",
+        sims=8,
+        null_sims=12,
+        power_sims=12,
+        seed=1,
+        setting=TrialsSetting(changepoints=(20.0, 46.0, 70.0), profiles=("study", "noisy")),
+    )
     assert not cal.failures
     table = cal.table.set_index("check")
     cover = table[table.index.str.startswith("coverage")]["value"]

@@ -75,12 +75,29 @@ def test_plateau_command_writes_the_json_contract(tmp_path, capsys):
     from saturation.io import write_table
     from saturation.simulate import LevelSpec, PlateauSpec, simulate_plateau
 
-    spec = PlateauSpec(levels=(LevelSpec("file", 0.55, 0.02, 0.0, 15.0),), n_steps=40,
-                       prompts_per_step=16, samples_per_prompt=4, pool_size=2000, task_sd=0.5)
+    spec = PlateauSpec(
+        levels=(LevelSpec("file", 0.55, 0.02, 0.0, 15.0),),
+        n_steps=40,
+        prompts_per_step=16,
+        samples_per_prompt=4,
+        pool_size=2000,
+        task_sd=0.5,
+    )
     ds, _ = simulate_plateau(spec, seed=8)
     path = write_table(ds, tmp_path / "t.csv")
-    rc = main(["plateau", str(path), "--separate", "--tune", "1500", "--json", str(tmp_path / "p.json"),
-               "--idata", str(tmp_path / "p.nc")])
+    rc = main(
+        [
+            "plateau",
+            str(path),
+            "--separate",
+            "--tune",
+            "1500",
+            "--json",
+            str(tmp_path / "p.json"),
+            "--idata",
+            str(tmp_path / "p.nc"),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "change point" in out and "diagnostics: R-hat max" in out
@@ -89,9 +106,24 @@ def test_plateau_command_writes_the_json_contract(tmp_path, capsys):
     assert d["model"]["breakpoint"] == "unknown"
     assert d["data"]["n_trials"] == 40 * 16 * 4
     lvl = d["levels"]["file"]
-    assert {"changepoint", "early_slope", "late_slope", "start", "end", "headroom", "p_early_positive",
-            "p_late_in_rope", "bf01_late_zero", "p_plateaued_by_step", "verdict", "reason", "late_gain_upper",
-            "slowdown_ratio", "bf_changepoint_vs_line", "davies"} <= set(lvl)
+    assert {
+        "changepoint",
+        "early_slope",
+        "late_slope",
+        "start",
+        "end",
+        "headroom",
+        "p_early_positive",
+        "p_late_in_rope",
+        "bf01_late_zero",
+        "p_plateaued_by_step",
+        "verdict",
+        "reason",
+        "late_gain_upper",
+        "slowdown_ratio",
+        "bf_changepoint_vs_line",
+        "davies",
+    } <= set(lvl)
     assert lvl["verdict"] in ("plateaued", "slowed", "still rising", "no change point", "undetermined")
     assert f"file: {lvl['verdict'].upper()}" in out and f"verdict: {d['summary']}" in out
     assert (tmp_path / "p.nc").stat().st_size > 0
@@ -125,8 +157,22 @@ def test_ingest_skyrl_run_directories(tmp_path, capsys):
 
     a, b = run_dir(tmp_path / "base"), run_dir(tmp_path / "s85", model="ckpt/s85")
     nc, mnc, rep = tmp_path / "trials.nc", tmp_path / "metrics.nc", tmp_path / "ingest.json"
-    argv = ["ingest", str(a), str(b), "-o", str(nc), "--metrics-out", str(mnc), "--arm", f"{a}=base",
-            "--arm", f"{b}=s85", "--json", str(rep), "--no-progress"]
+    argv = [
+        "ingest",
+        str(a),
+        str(b),
+        "-o",
+        str(nc),
+        "--metrics-out",
+        str(mnc),
+        "--arm",
+        f"{a}=base",
+        "--arm",
+        f"{b}=s85",
+        "--json",
+        str(rep),
+        "--no-progress",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "rows read 48: kept 36 (of which ungraded 4" in out and "superseded eval-dump rows 12" in out
@@ -152,7 +198,9 @@ def test_ingest_never_exits_0_with_an_output_unwritten(tmp_path, capsys):
     from skyrl_fixtures import trajectory, write_trajectory
 
     root = tmp_path / "traj_only"
-    write_trajectory(root / "trajectories" / "step_1" / "train" / "repo__a-1_0.json", trajectory("repo__a-1", "perfect"))
+    write_trajectory(
+        root / "trajectories" / "step_1" / "train" / "repo__a-1_0.json", trajectory("repo__a-1", "perfect")
+    )
     mnc = tmp_path / "metrics.nc"
     assert main(["ingest", str(root), "-o", str(tmp_path / "t.nc"), "--metrics-out", str(mnc), "--no-progress"]) == 1
     err = capsys.readouterr().err
@@ -172,11 +220,13 @@ def test_help_imports_no_scientific_stack():
     import subprocess
     import sys
 
-    code = ("import sys, saturation, saturation.cli\n"
-            "from saturation.cli import build_parser\n"
-            "build_parser().format_help()\n"
-            "heavy = [m for m in ('numpy', 'pandas', 'xarray', 'scipy', 'pymc', 'arviz', 'dask') if m in sys.modules]\n"
-            "print(','.join(heavy))")
+    code = (
+        "import sys, saturation, saturation.cli\n"
+        "from saturation.cli import build_parser\n"
+        "build_parser().format_help()\n"
+        "heavy = [m for m in ('numpy', 'pandas', 'xarray', 'scipy', 'pymc', 'arviz', 'dask') if m in sys.modules]\n"
+        "print(','.join(heavy))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
 

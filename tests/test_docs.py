@@ -25,8 +25,9 @@ def test_cli_reference_is_generated_from_the_current_parser():
         import gen_cli_reference
     finally:
         sys.path.pop(0)
-    assert (ROOT / "docs" / "cli-reference.md").read_text() == gen_cli_reference.render(), \
+    assert (ROOT / "docs" / "cli-reference.md").read_text() == gen_cli_reference.render(), (
         "run: python scripts/gen_cli_reference.py"
+    )
 
 
 def test_getting_started_examples_run(tmp_path):

@@ -21,8 +21,29 @@ HEADER = "run,step,instance_id,sample,graded,reward,file_f1,file_n_pred,file_n_t
 
 #: field values a hostile table may hold
 FIELD = st.one_of(
-    st.sampled_from(["r", "a", "0", "1", "true", "false", "nan", "inf", "-1", "1e20", str(2**63 + 5), "", '"',
-                     '"a,b"', "x\x00y", "1.5", "0.25", " 2 ", "9" * 300]),
+    st.sampled_from(
+        [
+            "r",
+            "a",
+            "0",
+            "1",
+            "true",
+            "false",
+            "nan",
+            "inf",
+            "-1",
+            "1e20",
+            str(2**63 + 5),
+            "",
+            '"',
+            '"a,b"',
+            "x\x00y",
+            "1.5",
+            "0.25",
+            " 2 ",
+            "9" * 300,
+        ]
+    ),
     st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12),
     st.integers(min_value=-(10**30), max_value=10**30).map(str),
 )
@@ -60,20 +81,33 @@ def test_csv_rows_are_all_accounted_for(tmp_path, rows, crlf):
 
 
 JSON_VALUE = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(min_value=-(10**25), max_value=10**25),
-              st.floats(allow_nan=True), st.text(max_size=8)),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(10**25), max_value=10**25),
+        st.floats(allow_nan=True),
+        st.text(max_size=8),
+    ),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
     max_leaves=10,
 )
 RECORD = st.fixed_dictionaries(
-    {"run": st.sampled_from(["r", "q", "", 3]), "step": st.one_of(st.integers(-2, 60), st.just(10**20), JSON_VALUE),
-     "instance_id": st.sampled_from(["a", "b", "", None]), "sample": st.integers(-1, 3),
-     "graded": st.one_of(st.booleans(), st.sampled_from(["yes", 1, None])),
-     "reward": st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=3))},
+    {
+        "run": st.sampled_from(["r", "q", "", 3]),
+        "step": st.one_of(st.integers(-2, 60), st.just(10**20), JSON_VALUE),
+        "instance_id": st.sampled_from(["a", "b", "", None]),
+        "sample": st.integers(-1, 3),
+        "graded": st.one_of(st.booleans(), st.sampled_from(["yes", 1, None])),
+        "reward": st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=3)),
+    },
     optional={"f1": JSON_VALUE, "_x": JSON_VALUE, "level": JSON_VALUE, "file_n_tp": st.integers(-1, 5)},
 )
-LINE = st.one_of(RECORD.map(lambda r: json.dumps(r)), st.text(max_size=30).map(lambda t: t.replace("\n", " ")),
-                 st.just("[" * 5000), st.just('{"step": ' + "1" * 5000 + "}"))
+LINE = st.one_of(
+    RECORD.map(lambda r: json.dumps(r)),
+    st.text(max_size=30).map(lambda t: t.replace("\n", " ")),
+    st.just("[" * 5000),
+    st.just('{"step": ' + "1" * 5000 + "}"),
+)
 
 
 @SETTINGS
@@ -88,8 +122,20 @@ def test_jsonl_lines_are_all_accounted_for(tmp_path, lines):
 
 FOREIGN = st.one_of(
     st.text(max_size=40).map(lambda t: t.replace("\n", " ").replace("\r", " ")),
-    st.sampled_from(["Step 9:", "Step 2: ", " }", "{'foo': 1}", " 'hello world'", '{"a": 1}', "  warnings.warn(",
-                     "Step 3:" + " " * 500 + "x", "\x1b[31m(other pid=5) Step 1:\x1b[0m", "[repeated 3x across cluster]"]),
+    st.sampled_from(
+        [
+            "Step 9:",
+            "Step 2: ",
+            " }",
+            "{'foo': 1}",
+            " 'hello world'",
+            '{"a": 1}',
+            "  warnings.warn(",
+            "Step 3:" + " " * 500 + "x",
+            "\x1b[31m(other pid=5) Step 1:\x1b[0m",
+            "[repeated 3x across cluster]",
+        ]
+    ),
 )
 
 
@@ -130,11 +176,18 @@ def test_eval_dump_rows_are_all_accounted_for(tmp_path, seed):
     rng = random.Random(seed)
     d = tmp_path / "run" / "dumped_evals" / "global_step_1_evals"
     d.mkdir(parents=True)
-    pool = [json.dumps({"input_prompt": "p", "score": 1.0, "env_extras": {"instance_id": "t"}}),
-            json.dumps({"score": [0.0, 1e308, 1e308]}), json.dumps({"score": "1"}), json.dumps({"score": None}),
-            '{"score": ' + "7" * 5000 + "}", "[" * 3000, "not json", json.dumps([1, 2]),
-            json.dumps({"score": 1.0, "env_extras": {"file_changes": "x.py"}}),
-            json.dumps({"score": 1.0, "output_response": "<tool_call>" * 50, "env_extras": {"file_changes": []}})]
+    pool = [
+        json.dumps({"input_prompt": "p", "score": 1.0, "env_extras": {"instance_id": "t"}}),
+        json.dumps({"score": [0.0, 1e308, 1e308]}),
+        json.dumps({"score": "1"}),
+        json.dumps({"score": None}),
+        '{"score": ' + "7" * 5000 + "}",
+        "[" * 3000,
+        "not json",
+        json.dumps([1, 2]),
+        json.dumps({"score": 1.0, "env_extras": {"file_changes": "x.py"}}),
+        json.dumps({"score": 1.0, "output_response": "<tool_call>" * 50, "env_extras": {"file_changes": []}}),
+    ]
     lines = [rng.choice(pool) for _ in range(200)]
     (d / "x.jsonl").write_text("\n".join(lines) + "\n")
     res = ingest_runs([tmp_path / "run"], strict=False, progress=False)
@@ -145,8 +198,16 @@ def test_eval_dump_rows_are_all_accounted_for(tmp_path, seed):
 # ------------------------------------------------------------------ trajectories and wandb
 #: how a codescout trajectory can be damaged: a field replaced by any JSON value or removed,
 #: the file cut short (plain or zstd), or bytes overwritten
-TRAJECTORY_FIELDS = ("instance_id", "target", "total_reward", "reward_dict", "parsed_final_message",
-                     "raw_final_message", "messages", "metrics_dict")
+TRAJECTORY_FIELDS = (
+    "instance_id",
+    "target",
+    "total_reward",
+    "reward_dict",
+    "parsed_final_message",
+    "raw_final_message",
+    "messages",
+    "metrics_dict",
+)
 DAMAGE = st.one_of(
     st.tuples(st.just("replace"), st.sampled_from(TRAJECTORY_FIELDS), JSON_VALUE),
     st.tuples(st.just("drop"), st.sampled_from(TRAJECTORY_FIELDS), st.none()),
@@ -190,7 +251,7 @@ def test_damaged_trajectories_are_kept_or_reported(tmp_path, damage, zst):
         if kind == "cut":
             raw = raw[:at]
         elif kind == "flip":
-            raw = raw[:at] + what + raw[at + len(what):]
+            raw = raw[:at] + what + raw[at + len(what) :]
     target = d / f"repo__b-2_0{ext}"
     if raw is None:
         write_trajectory(target, record)
@@ -220,8 +281,13 @@ def wandb_history(tmp_path_factory):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(edits=st.lists(st.tuples(st.sampled_from(["cut", "flip", "insert"]), st.floats(0, 1),
-                                st.binary(min_size=1, max_size=64)), min_size=1, max_size=3))
+@given(
+    edits=st.lists(
+        st.tuples(st.sampled_from(["cut", "flip", "insert"]), st.floats(0, 1), st.binary(min_size=1, max_size=64)),
+        min_size=1,
+        max_size=3,
+    )
+)
 def test_damaged_wandb_histories_are_read_or_reported(tmp_path, wandb_history, edits):
     """A real wandb history cut, overwritten or with bytes inserted anywhere (the header,
     chunk headers, CRCs, protobuf payloads): without a problem naming the file every step
@@ -235,8 +301,11 @@ def test_damaged_wandb_histories_are_read_or_reported(tmp_path, wandb_history, e
     data = original.read_bytes()
     for kind, where, what in edits:
         at = int(where * len(data))
-        data = {"cut": data[:at], "flip": data[:at] + what + data[at + len(what):],
-                "insert": data[:at] + what + data[at:]}[kind]
+        data = {
+            "cut": data[:at],
+            "flip": data[:at] + what + data[at + len(what) :],
+            "insert": data[:at] + what + data[at:],
+        }[kind]
     root = Path(tempfile.mkdtemp(dir=tmp_path)) / "run"  # one directory per example
     path = root / rel
     path.parent.mkdir(parents=True)

@@ -54,8 +54,10 @@ def test_a_stray_quote_is_one_rejected_row_with_its_own_line(tmp_path):
 
 
 def test_a_5000_digit_integer_in_jsonl_and_eval_dumps(tmp_path):
-    lines = [json.dumps({"run": "r", "step": i, "instance_id": "a", "sample": 0, "graded": True, "reward": 1.0})
-             for i in range(5)]
+    lines = [
+        json.dumps({"run": "r", "step": i, "instance_id": "a", "sample": 0, "graded": True, "reward": 1.0})
+        for i in range(5)
+    ]
     lines[2] = '{"run": "r", "step": ' + "1" * 5000 + ', "instance_id": "a", "sample": 0, "graded": true}'
     lines[3] = "[" * 100_000 + "]" * 100_000  # nesting deep enough for a RecursionError
     path = tmp_path / "t.jsonl"
@@ -67,8 +69,15 @@ def test_a_5000_digit_integer_in_jsonl_and_eval_dumps(tmp_path):
 
     d = tmp_path / "run" / "dumped_evals" / "global_step_1_evals"
     d.mkdir(parents=True)
-    good = json.dumps({"input_prompt": "p", "output_response": "", "score": 1.0, "data_source": "x",
-                       "env_extras": {"instance_id": "t"}})
+    good = json.dumps(
+        {
+            "input_prompt": "p",
+            "output_response": "",
+            "score": 1.0,
+            "data_source": "x",
+            "env_extras": {"instance_id": "t"},
+        }
+    )
     (d / "x.jsonl").write_text("\n".join([good, '{"score": ' + "7" * 5000 + "}", "[" * 100_000, good]) + "\n")
     res = ingest_runs([tmp_path / "run"], strict=False, progress=False)
     acc = res.accounting
@@ -107,8 +116,9 @@ def test_integers_that_do_not_fit_are_rejected(tmp_path, value):
 
 def test_extra_columns_never_replace_trial_variables(tmp_path):
     path = tmp_path / "t.csv"
-    path.write_text("run,step,instance_id,sample,graded,reward,file_f1,f1,_x,level,a/b,\n"
-                    "r,0,a,0,true,1,0.5,9,7,3,2,1\n")
+    path.write_text(
+        "run,step,instance_id,sample,graded,reward,file_f1,f1,_x,level,a/b,\nr,0,a,0,true,1,0.5,9,7,3,2,1\n"
+    )
     ds, valid = read_trials_report([path])
     assert ds["f1"].sel(level="file").item() == 0.5
     assert valid.renamed == {"f1": "f1_extra", "_x": "x_x", "level": "level_extra", "a/b": "a_b", "": "unnamed"}
@@ -174,10 +184,12 @@ def test_unwritable_outputs_are_one_line_errors_before_anything_is_written(tmp_p
     path = tmp_path / "v.csv"
     path.write_text("\n".join([HEADER, *_rows(5), "r,x,a,0,true,1"]) + "\n")
     out = tmp_path / "o.nc"
-    argv = {"dir": ["-o", str(tmp_path)],
-            "missing_parent": ["-o", str(tmp_path / "no" / "such" / "o.nc")],
-            "rejects_dir": ["-o", str(out), "--rejects", str(tmp_path / "no" / "r.csv")],
-            "json_dir": ["-o", str(out), "--json", str(tmp_path / "no" / "r.json")]}[where]
+    argv = {
+        "dir": ["-o", str(tmp_path)],
+        "missing_parent": ["-o", str(tmp_path / "no" / "such" / "o.nc")],
+        "rejects_dir": ["-o", str(out), "--rejects", str(tmp_path / "no" / "r.csv")],
+        "json_dir": ["-o", str(out), "--json", str(tmp_path / "no" / "r.json")],
+    }[where]
     assert main(["ingest", str(path), "--lenient", *argv]) == EXIT_DATA
     err = capsys.readouterr().err
     assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and "Traceback" not in err
@@ -210,8 +222,13 @@ def test_a_full_disk_or_denied_write_is_one_line_and_keeps_the_old_file(tmp_path
     path.write_text("\n".join([HEADER, *_rows(20), *bad]) + "\n")
     target = tmp_path / {"-o": "o.nc", "--json": "o.json", "--rejects": "r.csv"}[what]
     target.write_bytes(b"previous")
-    argv = ["ingest", str(path), *(["--lenient"] if bad else []),
-            "-o", str(target if what == "-o" else tmp_path / "o.nc")]
+    argv = [
+        "ingest",
+        str(path),
+        *(["--lenient"] if bad else []),
+        "-o",
+        str(target if what == "-o" else tmp_path / "o.nc"),
+    ]
     argv += [what, str(target)] if what != "-o" else []
     _fail_plain_writes(monkeypatch, err, only=target.name)
     assert main(argv) == EXIT_DATA
@@ -249,17 +266,23 @@ def test_a_really_full_disk(tmp_path, capsys):
 
     mnt = tmp_path / "full"
     mnt.mkdir()
-    if shutil.which("mount") is None or subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True).returncode:
+    if (
+        shutil.which("mount") is None
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True
+        ).returncode
+    ):
         pytest.skip("cannot mount a small tmpfs here (not root); the injected faults above cover the code path")
     try:
         (mnt / "o.nc").write_bytes(b"previous")
         path = tmp_path / "v.csv"
-        path.write_text("\n".join([HEADER, *[f"r,{i // 50},i{i % 50},0,true,{i % 7 / 7:.4f}" for i in range(20000)]])
-                        + "\n")
+        path.write_text(
+            "\n".join([HEADER, *[f"r,{i // 50},i{i % 50},0,true,{i % 7 / 7:.4f}" for i in range(20000)]]) + "\n"
+        )
         assert main(["ingest", str(path), "-o", str(mnt / "o.nc")]) == EXIT_DATA
         assert capsys.readouterr().err.strip().splitlines()[-1] == (
-            f"error: could not write {mnt / 'o.nc'}: No space left on device")
+            f"error: could not write {mnt / 'o.nc'}: No space left on device"
+        )
         assert sorted(p.name for p in mnt.iterdir()) == ["o.nc"]
         assert (mnt / "o.nc").read_bytes() == b"previous"
     finally:
@@ -294,8 +317,7 @@ def test_a_log_without_newlines_is_bounded(tmp_path):
 def test_decompression_bombs_stop_at_the_limit(tmp_path, monkeypatch):
     from saturation import streams, trajectory
 
-    bomb = zstandard.ZstdCompressor(level=3).compress(
-        (HEADER + "\n" + "r,0,a,0,true,1\n" * ((8 << 20) // 15)).encode())
+    bomb = zstandard.ZstdCompressor(level=3).compress((HEADER + "\n" + "r,0,a,0,true,1\n" * ((8 << 20) // 15)).encode())
     path = tmp_path / "b.csv.zst"
     path.write_bytes(bomb)
     monkeypatch.setattr(streams, "MAX_FILE_BYTES", 1 << 20)
@@ -317,8 +339,9 @@ def test_a_newline_free_table_is_bounded(tmp_path, monkeypatch):
 
     monkeypatch.setattr(streams, "MAX_LINE_CHARS", 1 << 20)
     path = tmp_path / "z.csv.zst"
-    path.write_bytes(zstandard.ZstdCompressor().compress(HEADER.encode() + b"\n" + b"0" * (30 << 20)
-                                                          + b"\nr,0,a,0,true,1\n"))
+    path.write_bytes(
+        zstandard.ZstdCompressor().compress(HEADER.encode() + b"\n" + b"0" * (30 << 20) + b"\nr,0,a,0,true,1\n")
+    )
     _, valid = _lenient(path)
     assert valid.accounting["rejected"] == 1 and "longer than" in str(valid.problems[0])
 
@@ -339,9 +362,12 @@ def test_skyrl_fields_of_the_wrong_type_are_messages(tmp_path):
     d = tmp_path / "run" / "step_1" / "train"
     d.mkdir(parents=True)
     base = {"instance_id": "a", "total_reward": 1.0, "raw_final_message": "[]", "target": []}
-    bad = {"a_0": {**base, "target": 7}, "a_1": {**base, "target": [{"file": "x.py", "changes": 3}]},
-           "a_2": {**base, "total_reward": 10**400 if False else 2**70, "target": [{"file": 1}]},
-           "a_3": {**base, "target": {"file_changes": "x.py"}}}
+    bad = {
+        "a_0": {**base, "target": 7},
+        "a_1": {**base, "target": [{"file": "x.py", "changes": 3}]},
+        "a_2": {**base, "total_reward": 10**400 if False else 2**70, "target": [{"file": 1}]},
+        "a_3": {**base, "target": {"file_changes": "x.py"}},
+    }
     for name, record in bad.items():
         (d / f"{name}.json").write_text(json.dumps(record, indent=2))
     (d / f"a_{2**70}.json").write_text(json.dumps(base, indent=2))
@@ -354,8 +380,9 @@ def test_skyrl_fields_of_the_wrong_type_are_messages(tmp_path):
     assert any("repetition" in p or "too large" in p for p in res.problems)
 
 
-@pytest.mark.parametrize("argv", [["plateau", "--draws", "0"], ["plateau", "--chains", "0"],
-                                  ["transfer", "--tune", "-1"]])
+@pytest.mark.parametrize(
+    "argv", [["plateau", "--draws", "0"], ["plateau", "--chains", "0"], ["transfer", "--tune", "-1"]]
+)
 def test_zero_draws_or_chains_are_usage_errors(argv, capsys):
     with pytest.raises(SystemExit) as info:
         main(argv)
@@ -373,13 +400,17 @@ def test_lenient_with_nothing_readable_is_a_message(tmp_path, capsys):
 def test_unknown_run_is_an_error(tmp_path, capsys):
     path = tmp_path / "t.csv"
     path.write_text("\n".join([HEADER, *_rows(30), *[r.replace("r,", "q,", 1) for r in _rows(30)]]) + "\n")
-    assert main(["plateau", str(path), "--response", "reward", "--run", "nosuch", "--draws", "10",
-                 "--tune", "10"]) == EXIT_DATA
+    assert (
+        main(["plateau", str(path), "--response", "reward", "--run", "nosuch", "--draws", "10", "--tune", "10"])
+        == EXIT_DATA
+    )
     assert "run 'nosuch' is not in the data (runs: ['q', 'r'])" in capsys.readouterr().err
     one = tmp_path / "one.csv"
     one.write_text("\n".join([HEADER, *_rows(30)]) + "\n")
-    assert main(["plateau", str(one), "--response", "reward", "--run", "nosuch", "--draws", "10",
-                 "--tune", "10"]) == EXIT_DATA
+    assert (
+        main(["plateau", str(one), "--response", "reward", "--run", "nosuch", "--draws", "10", "--tune", "10"])
+        == EXIT_DATA
+    )
     assert "run 'nosuch' is not in the data (runs: ['r'])" in capsys.readouterr().err
 
 
@@ -419,8 +450,20 @@ def test_ingest_never_modifies_its_inputs(tmp_path):
 
     root = run_dir(tmp_path / "r", zst=False)
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    assert main(["ingest", str(root), "-o", str(tmp_path / "o.nc"), "--metrics-out", str(tmp_path / "m.nc"),
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "ingest",
+                str(root),
+                "-o",
+                str(tmp_path / "o.nc"),
+                "--metrics-out",
+                str(tmp_path / "m.nc"),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
     assert np.all([p.exists() for p in before])
 
@@ -445,21 +488,30 @@ def test_two_reports_into_one_directory_cannot_interleave(tmp_path):
         pass
 
 
-@pytest.mark.parametrize(("rows", "message"), [
-    ([("base", s, "t", 1.0) for s in range(5)], "compares arms"),
-    ([("base", s, "t", 1.0) for s in range(5)] + [("s85", 1, "t", 1.0), ("s85", 2, "t", 0.0)], "only 2 step"),
-    ([(a, s, t, 0.5) for a in ("base", "s85") for s in range(5) for t in ("t1", "t2")], "no gap to estimate"),
-])
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([("base", s, "t", 1.0) for s in range(5)], "compares arms"),
+        ([("base", s, "t", 1.0) for s in range(5)] + [("s85", 1, "t", 1.0), ("s85", 2, "t", 0.0)], "only 2 step"),
+        ([(a, s, t, 0.5) for a in ("base", "s85") for s in range(5) for t in ("t1", "t2")], "no gap to estimate"),
+    ],
+)
 def test_degenerate_transfer_data_gets_a_message(rows, message):
     import xarray as xr
 
     from saturation.models.transfer import transfer_data
 
     n = len(rows)
-    ds = xr.Dataset({"graded": ("trial", np.ones(n, bool)), "reward": ("trial", np.array([r[3] for r in rows]))},
-                    coords={"arm": ("trial", [r[0] for r in rows]), "step": ("trial", [r[1] for r in rows]),
-                            "instance_id": ("trial", [r[2] for r in rows]), "run": ("trial", ["r"] * n),
-                            "sample": ("trial", np.arange(n))})
+    ds = xr.Dataset(
+        {"graded": ("trial", np.ones(n, bool)), "reward": ("trial", np.array([r[3] for r in rows]))},
+        coords={
+            "arm": ("trial", [r[0] for r in rows]),
+            "step": ("trial", [r[1] for r in rows]),
+            "instance_id": ("trial", [r[2] for r in rows]),
+            "run": ("trial", ["r"] * n),
+            "sample": ("trial", np.arange(n)),
+        },
+    )
     with pytest.raises(ValueError, match=message):
         transfer_data(ds)
 
@@ -470,9 +522,15 @@ def test_pass_at_k_on_too_few_steps_or_an_unknown_run_is_a_message():
     from saturation.models.learning import group_counts
 
     n = 8
-    ds = xr.Dataset({"graded": ("trial", np.ones(n, bool)), "reward": ("trial", np.ones(n))},
-                    coords={"run": ("trial", ["r"] * n), "step": ("trial", [0, 0, 0, 0, 1, 1, 1, 1]),
-                            "instance_id": ("trial", ["a", "a", "b", "b"] * 2), "sample": ("trial", [0, 1] * 4)})
+    ds = xr.Dataset(
+        {"graded": ("trial", np.ones(n, bool)), "reward": ("trial", np.ones(n))},
+        coords={
+            "run": ("trial", ["r"] * n),
+            "step": ("trial", [0, 0, 0, 0, 1, 1, 1, 1]),
+            "instance_id": ("trial", ["a", "a", "b", "b"] * 2),
+            "sample": ("trial", [0, 1] * 4),
+        },
+    )
     with pytest.raises(ValueError, match="3 or more steps"):
         group_counts(ds)
     with pytest.raises(ValueError, match="run 'q' is not in the data"):
@@ -486,9 +544,15 @@ def test_pass_at_k_when_every_rollout_fails_or_succeeds_is_a_message(reward):
     from saturation.models.learning import fit_pass_at_k
 
     n = 24
-    ds = xr.Dataset({"graded": ("trial", np.ones(n, bool)), "reward": ("trial", np.full(n, reward))},
-                    coords={"run": ("trial", ["r"] * n), "step": ("trial", np.repeat([0, 1, 2], 8)),
-                            "instance_id": ("trial", ["a", "b"] * 12), "sample": ("trial", np.arange(n) % 4)})
+    ds = xr.Dataset(
+        {"graded": ("trial", np.ones(n, bool)), "reward": ("trial", np.full(n, reward))},
+        coords={
+            "run": ("trial", ["r"] * n),
+            "step": ("trial", np.repeat([0, 1, 2], 8)),
+            "instance_id": ("trial", ["a", "b"] * 12),
+            "sample": ("trial", np.arange(n) % 4),
+        },
+    )
     what = "failed" if reward == 0 else "succeeded"
     with pytest.raises(ValueError, match=f"every one of the 24 rollouts {what}"):
         fit_pass_at_k(ds)

@@ -37,15 +37,27 @@ def test_run_directory_ingests_to_the_expected_dataset(tmp_path, zst):
     # 12 trajectory files + 6 lines of the step-3 eval dump + 6 superseded lines of step 2
     assert (acc["rows_read"], acc["rows_kept"], acc["rows_rejected"], acc["rows_superseded"]) == (24, 18, 0, 6)
     assert acc["ungraded_reasons"] == {"error_file": 1, "no_score": 1}
-    assert acc["answer_statuses"] == {"empty_file_name": 1, "finish_call": 11, "no_finish_call": 2,
-                                      "not_rescored": 1, "several_finish_calls": 1}
+    assert acc["answer_statuses"] == {
+        "empty_file_name": 1,
+        "finish_call": 11,
+        "no_finish_call": 2,
+        "not_rescored": 1,
+        "several_finish_calls": 1,
+    }
     assert acc["reward_dict_mismatches"] == {}  # every recomputed F1 equals the logged one
     assert acc["dirs"][0]["ignored"] == [str(root / "notes.md")]
     assert ds.attrs["rows_read"] == 24 and ds.attrs["rows_kept"] == 18 and ds.attrs["rows_superseded"] == 6
     assert set(np.unique(ds["run"].values)) == {"Qwen/Qwen3-8B"}
     assert list(ds["level"].values) == ["file", "module", "entity"]
-    key = list(zip(ds["step"].values.tolist(), ds["phase"].values.tolist(), ds["instance_id"].values.tolist(),
-                   ds["sample"].values.tolist(), strict=True))
+    key = list(
+        zip(
+            ds["step"].values.tolist(),
+            ds["phase"].values.tolist(),
+            ds["instance_id"].values.tolist(),
+            ds["sample"].values.tolist(),
+            strict=True,
+        )
+    )
     for (step, phase), files in PLAN.items():
         for name, kind in files.items():
             inst, rep = name.rsplit("_", 1)
@@ -72,8 +84,14 @@ def test_run_directory_ingests_to_the_expected_dataset(tmp_path, zst):
     # per-token scores reduced to their sum; perfect (3.0), wrong (0), no finish call (0), ungraded
     assert sorted(evals["reward"].values.tolist()) == [0.0, 0.0, 0.0, 0.0, 3.0, 3.0]
     assert int((~evals["graded"].astype(bool)).sum()) == 1
-    assert sorted(evals["answer_status"].values.tolist()) == ["", "finish_call", "finish_call", "finish_call",
-                                                                "finish_call", "not_rescored"]
+    assert sorted(evals["answer_status"].values.tolist()) == [
+        "",
+        "finish_call",
+        "finish_call",
+        "finish_call",
+        "finish_call",
+        "not_rescored",
+    ]
     rescored = evals.where(evals["answer_status"] == "finish_call", drop=True)
     assert sorted(rescored["f1"].sel(level="file").values.tolist()) == [0.0, 0.0, 1.0, 1.0]
     assert evals["source"].values[0].endswith(":1")
@@ -106,9 +124,15 @@ def test_a_finish_call_upstream_rejected_scores_zero(tmp_path):
     d = root / "trajectories" / "step_1" / "train"
     # one localization_finish action, but codescout stored no structured answer: its last-turn
     # sanity check rejected the call and the reward is 0
-    write_trajectory(d / "repo__a-1_0.json", trajectory("repo__a-1", "partial", old_format=True,
-                                                        logged={"file_reward": 0.0, "module_reward": 0.0,
-                                                                "entity_reward": 0.0}))
+    write_trajectory(
+        d / "repo__a-1_0.json",
+        trajectory(
+            "repo__a-1",
+            "partial",
+            old_format=True,
+            logged={"file_reward": 0.0, "module_reward": 0.0, "entity_reward": 0.0},
+        ),
+    )
     res = ingest_runs([root], progress=False, workers=1)
     ds = res.trials
     assert ds["answer_status"].values.tolist() == ["finish_call_rejected"]
@@ -135,16 +159,30 @@ def test_transcripts_rescore_only_a_finish_call_that_passes_the_last_turn_check(
     from skyrl_fixtures import transcript
 
     perfect = ANSWERS["perfect"][0]
-    quoted = transcript(None).replace("pkg/c.py:9: def g():", "log: <tool_call>" + json.dumps(
-        {"name": "localization_finish", "arguments": {"locations": perfect}}) + "</tool_call>")
-    parallel = transcript(perfect).replace("<|im_start|>assistant\n<tool_call>\n{\"name\": \"localization_finish\"",
-                                           "<|im_start|>assistant\n<tool_call>{\"name\": \"terminal\", "
-                                           "\"arguments\": {}}</tool_call>\n<tool_call>\n"
-                                           "{\"name\": \"localization_finish\"")
+    quoted = transcript(None).replace(
+        "pkg/c.py:9: def g():",
+        "log: <tool_call>"
+        + json.dumps({"name": "localization_finish", "arguments": {"locations": perfect}})
+        + "</tool_call>",
+    )
+    parallel = transcript(perfect).replace(
+        '<|im_start|>assistant\n<tool_call>\n{"name": "localization_finish"',
+        '<|im_start|>assistant\n<tool_call>{"name": "terminal", '
+        '"arguments": {}}</tool_call>\n<tool_call>\n'
+        '{"name": "localization_finish"',
+    )
     d = tmp_path / "run" / "dumped_evals" / "global_step_1_evals"
     d.mkdir(parents=True)
-    lines = [{"input_prompt": f"p{i}", "output_response": t, "score": [0.0, 0.0], "data_source": "x",
-              "env_extras": {"instance_id": f"t{i}", "file_changes": GOLD}} for i, t in enumerate([quoted, parallel])]
+    lines = [
+        {
+            "input_prompt": f"p{i}",
+            "output_response": t,
+            "score": [0.0, 0.0],
+            "data_source": "x",
+            "env_extras": {"instance_id": f"t{i}", "file_changes": GOLD},
+        }
+        for i, t in enumerate([quoted, parallel])
+    ]
     (d / "x.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     ds = ingest_runs([tmp_path / "run"], progress=False).trials
     assert ds["answer_status"].values.tolist() == ["not_rescored", "finish_call_rejected"]
@@ -258,8 +296,10 @@ def test_trajectories_parse_on_a_dask_cluster(tmp_path):
 
     root = tmp_path / "r"
     for i in range(20):
-        write_trajectory(root / "trajectories" / "step_1" / "train" / f"repo__p-{i}_0.json",
-                         trajectory(f"repo__p-{i}", "partial", tokens=20))
+        write_trajectory(
+            root / "trajectories" / "step_1" / "train" / f"repo__p-{i}_0.json",
+            trajectory(f"repo__p-{i}", "partial", tokens=20),
+        )
     serial = ingest_runs([root], progress=False, workers=1)
     with Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None) as client:
         res = ingest_runs([root], progress=False, executor=client.get_executor())
@@ -282,8 +322,9 @@ def test_two_runs_get_labels_and_arms(tmp_path):
     b = run_dir(tmp_path / "s85")
     with pytest.raises(ValueError, match="same run identity"):
         ingest_runs([a, b], progress=False)
-    res = ingest_runs([a, b], labels={"base": "base-run", "s85": "s85-run"}, arms={"base": "base", "s85": "s85"},
-                      progress=False)
+    res = ingest_runs(
+        [a, b], labels={"base": "base-run", "s85": "s85-run"}, arms={"base": "base", "s85": "s85"}, progress=False
+    )
     assert set(res.trials["arm"].values) == {"base", "s85"}
     assert set(res.trials["run"].values) == {"base-run", "s85-run"}
     assert (res.trials["arm"] == "s85").sum() == 18
@@ -293,8 +334,9 @@ def test_malformed_inputs_are_reported_and_the_rest_ingested(tmp_path):
     root = run_dir(tmp_path / "bad", zst=False)
     d = root / "trajectories" / "step_1" / "train"
     (d / "repo__q-3_0.json").write_text('{"instance_id": "repo__q-3",\n "total_reward": }')
-    (d / "repo__q-4_0.json").write_text(json.dumps({"instance_id": "repo__q-4", "parsed_final_message":
-                                                    [{"file": "a.py"}], "total_reward": "high"}))
+    (d / "repo__q-4_0.json").write_text(
+        json.dumps({"instance_id": "repo__q-4", "parsed_final_message": [{"file": "a.py"}], "total_reward": "high"})
+    )
     (d / "no-rep-number.json").write_text("{}")
     (d / "repo__q-5_0.json").write_text(json.dumps({"instance_id": "other", "total_reward": 1.0}))
     dump = root / "dumped_evals" / "global_step_3_evals" / "swe_gym.jsonl"
@@ -331,9 +373,16 @@ def test_malformed_inputs_are_reported_and_the_rest_ingested(tmp_path):
 
 def test_scan_classifies_files(tmp_path):
     c = scan_run_dir(run_dir(tmp_path / "r"))
-    assert c.summary() == {"trajectory_files": 12, "eval_dump_files": 2, "eval_aggregate_files": 2,
-                           "console_logs": 2, "wandb_runs": 0, "metrics_csvs": 0, "index_files": 1,
-                           "ignored_files": 1}
+    assert c.summary() == {
+        "trajectory_files": 12,
+        "eval_dump_files": 2,
+        "eval_aggregate_files": 2,
+        "console_logs": 2,
+        "wandb_runs": 0,
+        "metrics_csvs": 0,
+        "index_files": 1,
+        "ignored_files": 1,
+    }
     with pytest.raises(FileNotFoundError):
         scan_run_dir(tmp_path / "nothing")
 

@@ -85,9 +85,17 @@ def test_netcdf_round_trip_is_lossless(small_plateau, tmp_path):
 
 def test_extra_columns_are_kept(tmp_path):
     frame = pd.DataFrame(
-        {"run": ["r"] * 3, "step": [0, 0, 1], "instance_id": ["a", "b", "a"], "sample": [0, 0, 0],
-         "graded": ["TRUE", "false", "1"], "reward": [0.5, 0, 1.0],
-         "turns": [3, 5, 4], "note": ["x", "y", ""], "arm": ["base"] * 3}
+        {
+            "run": ["r"] * 3,
+            "step": [0, 0, 1],
+            "instance_id": ["a", "b", "a"],
+            "sample": [0, 0, 0],
+            "graded": ["TRUE", "false", "1"],
+            "reward": [0.5, 0, 1.0],
+            "turns": [3, 5, 4],
+            "note": ["x", "y", ""],
+            "arm": ["base"] * 3,
+        }
     )
     got = read_trials(write_table(frame, tmp_path / "t.csv"))
     assert got["turns"].values.tolist() == [3.0, 5.0, 4.0]
@@ -99,8 +107,16 @@ def test_extra_columns_are_kept(tmp_path):
 
 def test_custom_level_names_follow_the_pattern(tmp_path):
     frame = pd.DataFrame(
-        {"run": ["r"] * 2, "step": [0, 1], "instance_id": ["a", "a"], "sample": [0, 0],
-         "graded": [1, 1], "reward": [0.5, 1.0], "line_range_f1": [0.5, 1.0], "file_f1": [1.0, 1.0]}
+        {
+            "run": ["r"] * 2,
+            "step": [0, 1],
+            "instance_id": ["a", "a"],
+            "sample": [0, 0],
+            "graded": [1, 1],
+            "reward": [0.5, 1.0],
+            "line_range_f1": [0.5, 1.0],
+            "file_f1": [1.0, 1.0],
+        }
     )
     got = read_trials(write_table(frame, tmp_path / "t.csv"))
     assert got[S.LEVEL].values.tolist() == ["file", "line_range"]

@@ -47,14 +47,17 @@ def test_added_locations_are_optional_gold_and_null_lists_empty():
     assert L.gold_keys([{"file": "a.py", "changes": {"edited_modules": None}}])["module"] == set()
 
 
-@pytest.mark.parametrize(("changes", "message"), [
-    ({"file": "a.py"}, "not a list"),
-    ("a.py", "not a list"),
-    ([{"changes": {}}], r"file_changes\[0\] has no 'file'"),
-    ([{"file": "a.py", "changes": {"edited_entities": "a.py:f"}}], r"edited_entities is a str, not a list"),
-    ([{"file": "a.py", "changes": {"edited_modules": [1]}}], "not a string"),
-    ([{"file": "a.py", "changes": []}], r"changes is a list"),
-])
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"file": "a.py"}, "not a list"),
+        ("a.py", "not a list"),
+        ([{"changes": {}}], r"file_changes\[0\] has no 'file'"),
+        ([{"file": "a.py", "changes": {"edited_entities": "a.py:f"}}], r"edited_entities is a str, not a list"),
+        ([{"file": "a.py", "changes": {"edited_modules": [1]}}], "not a string"),
+        ([{"file": "a.py", "changes": []}], r"changes is a list"),
+    ],
+)
 def test_malformed_gold_names_the_field(changes, message):
     with pytest.raises(ValueError, match=message):
         L.gold_keys(changes)
@@ -82,15 +85,21 @@ def test_finish_calls_in_a_transcript():
     assert L.finish_calls_in_transcript(transcript(None)) == []  # tool output is never read as an answer
     assert len(L.finish_calls_in_transcript(transcript(ANSWERS["wrong"][0], calls=2))) == 2
     # arguments as a JSON string, as some parsers emit them
-    text = "<tool_call>" + json.dumps({"name": "localization_finish",
-                                        "arguments": json.dumps({"locations": ANSWERS["wrong"][0]})}) + "</tool_call>"
+    text = (
+        "<tool_call>"
+        + json.dumps({"name": "localization_finish", "arguments": json.dumps({"locations": ANSWERS["wrong"][0]})})
+        + "</tool_call>"
+    )
     assert L.finish_calls_in_transcript(text) == [[L.Location("pkg/c.py", None, "g")]]
 
 
 def test_text_answers_parse_as_agentic_code_search_does():
     keys = L.text_answer_keys(TEXT_ANSWER.split("```")[1])
-    assert keys == {"file": {"pkg/a.py", "pkg/b.py"}, "module": {"pkg/a.py:A", "pkg/b.py:f"},
-                    "entity": {"pkg/a.py:A.m", "pkg/b.py:f"}}
+    assert keys == {
+        "file": {"pkg/a.py", "pkg/b.py"},
+        "module": {"pkg/a.py:A", "pkg/b.py:f"},
+        "entity": {"pkg/a.py:A.m", "pkg/b.py:f"},
+    }
     # a file without a function line is not counted; "C.m" splits; a trailing __init__ is dropped
     keys = L.text_answer_keys("x.py\n\ny.py\nfunction: C.__init__\nmethod: D.run")
     assert keys == {"file": {"y.py"}, "module": {"y.py:C", "y.py:D"}, "entity": {"y.py:C", "y.py:D.run"}}

@@ -118,8 +118,10 @@ def test_small_report_end_to_end_and_cache(tmp_path, monkeypatch):
 
     again = run_report([specs], out=out, progress=False)
     assert all(s.cached for s in again.sections)
-    assert json.loads((out / "results.json").read_text())["analyses"]["plateau"]["results"] == \
-        results["analyses"]["plateau"]["results"]
+    assert (
+        json.loads((out / "results.json").read_text())["analyses"]["plateau"]["results"]
+        == results["analyses"]["plateau"]["results"]
+    )
 
     spec = specs / "diagnose.toml"
     spec.write_text(spec.read_text().replace("seed = 3", "seed = 4"))
@@ -133,8 +135,10 @@ def test_small_report_end_to_end_and_cache(tmp_path, monkeypatch):
 
 def test_report_cli_and_spec_errors(tmp_path, capsys):
     spec = tmp_path / "s.toml"
-    spec.write_text('[analysis]\nkind = "plateau"\n[data]\ntrials = "embedded:swesmith"\n[model]\n'
-                    f'levels = ["file"]\n{TINY}[figures]\ninclude = ["curves"]\n')
+    spec.write_text(
+        '[analysis]\nkind = "plateau"\n[data]\ntrials = "embedded:swesmith"\n[model]\n'
+        f'levels = ["file"]\n{TINY}[figures]\ninclude = ["curves"]\n'
+    )
     assert main(["report", str(spec), "--out", str(tmp_path / "r"), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "wrote" in out and (tmp_path / "r" / "REPORT.md").exists()

@@ -21,9 +21,20 @@ from saturation.simulate import (
 
 def test_same_seed_same_output(small_plateau):
     ds, _ = small_plateau
-    spec_ds, _ = simulate_plateau(PlateauSpec(
-        levels=(LevelSpec("file", 0.7, 0.02, 0.0, 6.0), LevelSpec("entity", 0.5, 0.03, 0.001, 6.0, n_gold_mean=1.5)),
-        n_steps=12, prompts_per_step=8, samples_per_prompt=4, pool_size=200, ungraded_rate=0.1), seed=3)
+    spec_ds, _ = simulate_plateau(
+        PlateauSpec(
+            levels=(
+                LevelSpec("file", 0.7, 0.02, 0.0, 6.0),
+                LevelSpec("entity", 0.5, 0.03, 0.001, 6.0, n_gold_mean=1.5),
+            ),
+            n_steps=12,
+            prompts_per_step=8,
+            samples_per_prompt=4,
+            pool_size=200,
+            ungraded_rate=0.1,
+        ),
+        seed=3,
+    )
     xr.testing.assert_identical(ds, spec_ds)
     other, _ = simulate_plateau(PlateauSpec(n_steps=12, prompts_per_step=8, samples_per_prompt=4), seed=4)
     assert not np.array_equal(other[S.F1].values[:50], ds[S.F1].values[:50])

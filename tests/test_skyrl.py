@@ -41,11 +41,13 @@ def test_console_log_to_metrics(tmp_path, suffix):
 
 def test_malformed_blocks_are_reported_with_file_and_line(tmp_path):
     good = console_log(2, async_timing=False)
-    bad = (good
-           + f"{PREFIX}Step 3:\n{PREFIX}{{'reward/avg_raw_reward': '0.5',\n"  # truncated: next Step arrives
-           + f"{PREFIX}Step 4:\n{PREFIX}{{'reward/avg_raw_reward': __import__('os').getcwd()}}\n"  # not a literal
-           + f"{PREFIX}Step 5:\n{PREFIX}{{'reward/avg_raw_reward': '0.6', 'note': 'text'}}\n"
-           + f"{PREFIX}Step 6:\n{PREFIX}{{'reward/avg_raw_reward': '0.7',\n")  # truncated at end of file
+    bad = (
+        good
+        + f"{PREFIX}Step 3:\n{PREFIX}{{'reward/avg_raw_reward': '0.5',\n"  # truncated: next Step arrives
+        + f"{PREFIX}Step 4:\n{PREFIX}{{'reward/avg_raw_reward': __import__('os').getcwd()}}\n"  # not a literal
+        + f"{PREFIX}Step 5:\n{PREFIX}{{'reward/avg_raw_reward': '0.6', 'note': 'text'}}\n"
+        + f"{PREFIX}Step 6:\n{PREFIX}{{'reward/avg_raw_reward': '0.7',\n"
+    )  # truncated at end of file
     path = write(tmp_path / "bad.log", bad)
     log = read_console_log(path)
     assert sorted(log.steps) == [1, 2, 5]
@@ -61,7 +63,7 @@ def test_malformed_blocks_are_reported_with_file_and_line(tmp_path):
 
 
 def test_conflicting_values_in_one_step_are_counted(tmp_path):
-    text = ("Step 1:\n{'a': '1.0000', 'b': 2}\nStep 1:\n{'a': '1.5000', 'c': 3}\n")
+    text = "Step 1:\n{'a': '1.0000', 'b': 2}\nStep 1:\n{'a': '1.5000', 'c': 3}\n"
     log = read_console_log(write(tmp_path / "c.log", text))
     assert log.steps[1] == {"a": 1.0, "b": 2.0, "c": 3.0}
     assert log.conflicts == 1
@@ -124,8 +126,10 @@ def _expected(n=3, seed=0):
     from skyrl_fixtures import step_metrics
 
     rng = np.random.default_rng(seed)
-    return {s: {k: float(f"{v:.4f}") if isinstance(v, float) else float(v) for k, v in step_metrics(s, rng).items()}
-            for s in range(1, n + 1)}
+    return {
+        s: {k: float(f"{v:.4f}") if isinstance(v, float) else float(v) for k, v in step_metrics(s, rng).items()}
+        for s in range(1, n + 1)
+    }
 
 
 def _check(log, n=3):
@@ -155,10 +159,8 @@ def test_foreign_lines_inside_a_block_are_counted_not_fatal(tmp_path):
     from skyrl_fixtures import CYAN, RESET, ray_lines
 
     b = _blocks()
-    other = ray_lines("{'note': 'another actor printed a dict', 'x': 1}", "AsyncVLLMInferenceEngine", 3001,
-                      "10.0.0.2")
-    warning = ray_lines("/usr/lib/python3.11/site-packages/torch/x.py:12: UserWarning: something\n"
-                        "  warnings.warn(")
+    other = ray_lines("{'note': 'another actor printed a dict', 'x': 1}", "AsyncVLLMInferenceEngine", 3001, "10.0.0.2")
+    warning = ray_lines("/usr/lib/python3.11/site-packages/torch/x.py:12: UserWarning: something\n  warnings.warn(")
     tqdm = f"{CYAN}(skyrl_entrypoint pid=2143){RESET} Generating:  50%|#####     | 4/8 [00:01<00:01]\n"
     b[0] = _interleave(b[0], 1, other)  # between the header and the dict
     b[1] = _interleave(b[1], 5, warning + other)  # inside the dict: a warning, another actor
@@ -193,8 +195,16 @@ def test_numpy_scalars_and_bare_nan_parse(tmp_path):
 
     # what ConsoleLogger prints for values its float test misses (numpy-2 scalars); bare
     # nan / -inf written in by hand
-    data = {"a": np.float32(0.5), "b": 1, "c": np.int64(3), "d": 2, "e": np.True_, "f": np.float32("nan"),
-            "nan_name": float("nan"), "long/key/padding/to/force/one/key/per/line": 0}
+    data = {
+        "a": np.float32(0.5),
+        "b": 1,
+        "c": np.int64(3),
+        "d": 2,
+        "e": np.True_,
+        "f": np.float32("nan"),
+        "nan_name": float("nan"),
+        "long/key/padding/to/force/one/key/per/line": 0,
+    }
     text = "Step 1: \n" + pprint.pformat(stringify_floats(data)) + "\n"
     text = text.replace("'b': 1", "'b': nan").replace("'d': 2", "'d': -inf")
     log = read_console_log(write(tmp_path / "n.log", text))

@@ -22,8 +22,13 @@ draws = 200
 
 def test_shipped_specs_validate():
     specs = load_specs([default_spec_dir()])
-    assert {s.name for s in specs} == {"swesmith-plateau", "swesmith-split46", "learning-diagnostics",
-                                       "swegym-transfer", "code-contests"}
+    assert {s.name for s in specs} == {
+        "swesmith-plateau",
+        "swesmith-split46",
+        "learning-diagnostics",
+        "swegym-transfer",
+        "code-contests",
+    }
     assert {s.kind for s in specs} == set(KINDS)
     for s in specs:
         assert set(s.figures) <= set(FIGURES[s.kind]) and s.title and s.question
@@ -65,11 +70,19 @@ x = 1
     with pytest.raises(SpecError) as info:
         load_spec(path)
     text = str(info.value)
-    for needle in ("unknown section [extra]", "[analysis] unknown key 'colour'", "missing/trials.csv' does not exist",
-                   "reference: 'nowhere.json' does not exist", "[model] rope must be a number",
-                   "['poisson'] not among", "[model] unknown key 'arms'", "[priors] unknown key 'bogus'",
-                   "[sampler] draws must be >= 1", "[sampler] chains must be a integer",
-                   "['transfer'] not available for plateau"):
+    for needle in (
+        "unknown section [extra]",
+        "[analysis] unknown key 'colour'",
+        "missing/trials.csv' does not exist",
+        "reference: 'nowhere.json' does not exist",
+        "[model] rope must be a number",
+        "['poisson'] not among",
+        "[model] unknown key 'arms'",
+        "[priors] unknown key 'bogus'",
+        "[sampler] draws must be >= 1",
+        "[sampler] chains must be a integer",
+        "['transfer'] not available for plateau",
+    ):
         assert needle in text, needle
     assert str(path) in text and len(info.value.problems) == 11
 

@@ -16,12 +16,18 @@ from saturation.schema import HDI_PROB
 #: ``saturation`` (and so ``saturation --help``) does not pull in pandas, xarray and SciPy
 _LAZY = {
     "aggregate": "saturation.aggregate",
-    "open_trials": "saturation.io", "read_trials": "saturation.io", "write_table": "saturation.io",
+    "open_trials": "saturation.io",
+    "read_trials": "saturation.io",
+    "write_table": "saturation.io",
     "write_trials": "saturation.io",
-    "PlateauSpec": "saturation.simulate", "SeriesSpec": "saturation.simulate", "TransferSpec": "saturation.simulate",
-    "simulate_plateau": "saturation.simulate", "simulate_series": "saturation.simulate",
+    "PlateauSpec": "saturation.simulate",
+    "SeriesSpec": "saturation.simulate",
+    "TransferSpec": "saturation.simulate",
+    "simulate_plateau": "saturation.simulate",
+    "simulate_series": "saturation.simulate",
     "simulate_transfer": "saturation.simulate",
-    "TrialValidationError": "saturation.validate", "validate_trials": "saturation.validate",
+    "TrialValidationError": "saturation.validate",
+    "validate_trials": "saturation.validate",
 }
 
 if TYPE_CHECKING:

@@ -17,6 +17,63 @@ STAT_SUFFIXES = ("n", "sum", "sumsq", "mean")
 BOUNDED_SUFFIXES = ("n0", "n1", "slogy", "slog1my")
 
 
+class _Groups:
+    """The cells of a dense grid over the ``by`` coordinates and per-cell sums over trials."""
+
+    def __init__(self, ds: xr.Dataset, by: Sequence[str]) -> None:
+        codes_list, self.uniques = [], []
+        for name in by:
+            codes, uniq = pd.factorize(ds[name].to_numpy(), sort=True)
+            codes_list.append(codes)
+            self.uniques.append(uniq)
+        self.shape = tuple(len(u) for u in self.uniques)
+        self.flat = np.ravel_multi_index(codes_list, self.shape) if len(self.shape) > 1 else codes_list[0]
+        self.size = int(np.prod(self.shape))
+        self.dims = tuple(by)
+
+    def count(self, mask: np.ndarray) -> np.ndarray:
+        return np.bincount(self.flat[mask], minlength=self.size).reshape(self.shape).astype(np.int64)
+
+    def sums(self, values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, ...]:
+        """``(n, sum, sum of squares, mean)`` per cell over the masked trials."""
+        idx, v = self.flat[mask], values[mask]
+        n = np.bincount(idx, minlength=self.size).reshape(self.shape)
+        s = np.bincount(idx, weights=v, minlength=self.size).reshape(self.shape)
+        ss = np.bincount(idx, weights=v * v, minlength=self.size).reshape(self.shape)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(n > 0, s / np.where(n > 0, n, 1), np.nan)
+        return n.astype(np.int64), s, ss, mean
+
+    def bounded(self, values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Zero-one-inflated Beta statistics per cell (NaN where a value is outside [0, 1])."""
+        idx, v = self.flat[mask], values[mask]
+        inside = (v > 0) & (v < 1)
+        safe = np.where(inside, v, 0.5)
+        out_of_range = np.bincount(idx, weights=((v < 0) | (v > 1)).astype(float), minlength=self.size) > 0
+        res = (
+            np.bincount(idx, weights=(v == 0).astype(float), minlength=self.size),
+            np.bincount(idx, weights=(v == 1).astype(float), minlength=self.size),
+            np.bincount(idx, weights=np.where(inside, np.log(safe), 0.0), minlength=self.size),
+            np.bincount(idx, weights=np.where(inside, np.log1p(-safe), 0.0), minlength=self.size),
+        )
+        return tuple(np.where(out_of_range, np.nan, r).reshape(self.shape) for r in res)
+
+
+def _level_statistics(out: xr.Dataset, groups: _Groups, fld: str, values: np.ndarray, graded: np.ndarray) -> None:
+    """Add the statistics of the per-level variable ``fld`` (values: trial x level) to ``out``."""
+    rates = fld in S.LEVEL_RATES
+    suffixes = STAT_SUFFIXES + (BOUNDED_SUFFIXES if rates else ())
+    stats = [np.empty((*groups.shape, values.shape[1])) for _ in suffixes]
+    for j in range(values.shape[1]):
+        col = values[:, j]
+        mask = graded & np.isfinite(col)
+        parts = groups.sums(col, mask) + (groups.bounded(col, mask) if rates else ())
+        for k, arr in enumerate(parts):
+            stats[k][..., j] = arr
+    for name, arr in zip(suffixes, stats, strict=True):
+        out[f"{fld}_{name}"] = ((*groups.dims, S.LEVEL), arr.astype(np.int64) if name == "n" else arr)
+
+
 def aggregate(ds: xr.Dataset, by: Sequence[str] | None = None) -> xr.Dataset:
     """Sufficient statistics per group (e.g. per run, arm and step).
 
@@ -56,46 +113,13 @@ def aggregate(ds: xr.Dataset, by: Sequence[str] | None = None) -> xr.Dataset:
         by = [c for c in S.DEFAULT_GROUP_BY if c in ds.coords]
     missing = [c for c in by if c not in ds.coords]
     if missing:
-        raise KeyError(
-            f"aggregate: the Dataset has no coordinate(s) {missing}; have {sorted(map(str, ds.coords))}"
-        )
+        raise KeyError(f"aggregate: the Dataset has no coordinate(s) {missing}; have {sorted(map(str, ds.coords))}")
     by = list(by)
     if not by:
         raise ValueError("aggregate: 'by' must name at least one trial coordinate")
 
-    codes_list, uniques = [], []
-    for name in by:
-        codes, uniq = pd.factorize(ds[name].to_numpy(), sort=True)
-        codes_list.append(codes)
-        uniques.append(uniq)
-    shape = tuple(len(u) for u in uniques)
-    flat = np.ravel_multi_index(codes_list, shape) if len(shape) > 1 else codes_list[0]
-    size = int(np.prod(shape))
-
-    def count(mask: np.ndarray) -> np.ndarray:
-        return np.bincount(flat[mask], minlength=size).reshape(shape).astype(np.int64)
-
-    def sums(values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, ...]:
-        idx = flat[mask]
-        v = values[mask]
-        n = np.bincount(idx, minlength=size).reshape(shape)
-        s = np.bincount(idx, weights=v, minlength=size).reshape(shape)
-        ss = np.bincount(idx, weights=v * v, minlength=size).reshape(shape)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean = np.where(n > 0, s / np.where(n > 0, n, 1), np.nan)
-        return n.astype(np.int64), s, ss, mean
-
-    def bounded(values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, ...]:
-        idx = flat[mask]
-        v = values[mask]
-        inside = (v > 0) & (v < 1)
-        safe = np.where(inside, v, 0.5)
-        out_of_range = np.bincount(idx, weights=((v < 0) | (v > 1)).astype(float), minlength=size) > 0
-        res = (np.bincount(idx, weights=(v == 0).astype(float), minlength=size),
-               np.bincount(idx, weights=(v == 1).astype(float), minlength=size),
-               np.bincount(idx, weights=np.where(inside, np.log(safe), 0.0), minlength=size),
-               np.bincount(idx, weights=np.where(inside, np.log1p(-safe), 0.0), minlength=size))
-        return tuple(np.where(out_of_range, np.nan, r).reshape(shape) for r in res)
+    groups = _Groups(ds, by)
+    count, sums, bounded, uniques = groups.count, groups.sums, groups.bounded, groups.uniques
 
     graded = ds[S.GRADED].to_numpy().astype(bool)
     reward = ds[S.REWARD].to_numpy().astype(float)
@@ -118,8 +142,11 @@ def aggregate(ds: xr.Dataset, by: Sequence[str] | None = None) -> xr.Dataset:
         out[f"{S.REWARD}_{name}"] = (dims, arr)
 
     # any other numeric per-trial variable (e.g. n_locations, turns, tokens), over graded trials
-    extra = [str(v) for v, da in ds.data_vars.items()
-             if v not in (S.GRADED, S.REWARD) and da.dims == (S.TRIAL,) and np.issubdtype(da.dtype, np.number)]
+    extra = [
+        str(v)
+        for v, da in ds.data_vars.items()
+        if v not in (S.GRADED, S.REWARD) and da.dims == (S.TRIAL,) and np.issubdtype(da.dtype, np.number)
+    ]
     for var in extra:
         values = ds[var].to_numpy().astype(float)
         for name, arr in zip(STAT_SUFFIXES, sums(values, graded & np.isfinite(values)), strict=True):
@@ -128,19 +155,10 @@ def aggregate(ds: xr.Dataset, by: Sequence[str] | None = None) -> xr.Dataset:
     if S.LEVEL in ds.dims and ds.sizes[S.LEVEL] > 0:
         out = out.assign_coords({S.LEVEL: ds[S.LEVEL].to_numpy()})
         for fld in S.LEVEL_FIELDS:
-            if fld not in ds:
-                continue
-            values = ds[fld].transpose(S.TRIAL, S.LEVEL).to_numpy().astype(float)
-            suffixes = STAT_SUFFIXES + (BOUNDED_SUFFIXES if fld in S.LEVEL_RATES else ())
-            stats = [np.empty((*shape, values.shape[1])) for _ in suffixes]
-            for j in range(values.shape[1]):
-                col = values[:, j]
-                mask = graded & np.isfinite(col)
-                parts = sums(col, mask) + (bounded(col, mask) if fld in S.LEVEL_RATES else ())
-                for k, arr in enumerate(parts):
-                    stats[k][..., j] = arr
-            for name, arr in zip(suffixes, stats, strict=True):
-                out[f"{fld}_{name}"] = ((*dims, S.LEVEL), arr.astype(np.int64) if name == "n" else arr)
+            if fld in ds:
+                _level_statistics(
+                    out, groups, fld, ds[fld].transpose(S.TRIAL, S.LEVEL).to_numpy().astype(float), graded
+                )
     out.attrs.update({k: v for k, v in ds.attrs.items()})
     out.attrs["aggregated_by"] = ",".join(by)
     return out

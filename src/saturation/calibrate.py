@@ -116,9 +116,16 @@ class PlateauSetting:
         from saturation.models import PlateauPriors
 
         late = self.fit_late_slope_sd if (for_fit and self.fit_late_slope_sd is not None) else self.late_slope_sd
-        return PlateauPriors(min_segment=self.min_segment, start_mu=self.start_mu, start_sd=self.start_sd,
-                             level_mu=self.level_mu, level_sd=self.level_sd, late_slope_sd=late,
-                             tau_sd=self.tau_sd, spread_sd=self.spread_sd)
+        return PlateauPriors(
+            min_segment=self.min_segment,
+            start_mu=self.start_mu,
+            start_sd=self.start_sd,
+            level_mu=self.level_mu,
+            level_sd=self.level_sd,
+            late_slope_sd=late,
+            tau_sd=self.tau_sd,
+            spread_sd=self.spread_sd,
+        )
 
 
 def _step_data(y: np.ndarray, setting: PlateauSetting) -> Any:
@@ -126,9 +133,15 @@ def _step_data(y: np.ndarray, setting: PlateauSetting) -> Any:
 
     steps = np.arange(setting.n_steps, dtype=float)
     y = np.atleast_2d(y)
-    return StepData(steps=steps, levels=setting.levels, y=y, n=np.full(y.shape, np.inf),
-                    var_mean=np.full(y.shape, setting.se**2), response="metric",
-                    summary={"steps": [0, int(steps[-1])], "n_trials": None, "simulated": True})
+    return StepData(
+        steps=steps,
+        levels=setting.levels,
+        y=y,
+        n=np.full(y.shape, np.inf),
+        var_mean=np.full(y.shape, setting.se**2),
+        response="metric",
+        summary={"steps": [0, int(steps[-1])], "n_trials": None, "simulated": True},
+    )
 
 
 def _fit(y: np.ndarray, setting: PlateauSetting, seed: int) -> Any:
@@ -140,9 +153,13 @@ def _fit(y: np.ndarray, setting: PlateauSetting, seed: int) -> Any:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return fit_plateau(_step_data(y, setting), priors=setting.priors(for_fit=True), rope=setting.rope,
-                           sampler=SamplerConfig(draws=setting.draws, chains=setting.chains, sampler="exact"),
-                           seed=seed)
+        return fit_plateau(
+            _step_data(y, setting),
+            priors=setting.priors(for_fit=True),
+            rope=setting.rope,
+            sampler=SamplerConfig(draws=setting.draws, chains=setting.chains, sampler="exact"),
+            seed=seed,
+        )
 
 
 def _prior_draw(setting: PlateauSetting, rng: np.random.Generator) -> dict[str, float]:
@@ -150,9 +167,13 @@ def _prior_draw(setting: PlateauSetting, rng: np.random.Generator) -> dict[str, 
 
     steps = np.arange(setting.n_steps, dtype=float)
     grid = candidate_grid(steps, setting.min_segment)
-    return {"changepoint": float(rng.choice(grid)), "start": rng.normal(setting.start_mu, setting.start_sd),
-            "value_at_changepoint": rng.normal(setting.level_mu, setting.level_sd),
-            "late_slope": rng.normal(0.0, setting.late_slope_sd), "tau": abs(rng.normal(0.0, setting.tau_sd))}
+    return {
+        "changepoint": float(rng.choice(grid)),
+        "start": rng.normal(setting.start_mu, setting.start_sd),
+        "value_at_changepoint": rng.normal(setting.level_mu, setting.level_sd),
+        "late_slope": rng.normal(0.0, setting.late_slope_sd),
+        "tau": abs(rng.normal(0.0, setting.tau_sd)),
+    }
 
 
 def _prior_draw_levels(setting: PlateauSetting, rng: np.random.Generator) -> dict[str, float]:
@@ -168,11 +189,15 @@ def _prior_draw_levels(setting: PlateauSetting, rng: np.random.Generator) -> dic
     weight = np.exp(-0.5 * ((grid - c0) / _effective_spread(np, spread)) ** 2)
     theta = {"changepoint_spread": float(spread)}
     for lv in setting.levels:
-        theta.update({f"changepoint[{lv}]": float(rng.choice(grid, p=weight / weight.sum())),
-                      f"start[{lv}]": rng.normal(setting.start_mu, setting.start_sd),
-                      f"value_at_changepoint[{lv}]": rng.normal(setting.level_mu, setting.level_sd),
-                      f"late_slope[{lv}]": rng.normal(0.0, setting.late_slope_sd),
-                      f"tau[{lv}]": abs(rng.normal(0.0, setting.tau_sd))})
+        theta.update(
+            {
+                f"changepoint[{lv}]": float(rng.choice(grid, p=weight / weight.sum())),
+                f"start[{lv}]": rng.normal(setting.start_mu, setting.start_sd),
+                f"value_at_changepoint[{lv}]": rng.normal(setting.level_mu, setting.level_sd),
+                f"late_slope[{lv}]": rng.normal(0.0, setting.late_slope_sd),
+                f"tau[{lv}]": abs(rng.normal(0.0, setting.tau_sd)),
+            }
+        )
     return theta
 
 
@@ -186,8 +211,9 @@ def simulate_means(theta: dict[str, float], setting: PlateauSetting, rng: np.ran
     from saturation.models.plateau import _mean_curve
 
     t = np.arange(setting.n_steps, dtype=float)
-    mu = _mean_curve(t, theta["changepoint"], theta["start"], theta["value_at_changepoint"], theta["late_slope"],
-                     0.0, 0.0)
+    mu = _mean_curve(
+        t, theta["changepoint"], theta["start"], theta["value_at_changepoint"], theta["late_slope"], 0.0, 0.0
+    )
     return np.asarray(mu + rng.standard_normal(len(t)) * np.sqrt(setting.se**2 + theta["tau"] ** 2))
 
 
@@ -217,25 +243,42 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
         theta = _prior_draw(setting, rng)
     elif task["kind"] == "null":  # steadily rising by `effect` over the run, no break
         slope = task["effect"] / t[-1]
-        theta = {"changepoint": float(t[-1]), "start": setting.start_mu, "value_at_changepoint":
-                 setting.start_mu + slope * t[-1], "late_slope": slope, "tau": 0.0}
+        theta = {
+            "changepoint": float(t[-1]),
+            "start": setting.start_mu,
+            "value_at_changepoint": setting.start_mu + slope * t[-1],
+            "late_slope": slope,
+            "tau": 0.0,
+        }
     else:  # a true plateau: rises by `effect` until the middle, flat after
         c = float(t[len(t) // 2])
-        theta = {"changepoint": c, "start": setting.start_mu, "value_at_changepoint": setting.start_mu + task["effect"],
-                 "late_slope": 0.0, "tau": 0.0}
+        theta = {
+            "changepoint": c,
+            "start": setting.start_mu,
+            "value_at_changepoint": setting.start_mu + task["effect"],
+            "late_slope": 0.0,
+            "tau": 0.0,
+        }
     y = simulate_means(theta, setting, rng)
     start = time.perf_counter()
     fit = _fit(y, setting, seed=int(task["seed"]) * 100_003 + int(task["sim"]))
     est = fit.estimands["levels"]["metric"]
-    out: dict[str, Any] = {"kind": task["kind"], "sim": task["sim"], "effect": task.get("effect", np.nan),
-                           "plateaued": _plateaued(est), "p_late_in_rope": est["p_late_in_rope"],
-                           "seconds": time.perf_counter() - start, "converged": bool(fit.diagnostics["converged"])}
+    out: dict[str, Any] = {
+        "kind": task["kind"],
+        "sim": task["sim"],
+        "effect": task.get("effect", np.nan),
+        "plateaued": _plateaued(est),
+        "p_late_in_rope": est["p_late_in_rope"],
+        "seconds": time.perf_counter() - start,
+        "converged": bool(fit.diagnostics["converged"]),
+    }
     if task["kind"] == "sbc":
         post = fit.idata.posterior
         ranks, inside = {}, {}
         for p in SBC_PARAMS:
-            ranks[p], inside[p] = _rank_and_cover(post[p].to_numpy().ravel(), theta[p],
-                                                  est["changepoint"]["hdi"] if p == "changepoint" else None, rng)
+            ranks[p], inside[p] = _rank_and_cover(
+                post[p].to_numpy().ravel(), theta[p], est["changepoint"]["hdi"] if p == "changepoint" else None, rng
+            )
         out.update(rank=ranks, inside=inside, truth=theta)
     return out
 
@@ -250,12 +293,27 @@ def _rank_and_cover(draws: np.ndarray, truth: float, hdi: Any, rng: np.random.Ge
     return less + int(rng.integers(0, ties + 1)), bool(lo <= truth <= hi)
 
 
-def _sbc_result(task: dict[str, Any], ranks: dict[str, int], inside: dict[str, bool], truth: dict[str, float],
-                seconds: float, converged: bool) -> dict[str, Any]:
+def _sbc_result(
+    task: dict[str, Any],
+    ranks: dict[str, int],
+    inside: dict[str, bool],
+    truth: dict[str, float],
+    seconds: float,
+    converged: bool,
+) -> dict[str, Any]:
     """The result dict of an SBC-only simulation (no plateau verdict)."""
-    return {"kind": "sbc", "sim": task["sim"], "effect": np.nan, "plateaued": False, "p_late_in_rope": np.nan,
-            "seconds": seconds, "converged": bool(converged), "rank": ranks, "inside": inside,
-            "truth": {k: float(v) for k, v in truth.items()}}
+    return {
+        "kind": "sbc",
+        "sim": task["sim"],
+        "effect": np.nan,
+        "plateaued": False,
+        "p_late_in_rope": np.nan,
+        "seconds": seconds,
+        "converged": bool(converged),
+        "rank": ranks,
+        "inside": inside,
+        "truth": {k: float(v) for k, v in truth.items()},
+    }
 
 
 def _run_levels_task(task: dict[str, Any], setting: PlateauSetting, rng: np.random.Generator) -> dict[str, Any]:
@@ -272,8 +330,9 @@ def _run_levels_task(task: dict[str, Any], setting: PlateauSetting, rng: np.rand
         for p in SBC_PARAMS:
             name = f"{p}[{lv}]"
             hdi = fit.estimands["levels"][lv]["changepoint"]["hdi"] if p == "changepoint" else None
-            ranks[name], inside[name] = _rank_and_cover(post[p].sel({S.LEVEL: lv}).to_numpy().ravel(), theta[name],
-                                                        hdi, rng)
+            ranks[name], inside[name] = _rank_and_cover(
+                post[p].sel({S.LEVEL: lv}).to_numpy().ravel(), theta[name], hdi, rng
+            )
     name = "changepoint_spread"
     ranks[name], inside[name] = _rank_and_cover(post[name].to_numpy().ravel(), theta[name], None, rng)
     return _sbc_result(task, ranks, inside, theta, time.perf_counter() - start, fit.diagnostics["converged"])
@@ -281,8 +340,17 @@ def _run_levels_task(task: dict[str, Any], setting: PlateauSetting, rng: np.rand
 
 # ------------------------------------------------------------------ transfer model
 #: scalar quantities whose SBC ranks are checked for the transfer model
-TRANSFER_PARAMS = ("ungraded_knot_first", "reward_knot_first", "reward_knot_last", "ungraded_rw_sd", "reward_rw_sd",
-                   "ungraded_task_sd", "reward_task_sd", "reward_sd", "initial_gap_all_rollout")
+TRANSFER_PARAMS = (
+    "ungraded_knot_first",
+    "reward_knot_first",
+    "reward_knot_last",
+    "ungraded_rw_sd",
+    "reward_rw_sd",
+    "ungraded_task_sd",
+    "reward_task_sd",
+    "reward_sd",
+    "initial_gap_all_rollout",
+)
 
 
 @dataclass(frozen=True)
@@ -336,15 +404,20 @@ class TransferSetting(NUTSDraws):
     def priors(self) -> Any:
         from saturation.models.transfer import TransferPriors
 
-        return TransferPriors(intercept_sd=self.intercept_sd, rw_sd=self.rw_sd, task_sd=self.task_sd,
-                              start_mu=(float(self.start_mu[0]), float(self.start_mu[1])))
+        return TransferPriors(
+            intercept_sd=self.intercept_sd,
+            rw_sd=self.rw_sd,
+            task_sd=self.task_sd,
+            start_mu=(float(self.start_mu[0]), float(self.start_mu[1])),
+        )
 
 
 def _transfer_schedule(setting: TransferSetting) -> np.ndarray:
     """(step, prompt) task indices: distinct tasks within a step, the same for both arms."""
     rng = np.random.default_rng(20261130)
-    return np.stack([rng.choice(setting.pool_size, setting.prompts_per_step, replace=False)
-                     for _ in range(setting.n_steps)])
+    return np.stack(
+        [rng.choice(setting.pool_size, setting.prompts_per_step, replace=False) for _ in range(setting.n_steps)]
+    )
 
 
 def simulate_transfer_prior(setting: TransferSetting, rng: np.random.Generator) -> tuple[xr.Dataset, dict[str, float]]:
@@ -378,8 +451,13 @@ def simulate_transfer_prior(setting: TransferSetting, rng: np.random.Generator) 
         z = rng.standard_normal(len(used))
         task_effect[part] = np.zeros(setting.pool_size)
         task_effect[part][used] = task_sd[part] * (z - z.mean())
-        truth.update({f"{part}_knot_first": float(kv[0, 0]), f"{part}_rw_sd": float(rw_sd[0]),
-                      f"{part}_task_sd": float(task_sd[part])})
+        truth.update(
+            {
+                f"{part}_knot_first": float(kv[0, 0]),
+                f"{part}_rw_sd": float(rw_sd[0]),
+                f"{part}_task_sd": float(task_sd[part]),
+            }
+        )
         if part == "reward":
             truth["reward_knot_last"] = float(kv[0, -1])
     reward_sd = np.abs(rng.normal(0.0, setting.reward_sd_scale, size=len(arms)))
@@ -395,12 +473,21 @@ def simulate_transfer_prior(setting: TransferSetting, rng: np.random.Generator) 
             mu = curves.expit(curve["reward"][a, j] + task_effect["reward"][task])
             ungraded = rng.random(len(task)) < p_u
             reward = rng.normal(mu, reward_sd[a])
-            rows.append(pd.DataFrame({
-                S.RUN: f"sbc-{arm}", S.ARM: arm, S.STEP: int(step),
-                S.INSTANCE_ID: [f"task-{t:04d}" for t in task],
-                S.SAMPLE: np.tile(np.arange(setting.samples_per_prompt), len(schedule[j])),
-                S.PHASE: "train", S.DATASET: "sbc", S.GRADED: ~ungraded,
-                S.REWARD: np.where(ungraded, 0.0, reward)}))
+            rows.append(
+                pd.DataFrame(
+                    {
+                        S.RUN: f"sbc-{arm}",
+                        S.ARM: arm,
+                        S.STEP: int(step),
+                        S.INSTANCE_ID: [f"task-{t:04d}" for t in task],
+                        S.SAMPLE: np.tile(np.arange(setting.samples_per_prompt), len(schedule[j])),
+                        S.PHASE: "train",
+                        S.DATASET: "sbc",
+                        S.GRADED: ~ungraded,
+                        S.REWARD: np.where(ungraded, 0.0, reward),
+                    }
+                )
+            )
     ds = dataset_from_frame(pd.concat(rows, ignore_index=True), levels=[], sources=["simulate_transfer_prior"])
     return ds, truth
 
@@ -408,13 +495,15 @@ def simulate_transfer_prior(setting: TransferSetting, rng: np.random.Generator) 
 def _transfer_draws(post: xr.Dataset, setting: TransferSetting) -> dict[str, np.ndarray]:
     """The checked quantities' posterior draws (the reference arm's for per-arm parameters)."""
     ref = {S.ARM: 0}
-    gap = (post["population_all_rollout"].isel({S.ARM: 1}) - post["population_all_rollout"].isel(ref))
+    gap = post["population_all_rollout"].isel({S.ARM: 1}) - post["population_all_rollout"].isel(ref)
     draws = {
         "ungraded_knot_first": post["ungraded_knot"].isel({**ref, "knot": 0}),
         "reward_knot_first": post["reward_knot"].isel({**ref, "knot": 0}),
         "reward_knot_last": post["reward_knot"].isel({**ref, "knot": -1}),
-        "ungraded_rw_sd": post["ungraded_rw_sd"].isel(ref), "reward_rw_sd": post["reward_rw_sd"].isel(ref),
-        "ungraded_task_sd": post["ungraded_task_sd"], "reward_task_sd": post["reward_task_sd"],
+        "ungraded_rw_sd": post["ungraded_rw_sd"].isel(ref),
+        "reward_rw_sd": post["reward_rw_sd"].isel(ref),
+        "ungraded_task_sd": post["ungraded_task_sd"],
+        "reward_task_sd": post["reward_task_sd"],
         "reward_sd": post["reward_sd"].isel(ref),
         "initial_gap_all_rollout": gap.isel({S.STEP: slice(0, setting.first_steps)}).mean(S.STEP),
     }
@@ -434,17 +523,29 @@ def run_transfer_task(task: dict[str, Any]) -> dict[str, Any]:
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        fit = fit_transfer(ds, reference="base", first_steps=setting.first_steps, knot_every=setting.knot_every,
-                           priors=setting.priors(), seed=int(task["seed"]) * 100_003 + int(task["sim"]),
-                           sampler=setting.sampler())
+        fit = fit_transfer(
+            ds,
+            reference="base",
+            first_steps=setting.first_steps,
+            knot_every=setting.knot_every,
+            priors=setting.priors(),
+            seed=int(task["seed"]) * 100_003 + int(task["sim"]),
+            sampler=setting.sampler(),
+        )
     posterior = fit.idata["posterior"]
     full = _transfer_draws(posterior, setting)
     thinned = _transfer_draws(posterior.isel(draw=slice(0, None, setting.thin)), setting)
     ranks, inside = {}, {}
     for name in TRANSFER_PARAMS:  # ranks among the thinned draws, the HDI from all of them
         ranks[name], inside[name] = _rank_and_cover(thinned[name], theta[name], interval(full[name])["hdi"], rng)
-    return _sbc_result(task, ranks, inside, {k: theta[k] for k in TRANSFER_PARAMS}, time.perf_counter() - start,
-                       fit.diagnostics["converged"])
+    return _sbc_result(
+        task,
+        ranks,
+        inside,
+        {k: theta[k] for k in TRANSFER_PARAMS},
+        time.perf_counter() - start,
+        fit.diagnostics["converged"],
+    )
 
 
 # ------------------------------------------------------------------ pass@k group model
@@ -489,15 +590,23 @@ def simulate_pass_at_k_prior(setting: PassAtKSetting, rng: np.random.Generator) 
     p = rng.beta(np.repeat((mu * kappa)[:, None], m, 1), np.repeat(((1 - mu) * kappa)[:, None], m, 1))
     outcome = rng.random((n, m, k)) < p[:, :, None]
     t, i, s = np.meshgrid(np.arange(n), np.arange(m), np.arange(k), indexing="ij")
-    frame = pd.DataFrame({S.RUN: "sbc", S.STEP: t.ravel() + 1,
-                          S.INSTANCE_ID: [f"prompt-{a}-{b}" for a, b in zip(t.ravel(), i.ravel(), strict=True)],
-                          S.SAMPLE: s.ravel(), S.GRADED: True, S.REWARD: outcome.ravel().astype(float)})
+    frame = pd.DataFrame(
+        {
+            S.RUN: "sbc",
+            S.STEP: t.ravel() + 1,
+            S.INSTANCE_ID: [f"prompt-{a}-{b}" for a, b in zip(t.ravel(), i.ravel(), strict=True)],
+            S.SAMPLE: s.ravel(),
+            S.GRADED: True,
+            S.REWARD: outcome.ravel().astype(float),
+        }
+    )
     ds = dataset_from_frame(frame, levels=[], sources=["simulate_pass_at_k_prior"])
     logit_mu0, log_kappa0 = learning.pass_at_k_predictors(theta, np.array([0.0, 1.0]), 0.0)
     mu0 = curves.expit(logit_mu0)
     passk = curves.pass_at_k_beta(mu0, np.exp(log_kappa0), k)
-    theta.update(pass1_start=float(mu0[0]), pass1_end=float(mu0[1]), passk_start=float(passk[0]),
-                 passk_end=float(passk[1]))
+    theta.update(
+        pass1_start=float(mu0[0]), pass1_end=float(mu0[1]), passk_start=float(passk[0]), passk_end=float(passk[1])
+    )
     return ds, theta
 
 
@@ -514,16 +623,27 @@ def run_pass_at_k_task(task: dict[str, Any]) -> dict[str, Any]:
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        d = learning.fit_pass_at_k(ds, k=setting.samples_per_prompt, seed=int(task["seed"]) * 100_003 + int(task["sim"]),
-                                   sampler=setting.sampler())
+        d = learning.fit_pass_at_k(
+            ds,
+            k=setting.samples_per_prompt,
+            seed=int(task["seed"]) * 100_003 + int(task["sim"]),
+            sampler=setting.sampler(),
+        )
     post = d.idata["posterior"]
     ranks, inside = {}, {}
     for name in PASS_AT_K_CHECKED:  # ranks among the thinned draws, the HDI from all of them
         full = post[name].to_numpy()
-        ranks[name], inside[name] = _rank_and_cover(full[:, ::setting.thin].ravel(), theta[name],
-                                                    interval(full.ravel())["hdi"], rng)
-    return _sbc_result(task, ranks, inside, {k: theta[k] for k in PASS_AT_K_CHECKED}, time.perf_counter() - start,
-                       d.diagnostics["converged"])
+        ranks[name], inside[name] = _rank_and_cover(
+            full[:, :: setting.thin].ravel(), theta[name], interval(full.ravel())["hdi"], rng
+        )
+    return _sbc_result(
+        task,
+        ranks,
+        inside,
+        {k: theta[k] for k in PASS_AT_K_CHECKED},
+        time.perf_counter() - start,
+        d.diagnostics["converged"],
+    )
 
 
 # ------------------------------------------------------------------ plateau on per-trial data that is not the model
@@ -581,11 +701,19 @@ def study_levels(changepoint: float = STUDY_SPLIT, *, rising: bool = False) -> t
         early = r["early_slope"] * STUDY_SPLIT / changepoint
         if rising:
             top = r["start"] + r["early_slope"] * STUDY_SPLIT
-            out.append(replace(spec, start=top - r["early_slope"] * (SWESMITH_SPEC.n_steps - 1),
-                               early_slope=r["early_slope"], late_slope=r["early_slope"], changepoint=1e9))
+            out.append(
+                replace(
+                    spec,
+                    start=top - r["early_slope"] * (SWESMITH_SPEC.n_steps - 1),
+                    early_slope=r["early_slope"],
+                    late_slope=r["early_slope"],
+                    changepoint=1e9,
+                )
+            )
         else:
-            out.append(replace(spec, start=r["start"], early_slope=early, changepoint=changepoint,
-                               late_slope=r["late_slope"]))
+            out.append(
+                replace(spec, start=r["start"], early_slope=early, changepoint=changepoint, late_slope=r["late_slope"])
+            )
     return tuple(out)
 
 
@@ -618,47 +746,81 @@ def run_trials_task(task: dict[str, Any]) -> dict[str, Any]:
             true = {"changepoint": lv.changepoint, "early_slope": lv.early_slope, "late_slope": lv.late_slope}[p]
             lo, hi = est[p]["hdi"]
             inside[p] = bool(lo <= true <= hi) if kind == "coverage" else False
-        records.append({"level": lv.name, "inside": inside, "verdict": est["verdict"],
-                        "verdict_known": known.estimands["levels"][lv.name]["verdict"] if known else "",
-                        "changepoint_mean": est["changepoint"]["mean"]})
-    return {"kind": kind, "profile": profile, "effect": cp, "sim": task["sim"], "records": records,
-            "seconds": time.perf_counter() - start,
-            "converged": bool(fit.diagnostics["converged"] and (known is None or known.diagnostics["converged"]))}
+        records.append(
+            {
+                "level": lv.name,
+                "inside": inside,
+                "verdict": est["verdict"],
+                "verdict_known": known.estimands["levels"][lv.name]["verdict"] if known else "",
+                "changepoint_mean": est["changepoint"]["mean"],
+            }
+        )
+    return {
+        "kind": kind,
+        "profile": profile,
+        "effect": cp,
+        "sim": task["sim"],
+        "records": records,
+        "seconds": time.perf_counter() - start,
+        "converged": bool(fit.diagnostics["converged"] and (known is None or known.diagnostics["converged"])),
+    }
 
 
-def make_trials_tasks(*, sims: int, null_sims: int, power_sims: int, seed: int,
-                      setting: TrialsSetting) -> list[dict[str, Any]]:
+def make_trials_tasks(
+    *, sims: int, null_sims: int, power_sims: int, seed: int, setting: TrialsSetting
+) -> list[dict[str, Any]]:
     base = {"seed": seed, "setting": asdict(setting), "model": "plateau-trials"}
-    tasks = [{**base, "kind": "coverage", "profile": pr, "effect": float(c), "sim": i}
-             for pr in setting.profiles for c in setting.changepoints for i in range(sims)]
+    tasks = [
+        {**base, "kind": "coverage", "profile": pr, "effect": float(c), "sim": i}
+        for pr in setting.profiles
+        for c in setting.changepoints
+        for i in range(sims)
+    ]
     tasks += [{**base, "kind": "rising", "profile": "study", "effect": STUDY_SPLIT, "sim": i} for i in range(null_sims)]
     tasks += [{**base, "kind": "study", "profile": "study", "effect": STUDY_SPLIT, "sim": i} for i in range(power_sims)]
     return tasks
 
 
-def trials_dataset(results: list[dict[str, Any]], failures: list[dict[str, Any]], setting: TrialsSetting,
-                   seconds: float) -> xr.Dataset:
+def trials_dataset(
+    results: list[dict[str, Any]], failures: list[dict[str, Any]], setting: TrialsSetting, seconds: float
+) -> xr.Dataset:
     """One row per (simulation, level): kind, profile, true change point, HDI coverage and verdicts."""
-    rows = [(r, rec) for r in sorted(results, key=lambda r: (r["kind"], r["profile"], r["effect"], r["sim"]))
-            for rec in r["records"]]
+    rows = [
+        (r, rec)
+        for r in sorted(results, key=lambda r: (r["kind"], r["profile"], r["effect"], r["sim"]))
+        for rec in r["records"]
+    ]
     params = list(TRIALS_PARAMS)
     ds = xr.Dataset(
-        {"kind": (("fit",), np.array([r["kind"] for r, _ in rows], dtype=object)),
-         "profile": (("fit",), np.array([r["profile"] for r, _ in rows], dtype=object)),
-         "true_changepoint": (("fit",), np.array([r["effect"] for r, _ in rows], dtype=float)),
-         "sim_index": (("fit",), np.array([r["sim"] for r, _ in rows], dtype=np.int64)),
-         "level": (("fit",), np.array([rec["level"] for _, rec in rows], dtype=object)),
-         "inside_hdi": (("fit", "param"), np.array([[rec["inside"][p] for p in params] for _, rec in rows],
-                                                   dtype=bool).reshape(-1, len(params))),
-         "verdict": (("fit",), np.array([rec["verdict"] for _, rec in rows], dtype=object)),
-         "verdict_known_break": (("fit",), np.array([rec["verdict_known"] for _, rec in rows], dtype=object)),
-         "changepoint_mean": (("fit",), np.array([rec["changepoint_mean"] for _, rec in rows], dtype=float)),
-         "converged": (("fit",), np.array([r["converged"] for r, _ in rows], dtype=bool))},
-        coords={"fit": np.arange(len(rows)), "param": params})
-    ds.attrs.update({"model": "plateau-trials", "setting": json.dumps(asdict(setting)),
-                     "failures": json.dumps(failures), "n_failed": len(failures), "seconds": round(seconds, 1),
-                     "hdi_prob": S.HDI_PROB, S.ATTR_VERSION: __version__,
-                     "not_converged": int(sum(not r["converged"] for r in results))})
+        {
+            "kind": (("fit",), np.array([r["kind"] for r, _ in rows], dtype=object)),
+            "profile": (("fit",), np.array([r["profile"] for r, _ in rows], dtype=object)),
+            "true_changepoint": (("fit",), np.array([r["effect"] for r, _ in rows], dtype=float)),
+            "sim_index": (("fit",), np.array([r["sim"] for r, _ in rows], dtype=np.int64)),
+            "level": (("fit",), np.array([rec["level"] for _, rec in rows], dtype=object)),
+            "inside_hdi": (
+                ("fit", "param"),
+                np.array([[rec["inside"][p] for p in params] for _, rec in rows], dtype=bool).reshape(-1, len(params)),
+            ),
+            "verdict": (("fit",), np.array([rec["verdict"] for _, rec in rows], dtype=object)),
+            "verdict_known_break": (("fit",), np.array([rec["verdict_known"] for _, rec in rows], dtype=object)),
+            "changepoint_mean": (("fit",), np.array([rec["changepoint_mean"] for _, rec in rows], dtype=float)),
+            "converged": (("fit",), np.array([r["converged"] for r, _ in rows], dtype=bool)),
+        },
+        coords={"fit": np.arange(len(rows)), "param": params},
+    )
+    ds.attrs.update(
+        {
+            "model": "plateau-trials",
+            "setting": json.dumps(asdict(setting)),
+            "failures": json.dumps(failures),
+            "n_failed": len(failures),
+            "seconds": round(seconds, 1),
+            "hdi_prob": S.HDI_PROB,
+            S.ATTR_VERSION: __version__,
+            "not_converged": int(sum(not r["converged"] for r in results)),
+        }
+    )
     return ds
 
 
@@ -682,13 +844,27 @@ def trials_table(ds: xr.Dataset) -> pd.DataFrame:
             for p in ds["param"].values:
                 k, m = int(ds["inside_hdi"].sel(param=p).to_numpy()[sel].sum()), int(sel.sum())
                 lo, hi = _beta_interval(k, m)
-                rows.append({"check": f"coverage {p}, {pr}, change point {c:g}", "n": m, "value": k / m,
-                             "interval_low": lo, "interval_high": hi, **blank, "passes": bool(k / m >= MIN_COVERAGE),
-                             "meaning": f"share of 94 % HDIs holding the truth (want >= {MIN_COVERAGE})"})
+                rows.append(
+                    {
+                        "check": f"coverage {p}, {pr}, change point {c:g}",
+                        "n": m,
+                        "value": k / m,
+                        "interval_low": lo,
+                        "interval_high": hi,
+                        **blank,
+                        "passes": bool(k / m >= MIN_COVERAGE),
+                        "meaning": f"share of 94 % HDIs holding the truth (want >= {MIN_COVERAGE})",
+                    }
+                )
     for name, sel, var, want_max in (
         ("rising lines called plateaued or slowed", kind == "rising", "verdict", True),
         ("study-shaped data called plateaued or slowed (unknown break)", kind == "study", "verdict", False),
-        ("study-shaped data called plateaued or slowed (known break 46)", kind == "study", "verdict_known_break", False),
+        (
+            "study-shaped data called plateaued or slowed (known break 46)",
+            kind == "study",
+            "verdict_known_break",
+            False,
+        ),
     ):
         if not sel.any():
             continue
@@ -696,10 +872,19 @@ def trials_table(ds: xr.Dataset) -> pd.DataFrame:
         k, m = int(np.isin(v, STOPPED).sum()), int(sel.sum())
         lo, hi = _beta_interval(k, m)
         counts = ", ".join(f"{verdict}: {int((v == verdict).sum())}" for verdict in VERDICTS if (v == verdict).any())
-        target = (f"want <= {MAX_FALSE_STOP}" if want_max else f"want >= {MIN_STUDY_STOP}")
-        rows.append({"check": name, "n": m, "value": k / m, "interval_low": lo, "interval_high": hi, **blank,
-                     "passes": bool(k / m <= MAX_FALSE_STOP) if want_max else bool(k / m >= MIN_STUDY_STOP),
-                     "meaning": f"{target}; verdicts {counts}"})
+        target = f"want <= {MAX_FALSE_STOP}" if want_max else f"want >= {MIN_STUDY_STOP}"
+        rows.append(
+            {
+                "check": name,
+                "n": m,
+                "value": k / m,
+                "interval_low": lo,
+                "interval_high": hi,
+                **blank,
+                "passes": bool(k / m <= MAX_FALSE_STOP) if want_max else bool(k / m >= MIN_STUDY_STOP),
+                "meaning": f"{target}; verdicts {counts}",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -707,13 +892,25 @@ def trials_table(ds: xr.Dataset) -> pd.DataFrame:
 SbcSetting = PlateauSetting | TransferSetting | PassAtKSetting
 Setting = SbcSetting | TrialsSetting
 #: each model's default setting (its ``checked`` property names the SBC quantities)
-SETTINGS: dict[str, type[Setting]] = {"plateau": PlateauSetting, "transfer": TransferSetting,
-                                      "pass-at-k": PassAtKSetting, "plateau-trials": TrialsSetting}
+SETTINGS: dict[str, type[Setting]] = {
+    "plateau": PlateauSetting,
+    "transfer": TransferSetting,
+    "pass-at-k": PassAtKSetting,
+    "plateau-trials": TrialsSetting,
+}
 
 
-def make_tasks(model: str, *, sims: int, null_sims: int, power_sims: int, seed: int,
-               setting: Setting, null_effects: Sequence[float] = (0.05, 0.2),
-               power_effects: Sequence[float] = (0.05, 0.1, 0.2)) -> list[dict[str, Any]]:
+def make_tasks(
+    model: str,
+    *,
+    sims: int,
+    null_sims: int,
+    power_sims: int,
+    seed: int,
+    setting: Setting,
+    null_effects: Sequence[float] = (0.05, 0.2),
+    power_effects: Sequence[float] = (0.05, 0.1, 0.2),
+) -> list[dict[str, Any]]:
     """The task list of one calibration run."""
     if model not in MODELS:
         raise ValueError(f"calibration is implemented for {list(MODELS)}; {model!r} is not (yet)")
@@ -729,8 +926,13 @@ def make_tasks(model: str, *, sims: int, null_sims: int, power_sims: int, seed: 
 
 
 # ------------------------------------------------------------------ execution
-def execute(tasks: list[dict[str, Any]], *, scheduler: str | None = None, workers: int = 2,
-            progress: Callable[[int, int], None] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def execute(
+    tasks: list[dict[str, Any]],
+    *,
+    scheduler: str | None = None,
+    workers: int = 2,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Run the simulation tasks with :func:`saturation.cluster.map_tasks` (LocalCluster by
     default, ``"tcp://host:port"`` for an existing cluster, ``"sync"`` in this process);
     returns ``(results, failures)`` with every task in exactly one of them."""
@@ -747,29 +949,50 @@ def _label(task: dict[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------ results
-def to_dataset(results: list[dict[str, Any]], failures: list[dict[str, Any]],
-               setting: SbcSetting, seconds: float) -> xr.Dataset:
+def to_dataset(
+    results: list[dict[str, Any]], failures: list[dict[str, Any]], setting: SbcSetting, seconds: float
+) -> xr.Dataset:
     """SBC ranks/coverage (dims sim, param) and the null/power checks (dim check) as one Dataset."""
     sbc = sorted((r for r in results if r["kind"] == "sbc"), key=lambda r: r["sim"])
     checks = sorted((r for r in results if r["kind"] != "sbc"), key=lambda r: (r["kind"], r["effect"], r["sim"]))
     model = next(name for name, cls in SETTINGS.items() if isinstance(setting, cls))
     params = list(setting.checked)
     ds = xr.Dataset(
-        {"rank": (("sim", "param"), np.array([[r["rank"][p] for p in params] for r in sbc], dtype=np.int64).reshape(-1, len(params))),
-         "inside_hdi": (("sim", "param"), np.array([[r["inside"][p] for p in params] for r in sbc], dtype=bool).reshape(-1, len(params))),
-         "truth": (("sim", "param"), np.array([[r["truth"][p] for p in params] for r in sbc], dtype=float).reshape(-1, len(params))),
-         "converged": (("sim",), np.array([r["converged"] for r in sbc], dtype=bool)),
-         "check_converged": (("check",), np.array([r["converged"] for r in checks], dtype=bool)),
-         "check_kind": (("check",), np.array([r["kind"] for r in checks], dtype=object)),
-         "check_effect": (("check",), np.array([r["effect"] for r in checks], dtype=float)),
-         "check_plateaued": (("check",), np.array([r["plateaued"] for r in checks], dtype=bool)),
-         "check_p_late_in_rope": (("check",), np.array([r["p_late_in_rope"] for r in checks], dtype=float))},
-        coords={"sim": [r["sim"] for r in sbc], "param": params, "check": np.arange(len(checks))})
-    ds.attrs.update({"model": model, "setting": json.dumps(asdict(setting)),
-                     "rank_draws": setting.rank_draws,
-                     "failures": json.dumps(failures), "n_failed": len(failures), "seconds": round(seconds, 1),
-                     "hdi_prob": S.HDI_PROB, S.ATTR_VERSION: __version__,
-                     "not_converged": int(sum(not r["converged"] for r in results))})
+        {
+            "rank": (
+                ("sim", "param"),
+                np.array([[r["rank"][p] for p in params] for r in sbc], dtype=np.int64).reshape(-1, len(params)),
+            ),
+            "inside_hdi": (
+                ("sim", "param"),
+                np.array([[r["inside"][p] for p in params] for r in sbc], dtype=bool).reshape(-1, len(params)),
+            ),
+            "truth": (
+                ("sim", "param"),
+                np.array([[r["truth"][p] for p in params] for r in sbc], dtype=float).reshape(-1, len(params)),
+            ),
+            "converged": (("sim",), np.array([r["converged"] for r in sbc], dtype=bool)),
+            "check_converged": (("check",), np.array([r["converged"] for r in checks], dtype=bool)),
+            "check_kind": (("check",), np.array([r["kind"] for r in checks], dtype=object)),
+            "check_effect": (("check",), np.array([r["effect"] for r in checks], dtype=float)),
+            "check_plateaued": (("check",), np.array([r["plateaued"] for r in checks], dtype=bool)),
+            "check_p_late_in_rope": (("check",), np.array([r["p_late_in_rope"] for r in checks], dtype=float)),
+        },
+        coords={"sim": [r["sim"] for r in sbc], "param": params, "check": np.arange(len(checks))},
+    )
+    ds.attrs.update(
+        {
+            "model": model,
+            "setting": json.dumps(asdict(setting)),
+            "rank_draws": setting.rank_draws,
+            "failures": json.dumps(failures),
+            "n_failed": len(failures),
+            "seconds": round(seconds, 1),
+            "hdi_prob": S.HDI_PROB,
+            S.ATTR_VERSION: __version__,
+            "not_converged": int(sum(not r["converged"] for r in results)),
+        }
+    )
     return ds
 
 
@@ -822,13 +1045,25 @@ def verdict_table(ds: xr.Dataset) -> pd.DataFrame:
         mc = float(np.sqrt(S.HDI_PROB * (1 - S.HDI_PROB) / n)) if n else np.nan
         # a discrete posterior's HDI holds at least 94 %: the change point may over-cover
         discrete = p.startswith("changepoint") and p != "changepoint_spread"
-        cover_p = (float(stats.binomtest(k, n, S.HDI_PROB, alternative="less" if discrete else "two-sided").pvalue)
-                   if n else np.nan)
+        cover_p = (
+            float(stats.binomtest(k, n, S.HDI_PROB, alternative="less" if discrete else "two-sided").pvalue)
+            if n
+            else np.nan
+        )
         expected = "at least 0.94" if discrete else "0.94"
-        rows.append({"check": f"SBC {p}", "n": n, "value": cover, "interval_low": cover - 2 * mc,
-                     "interval_high": cover + 2 * mc, "p_value": p_value, "coverage_p": cover_p,
-                     "meaning": f"coverage of the 94 % HDI (expected {expected}, 2 MC SE {2 * mc:.3f}); "
-                                "p: rank uniformity; coverage p: exact binomial test"})
+        rows.append(
+            {
+                "check": f"SBC {p}",
+                "n": n,
+                "value": cover,
+                "interval_low": cover - 2 * mc,
+                "interval_high": cover + 2 * mc,
+                "p_value": p_value,
+                "coverage_p": cover_p,
+                "meaning": f"coverage of the 94 % HDI (expected {expected}, 2 MC SE {2 * mc:.3f}); "
+                "p: rank uniformity; coverage p: exact binomial test",
+            }
+        )
     if rows:
         raw = np.array([[r["p_value"], r["coverage_p"]] for r in rows])
         adjusted = holm(raw.ravel()).reshape(raw.shape)
@@ -842,15 +1077,35 @@ def verdict_table(ds: xr.Dataset) -> pd.DataFrame:
             k, m = int(ds["check_plateaued"].to_numpy()[sel].sum()), int(sel.sum())
             lo, hi = _beta_interval(k, m)
             if kind == "null":
-                rows.append({"check": f"false-plateau rate, steady rise of {effect:g}", "n": m, "value": k / m,
-                             "interval_low": lo, "interval_high": hi, "p_value": np.nan, "coverage_p": np.nan,
-                             "p_adjusted": np.nan, "passes": bool(hi <= 0.10),
-                             "meaning": "share of steadily rising metrics called plateaued (want <= 0.10)"})
+                rows.append(
+                    {
+                        "check": f"false-plateau rate, steady rise of {effect:g}",
+                        "n": m,
+                        "value": k / m,
+                        "interval_low": lo,
+                        "interval_high": hi,
+                        "p_value": np.nan,
+                        "coverage_p": np.nan,
+                        "p_adjusted": np.nan,
+                        "passes": bool(hi <= 0.10),
+                        "meaning": "share of steadily rising metrics called plateaued (want <= 0.10)",
+                    }
+                )
             else:
-                rows.append({"check": f"power, plateau after a rise of {effect:g}", "n": m, "value": k / m,
-                             "interval_low": lo, "interval_high": hi, "p_value": np.nan, "coverage_p": np.nan,
-                             "p_adjusted": np.nan, "passes": None,
-                             "meaning": "share of true plateaus called plateaued (reported)"})
+                rows.append(
+                    {
+                        "check": f"power, plateau after a rise of {effect:g}",
+                        "n": m,
+                        "value": k / m,
+                        "interval_low": lo,
+                        "interval_high": hi,
+                        "p_value": np.nan,
+                        "coverage_p": np.nan,
+                        "p_adjusted": np.nan,
+                        "passes": None,
+                        "meaning": "share of true plateaus called plateaued (reported)",
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -865,15 +1120,17 @@ def plot_ranks(ds: xr.Dataset) -> Any:
     with style():
         ncols = min(len(params), 5)
         nrows = -(-len(params) // ncols)
-        fig, axes = plt.subplots(nrows, ncols, figsize=(PAGE, 1.6 * nrows), sharey=True, layout="constrained",
-                                 squeeze=False)
-        for ax in axes.ravel()[len(params):]:
+        fig, axes = plt.subplots(
+            nrows, ncols, figsize=(PAGE, 1.6 * nrows), sharey=True, layout="constrained", squeeze=False
+        )
+        for ax in axes.ravel()[len(params) :]:
             ax.set_visible(False)
         lo, hi = stats.binom.ppf([0.03, 0.97], n, 1 / bins)
         for i, (ax, p) in enumerate(zip(axes.ravel(), params, strict=False)):
             ax.axhspan(lo, hi, color="0.5", alpha=BAND_ALPHA, lw=0)
-            ax.hist(ds["rank"].sel(param=p).to_numpy(), bins=bins, range=(0, n_ranks), color=_colour(i),
-                    edgecolor="white")
+            ax.hist(
+                ds["rank"].sel(param=p).to_numpy(), bins=bins, range=(0, n_ranks), color=_colour(i), edgecolor="white"
+            )
             title = p.replace("_", " ")
             ax.set_title(title, fontsize="small" if len(title) > 18 else None)
             ax.set_xlabel("rank")
@@ -892,10 +1149,19 @@ class Calibration:
     seconds: float = 0.0
 
 
-def calibrate(model: str = "plateau", *, sims: int = 200, null_sims: int = 100, power_sims: int = 50,
-              seed: int = 0, scheduler: str | None = None, workers: int = 2,
-              setting: Setting | None = None, progress: Callable[[int, int], None] | None = None,
-              **setting_overrides: Any) -> Calibration:
+def calibrate(
+    model: str = "plateau",
+    *,
+    sims: int = 200,
+    null_sims: int = 100,
+    power_sims: int = 50,
+    seed: int = 0,
+    scheduler: str | None = None,
+    workers: int = 2,
+    setting: Setting | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    **setting_overrides: Any,
+) -> Calibration:
     """Run SBC, coverage, false-plateau and power checks of ``model`` (module docstring)."""
     if model not in MODELS:
         raise ValueError(f"calibration is implemented for {list(MODELS)}; {model!r} is not (yet)")
@@ -931,11 +1197,15 @@ def write_outputs(cal: Calibration, out: str | Any) -> list[Any]:
         fig = plot_ranks(cal.dataset)
         paths += save_figure(fig, out / "ranks")
         plt.close(fig)
-    summary = {"model": cal.dataset.attrs["model"], "sims": int(cal.dataset.sizes.get("sim", 0)),
-               "checks": int(cal.dataset.sizes.get("check", cal.dataset.sizes.get("fit", 0))),
-               "failed_tasks": cal.failures,
-               "seconds": round(cal.seconds, 1), "setting": json.loads(cal.dataset.attrs["setting"]),
-               "verdict": json.loads(cal.table.to_json(orient="records"))}
+    summary = {
+        "model": cal.dataset.attrs["model"],
+        "sims": int(cal.dataset.sizes.get("sim", 0)),
+        "checks": int(cal.dataset.sizes.get("check", cal.dataset.sizes.get("fit", 0))),
+        "failed_tasks": cal.failures,
+        "seconds": round(cal.seconds, 1),
+        "setting": json.loads(cal.dataset.attrs["setting"]),
+        "verdict": json.loads(cal.table.to_json(orient="records")),
+    }
     write_atomic(out / "calibration.json", json.dumps(summary, indent=1) + "\n")
     paths.append(out / "calibration.json")
     return paths

@@ -116,44 +116,63 @@ def _cmd_ingest_runs(args: argparse.Namespace) -> int:
     from saturation.io import write_trials
 
     try:
-        res = ingest_runs([p.rstrip("/") for p in args.inputs], strict=not args.lenient,
-                          labels=_pairs(args.label, "--label"), arms=_pairs(args.arm, "--arm"),
-                          index=args.index or (), include_added=args.include_added, progress=args.progress,
-                          workers=args.workers)
+        res = ingest_runs(
+            [p.rstrip("/") for p in args.inputs],
+            strict=not args.lenient,
+            labels=_pairs(args.label, "--label"),
+            arms=_pairs(args.arm, "--arm"),
+            index=args.index or (),
+            include_added=args.include_added,
+            progress=args.progress,
+            workers=args.workers,
+        )
     except IngestError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_DATA
     acc = res.accounting
     for d in acc["dirs"]:
-        _print(f"{d['dir']} (run {d['run']}): {d['trajectory_files']} trajectory files, {d['eval_dump_files']} "
-               f"eval dumps, {d['console_logs']} console logs, {d['metrics_csvs']} metrics CSVs, "
-               f"{d['index_files']} index files, {d['ignored_files']} ignored")
+        _print(
+            f"{d['dir']} (run {d['run']}): {d['trajectory_files']} trajectory files, {d['eval_dump_files']} "
+            f"eval dumps, {d['console_logs']} console logs, {d['metrics_csvs']} metrics CSVs, "
+            f"{d['index_files']} index files, {d['ignored_files']} ignored"
+        )
         for name in d["ignored"][:10]:
             _print(f"  ignored (not a SkyRL file): {name}")
-    _print(f"rows read {acc['rows_read']}: kept {acc['rows_kept']} (of which ungraded {acc['rows_ungraded']}: "
-           + ", ".join(f"{k} {v}" for k, v in acc["ungraded_reasons"].items())
-           + f"), rejected {acc['rows_rejected']}, superseded eval-dump rows {acc['rows_superseded']}")
+    _print(
+        f"rows read {acc['rows_read']}: kept {acc['rows_kept']} (of which ungraded {acc['rows_ungraded']}: "
+        + ", ".join(f"{k} {v}" for k, v in acc["ungraded_reasons"].items())
+        + f"), rejected {acc['rows_rejected']}, superseded eval-dump rows {acc['rows_superseded']}"
+    )
     if acc["answer_statuses"]:
         _print("answers: " + ", ".join(f"{k} {v}" for k, v in acc["answer_statuses"].items()))
     mismatches = acc["reward_dict_mismatches"]
     if mismatches:
-        _print("WARNING: recomputed F1 differs from the logged reward_dict on "
-               + ", ".join(f"{v} trial(s) at the {k} level" for k, v in mismatches.items())
-               + " (kept as recomputed; flagged in reward_dict_mismatch / mismatched_levels)")
+        _print(
+            "WARNING: recomputed F1 differs from the logged reward_dict on "
+            + ", ".join(f"{v} trial(s) at the {k} level" for k, v in mismatches.items())
+            + " (kept as recomputed; flagged in reward_dict_mismatch / mismatched_levels)"
+        )
     if res.problems:
-        _print_problems(res.problems, f"{len(res.problems)} problem(s) (lenient mode: the rest was ingested):",
-                        "(all in --json and the Dataset attrs)")
+        _print_problems(
+            res.problems,
+            f"{len(res.problems)} problem(s) (lenient mode: the rest was ingested):",
+            "(all in --json and the Dataset attrs)",
+        )
     if args.json:
-        _write_json({"output": args.output, "metrics_output": args.metrics_out, "accounting": acc,
-                     "problems": res.problems}, args.json)
+        _write_json(
+            {"output": args.output, "metrics_output": args.metrics_out, "accounting": acc, "problems": res.problems},
+            args.json,
+        )
     # an asked-for output that cannot be written is an error, never a silent exit 0; checked
     # before anything is written
     missing = []
     if args.output and res.trials is None:
         missing.append(f"-o {args.output}: no trials found (no trajectory files or eval dumps)")
     if args.metrics_out and res.metrics is None:
-        missing.append(f"--metrics-out {args.metrics_out}: no per-step metrics found (no console log with "
-                       "'Step N:' blocks, wandb history, eval aggregate or metrics CSV)")
+        missing.append(
+            f"--metrics-out {args.metrics_out}: no per-step metrics found (no console log with "
+            "'Step N:' blocks, wandb history, eval aggregate or metrics CSV)"
+        )
     if missing:
         for line in missing:
             print(f"error: {line}; nothing written", file=sys.stderr)
@@ -164,8 +183,10 @@ def _cmd_ingest_runs(args: argparse.Namespace) -> int:
     if res.metrics is not None:
         if args.metrics_out:
             write_metrics(res.metrics, args.metrics_out)
-            _print(f"wrote {args.metrics_out}: per-step metrics, runs {list(res.metrics[S.RUN].values)}, "
-                   f"{res.metrics.sizes[S.STEP]} steps, {len(res.metrics.data_vars)} metrics")
+            _print(
+                f"wrote {args.metrics_out}: per-step metrics, runs {list(res.metrics[S.RUN].values)}, "
+                f"{res.metrics.sizes[S.STEP]} steps, {len(res.metrics.data_vars)} metrics"
+            )
         else:
             _print(f"per-step metrics of runs {list(res.metrics[S.RUN].values)} found; write them with --metrics-out")
     _print(f"done in {acc['seconds']:.1f} s ({acc['megabytes']:.0f} MB)")
@@ -183,8 +204,9 @@ def _check_outputs(inputs: Sequence[str], outputs: Sequence[str | None]) -> None
         if not out or out == "-":
             continue
         target = Path(out).resolve()
-        if target in resolved or any(i.is_dir() and i in target.parents and not looks_like_run_dir(i)
-                                     for i in resolved):
+        if target in resolved or any(
+            i.is_dir() and i in target.parents and not looks_like_run_dir(i) for i in resolved
+        ):
             raise ValueError(f"{out}: the output would overwrite or land among the inputs; choose another path")
         if target.is_dir():
             raise ValueError(f"{out}: is a directory; give a file path")
@@ -200,8 +222,10 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     runs = [looks_like_run_dir(p) for p in args.inputs]
     if any(runs):
         if not all(runs):
-            raise ValueError("mix of SkyRL run directories and trial tables; ingest them separately: "
-                             + ", ".join(p for p, r in zip(args.inputs, runs, strict=True) if not r))
+            raise ValueError(
+                "mix of SkyRL run directories and trial tables; ingest them separately: "
+                + ", ".join(p for p, r in zip(args.inputs, runs, strict=True) if not r)
+            )
         return _cmd_ingest_runs(args)
     for flag in ("metrics_out", "label", "arm", "index", "include_added", "workers"):
         if getattr(args, flag):
@@ -217,12 +241,20 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     for old, new in json.loads(ds.attrs.get("renamed_columns", "{}")).items():
         _print(f"column {old!r} stored as {new!r} (its name is taken by the trial Dataset or cannot be stored)")
     if valid.problems:
-        _print_problems(valid.problems, f"{len(valid.problems)} problem(s); rejected rows with reasons: {rejects}",
-                        f"in {rejects}")
+        _print_problems(
+            valid.problems, f"{len(valid.problems)} problem(s); rejected rows with reasons: {rejects}", f"in {rejects}"
+        )
     _print(f"wrote {args.output}: {ds.sizes.get('trial', 0)} trials, levels {list(ds[S.LEVEL].values)}")
     if args.json:
-        _write_json({"output": args.output, "accounting": valid.accounting,
-                     "problems": [str(p) for p in valid.problems], "rejects": rejects}, args.json)
+        _write_json(
+            {
+                "output": args.output,
+                "accounting": valid.accounting,
+                "problems": [str(p) for p in valid.problems],
+                "rejects": rejects,
+            },
+            args.json,
+        )
     return EXIT_OK
 
 
@@ -273,7 +305,10 @@ def describe(ds: xr.Dataset) -> dict[str, Any]:
     return {
         "sources": json.loads(ds.attrs.get(S.ATTR_SOURCES, "[]")),
         "synthetic": ds.attrs.get(S.ATTR_SYNTHETIC, ""),
-        "accounting": {k: int(ds.attrs.get(k, 0)) for k in (S.ATTR_ROWS_READ, S.ATTR_ROWS_KEPT, S.ATTR_ROWS_UNGRADED, S.ATTR_ROWS_REJECTED)},
+        "accounting": {
+            k: int(ds.attrs.get(k, 0))
+            for k in (S.ATTR_ROWS_READ, S.ATTR_ROWS_KEPT, S.ATTR_ROWS_UNGRADED, S.ATTR_ROWS_REJECTED)
+        },
         "n_trials": int(ds.sizes.get(S.TRIAL, 0)),
         "levels": [str(v) for v in ds[S.LEVEL].to_numpy()] if S.LEVEL in ds.dims else [],
         "runs": runs,
@@ -286,14 +321,18 @@ def _print_description(name: str, d: dict[str, Any]) -> None:
     if d["synthetic"]:
         _print(f"   NOTE: {d['synthetic']}")
     a = d["accounting"]
-    _print(f"   {d['n_trials']} trials; rows read {a['rows_read']}, kept {a['rows_kept']} "
-           f"(ungraded {a['rows_ungraded']}), rejected {a['rows_rejected']}")
+    _print(
+        f"   {d['n_trials']} trials; rows read {a['rows_read']}, kept {a['rows_kept']} "
+        f"(ungraded {a['rows_ungraded']}), rejected {a['rows_rejected']}"
+    )
     for r in d["runs"]:
         label = " / ".join(f"{k}={r[k]}" for k in (S.RUN, S.ARM, S.PHASE) if r.get(k))
         rw = r["reward_graded_only"]
-        _print(f"   {label}: steps {r['steps'][0]}..{r['steps'][1]} ({r['n_steps']}), "
-               f"{r['n_trials']} trials, graded {r['graded_rate']:.1%}, "
-               f"graded-only reward {rw['start']:.3f} -> {rw['end']:.3f}")
+        _print(
+            f"   {label}: steps {r['steps'][0]}..{r['steps'][1]} ({r['n_steps']}), "
+            f"{r['n_trials']} trials, graded {r['graded_rate']:.1%}, "
+            f"graded-only reward {rw['start']:.3f} -> {rw['end']:.3f}"
+        )
         for lvl, vals in r.get("levels", {}).items():
             parts = [f"{fld} {v['start']:.3f}->{v['end']:.3f}" for fld, v in vals.items() if fld != S.N_TP]
             _print(f"      {lvl:<8} " + ", ".join(parts))
@@ -343,16 +382,29 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
     ds = _load_trials_arg(args.trials, "swesmith")
     levels = args.levels.split(",") if args.levels else None
     sampler = _sampler_args(args)
-    fit = fit_plateau(ds, levels=levels, response=args.response, run=args.run, breakpoint=args.breakpoint,
-                      shared=not args.separate, continuity=args.continuity, likelihood=args.likelihood,
-                      rope=args.rope, rope_relative=args.rope_relative or None, seed=args.seed, sampler=sampler)
+    fit = fit_plateau(
+        ds,
+        levels=levels,
+        response=args.response,
+        run=args.run,
+        breakpoint=args.breakpoint,
+        shared=not args.separate,
+        continuity=args.continuity,
+        likelihood=args.likelihood,
+        rope=args.rope,
+        rope_relative=args.rope_relative or None,
+        seed=args.seed,
+        sampler=sampler,
+    )
     out = fit.to_dict()
     if out["data"].get("synthetic"):
         _print(f"NOTE: {out['data']['synthetic']}")
     m = out["model"]
     rel = f" or +-{m['rope_relative']:g} x the early gain" if m["rope_relative"] is not None else ""
-    _print(f"plateau model: response {fit.data.response}; {m['description']}; ROPE: late gain within "
-           f"+-{m['rope']:g}{rel}; {int(S.HDI_PROB * 100)}% HDI")
+    _print(
+        f"plateau model: response {fit.data.response}; {m['description']}; ROPE: late gain within "
+        f"+-{m['rope']:g}{rel}; {int(S.HDI_PROB * 100)}% HDI"
+    )
     for level, e in out["levels"].items():
         _print(f"  {level}: {e['verdict'].upper()} ({e['reason']})")
         if e["changepoint"] is not None:
@@ -360,8 +412,10 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
             _print(f"    change point      {_fmt(e['changepoint'], 1)}{note}")
         _print(f"    early slope       {_fmt(e['early_slope'], 5)}   P(>0) = {e['p_early_positive']:.3f}")
         _print(f"    late slope        {_fmt(e['late_slope'], 5)}   BF01(late = 0) = {e['bf01_late_zero']:.2f}")
-        _print(f"    late gain         {_fmt(e['late_gain'], 4)}   94% upper bound {e['late_gain_upper']:.4f}; "
-               f"P(inside the ROPE) = {e['p_flat']:.3f}")
+        _print(
+            f"    late gain         {_fmt(e['late_gain'], 4)}   94% upper bound {e['late_gain_upper']:.4f}; "
+            f"P(inside the ROPE) = {e['p_flat']:.3f}"
+        )
         if e.get("slowdown_ratio"):
             _print(f"    late/early slope  {_fmt(e['slowdown_ratio'], 2)}")
         existence = []
@@ -379,8 +433,10 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
         _print(f"  caveat: {caveat}")
     if out.get("together"):
         tg = out["together"]
-        _print(f"  levels stopped together? range of change points {_fmt(tg['changepoint_range'], 1)} steps; "
-               f"P(range <= 2) = {tg['p_range_le_2_steps']:.3f}")
+        _print(
+            f"  levels stopped together? range of change points {_fmt(tg['changepoint_range'], 1)} steps; "
+            f"P(range <= 2) = {tg['p_range_le_2_steps']:.3f}"
+        )
     d = out["diagnostics"]
     _print_diagnostics(d, fit.timings)
     if args.json:
@@ -412,25 +468,37 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     if {"reward_mean", "policy_entropy"} <= set(map(str, series.data_vars)):
         results.append(diagnose_entropy(series, rope_relative=args.entropy_rope, **kw))
     if args.groups:
-        results.append(fit_pass_at_k(ds, run=args.run, rope=args.pass_rope, seed=args.seed,
-                                     success_threshold=args.success_threshold))
+        results.append(
+            fit_pass_at_k(
+                ds, run=args.run, rope=args.pass_rope, seed=args.seed, success_threshold=args.success_threshold
+            )
+        )
     synthetic = {str(x.attrs.get(S.ATTR_SYNTHETIC, "")) for x in (ds, series)} - {""}
     for note in sorted(synthetic):
         _print(f"NOTE: {note}")
-    titles = {"cardinality": "1. Real skill or a cardinality prior? (trials)",
-              "reliability": "2. Reliability (pass@1) or capability (pass@k)? (logged series)",
-              "pass_at_k": "2b. pass@1 and pass@k from prompt groups (trials)",
-              "entropy": "3. Did policy entropy collapse? (logged series)"}
+    titles = {
+        "cardinality": "1. Real skill or a cardinality prior? (trials)",
+        "reliability": "2. Reliability (pass@1) or capability (pass@k)? (logged series)",
+        "pass_at_k": "2b. pass@1 and pass@k from prompt groups (trials)",
+        "entropy": "3. Did policy entropy collapse? (logged series)",
+    }
     for res in results:
         _print(titles[res.name])
         for sentence in res.verdicts.values():
             _print(f"  {sentence}")
         d = res.diagnostics
-        _print(f"  diagnostics: R-hat max {d['rhat_max']:.3f}, bulk ESS min {d['ess_bulk_min']:.0f}, divergences "
-               f"{d['divergences']} -> {'converged' if d['converged'] else 'NOT CONVERGED: do not use these numbers'}")
-    out = {"data": {"trials": ds.attrs.get(S.ATTR_SOURCES, ""), "metrics": series.attrs.get(S.ATTR_SOURCES, ""),
-                    "synthetic": sorted(synthetic)},
-           **{res.name: res.to_dict() for res in results}}
+        _print(
+            f"  diagnostics: R-hat max {d['rhat_max']:.3f}, bulk ESS min {d['ess_bulk_min']:.0f}, divergences "
+            f"{d['divergences']} -> {'converged' if d['converged'] else 'NOT CONVERGED: do not use these numbers'}"
+        )
+    out = {
+        "data": {
+            "trials": ds.attrs.get(S.ATTR_SOURCES, ""),
+            "metrics": series.attrs.get(S.ATTR_SOURCES, ""),
+            "synthetic": sorted(synthetic),
+        },
+        **{res.name: res.to_dict() for res in results},
+    }
     if args.json:
         _write_json(out, args.json)
     return EXIT_OK if all(res.diagnostics["converged"] for res in results) else EXIT_NOT_CONVERGED
@@ -450,20 +518,29 @@ def _sampler_args(args: argparse.Namespace, base: Any = None) -> Any:
 
 def _add_sampler_args(p: argparse.ArgumentParser, defaults: Any = (1000, 1000, 4)) -> None:
     draws, tune, chains = defaults
-    p.add_argument("--seed", type=int, default=0, help="seeds the sampler: same seed and data, same numbers (default 0)")
+    p.add_argument(
+        "--seed", type=int, default=0, help="seeds the sampler: same seed and data, same numbers (default 0)"
+    )
     p.add_argument("--draws", type=_positive, help=f"draws per chain (default {draws})")
     p.add_argument("--tune", type=_non_negative, help=f"tuning draws per chain (default {tune})")
     p.add_argument("--chains", type=_positive, help=f"chains (default {chains})")
-    p.add_argument("--sampler", choices=S.SAMPLERS, default="auto",
-                   help="auto: exact independent draws for the Gaussian plateau model, else nutpie")
+    p.add_argument(
+        "--sampler",
+        choices=S.SAMPLERS,
+        default="auto",
+        help="auto: exact independent draws for the Gaussian plateau model, else nutpie",
+    )
     p.add_argument("--progress", action="store_true", help="show the sampler's progress bar")
 
 
 def _print_diagnostics(d: dict[str, Any], timings: dict[str, Any]) -> None:
     from saturation.models._sampling import nuisance_text
 
-    _print(f"diagnostics: R-hat max {d['rhat_max']:.3f}, bulk ESS min {d['ess_bulk_min']:.0f}, "
-           f"divergences {d['divergences']}{nuisance_text(d)} -> {'converged' if d['converged'] else 'NOT CONVERGED: do not use these numbers'}")
+    _print(
+        f"diagnostics: R-hat max {d['rhat_max']:.3f}, bulk ESS min {d['ess_bulk_min']:.0f}, "
+        f"divergences {d['divergences']}{nuisance_text(d)} -> "
+        f"{'converged' if d['converged'] else 'NOT CONVERGED: do not use these numbers'}"
+    )
     _print(f"time: compile {timings['compile']:.1f} s, sampling {timings['sample']:.1f} s ({timings['sampler']})")
 
 
@@ -473,15 +550,25 @@ def _cmd_transfer(args: argparse.Namespace) -> int:
 
     ds = _load_trials_arg(args.trials, "swegym")
     arms = args.arms.split(",") if args.arms else None
-    fit = fit_transfer(ds, reference=args.reference, arms=arms, first_steps=args.first_steps,
-                       knot_every=args.knot_every, walk=args.walk, task_effects=args.task_effects, seed=args.seed,
-                       sampler=_sampler_args(args, default_sampler(args.task_effects)))
+    fit = fit_transfer(
+        ds,
+        reference=args.reference,
+        arms=arms,
+        first_steps=args.first_steps,
+        knot_every=args.knot_every,
+        walk=args.walk,
+        task_effects=args.task_effects,
+        seed=args.seed,
+        sampler=_sampler_args(args, default_sampler(args.task_effects)),
+    )
     out = fit.to_dict()
     if out["data"].get("synthetic"):
         _print(f"NOTE: {out['data']['synthetic']}")
-    _print(f"transfer model: arms {fit.data.arms}, reference {out['reference']}, "
-           f"{out['data']['n_trials']} trials ({out['data']['n_groups']} arm x step x task groups), "
-           f"{int(S.HDI_PROB * 100)}% HDI; gaps are arm - reference")
+    _print(
+        f"transfer model: arms {fit.data.arms}, reference {out['reference']}, "
+        f"{out['data']['n_trials']} trials ({out['data']['n_groups']} arm x step x task groups), "
+        f"{int(S.HDI_PROB * 100)}% HDI; gaps are arm - reference"
+    )
     for arm in out["arms"]:
         ini = out["initial"][arm]
         _print(f"  {arm}: first {len(ini['steps'])} steps")
@@ -508,16 +595,27 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from saturation.report import run_report
 
     _print(f"saturation report -> {args.out}/")
-    report = run_report(args.specs or None, data=args.data, out=args.out, force=args.force,
-                        progress=args.progress, log=_print, scheduler=args.scheduler, workers=args.workers)
+    report = run_report(
+        args.specs or None,
+        data=args.data,
+        out=args.out,
+        force=args.force,
+        progress=args.progress,
+        log=_print,
+        scheduler=args.scheduler,
+        workers=args.workers,
+    )
     for s in report.sections:
         _print(f"  {s.title}: {s.verdict}")
-    _print(f"wrote {Path(args.out) / 'REPORT.md'}, results.json, tables, figures and fits "
-           f"({len(report.sections)} analyses) in {report.seconds:.1f} s")
+    _print(
+        f"wrote {Path(args.out) / 'REPORT.md'}, results.json, tables, figures and fits "
+        f"({len(report.sections)} analyses) in {report.seconds:.1f} s"
+    )
     if not report.converged:
         bad = [s.name for s in report.sections if not s.converged]
-        print(f"WARNING: fits that did not converge: {', '.join(bad)}; their numbers are not trustworthy",
-              file=sys.stderr)
+        print(
+            f"WARNING: fits that did not converge: {', '.join(bad)}; their numbers are not trustworthy", file=sys.stderr
+        )
     if report.failures:
         print(f"ERROR: analyses failed: {', '.join(f['task'] for f in report.failures)}", file=sys.stderr)
         return EXIT_DATA
@@ -541,45 +639,70 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     sbc_only = args.model not in ("plateau", "plateau-trials") or args.levels > 1
     trials_setting = TrialsSetting()
     cells = len(trials_setting.changepoints) * len(trials_setting.profiles)
-    n = (args.sims * cells + args.null_sims + args.power_sims if trials else
-         args.sims if sbc_only else args.sims + args.null_sims * 2 + args.power_sims * 3)
+    n = (
+        args.sims * cells + args.null_sims + args.power_sims
+        if trials
+        else args.sims
+        if sbc_only
+        else args.sims + args.null_sims * 2 + args.power_sims * 3
+    )
     bar = Progress(n, f"calibrate {args.model}", enabled=args.progress)
 
     def tick(done: int, total: int) -> None:
         bar.update(done - bar.done)
 
     where = args.scheduler or f"a LocalCluster with {args.workers} workers"
-    checks = "" if sbc_only else (f", {args.null_sims} null and {args.power_sims} power simulations per effect "
-                                  "size")
+    checks = "" if sbc_only else (f", {args.null_sims} null and {args.power_sims} power simulations per effect size")
     if trials:
-        _print(f"calibrating the plateau model on per-trial data that is not the model: {args.sims} simulations per "
-               f"(design, change point) cell x {cells} cells, {args.null_sims} rising lines, {args.power_sims} "
-               f"study-shaped data sets, on {where}")
+        _print(
+            f"calibrating the plateau model on per-trial data that is not the model: {args.sims} simulations per "
+            f"(design, change point) cell x {cells} cells, {args.null_sims} rising lines, {args.power_sims} "
+            f"study-shaped data sets, on {where}"
+        )
     else:
         _print(f"calibrating the {args.model} model: {args.sims} SBC simulations{checks}, on {where}")
     overrides: dict[str, Any] = {"n_levels": args.levels} if args.levels > 1 else {}
     if args.misspecify_late_slope_sd:
         overrides["fit_late_slope_sd"] = args.misspecify_late_slope_sd
-    cal = calibrate(args.model, sims=args.sims, null_sims=args.null_sims, power_sims=args.power_sims,
-                    seed=args.seed, scheduler=args.scheduler, workers=args.workers, progress=tick, **overrides)
+    cal = calibrate(
+        args.model,
+        sims=args.sims,
+        null_sims=args.null_sims,
+        power_sims=args.power_sims,
+        seed=args.seed,
+        scheduler=args.scheduler,
+        workers=args.workers,
+        progress=tick,
+        **overrides,
+    )
     bar.close()
     write_outputs(cal, args.out)
     table = cal.table
     for row in table.itertuples(index=False):
-        p = "" if row.p_value != row.p_value else (f", uniformity p = {row.p_value:.3f}, coverage p = "
-                                                    f"{row.coverage_p:.3f}, Holm-adjusted p = {row.p_adjusted:.3f}")
+        p = (
+            ""
+            if row.p_value != row.p_value
+            else (
+                f", uniformity p = {row.p_value:.3f}, coverage p = "
+                f"{row.coverage_p:.3f}, Holm-adjusted p = {row.p_adjusted:.3f}"
+            )
+        )
         verdict = {True: "ok", False: "FAILS", None: "reported"}[row.passes]
         _print(f"  {row.check}: {row.value:.3f} [{row.interval_low:.3f}, {row.interval_high:.3f}]{p} - {verdict}")
     if cal.failures:
         _print(f"{len(cal.failures)} task(s) failed after retries (listed in calibration.json):")
         for f in cal.failures[:10]:
             _print(f"  - {f['task']}: {f['error']}")
-    _print(f"wrote {args.out}/ (calibration.nc, verdict.csv/.md/.tex, ranks.pdf/.png, calibration.json) "
-           f"in {cal.seconds:.1f} s")
+    _print(
+        f"wrote {args.out}/ (calibration.nc, verdict.csv/.md/.tex, ranks.pdf/.png, calibration.json) "
+        f"in {cal.seconds:.1f} s"
+    )
     failed = [r.check for r in table.itertuples(index=False) if r.passes is False]
     if failed or cal.failures:
-        print(f"WARNING: calibration checks failed: {', '.join(failed) or 'none'}; failed tasks: {len(cal.failures)}",
-              file=sys.stderr)
+        print(
+            f"WARNING: calibration checks failed: {', '.join(failed) or 'none'}; failed tasks: {len(cal.failures)}",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 
@@ -610,39 +733,70 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("report", help="run every analysis spec (models/*.toml) and write REPORT.md, tables, "
-                                      "figures, fits and results.json (default: the embedded data)")
+    p = sub.add_parser(
+        "report",
+        help="run every analysis spec (models/*.toml) and write REPORT.md, tables, "
+        "figures, fits and results.json (default: the embedded data)",
+    )
     p.add_argument("specs", nargs="*", metavar="SPEC", help="spec files or directories (default: the shipped models/)")
     p.add_argument("--data", metavar="PATH", help="replace every spec's data source (trials, or a metrics CSV)")
     p.add_argument("--out", default="report", metavar="DIR", help="output directory (default report/)")
     p.add_argument("--force", action="store_true", help="refit even when the cache is valid")
-    p.add_argument("--scheduler", metavar="ADDRESS",
-                   help="run the analyses as dask tasks: 'local' (a LocalCluster) or tcp://host:port "
-                        "(default: one after the other in this process)")
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run the analyses as dask tasks: 'local' (a LocalCluster) or tcp://host:port "
+        "(default: one after the other in this process)",
+    )
     p.add_argument("--workers", type=_positive, default=2, help="LocalCluster worker processes (default 2)")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="progress bar (default: when stderr is a terminal)")
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar (default: when stderr is a terminal)",
+    )
     p.set_defaults(func=_cmd_report)
 
-    p = sub.add_parser("calibrate", help="simulation-based calibration, HDI coverage, false-plateau rate and "
-                                         "power of a model, run as dask tasks")
-    p.add_argument("model", choices=["plateau", "transfer", "pass-at-k", "plateau-trials"],
-                   help="the model to calibrate (plateau: also the learning-diagnostics trends; transfer and "
-                        "pass-at-k: SBC and coverage only; plateau-trials: coverage and verdicts on per-trial "
-                        "data that is not the model, --sims per cell, --null-sims rising lines, --power-sims "
-                        "study-shaped data sets)")
+    p = sub.add_parser(
+        "calibrate",
+        help="simulation-based calibration, HDI coverage, false-plateau rate and power of a model, run as dask tasks",
+    )
+    p.add_argument(
+        "model",
+        choices=["plateau", "transfer", "pass-at-k", "plateau-trials"],
+        help="the model to calibrate (plateau: also the learning-diagnostics trends; transfer and "
+        "pass-at-k: SBC and coverage only; plateau-trials: coverage and verdicts on per-trial "
+        "data that is not the model, --sims per cell, --null-sims rising lines, --power-sims "
+        "study-shaped data sets)",
+    )
     p.add_argument("--sims", type=_positive, default=200, help="SBC simulations (default 200)")
-    p.add_argument("--null-sims", type=_non_negative, default=100, help="steadily rising null simulations per rise (default 100)")
-    p.add_argument("--power-sims", type=_non_negative, default=50, help="true-plateau simulations per effect size (default 50)")
-    p.add_argument("--scheduler", metavar="ADDRESS",
-                   help="dask scheduler (tcp://host:port); default: a LocalCluster on this machine; 'sync': no dask")
+    p.add_argument(
+        "--null-sims", type=_non_negative, default=100, help="steadily rising null simulations per rise (default 100)"
+    )
+    p.add_argument(
+        "--power-sims", type=_non_negative, default=50, help="true-plateau simulations per effect size (default 50)"
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="dask scheduler (tcp://host:port); default: a LocalCluster on this machine; 'sync': no dask",
+    )
     p.add_argument("--workers", type=_positive, default=2, help="LocalCluster worker processes (default 2)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="calibration", metavar="DIR", help="output directory (default calibration/)")
-    p.add_argument("--levels", type=_positive, default=1, metavar="N",
-                   help="plateau: N metrics with pooled change points (SBC only; default 1, a single metric)")
-    p.add_argument("--misspecify-late-slope-sd", type=float, metavar="SD",
-                   help="fit with this late-slope prior sd instead of the simulating one (shows a failing check)")
+    p.add_argument(
+        "--levels",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="plateau: N metrics with pooled change points (SBC only; default 1, a single metric)",
+    )
+    p.add_argument(
+        "--misspecify-late-slope-sd",
+        type=float,
+        metavar="SD",
+        help="fit with this late-slope prior sd instead of the simulating one (shows a failing check)",
+    )
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
     p.set_defaults(func=_cmd_calibrate)
 
@@ -653,29 +807,56 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--truth", metavar="PATH", help="also write the truth as JSON")
     p.set_defaults(func=_cmd_simulate)
 
-    p = sub.add_parser("ingest", help="read SkyRL run directories or graded-trial tables, validate, "
-                                      "write a netCDF Dataset")
-    p.add_argument("inputs", nargs="+", metavar="INPUT",
-                   help="SkyRL run directories (trajectories, eval dumps, console logs, eval_log_index.txt; "
-                        "docs/skyrl.md) or trial tables / directories of them")
-    p.add_argument("-o", "--output", help="output netCDF path (trials.nc); required unless run directories are "
-                                            "read with --metrics-out only")
+    p = sub.add_parser(
+        "ingest", help="read SkyRL run directories or graded-trial tables, validate, write a netCDF Dataset"
+    )
+    p.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        help="SkyRL run directories (trajectories, eval dumps, console logs, eval_log_index.txt; "
+        "docs/skyrl.md) or trial tables / directories of them",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        help="output netCDF path (trials.nc); required unless run directories are read with --metrics-out only",
+    )
     p.add_argument("--metrics-out", metavar="PATH", help="run directories: write the per-step metrics (netCDF)")
-    p.add_argument("--label", action="append", metavar="DIR=NAME",
-                   help="run directories: run label of DIR (default: trainer.policy.model.path, else the "
-                        "directory name); repeatable")
+    p.add_argument(
+        "--label",
+        action="append",
+        metavar="DIR=NAME",
+        help="run directories: run label of DIR (default: trainer.policy.model.path, else the "
+        "directory name); repeatable",
+    )
     p.add_argument("--arm", action="append", metavar="DIR=NAME", help="run directories: arm of DIR; repeatable")
-    p.add_argument("--index", action="append", metavar="PATH",
-                   help="run directories: an extra eval_log_index.txt; repeatable")
-    p.add_argument("--include-added", action="store_true",
-                   help="run directories: count added_modules/added_entities as gold locations (the upstream "
-                        "reward does not, so the recomputed F1 then differs from the logged one)")
-    p.add_argument("--workers", type=_positive, metavar="N",
-                   help="run directories: processes parsing trajectory files (default: the CPUs available)")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="progress bar (default: when stderr is a terminal)")
-    p.add_argument("--lenient", action="store_true",
-                   help="reject bad rows/files (reported with file and line) and ingest the rest instead of failing")
+    p.add_argument(
+        "--index", action="append", metavar="PATH", help="run directories: an extra eval_log_index.txt; repeatable"
+    )
+    p.add_argument(
+        "--include-added",
+        action="store_true",
+        help="run directories: count added_modules/added_entities as gold locations (the upstream "
+        "reward does not, so the recomputed F1 then differs from the logged one)",
+    )
+    p.add_argument(
+        "--workers",
+        type=_positive,
+        metavar="N",
+        help="run directories: processes parsing trajectory files (default: the CPUs available)",
+    )
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar (default: when stderr is a terminal)",
+    )
+    p.add_argument(
+        "--lenient",
+        action="store_true",
+        help="reject bad rows/files (reported with file and line) and ingest the rest instead of failing",
+    )
     p.add_argument("--rejects", metavar="PATH", help="tables: side file for rejected rows (lenient mode)")
     p.add_argument("--json", metavar="PATH", help="write the accounting/validation report as JSON")
     p.set_defaults(func=_cmd_ingest)
@@ -692,30 +873,50 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", help="run to analyse when the data hold several")
     p.add_argument("--breakpoint", type=float, help="known break step (default: unknown, marginalised)")
     p.add_argument("--separate", action="store_true", help="separate change points per level (default: pooled)")
-    p.add_argument("--continuity", choices=list(S.CONTINUITIES), default=None,
-                   help="hinge (continuous) or jump (split model); default: jump for --breakpoint, else hinge")
+    p.add_argument(
+        "--continuity",
+        choices=list(S.CONTINUITIES),
+        default=None,
+        help="hinge (continuous) or jump (split model); default: jump for --breakpoint, else hinge",
+    )
     p.add_argument("--likelihood", choices=list(S.LIKELIHOODS), default="gaussian")
     p.add_argument("--rope", type=float, default=0.01, help="late-gain ROPE in metric units (default 0.01)")
-    p.add_argument("--rope-relative", type=float, default=S.DEFAULT_ROPE_RELATIVE, metavar="SHARE",
-                   help=f"also flat when the late gain is within +-SHARE x the early gain (default "
-                        f"{S.DEFAULT_ROPE_RELATIVE}; 0: off)")
+    p.add_argument(
+        "--rope-relative",
+        type=float,
+        default=S.DEFAULT_ROPE_RELATIVE,
+        metavar="SHARE",
+        help=f"also flat when the late gain is within +-SHARE x the early gain (default "
+        f"{S.DEFAULT_ROPE_RELATIVE}; 0: off)",
+    )
     _add_sampler_args(p)
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")
     p.add_argument("--idata", metavar="PATH", help="write the InferenceData (netCDF)")
     p.set_defaults(func=_cmd_plateau)
 
-    p = sub.add_parser("diagnose", help="learning diagnostics: skill vs cardinality prior, pass@1 vs pass@k, "
-                                        "entropy (default: embedded SWE-smith trials + code-contests series)")
+    p = sub.add_parser(
+        "diagnose",
+        help="learning diagnostics: skill vs cardinality prior, pass@1 vs pass@k, "
+        "entropy (default: embedded SWE-smith trials + code-contests series)",
+    )
     p.add_argument("trials", nargs="*", metavar="TRIALS", help="trial tables or a .nc Dataset")
     p.add_argument("--metrics", metavar="CSV", help="per-step metrics CSV (columns run, step, metric names)")
     p.add_argument("--run", help="run of the trials to analyse when they hold several")
     p.add_argument("--pass-rope", type=float, default=0.05, help="ROPE on the pass@k change (default 0.05)")
-    p.add_argument("--entropy-rope", type=float, default=0.05,
-                   help="ROPE on the relative entropy change (default 0.05)")
-    p.add_argument("--groups", action="store_true",
-                   help="also fit pass@1/pass@k from the trials' prompt groups (beta-binomial, NUTS)")
-    p.add_argument("--success-threshold", type=float, default=1.0,
-                   help="a trial succeeds when graded and reward >= this (default 1.0)")
+    p.add_argument(
+        "--entropy-rope", type=float, default=0.05, help="ROPE on the relative entropy change (default 0.05)"
+    )
+    p.add_argument(
+        "--groups",
+        action="store_true",
+        help="also fit pass@1/pass@k from the trials' prompt groups (beta-binomial, NUTS)",
+    )
+    p.add_argument(
+        "--success-threshold",
+        type=float,
+        default=1.0,
+        help="a trial succeeds when graded and reward >= this (default 1.0)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--draws", type=_positive, default=1000)
     p.add_argument("--chains", type=_positive, default=4)
@@ -728,14 +929,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--arms", help="comma-separated arms to include (default: all)")
     p.add_argument("--first-steps", type=_positive, default=4, help="initial window in steps (default 4)")
     p.add_argument("--knot-every", type=float, default=4.0, help="knot spacing of the arm curves (default 4)")
-    p.add_argument("--walk", choices=S.WALKS, default="auto",
-                   help="parametrisation of the knot random walks (default auto: centred with at least "
-                        "400 trials per knot and arm, else non-centred)")
+    p.add_argument(
+        "--walk",
+        choices=S.WALKS,
+        default="auto",
+        help="parametrisation of the knot random walks (default auto: centred with at least "
+        "400 trials per knot and arm, else non-centred)",
+    )
     integrated = S.TRANSFER_SAMPLER["integrated"]
-    p.add_argument("--task-effects", choices=S.TASK_EFFECTS, default="sampled",
-                   help="sampled (default): every task effect a parameter; integrated (experimental): task "
-                        "effects integrated out per task by quadrature (no funnel when a task sd is near zero; "
-                        f"default draws/tune then {integrated['draws']}/{integrated['tune']})")
+    p.add_argument(
+        "--task-effects",
+        choices=S.TASK_EFFECTS,
+        default="sampled",
+        help="sampled (default): every task effect a parameter; integrated (experimental): task "
+        "effects integrated out per task by quadrature (no funnel when a task sd is near zero; "
+        f"default draws/tune then {integrated['draws']}/{integrated['tune']})",
+    )
     _add_sampler_args(p, defaults=tuple(S.TRANSFER_SAMPLER["sampled"][k] for k in ("draws", "tune", "chains")))
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")
     p.add_argument("--idata", metavar="PATH", help="write the InferenceData (netCDF)")
@@ -778,8 +987,9 @@ def _error_of(exc: Exception, validation: type, spec: type) -> tuple[int, str]:
         return EXIT_DATA, f"{where}{exc.strerror or exc}"
     if isinstance(exc, ValueError | MemoryError | RecursionError):
         return EXIT_DATA, str(exc) or type(exc).__name__
-    return EXIT_DATA, (f"internal error ({type(exc).__name__}: {str(exc)[:200]}); please report it with the "
-                       "output of --debug")
+    return EXIT_DATA, (
+        f"internal error ({type(exc).__name__}: {str(exc)[:200]}); please report it with the output of --debug"
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

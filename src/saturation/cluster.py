@@ -14,9 +14,15 @@ from typing import Any
 RETRIES = 2
 
 
-def map_tasks(func: Callable[[Any], Any], tasks: Sequence[Any], labels: Sequence[str], *,
-              scheduler: str | None = None, workers: int = 2,
-              progress: Callable[[int, int], None] | None = None) -> tuple[list[Any], list[dict[str, str]]]:
+def map_tasks(
+    func: Callable[[Any], Any],
+    tasks: Sequence[Any],
+    labels: Sequence[str],
+    *,
+    scheduler: str | None = None,
+    workers: int = 2,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[Any], list[dict[str, str]]]:
     """Apply ``func`` to every task.
 
     ``scheduler``: None starts a LocalCluster with ``workers`` single-threaded worker
@@ -45,8 +51,13 @@ def map_tasks(func: Callable[[Any], Any], tasks: Sequence[Any], labels: Sequence
         # no dashboard, and the scheduler's HTTP endpoint on a free port: with the default it
         # binds 8787 even without a dashboard, and a second cluster on the machine (another
         # calibration, a test) then starts with a port-in-use warning
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                               scheduler_kwargs={"dashboard": False, "dashboard_address": ":0"})
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            scheduler_kwargs={"dashboard": False, "dashboard_address": ":0"},
+        )
         client = Client(cluster)
     else:
         client = Client(scheduler)

@@ -74,9 +74,7 @@ def _exp(x: Any) -> Any:
     return pt.exp(x)
 
 
-def piecewise_linear(
-    t: np.ndarray, knots: dict[float, float] | Sequence[tuple[float, float]]
-) -> np.ndarray:
+def piecewise_linear(t: np.ndarray, knots: dict[float, float] | Sequence[tuple[float, float]]) -> np.ndarray:
     """Linear interpolation through ``(step, value)`` knots, constant beyond the ends."""
     pairs = sorted(knots.items() if isinstance(knots, dict) else knots)
     xs = np.array([p[0] for p in pairs], dtype=float)
@@ -154,9 +152,7 @@ def beta_concentration_for_pass_at_k(mean: Any, pass_at_k: Any, k: int) -> np.nd
     target = np.asarray(pass_at_k, dtype=float)
     upper = 1 - (1 - mean) ** k
     if np.any((target <= mean) | (target >= upper)):
-        raise ValueError(
-            f"pass@{k} must lie strictly between the mean success rate and 1-(1-mean)^{k}"
-        )
+        raise ValueError(f"pass@{k} must lie strictly between the mean success rate and 1-(1-mean)^{k}")
     lo = np.full(np.broadcast(mean, target).shape, np.log(1e-4))
     hi = np.full_like(lo, np.log(1e6))
     for _ in range(200):

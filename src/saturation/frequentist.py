@@ -25,12 +25,22 @@ def ols_slope(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
     se = float(np.sqrt(s2 / sxx))
     t = slope / se if se > 0 else np.inf * np.sign(slope)
     p = float(2 * stats.t.sf(abs(t), n - 2))
+
     def se_fit(x0: float) -> float:
         return float(np.sqrt(s2 * (1 / n + (x0 - x.mean()) ** 2 / sxx)))
 
-    return {"slope": slope, "se": se, "t": float(t), "p": p, "intercept": intercept, "n": n,
-            "x_first": float(x.min()), "x_last": float(x.max()),
-            "se_fit_first": se_fit(float(x.min())), "se_fit_last": se_fit(float(x.max()))}
+    return {
+        "slope": slope,
+        "se": se,
+        "t": float(t),
+        "p": p,
+        "intercept": intercept,
+        "n": n,
+        "x_first": float(x.min()),
+        "x_last": float(x.max()),
+        "se_fit_first": se_fit(float(x.min())),
+        "se_fit_last": se_fit(float(x.max())),
+    }
 
 
 def split_ols(steps: np.ndarray, values: np.ndarray, split: float) -> pd.DataFrame:
@@ -65,8 +75,15 @@ def split_ols(steps: np.ndarray, values: np.ndarray, split: float) -> pd.DataFra
 DAVIES_POINTS = 10
 
 
-def davies_test(x: np.ndarray, y: np.ndarray, *, k: int = DAVIES_POINTS, alternative: str = "two.sided",
-                weights: np.ndarray | None = None, values: np.ndarray | None = None) -> dict[str, float]:
+def davies_test(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    k: int = DAVIES_POINTS,
+    alternative: str = "two.sided",
+    weights: np.ndarray | None = None,
+    values: np.ndarray | None = None,
+) -> dict[str, float]:
     r"""Davies' test for a change in the slope (R ``segmented::davies.test`` on ``lm(y ~ x)``).
 
     For each of ``k`` candidate breaks :math:`\psi` evenly spaced from the second smallest
@@ -137,7 +154,11 @@ def davies_test(x: np.ndarray, y: np.ndarray, *, k: int = DAVIES_POINTS, alterna
         v = float(np.sum(np.abs(np.diff(np.arcsin(np.sqrt(ratio))))))
         p_naive = stats.t.cdf(m, df_res) if alternative == "less" else stats.t.sf(m, df_res)
         u = m**2 / ((n - 3) + m**2)
-        approx = v * ((1 - u) ** ((df_res - 1) / 2)) * np.exp(
-            special.gammaln(df_res / 2 + 0.5) - special.gammaln(df_res / 2)) / (2 * np.sqrt(np.pi))
+        approx = (
+            v
+            * ((1 - u) ** ((df_res - 1) / 2))
+            * np.exp(special.gammaln(df_res / 2 + 0.5) - special.gammaln(df_res / 2))
+            / (2 * np.sqrt(np.pi))
+        )
     p_adj = (p_naive + approx) * (1 if alternative != "two.sided" else 2)
     return {"p_value": float(min(p_adj, 1.0)), "best": float(psi[i]), "statistic": m, "n_points": len(psi)}

@@ -52,10 +52,14 @@ from saturation.skyrl import (
 )
 from saturation.streams import TruncatedStreamError
 
-TRAJ_RE = re.compile(r"(?:^|/)step_(?P<step>\d+|None)/(?P<phase>train|eval)/(?P<name>[^/]+)\.(?P<ext>json|error)"
-                     r"(?:\.zst)?$")
-EVAL_DUMP_RE = re.compile(r"(?:^|/)(?:global_step_(?P<step>\d+)_evals|(?P<eval_only>eval_only))/(?P<source>[^/]+)"
-                          r"\.jsonl(?:\.zst)?$")
+TRAJ_RE = re.compile(
+    r"(?:^|/)step_(?P<step>\d+|None)/(?P<phase>train|eval)/(?P<name>[^/]+)\.(?P<ext>json|error)"
+    r"(?:\.zst)?$"
+)
+EVAL_DUMP_RE = re.compile(
+    r"(?:^|/)(?:global_step_(?P<step>\d+)_evals|(?P<eval_only>eval_only))/(?P<source>[^/]+)"
+    r"\.jsonl(?:\.zst)?$"
+)
 #: the eval metrics SkyRL writes beside a step's per-data-source dumps (one JSON line)
 AGGREGATED_NAME = "aggregated_results"
 #: a wandb run directory inside the run directory (``wandb/run-20261201_120000-abc123/...``)
@@ -81,8 +85,9 @@ class IngestError(ValueError):
         self.problems = list(problems)
         shown = "\n".join(f"  - {p}" for p in self.problems[:50])
         more = f"\n  ... and {len(self.problems) - 50} more" if len(self.problems) > 50 else ""
-        super().__init__(f"{len(self.problems)} problem(s) while ingesting (use lenient mode to ingest "
-                         f"the rest):\n{shown}{more}")
+        super().__init__(
+            f"{len(self.problems)} problem(s) while ingesting (use lenient mode to ingest the rest):\n{shown}{more}"
+        )
 
 
 @dataclass
@@ -101,10 +106,16 @@ class RunContents:
     ignored: list[Path] = field(default_factory=list)
 
     def summary(self) -> dict[str, int]:
-        return {"trajectory_files": len(self.trajectories), "eval_dump_files": len(self.eval_dumps),
-                "eval_aggregate_files": len(self.eval_aggregates), "console_logs": len(self.logs),
-                "wandb_runs": len(self.wandb_runs), "metrics_csvs": len(self.metrics_csvs),
-                "index_files": len(self.index), "ignored_files": len(self.ignored)}
+        return {
+            "trajectory_files": len(self.trajectories),
+            "eval_dump_files": len(self.eval_dumps),
+            "eval_aggregate_files": len(self.eval_aggregates),
+            "console_logs": len(self.logs),
+            "wandb_runs": len(self.wandb_runs),
+            "metrics_csvs": len(self.metrics_csvs),
+            "index_files": len(self.index),
+            "ignored_files": len(self.ignored),
+        }
 
 
 def _files(root: Path) -> list[Path]:
@@ -129,7 +140,7 @@ def scan_run_dir(root: str | Path) -> RunContents:
         rel = path.relative_to(root).as_posix()
         name = path.name.lower()
         if m := WANDB_RE.search(rel):
-            wandb_dirs.add(root / rel[:m.end("dir")])
+            wandb_dirs.add(root / rel[: m.end("dir")])
             out.wandb_files.append(path)
         elif WANDB_INTERNAL_RE.search(rel):  # wandb's own debug logs beside its run directories
             out.ignored.append(path)
@@ -241,8 +252,17 @@ def _prompt_id(record: Mapping[str, Any]) -> str:
     return "prompt-" + hashlib.sha1(prompt.encode()).hexdigest()[:12]
 
 
-def _eval_dump_rows(path: Path, step: int, phase: str, source: str, run: str, include_added: bool, rows: _Rows,
-                    problems: list[str], counts: dict[tuple[int, str], int]) -> None:
+def _eval_dump_rows(
+    path: Path,
+    step: int,
+    phase: str,
+    source: str,
+    run: str,
+    include_added: bool,
+    rows: _Rows,
+    problems: list[str],
+    counts: dict[tuple[int, str], int],
+) -> None:
     try:
         for number, raw in streams.iter_lines(path):
             if not raw.strip():
@@ -279,6 +299,7 @@ def _dump_score(score: Any) -> tuple[float, float] | None:
     """``(reward, last)`` of an eval-dump ``score``: a number, or SkyRL's per-token list
     reduced as ``get_metrics_from_generator_output`` reduces it (the reward is the sum, as
     in ``avg_score``; pass@n looks at the last token's value). None when not numeric."""
+
     def number(x: Any) -> bool:
         return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
@@ -293,8 +314,17 @@ def _dump_score(score: Any) -> tuple[float, float] | None:
     return None
 
 
-def _eval_record(record: dict[str, Any], where: str, step: int, phase: str, source: str, run: str,
-                 include_added: bool, counts: dict[tuple[int, str], int], problems: list[str]) -> dict[str, Any] | None:
+def _eval_record(
+    record: dict[str, Any],
+    where: str,
+    step: int,
+    phase: str,
+    source: str,
+    run: str,
+    include_added: bool,
+    counts: dict[tuple[int, str], int],
+    problems: list[str],
+) -> dict[str, Any] | None:
     """One eval-dump line as a trial (``sample`` numbers the prompt's rollouts within the
     step, across the step's data-source files). Level scores only when the transcript holds
     exactly one ``localization_finish`` call; otherwise the logged score is kept and the
@@ -302,21 +332,40 @@ def _eval_record(record: dict[str, Any], where: str, step: int, phase: str, sour
     inst = _prompt_id(record)
     sample = counts.get((step, inst), 0)
     counts[(step, inst)] = sample + 1
-    base = {S.RUN: run, S.STEP: step, S.INSTANCE_ID: inst, S.SAMPLE: sample, S.PHASE: phase,
-            S.DATASET: str(record.get("data_source") or source), "source": where,
-            "stop_reason": str(record.get("stop_reason") or ""), "error_message": ""}
+    base = {
+        S.RUN: run,
+        S.STEP: step,
+        S.INSTANCE_ID: inst,
+        S.SAMPLE: sample,
+        S.PHASE: phase,
+        S.DATASET: str(record.get("data_source") or source),
+        "source": where,
+        "stop_reason": str(record.get("stop_reason") or ""),
+        "error_message": "",
+    }
     raw_extras = record.get("env_extras")
     extras: Mapping[str, Any] = raw_extras if isinstance(raw_extras, Mapping) else {}
     target = extras.get("file_changes") if extras.get("file_changes") is not None else extras.get("target")
     try:
         gold = T.gold_of(target, include_added)
     except ValueError as exc:
-        problems.append(f"{where}: field 'env_extras.{'file_changes' if 'file_changes' in extras else 'target'}': {exc}")
+        problems.append(
+            f"{where}: field 'env_extras.{'file_changes' if 'file_changes' in extras else 'target'}': {exc}"
+        )
         return None
     score = record.get("score")
     if score is None:
-        return {**base, S.GRADED: False, S.REWARD: 0.0, "ungraded_reason": L.NO_SCORE, "answer_status": "",
-                "n_locations": math.nan, "score_last": math.nan, "rescored": 0.0, **T.level_values(None)}
+        return {
+            **base,
+            S.GRADED: False,
+            S.REWARD: 0.0,
+            "ungraded_reason": L.NO_SCORE,
+            "answer_status": "",
+            "n_locations": math.nan,
+            "score_last": math.nan,
+            "rescored": 0.0,
+            **T.level_values(None),
+        }
     reduced = _dump_score(score)
     if reduced is None:
         problems.append(f"{where}: field 'score': {str(score)[:60]} is not a finite number or a list of them")
@@ -327,13 +376,28 @@ def _eval_record(record: dict[str, Any], where: str, step: int, phase: str, sour
     try:
         calls = L.finish_calls_in_transcript(transcript)
     except L.UngradedAnswer as exc:
-        return {**row, S.GRADED: False, S.REWARD: 0.0, "ungraded_reason": exc.reason, "answer_status": "",
-                "error_message": str(exc)[:200], "n_locations": math.nan, "rescored": 0.0, "score_mismatch": math.nan,
-                **T.level_values(None)}
+        return {
+            **row,
+            S.GRADED: False,
+            S.REWARD: 0.0,
+            "ungraded_reason": exc.reason,
+            "answer_status": "",
+            "error_message": str(exc)[:200],
+            "n_locations": math.nan,
+            "rescored": 0.0,
+            "score_mismatch": math.nan,
+            **T.level_values(None),
+        }
     if len(calls) != 1 or gold is None:
         status = L.SEVERAL_FINISH_CALLS if len(calls) > 1 else L.NOT_RESCORED
-        return {**row, "answer_status": status, "n_locations": math.nan, "rescored": 0.0, "score_mismatch": math.nan,
-                **T.level_values(None)}
+        return {
+            **row,
+            "answer_status": status,
+            "n_locations": math.nan,
+            "rescored": 0.0,
+            "score_mismatch": math.nan,
+            **T.level_values(None),
+        }
     if not L.transcript_passes_last_turn_check(transcript):
         status, locations = L.FINISH_CALL_REJECTED, []  # upstream scores a rejected call 0
     else:
@@ -341,10 +405,15 @@ def _eval_record(record: dict[str, Any], where: str, step: int, phase: str, sour
         locations = calls[0]
     scores = L.score_answer(locations, gold)
     total = sum(scores[level][S.F1] for level in S.CANONICAL_LEVELS)
-    return {**row, "answer_status": status, "n_locations": float(len(locations)), "rescored": 1.0,
-            # codescout's default reward is the sum of the three F1 (other reward terms differ)
-            "score_mismatch": float(math.isfinite(total) and abs(total - reward) > T.F1_TOLERANCE),
-            **T.level_values(scores)}
+    return {
+        **row,
+        "answer_status": status,
+        "n_locations": float(len(locations)),
+        "rescored": 1.0,
+        # codescout's default reward is the sum of the three F1 (other reward terms differ)
+        "score_mismatch": float(math.isfinite(total) and abs(total - reward) > T.F1_TOLERANCE),
+        **T.level_values(scores),
+    }
 
 
 # ------------------------------------------------------------------ result
@@ -365,8 +434,9 @@ def _is_training(log: ConsoleLog) -> bool:
     return bool(log.steps) and (not log.eval_only or bool(set(log.steps) - {0}))
 
 
-def _dir_identity(root: Path, logs: Sequence[ConsoleLog], labels: Mapping[str, str],
-                  index_map: Mapping[str, str]) -> str:
+def _dir_identity(
+    root: Path, logs: Sequence[ConsoleLog], labels: Mapping[str, str], index_map: Mapping[str, str]
+) -> str:
     """The run label of a directory: ``labels``, else its training logs' model path, else
     (an eval-only run) the index label or model path of its eval-only log, else its name."""
     for key in (str(root), root.name, str(root.resolve())):
@@ -385,7 +455,6 @@ def _dir_identity(root: Path, logs: Sequence[ConsoleLog], labels: Mapping[str, s
     return root.name
 
 
-
 def _merge_logs(logs: Sequence[ConsoleLog], run: str) -> ConsoleLog:
     """Several training logs of one run (restarts) as one; the first value of a key wins."""
     out = ConsoleLog(", ".join(log.path for log in logs))
@@ -393,8 +462,15 @@ def _merge_logs(logs: Sequence[ConsoleLog], run: str) -> ConsoleLog:
         out.config.update({k: v for k, v in log.config.items() if k not in out.config})
         for step, values in log.steps.items():
             out.merge_step(step, values)
-        for name in ("lines", "block_lines", "blocks", "conflicts", "bytes_read", "interleaved",
-                     "markers_without_block"):
+        for name in (
+            "lines",
+            "block_lines",
+            "blocks",
+            "conflicts",
+            "bytes_read",
+            "interleaved",
+            "markers_without_block",
+        ):
             setattr(out, name, getattr(out, name) + getattr(log, name))
         out.problems.extend(log.problems)
     out.config[RUN_KEY] = run  # the run identity used everywhere
@@ -447,6 +523,120 @@ def _read_aggregate(path: Path, problems: list[str]) -> dict[str, float] | None:
         problems.append(f"{path}: unreadable ({exc})")
         return None
     return values
+
+
+def _read_logs(c: RunContents, bar: Progress, problems: list[str]) -> tuple[list[ConsoleLog], list[ConsoleLog]]:
+    """The console logs and wandb histories of one run directory."""
+    logs = []
+    for path in c.logs:
+        bar.set_label(f"ingest {path.name}")
+        logs.append(
+            read_console_log(
+                path, strict=False, progress=lambda n, p=path: bar.set_label(f"ingest {p.name} {n / 1e6:.0f} MB")
+            )
+        )
+        problems.extend(logs[-1].problems)
+        bar.update(nbytes=logs[-1].bytes_read)
+    wandb_logs = []
+    for wdir in c.wandb_runs:
+        from saturation.wandb_history import read_wandb_run
+
+        bar.set_label(f"ingest {wdir.name}")
+        wandb_logs.append(read_wandb_run(wdir))
+        problems.extend(wandb_logs[-1].problems)
+        bar.update()
+    return logs, wandb_logs
+
+
+def _add_trajectory_rows(
+    tasks: Sequence[T.TrajectoryTask], results: Sequence[Any], rows: _Rows, problems: list[str]
+) -> None:
+    """Count every trajectory file as one row read: kept, or rejected (unreadable, or a
+    duplicate of a rollout already read)."""
+    seen_keys: dict[tuple[str, int, str, int], str] = {}
+    for task, (row, file_problems, nbytes) in zip(tasks, results, strict=True):
+        rows.read += 1
+        rows.bytes += nbytes
+        problems.extend(file_problems)
+        if row is not None:
+            key = (row[S.PHASE], row[S.STEP], row[S.INSTANCE_ID], row[S.SAMPLE])
+            if key in seen_keys:
+                problems.append(f"{task.path}: duplicate rollout (same instance and rep as {seen_keys[key]})")
+                row = None
+            else:
+                seen_keys[key] = task.path
+        if row is None:
+            rows.rejected += 1
+        else:
+            rows.add(row)
+
+
+def _add_eval_dump_rows(
+    c: RunContents,
+    only: int,
+    run: str,
+    include_added: bool,
+    eval_traj_keys: set[tuple[str, int]],
+    rows: _Rows,
+    problems: list[str],
+    bar: Progress,
+) -> int:
+    """The rows of one directory's eval dumps; returns how many were superseded by eval
+    trajectories of the same step (counted read and superseded, not kept)."""
+    superseded = 0
+    dump_counts: dict[tuple[int, str], int] = {}
+    for path, step, phase, source in c.eval_dumps:
+        step = only if phase == "eval_only" else step
+        if step >= T.MAX_STEP:
+            n = _count_lines(path, problems)
+            problems.append(
+                f"{path}: step {step} in the directory name is too large (at most 2^53 - 1); its {n} lines rejected"
+            )
+            rows.read += n
+            rows.rejected += n
+        elif (phase, step) in eval_traj_keys:
+            # the eval trajectories of this step carry the same rollouts with gold and answers
+            n = _count_lines(path, problems)
+            rows.read += n
+            rows.superseded += n
+            superseded += n
+        else:
+            _eval_dump_rows(path, step, phase, source, run, include_added, rows, problems, dump_counts)
+        bar.update()
+    return superseded
+
+
+def _eval_aggregate_points(
+    c: RunContents, only: int, run: str, dir_name: str, index_map: Mapping[str, str], problems: list[str], bar: Progress
+) -> list[tuple[str, int, dict[str, float], str]]:
+    """(run label, step, metrics, file) of one directory's eval aggregates."""
+    points = []
+    for path, step, phase in c.eval_aggregates:
+        step = only if phase == "eval_only" else step
+        if step >= T.MAX_STEP:
+            problems.append(f"{path}: step {step} in the directory name is too large (at most 2^53 - 1)")
+            continue
+        values = _read_aggregate(path, problems)
+        if values is not None:
+            label = run
+            if phase == "eval_only":
+                label = next((index_map[k] for k in (dir_name, path.name) if k in index_map), run)
+            points.append((label, step, values, str(path)))
+        bar.update()
+    return points
+
+
+def _read_metrics_csvs(c: RunContents, problems: list[str], bar: Progress) -> list[xr.Dataset]:
+    from saturation.replica import read_metrics_csv
+
+    out = []
+    for path in c.metrics_csvs:
+        try:
+            out.append(read_metrics_csv(path))
+        except ValueError as exc:
+            problems.append(str(exc))
+        bar.update()
+    return out
 
 
 def ingest_runs(
@@ -510,8 +700,16 @@ def ingest_runs(
         from saturation.wandb_history import require_wandb
 
         require_wandb([str(r) for c in contents for r in c.wandb_runs])
-    n_files = sum(len(c.trajectories) + len(c.eval_dumps) + len(c.eval_aggregates) + len(c.logs) + len(c.wandb_runs)
-                  + len(c.metrics_csvs) + len(c.index) for c in contents)
+    n_files = sum(
+        len(c.trajectories)
+        + len(c.eval_dumps)
+        + len(c.eval_aggregates)
+        + len(c.logs)
+        + len(c.wandb_runs)
+        + len(c.metrics_csvs)
+        + len(c.index)
+        for c in contents
+    )
     bar = Progress(n_files, "ingest", enabled=progress)
     rows = _Rows()
     train_logs: dict[str, ConsoleLog] = {}
@@ -521,25 +719,13 @@ def ingest_runs(
     per_dir: list[dict[str, Any]] = []
     seen_runs: dict[str, Path] = {}
     for root, c in zip(dirs, contents, strict=True):
-        logs = []
-        for path in c.logs:
-            bar.set_label(f"ingest {path.name}")
-            logs.append(read_console_log(
-                path, strict=False, progress=lambda n, p=path: bar.set_label(f"ingest {p.name} {n / 1e6:.0f} MB")))
-            problems.extend(logs[-1].problems)
-            bar.update(nbytes=logs[-1].bytes_read)
-        wandb_logs = []
-        for wdir in c.wandb_runs:
-            from saturation.wandb_history import read_wandb_run
-
-            bar.set_label(f"ingest {wdir.name}")
-            wandb_logs.append(read_wandb_run(wdir))
-            problems.extend(wandb_logs[-1].problems)
-            bar.update()
+        logs, wandb_logs = _read_logs(c, bar, problems)
         run = _dir_identity(root, [*logs, *wandb_logs], labels, index_map)
         if run in seen_runs:
-            raise ValueError(f"run directories {seen_runs[run]} and {root} have the same run identity {run!r}; "
-                             "give each a label (labels= / --label DIR=NAME)")
+            raise ValueError(
+                f"run directories {seen_runs[run]} and {root} have the same run identity {run!r}; "
+                "give each a label (labels= / --label DIR=NAME)"
+            )
         seen_runs[run] = root
         # wandb first: its values are unrounded, the console's are rounded to 4 places
         training = [log for log in [*wandb_logs, *logs] if _is_training(log)]
@@ -554,92 +740,60 @@ def ingest_runs(
         only = EVAL_ONLY_STEP if only_step is None else only_step
         start = rows.n
         rejected_before = rows.rejected
-        tasks = [T.TrajectoryTask(str(path), only if phase == "eval_only" else step, phase, name, ext, run,
-                                  include_added)
-                 for path, step, phase, name, ext in c.trajectories]
+        tasks = [
+            T.TrajectoryTask(str(path), only if phase == "eval_only" else step, phase, name, ext, run, include_added)
+            for path, step, phase, name, ext in c.trajectories
+        ]
         bar.set_label(f"ingest {root.name} trajectories")
-        results = T.read_trajectories(tasks, workers=workers, executor=executor,
-                                      progress=lambda n, b: bar.update(n, nbytes=b))
-        seen_keys: dict[tuple[str, int, str, int], str] = {}
+        results = T.read_trajectories(
+            tasks, workers=workers, executor=executor, progress=lambda n, b: bar.update(n, nbytes=b)
+        )
+        _add_trajectory_rows(tasks, results, rows, problems)
         eval_traj_keys = {(t.phase, t.step) for t in tasks if t.phase != "train"}
-        for task, (row, file_problems, nbytes) in zip(tasks, results, strict=True):
-            rows.read += 1
-            rows.bytes += nbytes
-            problems.extend(file_problems)
-            if row is not None:
-                key = (row[S.PHASE], row[S.STEP], row[S.INSTANCE_ID], row[S.SAMPLE])
-                if key in seen_keys:
-                    problems.append(f"{task.path}: duplicate rollout (same instance and rep as {seen_keys[key]})")
-                    row = None
-                else:
-                    seen_keys[key] = task.path
-            if row is None:
-                rows.rejected += 1
-            else:
-                rows.add(row)
-        superseded = 0
-        dump_counts: dict[tuple[int, str], int] = {}
-        for path, step, phase, source in c.eval_dumps:
-            step = only if phase == "eval_only" else step
-            if step >= T.MAX_STEP:
-                n = _count_lines(path, problems)
-                problems.append(f"{path}: step {step} in the directory name is too large (at most 2^53 - 1); "
-                                f"its {n} lines rejected")
-                rows.read += n
-                rows.rejected += n
-            elif (phase, step) in eval_traj_keys:
-                # the eval trajectories of this step carry the same rollouts with gold and answers
-                n = _count_lines(path, problems)
-                rows.read += n
-                rows.superseded += n
-                superseded += n
-            else:
-                _eval_dump_rows(path, step, phase, source, run, include_added, rows, problems, dump_counts)
-            bar.update()
-        for path, step, phase in c.eval_aggregates:
-            step = only if phase == "eval_only" else step
-            if step >= T.MAX_STEP:
-                problems.append(f"{path}: step {step} in the directory name is too large (at most 2^53 - 1)")
-                continue
-            values = _read_aggregate(path, problems)
-            if values is not None:
-                label = run
-                if phase == "eval_only":
-                    label = next((index_map[k] for k in (root.name, path.name) if k in index_map), run)
-                eval_points.append((label, step, values, str(path)))
-            bar.update()
-        for path in c.metrics_csvs:
-            from saturation.replica import read_metrics_csv
-
-            try:
-                csvs.append(read_metrics_csv(path))
-            except ValueError as exc:
-                problems.append(str(exc))
-            bar.update()
+        superseded = _add_eval_dump_rows(c, only, run, include_added, eval_traj_keys, rows, problems, bar)
+        eval_points += _eval_aggregate_points(c, only, run, root.name, index_map, problems, bar)
+        csvs += _read_metrics_csvs(c, problems, bar)
         bar.update(len(c.index))
         arm = next((arms[k] for k in (str(root), root.name) if k in arms), None)
         if arm is not None:
             rows.cols.setdefault(S.ARM, [None] * rows.n)
             for i in range(start, rows.n):
                 rows.cols[S.ARM][i] = arm
-        per_dir.append({"dir": str(root), "run": run, **c.summary(), "ignored": [str(p) for p in c.ignored],
-                        "trials": rows.n - start, "rejected": rows.rejected - rejected_before,
-                        "eval_dump_rows_superseded": superseded, "eval_only_step": only_step,
-                        "console_logs": [log.accounting() for log in logs],
-                        "wandb_runs_read": [log.accounting() for log in wandb_logs]})
+        per_dir.append(
+            {
+                "dir": str(root),
+                "run": run,
+                **c.summary(),
+                "ignored": [str(p) for p in c.ignored],
+                "trials": rows.n - start,
+                "rejected": rows.rejected - rejected_before,
+                "eval_dump_rows_superseded": superseded,
+                "eval_only_step": only_step,
+                "console_logs": [log.accounting() for log in logs],
+                "wandb_runs_read": [log.accounting() for log in wandb_logs],
+            }
+        )
     elapsed = bar.close()
     metrics = _metrics(train_logs, eval_logs, eval_points, csvs, problems)
     if strict and problems:
         raise IngestError(problems)
     trials = _trials_dataset(rows, [str(d) for d in dirs]) if rows.n else None
-    accounting = {"rows_read": rows.read, "rows_kept": rows.n, "rows_rejected": rows.rejected,
-                  "rows_superseded": rows.superseded,
-                  "rows_ungraded": sum(rows.reasons.values()), "ungraded_reasons": dict(sorted(rows.reasons.items())),
-                  "answer_statuses": dict(sorted(rows.statuses.items())),
-                  "reward_dict_mismatches": dict(sorted(rows.mismatches.items())),
-                  "eval_score_mismatches": rows.score_mismatches,
-                  "graded_without_gold": rows.no_gold, "problems": len(problems), "seconds": round(elapsed, 2),
-                  "megabytes": round(rows.bytes / 1e6, 1), "dirs": per_dir}
+    accounting = {
+        "rows_read": rows.read,
+        "rows_kept": rows.n,
+        "rows_rejected": rows.rejected,
+        "rows_superseded": rows.superseded,
+        "rows_ungraded": sum(rows.reasons.values()),
+        "ungraded_reasons": dict(sorted(rows.reasons.items())),
+        "answer_statuses": dict(sorted(rows.statuses.items())),
+        "reward_dict_mismatches": dict(sorted(rows.mismatches.items())),
+        "eval_score_mismatches": rows.score_mismatches,
+        "graded_without_gold": rows.no_gold,
+        "problems": len(problems),
+        "seconds": round(elapsed, 2),
+        "megabytes": round(rows.bytes / 1e6, 1),
+        "dirs": per_dir,
+    }
     if trials is not None:
         trials.attrs["ingest_accounting"] = json.dumps(accounting, default=str)
         trials.attrs["ingest_problems"] = json.dumps(problems)
@@ -662,8 +816,7 @@ def _trials_dataset(rows: _Rows, sources: Sequence[str]) -> xr.Dataset:
             frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
     ungraded = int((~frame[S.GRADED].astype(bool)).sum())
     accounting = {"read": rows.read, "kept": rows.n, "ungraded": ungraded, "rejected": rows.rejected}
-    ds = dataset_from_frame(frame, levels=list(S.CANONICAL_LEVELS), extra=extra, accounting=accounting,
-                            sources=sources)
+    ds = dataset_from_frame(frame, levels=list(S.CANONICAL_LEVELS), extra=extra, accounting=accounting, sources=sources)
     ds.attrs["rows_superseded"] = rows.superseded
     ds["ungraded_reason"].attrs["description"] = "why a rollout is ungraded: " + ", ".join(L.UNGRADED_REASONS)
     if "answer_status" in ds:
@@ -672,9 +825,13 @@ def _trials_dataset(rows: _Rows, sources: Sequence[str]) -> xr.Dataset:
     return ds
 
 
-def _metrics(train_logs: Mapping[str, ConsoleLog], eval_logs: Sequence[tuple[ConsoleLog, str, int | None]],
-             eval_points: Sequence[tuple[str, int, dict[str, float], str]], csvs: Sequence[xr.Dataset],
-             problems: list[str]) -> xr.Dataset | None:
+def _metrics(
+    train_logs: Mapping[str, ConsoleLog],
+    eval_logs: Sequence[tuple[ConsoleLog, str, int | None]],
+    eval_points: Sequence[tuple[str, int, dict[str, float], str]],
+    csvs: Sequence[xr.Dataset],
+    problems: list[str],
+) -> xr.Dataset | None:
     parts: list[xr.Dataset] = []
     if train_logs:
         parts.append(metrics_dataset(list(train_logs.values())))
@@ -686,8 +843,10 @@ def _metrics(train_logs: Mapping[str, ConsoleLog], eval_logs: Sequence[tuple[Con
             merged.update(block)
         if step is None:
             unplaced.append({"file": log.path, "label": label, "metrics": merged})
-            problems.append(f"{log.path}: no checkpoint step in the file or directory name; eval metrics kept in "
-                            "attrs['eval_only_unplaced']")
+            problems.append(
+                f"{log.path}: no checkpoint step in the file or directory name; eval metrics kept in "
+                "attrs['eval_only_unplaced']"
+            )
             continue
         placed.setdefault((label, step), {}).update(merged)
     for label, step, values, _ in eval_points:
@@ -712,11 +871,22 @@ def _metrics(train_logs: Mapping[str, ConsoleLog], eval_logs: Sequence[tuple[Con
         out.attrs.update(part.attrs)
     if unplaced:
         out.attrs["eval_only_unplaced"] = json.dumps(unplaced)
-    out.attrs[S.ATTR_SOURCES] = json.dumps(sorted({s for p in parts for s in json.loads(p.attrs.get(S.ATTR_SOURCES, "[]"))}
-                                                  | {log.path for log, _, _ in eval_logs}
-                                                  | {f for _, _, _, f in eval_points}))
+    out.attrs[S.ATTR_SOURCES] = json.dumps(
+        sorted(
+            {s for p in parts for s in json.loads(p.attrs.get(S.ATTR_SOURCES, "[]"))}
+            | {log.path for log, _, _ in eval_logs}
+            | {f for _, _, _, f in eval_points}
+        )
+    )
     return out
 
 
-__all__ = ["IngestError", "IngestResult", "RunContents", "ingest_runs", "looks_like_run_dir", "read_index",
-           "scan_run_dir"]
+__all__ = [
+    "IngestError",
+    "IngestResult",
+    "RunContents",
+    "ingest_runs",
+    "looks_like_run_dir",
+    "read_index",
+    "scan_run_dir",
+]

@@ -41,9 +41,7 @@ def table_format(path: PathArg) -> tuple[str, bool]:
     for fmt in FORMATS:
         if name.endswith("." + fmt):
             return ("jsonl" if fmt == "ndjson" else fmt), compressed
-    raise ValueError(
-        f"{path}: unsupported file type; expected one of {', '.join(SUFFIXES)}"
-    )
+    raise ValueError(f"{path}: unsupported file type; expected one of {', '.join(SUFFIXES)}")
 
 
 def expand_paths(paths: PathArg | Iterable[PathArg]) -> list[Path]:
@@ -76,14 +74,15 @@ def _decompress(data: bytes, limit: int | None = None) -> bytes:
         pos = 0
         while pos < len(data) and not dobj.eof:
             try:
-                out = dobj.decompress(data[pos:pos + (1 << 16)])
+                out = dobj.decompress(data[pos : pos + (1 << 16)])
             except zstandard.ZstdError as exc:
                 raise ValueError(f"corrupt zstd stream ({exc})") from exc
             pos += 1 << 16
             total += len(out)
             if total > limit:
-                raise streams.TooLargeError(f"decompresses to more than {limit:,} bytes (the limit; raise it with "
-                                            "SATURATION_MAX_FILE_BYTES)")
+                raise streams.TooLargeError(
+                    f"decompresses to more than {limit:,} bytes (the limit; raise it with SATURATION_MAX_FILE_BYTES)"
+                )
             chunks.append(out)
         if not dobj.eof:
             raise ValueError("truncated zstd stream (the frame ends before its end marker)")
@@ -111,8 +110,11 @@ def _read_raw(path: Path) -> RawTable:
         for number, line in streams.iter_lines(path):
             if line is streams.OVERLONG:
                 loc = f"line {number}"
-                table.reject_line(loc, f"line longer than {streams.MAX_LINE_CHARS:,} characters "
-                                       "(raise SATURATION_MAX_LINE_CHARS)", "<overlong line>")
+                table.reject_line(
+                    loc,
+                    f"line longer than {streams.MAX_LINE_CHARS:,} characters (raise SATURATION_MAX_LINE_CHARS)",
+                    "<overlong line>",
+                )
                 continue
             reader.add(number, line)
     except (streams.TruncatedStreamError, streams.TooLargeError) as exc:
@@ -170,8 +172,11 @@ class _CsvRows:
         if not self.rows and not t.unparsable and not t.problems:
             t.problems.append(Problem(t.source, "", "", "empty file (header only, no rows)"))
         columns = _unique_columns(self.header)
-        t.frame = pd.DataFrame(self.rows, columns=columns, dtype=object) if self.rows else \
-            pd.DataFrame(columns=columns, dtype=object)
+        t.frame = (
+            pd.DataFrame(self.rows, columns=columns, dtype=object)
+            if self.rows
+            else pd.DataFrame(columns=columns, dtype=object)
+        )
         t.locations = self.locations
         dupes = sorted({h for h in self.header if self.header.count(h) > 1})
         if dupes:
@@ -240,8 +245,11 @@ def _read_parquet(source: str, data: bytes) -> RawTable:
 # --------------------------------------------------------------------- Dataset
 def _build_dataset(valid: Validated, sources: Sequence[str]) -> xr.Dataset:
     ds = dataset_from_frame(
-        valid.frame, levels=valid.levels, extra=valid.extra_columns,
-        accounting=valid.accounting, sources=sources,
+        valid.frame,
+        levels=valid.levels,
+        extra=valid.extra_columns,
+        accounting=valid.accounting,
+        sources=sources,
     )
     # problems that concern a whole file (unreadable, missing column) stay visible
     ds.attrs["file_problems"] = json.dumps([str(p) for p in valid.problems if not p.location])

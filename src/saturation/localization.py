@@ -51,8 +51,15 @@ TEXT_ANSWER: Final = "text_answer"
 #: an eval-dump transcript without a findable finish call: the logged score is kept,
 #: the levels are not recomputed
 NOT_RESCORED: Final = "not_rescored"
-ANSWER_STATUSES: Final = (FINISH_CALL, FINISH_CALL_REJECTED, NO_FINISH_CALL, SEVERAL_FINISH_CALLS, EMPTY_FILE_NAME,
-                          TEXT_ANSWER, NOT_RESCORED)
+ANSWER_STATUSES: Final = (
+    FINISH_CALL,
+    FINISH_CALL_REJECTED,
+    NO_FINISH_CALL,
+    SEVERAL_FINISH_CALLS,
+    EMPTY_FILE_NAME,
+    TEXT_ANSWER,
+    NOT_RESCORED,
+)
 
 # ---------------------------------------------------------------- ungraded reasons
 #: the rollout crashed (``{instance_id}_{rep}.error``)
@@ -130,8 +137,13 @@ def finish_calls_in_events(events: Any) -> list[list[Location]]:
     if not isinstance(events, list):
         return calls
     for event in events:
-        if (isinstance(event, Mapping) and event.get("kind") == "ActionEvent" and event.get("source") == "agent"
-                and event.get("tool_name") == FINISH_TOOL and isinstance(event.get("action"), Mapping)):
+        if (
+            isinstance(event, Mapping)
+            and event.get("kind") == "ActionEvent"
+            and event.get("source") == "agent"
+            and event.get("tool_name") == FINISH_TOOL
+            and isinstance(event.get("action"), Mapping)
+        ):
             calls.append(_locations(event["action"]))
     return calls
 
@@ -159,7 +171,7 @@ def _tool_calls(text: str) -> list[Any]:
         end = text.find("</tool_call>", pos)
         if end < 0:
             break
-        body = text[pos + len("<tool_call>"):end]
+        body = text[pos + len("<tool_call>") : end]
         pos = text.find("<tool_call>", end)
         try:
             calls.append(json.loads(body))
@@ -199,10 +211,10 @@ def transcript_passes_last_turn_check(text: Any) -> bool:
     if not isinstance(text, str):
         return False
     body = _strip_spans(text, "<tool_response>", "</tool_response>")
-    last = body[body.rfind("<|im_start|>assistant"):] if "<|im_start|>assistant" in body else body
+    last = body[body.rfind("<|im_start|>assistant") :] if "<|im_start|>assistant" in body else body
     if last.count("<tool_call>") != 1 or last.count("</tool_call>") != 1:
         return False
-    tail = last[last.find("</tool_call>") + len("</tool_call>"):]
+    tail = last[last.find("</tool_call>") + len("</tool_call>") :]
     tail = tail.split("<|im_end|>", 1)[0] if "<|im_end|>" in tail else tail
     return not tail.strip() and _finish_locations(_tool_calls(last)[0]) is not None
 
@@ -242,7 +254,7 @@ def text_answer_keys(text: Any) -> dict[str, set[str]]:
             current_file, current_class = line, None
             continue
         if line.startswith("class:"):
-            current_class = line[len("class:"):].strip()
+            current_class = line[len("class:") :].strip()
             continue
         if line.startswith(("function:", "method:")) and current_file:
             words = line.split(":", 1)[1].strip().split()
@@ -309,7 +321,8 @@ def gold_files_from_target_string(target: str) -> set[str]:
     except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
         raise ValueError(f"target string is not a Python literal ({type(exc).__name__})") from exc
     if not isinstance(value, list | tuple) or not all(
-            isinstance(x, list | tuple) and x and isinstance(x[0], str) for x in value):
+        isinstance(x, list | tuple) and x and isinstance(x[0], str) for x in value
+    ):
         raise ValueError("target string is not a list of (file, [start, count]) tuples")
     return {x[0] for x in value}
 
@@ -322,14 +335,26 @@ def score_level(pred: set[str], gold: set[str] | None) -> dict[str, float]:
     """
     n_pred = len(pred)
     if gold is None:
-        return {S.F1: math.nan, S.PRECISION: math.nan, S.RECALL: math.nan,
-                S.N_PRED: float(n_pred), S.N_GOLD: math.nan, S.N_TP: math.nan}
+        return {
+            S.F1: math.nan,
+            S.PRECISION: math.nan,
+            S.RECALL: math.nan,
+            S.N_PRED: float(n_pred),
+            S.N_GOLD: math.nan,
+            S.N_TP: math.nan,
+        }
     n_gold, n_tp = len(gold), len(pred & gold)
     precision = n_tp / n_pred if n_pred else 0.0
     recall = n_tp / n_gold if n_gold else 0.0
     f1 = 2 * precision * recall / (precision + recall) if n_gold and precision + recall > 0 else 0.0
-    return {S.F1: f1, S.PRECISION: precision, S.RECALL: recall,
-            S.N_PRED: float(n_pred), S.N_GOLD: float(n_gold), S.N_TP: float(n_tp)}
+    return {
+        S.F1: f1,
+        S.PRECISION: precision,
+        S.RECALL: recall,
+        S.N_PRED: float(n_pred),
+        S.N_GOLD: float(n_gold),
+        S.N_TP: float(n_tp),
+    }
 
 
 def score_keys(pred: Mapping[str, set[str]], gold: Mapping[str, set[str] | None]) -> dict[str, dict[str, float]]:

@@ -31,11 +31,24 @@ PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F
 #: widths in inches: one column / full page of a two-column paper
 COLUMN, PAGE = 3.4, 7.0
 STYLE: dict[str, Any] = {
-    "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "legend.fontsize": 7,
-    "xtick.labelsize": 7, "ytick.labelsize": 7, "axes.spines.top": False, "axes.spines.right": False,
-    "axes.linewidth": 0.6, "lines.linewidth": 1.2, "lines.markersize": 3, "legend.frameon": False,
-    "pdf.fonttype": 42, "ps.fonttype": 42, "savefig.bbox": "tight", "savefig.pad_inches": 0.02,
-    "figure.dpi": 150, "axes.prop_cycle": cycler(color=list(PALETTE)),
+    "font.size": 8,
+    "axes.titlesize": 8,
+    "axes.labelsize": 8,
+    "legend.fontsize": 7,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.linewidth": 0.6,
+    "lines.linewidth": 1.2,
+    "lines.markersize": 3,
+    "legend.frameon": False,
+    "pdf.fonttype": 42,
+    "ps.fonttype": 42,
+    "savefig.bbox": "tight",
+    "savefig.pad_inches": 0.02,
+    "figure.dpi": 150,
+    "axes.prop_cycle": cycler(color=list(PALETTE)),
 }
 BAND_ALPHA = 0.25
 HDI_LABEL = f"{int(S.HDI_PROB * 100)} % HDI"
@@ -76,8 +89,10 @@ def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
     stem = Path(stem)
     out = []
     pdf, png = stem.with_suffix(".pdf"), stem.with_suffix(".png")
-    for path, kwargs in ((pdf, {"metadata": {"CreationDate": None}}),  # reproducible bytes: no time stamp
-                         (png, {"dpi": 300})):
+    for path, kwargs in (
+        (pdf, {"metadata": {"CreationDate": None}}),  # reproducible bytes: no time stamp
+        (png, {"dpi": 300}),
+    ):
         buf = io.BytesIO()
         fig.savefig(buf, format=path.suffix[1:], **kwargs)
         write_atomic(path, buf.getvalue())
@@ -114,8 +129,15 @@ def plot_plateau(fit: Any, *, ax: Axes | None = None, ylabel: str | None = None)
             ax.set_ylabel(ylabel)
             ax.legend()
             return fig
-        fig, axes = plt.subplots(2, len(levels), figsize=(PAGE if len(levels) > 1 else COLUMN, 2.6),
-                                 height_ratios=(3, 1), sharex=True, squeeze=False, layout="constrained")
+        fig, axes = plt.subplots(
+            2,
+            len(levels),
+            figsize=(PAGE if len(levels) > 1 else COLUMN, 2.6),
+            height_ratios=(3, 1),
+            sharex=True,
+            squeeze=False,
+            layout="constrained",
+        )
         for i, level in enumerate(levels):
             sub = frame[frame["level"] == level]
             top, bottom = axes[0, i], axes[1, i]
@@ -137,11 +159,26 @@ def plot_plateau(fit: Any, *, ax: Axes | None = None, ylabel: str | None = None)
 
 
 def _curve(ax: Axes, sub: pd.DataFrame, colour: str, label: str | None) -> None:
-    ax.fill_between(sub["step"], sub["hdi_low"], sub["hdi_high"], color=colour, alpha=BAND_ALPHA, lw=0,
-                    label=None if label else HDI_LABEL)
+    ax.fill_between(
+        sub["step"],
+        sub["hdi_low"],
+        sub["hdi_high"],
+        color=colour,
+        alpha=BAND_ALPHA,
+        lw=0,
+        label=None if label else HDI_LABEL,
+    )
     ax.plot(sub["step"], sub["mean"], color=colour, label=label or "posterior mean")
-    ax.plot(sub["step"], sub["observed"], "o", color=colour, ms=2, alpha=0.6, mec="none",
-            label=None if label else "observed")
+    ax.plot(
+        sub["step"],
+        sub["observed"],
+        "o",
+        color=colour,
+        ms=2,
+        alpha=0.6,
+        mec="none",
+        label=None if label else "observed",
+    )
 
 
 def slopes_data(fit: Any) -> pd.DataFrame:
@@ -150,8 +187,9 @@ def slopes_data(fit: Any) -> pd.DataFrame:
     for level, est in fit.estimands["levels"].items():
         for seg in ("early", "late"):
             e = est[f"{seg}_slope"]
-            rows.append({"level": level, "segment": seg, "mean": e["mean"], "hdi_low": e["hdi"][0],
-                         "hdi_high": e["hdi"][1]})
+            rows.append(
+                {"level": level, "segment": seg, "mean": e["mean"], "hdi_low": e["hdi"][0], "hdi_high": e["hdi"][1]}
+            )
     return pd.DataFrame(rows)
 
 
@@ -164,8 +202,9 @@ def plot_slopes(fit: Any, *, ax: Axes | None = None) -> Figure:
     levels = list(dict.fromkeys(frame["level"]))
     with style():
         if ax is None:
-            fig, axes = plt.subplots(1, 2, figsize=(COLUMN * 1.5, 0.45 + 0.28 * len(levels)), sharey=True,
-                                     layout="constrained")
+            fig, axes = plt.subplots(
+                1, 2, figsize=(COLUMN * 1.5, 0.45 + 0.28 * len(levels)), sharey=True, layout="constrained"
+            )
             panels = list(zip(("early", "late"), axes, strict=True))
         else:
             fig, _ = _figure(ax, COLUMN, 2.0)
@@ -188,8 +227,11 @@ def plot_slopes(fit: Any, *, ax: Axes | None = None) -> Figure:
 
 def plateaued_by_data(fit: Any) -> pd.DataFrame:
     """P(change point <= t and late gain inside the ROPE) per level and step t."""
-    rows = [{"level": level, "step": int(step), "p_plateaued": p}
-            for level, est in fit.estimands["levels"].items() for step, p in est["p_plateaued_by_step"].items()]
+    rows = [
+        {"level": level, "step": int(step), "p_plateaued": p}
+        for level, est in fit.estimands["levels"].items()
+        for step, p in est["p_plateaued_by_step"].items()
+    ]
     return pd.DataFrame(rows)
 
 
@@ -227,9 +269,17 @@ def ppc_data(fit: Any, *, seed: int = 0) -> pd.DataFrame:
         hdi = az.hdi(rep[None, :, j, :], hdi_prob=S.HDI_PROB)
         for i, step in enumerate(fit.data.steps):
             obs = float(fit.data.y[j, i])
-            rows.append({"level": level, "step": int(step), "observed": obs, "predictive_mean": float(rep[:, j, i].mean()),
-                         "hdi_low": float(hdi[i, 0]), "hdi_high": float(hdi[i, 1]),
-                         "covered": bool(hdi[i, 0] <= obs <= hdi[i, 1])})
+            rows.append(
+                {
+                    "level": level,
+                    "step": int(step),
+                    "observed": obs,
+                    "predictive_mean": float(rep[:, j, i].mean()),
+                    "hdi_low": float(hdi[i, 0]),
+                    "hdi_high": float(hdi[i, 1]),
+                    "covered": bool(hdi[i, 0] <= obs <= hdi[i, 1]),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -245,8 +295,14 @@ def plot_ppc(fit: Any, *, ax: Axes | None = None, seed: int = 0) -> Figure:
             sub = frame[frame["level"] == level]
             a = axs[i]
             a.fill_between(sub["step"], sub["hdi_low"], sub["hdi_high"], color=_colour(i), alpha=BAND_ALPHA, lw=0)
-            a.plot(sub["step"], sub["observed"], "o", ms=2, color=_colour(i),
-                   label=f"{level}: {sub['covered'].mean():.0%} inside")
+            a.plot(
+                sub["step"],
+                sub["observed"],
+                "o",
+                ms=2,
+                color=_colour(i),
+                label=f"{level}: {sub['covered'].mean():.0%} inside",
+            )
             a.set_xlabel("step")
             a.legend(loc="lower right")
         axs[0].set_ylabel(f"{fit.data.response} (predictive {HDI_LABEL})")
@@ -268,10 +324,19 @@ def plot_loo(table: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
         ys = np.arange(len(frame))[::-1]
         ax.errorbar(frame["elpd_loo"], ys, xerr=frame["se"], fmt="o", color=_colour(0), label="ELPD +- SE")
         best = frame["elpd_loo"].iloc[0]
-        ax.errorbar(best - frame["elpd_diff"], ys - 0.15, xerr=frame["dse"], fmt="^", color=_colour(1),
-                    label="best - difference +- SE")
-        labels = ([f"{m} ({how})" for m, how in zip(frame["model"], frame["loo_method"], strict=True)]
-                  if "loo_method" in frame else list(frame["model"]))
+        ax.errorbar(
+            best - frame["elpd_diff"],
+            ys - 0.15,
+            xerr=frame["dse"],
+            fmt="^",
+            color=_colour(1),
+            label="best - difference +- SE",
+        )
+        labels = (
+            [f"{m} ({how})" for m, how in zip(frame["model"], frame["loo_method"], strict=True)]
+            if "loo_method" in frame
+            else list(frame["model"])
+        )
         ax.set_yticks(ys, labels)
         ax.set_xlabel("ELPD (LOO; higher is better)")
         ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=2)
@@ -286,8 +351,16 @@ def cardinality_data(diag: Any) -> pd.DataFrame:
         for quantity in (S.PRECISION, S.RECALL, "pred_over_gold"):
             for when in ("start", "end"):
                 e = num[quantity][when]
-                rows.append({"level": level, "quantity": quantity, "when": when, "mean": e["mean"],
-                             "hdi_low": e["hdi"][0], "hdi_high": e["hdi"][1]})
+                rows.append(
+                    {
+                        "level": level,
+                        "quantity": quantity,
+                        "when": when,
+                        "mean": e["mean"],
+                        "hdi_low": e["hdi"][0],
+                        "hdi_high": e["hdi"][1],
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -300,8 +373,7 @@ def plot_cardinality(diag: Any, *, ax: Axes | None = None) -> Figure:
     levels = list(dict.fromkeys(frame["level"]))
     with style():
         if ax is None:
-            fig, (a1, a2) = plt.subplots(1, 2, figsize=(PAGE * 0.7, 2.0), layout="constrained",
-                                         width_ratios=(2, 1))
+            fig, (a1, a2) = plt.subplots(1, 2, figsize=(PAGE * 0.7, 2.0), layout="constrained", width_ratios=(2, 1))
         else:
             fig, a1 = _figure(ax, COLUMN, 2.0)
             a2 = None
@@ -313,9 +385,16 @@ def plot_cardinality(diag: Any, *, ax: Axes | None = None) -> Figure:
             for when, marker, face in (("start", "o", "white"), ("end", "o", None)):
                 sub = frame[(frame["quantity"] == quantity) & (frame["when"] == when)].set_index("level").loc[levels]
                 shift = offset + (-0.05 if when == "start" else 0.05)
-                axis.errorbar(x + shift, sub["mean"], yerr=[sub["mean"] - sub["hdi_low"], sub["hdi_high"] - sub["mean"]],
-                              fmt=marker, color=_colour(k), mfc=face or _colour(k), ms=4,
-                              label=f"{'predicted/gold' if quantity == 'pred_over_gold' else quantity} {when}")
+                axis.errorbar(
+                    x + shift,
+                    sub["mean"],
+                    yerr=[sub["mean"] - sub["hdi_low"], sub["hdi_high"] - sub["mean"]],
+                    fmt=marker,
+                    color=_colour(k),
+                    mfc=face or _colour(k),
+                    ms=4,
+                    label=f"{'predicted/gold' if quantity == 'pred_over_gold' else quantity} {when}",
+                )
             axis.set_xticks(x, levels)
         a1.set_ylabel("precision / recall")
         a1.legend(ncols=2, fontsize=6, loc="lower center", bbox_to_anchor=(0.5, 1.0))
@@ -332,8 +411,9 @@ def series_data(series: xr.Dataset, variables: list[str]) -> pd.DataFrame:
     return frame.dropna(subset=["value"])
 
 
-def _series_panel(ax: Axes, series: xr.Dataset, diag: Any, run: Any, variables: list[str], labels: list[str],
-                  colours: list[str]) -> None:
+def _series_panel(
+    ax: Axes, series: xr.Dataset, diag: Any, run: Any, variables: list[str], labels: list[str], colours: list[str]
+) -> None:
     for var, label, colour in zip(variables, labels, colours, strict=True):
         sub = series[var].sel({S.RUN: run}).dropna(S.STEP)
         ax.plot(sub[S.STEP], sub, "-", color=colour, lw=0.9, alpha=0.75, label=label)
@@ -342,40 +422,54 @@ def _series_panel(ax: Axes, series: xr.Dataset, diag: Any, run: Any, variables: 
             steps = sub[S.STEP].to_numpy()
             for when, step in (("start", steps[0]), ("end", steps[-1])):
                 e = num[when]
-                ax.errorbar(step, e["mean"], yerr=[[e["mean"] - e["hdi"][0]], [e["hdi"][1] - e["mean"]]],
-                            fmt="s", color=colour, ms=3.5, capsize=2, mec="black", mew=0.4)
+                ax.errorbar(
+                    step,
+                    e["mean"],
+                    yerr=[[e["mean"] - e["hdi"][0]], [e["hdi"][1] - e["mean"]]],
+                    fmt="s",
+                    color=colour,
+                    ms=3.5,
+                    capsize=2,
+                    mec="black",
+                    mew=0.4,
+                )
     ax.set_xlabel("step")
 
 
-def _per_run(series: xr.Dataset, diag: Any, ax: Axes | None, variables: list[str], labels: list[str],
-             ylabel: str) -> Figure:
+def _per_run(
+    series: xr.Dataset, diag: Any, ax: Axes | None, variables: list[str], labels: list[str], ylabel: str
+) -> Figure:
 
     runs = list(series[S.RUN].values)
     with style():
         fig, axs = _panels(ax, len(runs), min(PAGE, 0.5 + 2.6 * len(runs)), 2.1, sharey=True)
         for r, run in enumerate(runs):
-            colours = [_colour(r * len(variables) + v) for v in range(len(variables))] if ax is not None else \
-                [_colour(v) for v in range(len(variables))]
+            colours = (
+                [_colour(r * len(variables) + v) for v in range(len(variables))]
+                if ax is not None
+                else [_colour(v) for v in range(len(variables))]
+            )
             run_labels = [f"{run} {lab}" for lab in labels] if ax is not None else labels
             _series_panel(axs[r], series, diag, run, variables, run_labels, colours)
             if ax is None:
                 axs[r].set_title(str(run))
         axs[0].set_ylabel(ylabel)
-        axs[0].legend(fontsize=6, loc="lower left", bbox_to_anchor=(0.0, 1.08) if ax is None else (0.0, 1.0),
-                      ncols=len(variables))
+        axs[0].legend(
+            fontsize=6, loc="lower left", bbox_to_anchor=(0.0, 1.08) if ax is None else (0.0, 1.0), ncols=len(variables)
+        )
     return fig
 
 
-def plot_pass_at_k(series: xr.Dataset, diag: Any, *, ax: Axes | None = None, pass1: str = "reward_mean",
-                   passk: str = "pass_at_k") -> Figure:
+def plot_pass_at_k(
+    series: xr.Dataset, diag: Any, *, ax: Axes | None = None, pass1: str = "reward_mean", passk: str = "pass_at_k"
+) -> Figure:
     """pass@1 and pass@k per run (one panel each) with the fitted start and end (squares,
     94 % HDI): reliability moves pass@1, capability moves pass@k."""
     k = series[passk].attrs.get("k", "k")
     return _per_run(series, diag, ax, [pass1, passk], ["pass@1 (mean reward)", f"pass@{k}"], "success rate")
 
 
-def plot_entropy(series: xr.Dataset, diag: Any, *, ax: Axes | None = None,
-                 entropy: str = "policy_entropy") -> Figure:
+def plot_entropy(series: xr.Dataset, diag: Any, *, ax: Axes | None = None, entropy: str = "policy_entropy") -> Figure:
     """Policy entropy per run with the fitted start and end (squares, 94 % HDI)."""
     return _per_run(series, diag, ax, [entropy], ["policy entropy"], "policy entropy")
 
@@ -411,13 +505,21 @@ def plot_transfer(fit: Any, *, ax: Axes | None = None, quantity: str = "all_roll
             a1.plot(sub["step"], sub["empirical"], "o", color=_colour(i), ms=2, alpha=0.6, mec="none")
             if a2 is not None and arm != ref:
                 g = sub.dropna(subset=["gap_mean"])
-                a2.fill_between(g["step"], g["gap_hdi_low"], g["gap_hdi_high"], color=_colour(i), alpha=BAND_ALPHA, lw=0)
+                a2.fill_between(
+                    g["step"], g["gap_hdi_low"], g["gap_hdi_high"], color=_colour(i), alpha=BAND_ALPHA, lw=0
+                )
                 a2.plot(g["step"], g["gap_mean"], color=_colour(i), label=f"{arm} - {ref}")
             if a3 is not None and arm != ref:
                 mass = fit.estimands["crossover_step"][arm]["mass"]
                 steps = np.array([int(s) for s in mass])
-                a3.bar(steps, list(mass.values()), width=1.0, color=_colour(i), alpha=0.7,
-                       label=f"{arm}: P(none) = {fit.estimands['crossover_step'][arm]['p_no_crossover']:.2f}")
+                a3.bar(
+                    steps,
+                    list(mass.values()),
+                    width=1.0,
+                    color=_colour(i),
+                    alpha=0.7,
+                    label=f"{arm}: P(none) = {fit.estimands['crossover_step'][arm]['p_no_crossover']:.2f}",
+                )
         a1.set_xlabel("step")
         a1.set_ylabel(quantity.replace("_", "-") + " reward")
         a1.legend()

@@ -15,8 +15,9 @@ class Progress:
     passed to :meth:`update` add a MB/s rate.
     """
 
-    def __init__(self, total: float, label: str, *, enabled: bool | None = None, unit: str = "",
-                 stream: IO[str] | None = None) -> None:
+    def __init__(
+        self, total: float, label: str, *, enabled: bool | None = None, unit: str = "", stream: IO[str] | None = None
+    ) -> None:
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty() if enabled is None else enabled
         self.total, self.label, self.unit = max(float(total), 1.0), label, unit
@@ -40,8 +41,11 @@ class Progress:
     def _draw(self, now: float) -> None:
         frac = min(self.done / self.total, 1.0)
         bar = "#" * int(24 * frac) + "-" * (24 - int(24 * frac))
-        count = (f"{self.done / 1e6:.0f}/{self.total / 1e6:.0f} MB" if self.unit == "B"
-                 else f"{self.done:.0f}/{self.total:.0f}")
+        count = (
+            f"{self.done / 1e6:.0f}/{self.total / 1e6:.0f} MB"
+            if self.unit == "B"
+            else f"{self.done:.0f}/{self.total:.0f}"
+        )
         rate = f" {self.bytes / 1e6 / max(now - self.start, 1e-9):.0f} MB/s" if self.bytes else ""
         self.stream.write(f"\r{self.label} [{bar}] {100 * frac:3.0f}% {count}{rate} {now - self.start:.1f} s ")
         self.stream.flush()

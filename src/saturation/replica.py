@@ -45,15 +45,39 @@ SWESMITH_CHANGEPOINTS = {"file": 9.0, "module": 10.0, "entity": 8.0}
 # numbers from scripts/calibrate_replica.py (rounded)
 SWESMITH_SPEC = PlateauSpec(
     levels=(
-        LevelSpec("file", start=0.8670, early_slope=0.011518, late_slope=0.00009,
-                  changepoint=SWESMITH_CHANGEPOINTS["file"], n_gold_mean=1.08,
-                  fp_prob_start=0.1132, fp_prob_end=0.0001, fp_extra=0.7904),
-        LevelSpec("module", start=0.7472, early_slope=0.016129, late_slope=-0.00005,
-                  changepoint=SWESMITH_CHANGEPOINTS["module"], n_gold_mean=1.28,
-                  fp_prob_start=0.1904, fp_prob_end=0.01739, fp_extra=1.8651),
-        LevelSpec("entity", start=0.6469, early_slope=0.024764, late_slope=0.0002,
-                  changepoint=SWESMITH_CHANGEPOINTS["entity"], n_gold_mean=1.46,
-                  fp_prob_start=0.2945, fp_prob_end=0.02950, fp_extra=1.6096),
+        LevelSpec(
+            "file",
+            start=0.8670,
+            early_slope=0.011518,
+            late_slope=0.00009,
+            changepoint=SWESMITH_CHANGEPOINTS["file"],
+            n_gold_mean=1.08,
+            fp_prob_start=0.1132,
+            fp_prob_end=0.0001,
+            fp_extra=0.7904,
+        ),
+        LevelSpec(
+            "module",
+            start=0.7472,
+            early_slope=0.016129,
+            late_slope=-0.00005,
+            changepoint=SWESMITH_CHANGEPOINTS["module"],
+            n_gold_mean=1.28,
+            fp_prob_start=0.1904,
+            fp_prob_end=0.01739,
+            fp_extra=1.8651,
+        ),
+        LevelSpec(
+            "entity",
+            start=0.6469,
+            early_slope=0.024764,
+            late_slope=0.0002,
+            changepoint=SWESMITH_CHANGEPOINTS["entity"],
+            n_gold_mean=1.46,
+            fp_prob_start=0.2945,
+            fp_prob_end=0.02950,
+            fp_extra=1.6096,
+        ),
     ),
     run="swesmith-codesearch",
     dataset="swe-smith",
@@ -77,12 +101,14 @@ SWESMITH_SEED = 20260813
 SWEGYM_SPEC = TransferSpec(
     arms=(
         ArmSpec(
-            "base", 20156,
+            "base",
+            20156,
             ungraded=((1, 0.383), (2, 0.411), (4, 0.411), (20, 0.341), (35, 0.193), (40, 0.19)),
             graded_reward=((1, 0.3841), (2, 0.4416), (4, 0.4416), (20, 0.5175), (35, 0.4709), (40, 0.47)),
         ),
         ArmSpec(
-            "s85", 19034,
+            "s85",
+            19034,
             ungraded=((1, 0.377), (2, 0.397), (4, 0.397), (20, 0.478), (35, 0.282), (38, 0.28)),
             graded_reward=((1, 0.4767), (2, 0.5222), (4, 0.5222), (20, 0.5747), (35, 0.3329), (38, 0.33)),
         ),
@@ -101,14 +127,20 @@ SWEGYM_SEED = 20260813
 # ------------------------------------------------------------------ code contests series
 CODE_CONTESTS_SPECS = (
     SeriesSpec(
-        run="code-contests-base", n_steps=35, first_step=1, k=8,
+        run="code-contests-base",
+        n_steps=35,
+        first_step=1,
+        k=8,
         reward=((1, 0.30), (15, 0.50), (35, 0.50)),
         pass_at_k=((1, 0.62), (35, 0.64)),
         entropy=((1, 0.080), (35, 0.080)),
         metadata={"model": "Qwen3-8B base"},
     ),
     SeriesSpec(
-        run="code-contests-g1", n_steps=30, first_step=1, k=8,
+        run="code-contests-g1",
+        n_steps=30,
+        first_step=1,
+        k=8,
         reward=((1, 0.47), (30, 0.41)),
         pass_at_k=((1, 0.65), (30, 0.57)),
         entropy=((1, 0.074), (30, 0.062)),
@@ -139,18 +171,24 @@ def code_contests_checks(ds: xr.Dataset) -> list[str]:
     y = base["reward_mean"].to_numpy()
     late = split_ols(steps, y, CODE_CONTESTS_PLATEAU_STEP).loc["late"]
     gain = float(late["slope"] * (steps[-1] - CODE_CONTESTS_PLATEAU_STEP))
-    checks = [("base late gain after step 15", gain, 0.0, 0.01),
-              ("base late mean", float(y[steps >= CODE_CONTESTS_PLATEAU_STEP].mean()), 0.50, 0.01),
-              ("base first 3 steps", float(y[:3].mean()), 0.30, 0.03)]
+    checks = [
+        ("base late gain after step 15", gain, 0.0, 0.01),
+        ("base late mean", float(y[steps >= CODE_CONTESTS_PLATEAU_STEP].mean()), 0.50, 0.01),
+        ("base first 3 steps", float(y[:3].mean()), 0.30, 0.03),
+    ]
     g1 = ds.sel({S.RUN: "code-contests-g1"}).dropna(S.STEP)
     r, e = g1["reward_mean"].to_numpy(), g1["policy_entropy"].to_numpy()
-    checks += [("g1 reward first 3", float(r[:3].mean()), 0.47, 0.03), ("g1 reward last 3", float(r[-3:].mean()), 0.41, 0.03),
-               ("g1 entropy first 5", float(e[:5].mean()), 0.074, 0.004),
-               ("g1 entropy last 5", float(e[-5:].mean()), 0.062, 0.004)]
+    checks += [
+        ("g1 reward first 3", float(r[:3].mean()), 0.47, 0.03),
+        ("g1 reward last 3", float(r[-3:].mean()), 0.41, 0.03),
+        ("g1 entropy first 5", float(e[:5].mean()), 0.074, 0.004),
+        ("g1 entropy last 5", float(e[-5:].mean()), 0.062, 0.004),
+    ]
     for name, value, target, tol in checks:
         if abs(value - target) > tol:
             problems.append(f"{name} {value:.4f}, want {target} +- {tol}")
     return problems
+
 
 EMBEDDED_TRIALS = {
     "swesmith": "swesmith-codesearch.trials.csv.zst",
@@ -308,9 +346,7 @@ def _code_contests(seed: int) -> tuple[xr.Dataset, dict[str, Any]]:
 
 def _null_rising(seed: int) -> tuple[xr.Dataset, dict[str, Any]]:
     """Steadily rising metric, no plateau (change point beyond the last step)."""
-    spec = PlateauSpec(
-        levels=(LevelSpec("file", 0.55, 0.004, 0.004, 1000.0),), run="null-rising", n_steps=91
-    )
+    spec = PlateauSpec(levels=(LevelSpec("file", 0.55, 0.004, 0.004, 1000.0),), run="null-rising", n_steps=91)
     return simulate_plateau(spec, seed)
 
 
@@ -342,8 +378,10 @@ def scenario(name: str, seed: int = 0) -> tuple[xr.Dataset, dict[str, Any]]:
 def truth_to_json(truth: Any) -> Any:
     """Truth dict -> JSON-able (xarray curves become nested lists)."""
     if isinstance(truth, xr.Dataset):
-        return {"coords": {k: v.values.tolist() for k, v in truth.coords.items()},
-                "data_vars": {k: v.values.tolist() for k, v in truth.data_vars.items()}}
+        return {
+            "coords": {k: v.values.tolist() for k, v in truth.coords.items()},
+            "data_vars": {k: v.values.tolist() for k, v in truth.data_vars.items()},
+        }
     if isinstance(truth, dict):
         return {str(k): truth_to_json(v) for k, v in truth.items()}
     if isinstance(truth, list | tuple):
@@ -411,12 +449,20 @@ KNOWN_MISSES = {
 def _row(section: str, item: str, published: float, replica: float, tol: float, kind: str = "abs") -> dict[str, Any]:
     err = replica - published
     ok = abs(err) <= (tol * abs(published) if kind == "rel" else tol)
-    return {"section": section, "item": item, "published": published, "replica": replica,
-            "error": err, "tolerance": f"{tol:.0%} rel" if kind == "rel" else f"{tol:g}", "ok": bool(ok)}
+    return {
+        "section": section,
+        "item": item,
+        "published": published,
+        "replica": replica,
+        "error": err,
+        "tolerance": f"{tol:.0%} rel" if kind == "rel" else f"{tol:g}",
+        "ok": bool(ok),
+    }
 
 
-def reproduction_table(reference: dict[str, Any], plateau: xr.Dataset | None = None,
-                       transfer: xr.Dataset | None = None) -> pd.DataFrame:
+def reproduction_table(
+    reference: dict[str, Any], plateau: xr.Dataset | None = None, transfer: xr.Dataset | None = None
+) -> pd.DataFrame:
     """The study's method on the replica next to the published figures.
 
     Saturation: split OLS at the published split on per-step graded-only mean F1 per level
@@ -443,12 +489,27 @@ def reproduction_table(reference: dict[str, Any], plateau: xr.Dataset | None = N
     first = groups.sel({S.STEP: steps[0]})
     for level, pub in sat["levels"].items():
         fit = split_ols(steps, agg["f1_mean"].sel({S.LEVEL: level}).to_numpy(), split)
-        rows.append(_row("saturation", f"{level} early slope", pub["early_slope"], fit.loc["early", "slope"], TOL_SLOPE_REL, "rel"))
+        rows.append(
+            _row(
+                "saturation",
+                f"{level} early slope",
+                pub["early_slope"],
+                fit.loc["early", "slope"],
+                TOL_SLOPE_REL,
+                "rel",
+            )
+        )
         rows.append(_row("saturation", f"{level} early t", pub["early_t"], fit.loc["early", "t"], TOL_T))
         rows.append(_row("saturation", f"{level} late t", pub["late_t"], fit.loc["late", "t"], TOL_T))
-        r = {"section": "saturation", "item": f"{level} late slope", "published": pub["late_slope"],
-             "replica": fit.loc["late", "slope"], "error": fit.loc["late", "slope"] - pub["late_slope"],
-             "tolerance": "via late t", "ok": True}
+        r = {
+            "section": "saturation",
+            "item": f"{level} late slope",
+            "published": pub["late_slope"],
+            "replica": fit.loc["late", "slope"],
+            "error": fit.loc["late", "slope"] - pub["late_slope"],
+            "tolerance": "via late t",
+            "ok": True,
+        }
         rows.append(r)
     pr = reference["precision_recall"]
     for level, pub in pr["levels"].items():
@@ -460,8 +521,13 @@ def reproduction_table(reference: dict[str, Any], plateau: xr.Dataset | None = N
             start_row["tolerance"] = f"0.02 + 2 SE ({se:.3f})"
             rows.append(start_row)
             late_fit = split_ols(steps, values, split).loc["late"]
-            end_row = _row("precision_recall", f"{level} {fld} end", target[1], float(late_fit["fit_last"]),
-                           TOL_LEVEL + 2 * float(late_fit["se_fit_last"]))
+            end_row = _row(
+                "precision_recall",
+                f"{level} {fld} end",
+                target[1],
+                float(late_fit["fit_last"]),
+                TOL_LEVEL + 2 * float(late_fit["se_fit_last"]),
+            )
             end_row["tolerance"] = f"0.02 + 2 SE ({late_fit['se_fit_last']:.3f})"
             miss = KNOWN_MISSES.get(("precision_recall", level, fld, "end"))
             if miss:
@@ -475,8 +541,13 @@ def reproduction_table(reference: dict[str, Any], plateau: xr.Dataset | None = N
         row["tolerance"] = f"0.02 + 2 SE ({se:.3f})"
         rows.append(row)
         late_fit = split_ols(steps, per, split).loc["late"]
-        row = _row("precision_recall", "locations per answer end", target[1], float(late_fit["fit_last"]),
-                   TOL_LEVEL + 2 * float(late_fit["se_fit_last"]))
+        row = _row(
+            "precision_recall",
+            "locations per answer end",
+            target[1],
+            float(late_fit["fit_last"]),
+            TOL_LEVEL + 2 * float(late_fit["se_fit_last"]),
+        )
         row["tolerance"] = f"0.02 + 2 SE ({late_fit['se_fit_last']:.3f})"
         rows.append(row)
     tr = reference["transfer"]
@@ -490,16 +561,31 @@ def reproduction_table(reference: dict[str, Any], plateau: xr.Dataset | None = N
     }
     for key, per_arm in tr["first_4_steps"].items():
         for arm, pub_value in per_arm.items():
-            rows.append(_row("transfer", f"first 4 steps {key} {arm}", pub_value, float(first4[key].sel({S.ARM: arm})), TOL_TRANSFER))
+            rows.append(
+                _row(
+                    "transfer",
+                    f"first 4 steps {key} {arm}",
+                    pub_value,
+                    float(first4[key].sel({S.ARM: arm})),
+                    TOL_TRANSFER,
+                )
+            )
     for arm, count in tr["trials"].items():
         rows.append(_row("transfer", f"trials {arm}", count, float(tagg[S.N_TRIALS].sel({S.ARM: arm}).sum()), 0))
     for entry in tr["by_step"]:
         for var, col in (("all_rollout", "reward_all_mean"), ("ungraded", S.UNGRADED_RATE)):
             for arm, pub_value in entry[var].items():
-                rows.append({"section": "transfer (by step, reported)", "item": f"step {entry['step']} {var} {arm}",
-                             "published": pub_value, "replica": float(tagg[col].sel({S.ARM: arm, S.STEP: entry["step"]})),
-                             "error": float(tagg[col].sel({S.ARM: arm, S.STEP: entry["step"]})) - pub_value,
-                             "tolerance": "single step: reported only", "ok": True})
+                rows.append(
+                    {
+                        "section": "transfer (by step, reported)",
+                        "item": f"step {entry['step']} {var} {arm}",
+                        "published": pub_value,
+                        "replica": float(tagg[col].sel({S.ARM: arm, S.STEP: entry["step"]})),
+                        "error": float(tagg[col].sel({S.ARM: arm, S.STEP: entry["step"]})) - pub_value,
+                        "tolerance": "single step: reported only",
+                        "ok": True,
+                    }
+                )
     rows.append(_row("saturation", "graded trials", sat["graded_trials"], float(plateau[S.GRADED].sum()), 0))
     table = pd.DataFrame(rows)
     if "note" not in table:

@@ -78,13 +78,25 @@ def table_markdown(frame: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table (numbers to 4 significant digits)."""
     head = "| " + " | ".join(map(str, frame.columns)) + " |"
     sep = "|" + "|".join("---" for _ in frame.columns) + "|"
-    rows = ["| " + " | ".join(_cell(v).replace("|", "\\|") for v in row) + " |" for row in frame.itertuples(index=False)]
+    rows = [
+        "| " + " | ".join(_cell(v).replace("|", "\\|") for v in row) + " |" for row in frame.itertuples(index=False)
+    ]
     return "\n".join([head, sep, *rows]) + "\n"
 
 
 def _tex(text: str) -> str:
-    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("#", r"\#"), ("_", r"\_"),
-                 ("{", r"\{"), ("}", r"\}"), ("$", r"\$"), ("~", r"\textasciitilde{}"), ("^", r"\^{}")):
+    for a, b in (
+        ("\\", r"\textbackslash{}"),
+        ("&", r"\&"),
+        ("%", r"\%"),
+        ("#", r"\#"),
+        ("_", r"\_"),
+        ("{", r"\{"),
+        ("}", r"\}"),
+        ("$", r"\$"),
+        ("~", r"\textasciitilde{}"),
+        ("^", r"\^{}"),
+    ):
         text = text.replace(a, b)
     return text
 
@@ -93,8 +105,13 @@ def table_latex(frame: pd.DataFrame, caption: str = "") -> str:
     """A booktabs ``tabular`` (needs ``\\usepackage{booktabs}``); text columns left,
     numeric columns right aligned."""
     align = "".join("r" if pd.api.types.is_numeric_dtype(frame[c]) else "l" for c in frame.columns)
-    lines = [f"% {caption}" if caption else "% table", f"\\begin{{tabular}}{{{align}}}", "\\toprule",
-             " & ".join(_tex(str(c)) for c in frame.columns) + " \\\\", "\\midrule"]
+    lines = [
+        f"% {caption}" if caption else "% table",
+        f"\\begin{{tabular}}{{{align}}}",
+        "\\toprule",
+        " & ".join(_tex(str(c)) for c in frame.columns) + " \\\\",
+        "\\midrule",
+    ]
     lines += [" & ".join(_tex(_cell(v)) for v in row) + " \\\\" for row in frame.itertuples(index=False)]
     lines += ["\\bottomrule", "\\end{tabular}"]
     return "\n".join(lines) + "\n"
@@ -198,11 +215,18 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
     from saturation.models.plateau import DEFAULT_ROPE_RELATIVE
 
     m = spec.model
-    kw = {"levels": m.get("levels"), "response": m.get("response", S.F1), "run": m.get("run"),
-          "breakpoint": m.get("breakpoint"), "shared": m.get("shared", True),
-          "continuity": m.get("continuity"), "likelihood": m.get("likelihood", "gaussian"),
-          "rope": m.get("rope", 0.01), "rope_relative": m.get("rope_relative", DEFAULT_ROPE_RELATIVE),
-          "priors": PlateauPriors(**spec.priors)}
+    kw = {
+        "levels": m.get("levels"),
+        "response": m.get("response", S.F1),
+        "run": m.get("run"),
+        "breakpoint": m.get("breakpoint"),
+        "shared": m.get("shared", True),
+        "continuity": m.get("continuity"),
+        "likelihood": m.get("likelihood", "gaussian"),
+        "rope": m.get("rope", 0.01),
+        "rope_relative": m.get("rope_relative", DEFAULT_ROPE_RELATIVE),
+        "priors": PlateauPriors(**spec.priors),
+    }
     sampler = _sampler(spec)
     fit = fit_plateau(ds, seed=spec.seed, sampler=sampler, **kw)
     est = fit.to_dict()
@@ -211,27 +235,50 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
     verdicts = [f"Model: {fit.describe_model()}."]
     for level, e in est["levels"].items():
         ratio = e.get("slowdown_ratio")
-        rows.append({"level": level, "verdict": e["verdict"],
-                     "change point": (f"known ({kw['breakpoint']:g})" if not e["changepoint"] else
-                                      "none inside the run" if e["verdict"] == "no change point" else
-                                      _fmt(e["changepoint"], 1)),
-                     "early slope": _fmt(e["early_slope"], 5), "late slope": _fmt(e["late_slope"], 5),
-                     "late gain": _fmt(e["late_gain"]), "late gain 94 % upper": e["late_gain_upper"],
-                     "late / early slope": _fmt(ratio, 2), "P(late gain in ROPE)": e["p_flat"],
-                     "BF change point : line": e["bf_changepoint_vs_line"],
-                     "Davies p": e["davies"]["p_value"] if e.get("davies") else None,
-                     "BF01 (late = 0)": e["bf01_late_zero"], "start": _fmt(e["start"]), "end": _fmt(e["end"]),
-                     "headroom": _fmt(e["headroom"])})
-        where = (f"known break {kw['breakpoint']:g}" if not e["changepoint"] else
-                 "no change point inside the run" if e["verdict"] == "no change point" else
-                 f"change point {e['changepoint']['mean']:.0f} [{e['changepoint']['hdi'][0]:.0f}, "
-                 f"{e['changepoint']['hdi'][1]:.0f}]")
-        exists = (f"; a break at all: BF(change point : line) = {e['bf_changepoint_vs_line']:.3g}, Davies' test "
-                  f"p = {e['davies']['p_value']:.2g}" if e.get("bf_changepoint_vs_line") is not None and e.get("davies")
-                  else "")
-        verdicts.append(f"{level}: {e['verdict']} ({e['reason']}); {where}; late gain {_fmt(e['late_gain'])} "
-                        f"(94 % upper bound {e['late_gain_upper']:.3f}); late/early slope {_fmt(ratio, 2)}{exists}; "
-                        f"headroom {_fmt(e['headroom'])}.")
+        rows.append(
+            {
+                "level": level,
+                "verdict": e["verdict"],
+                "change point": (
+                    f"known ({kw['breakpoint']:g})"
+                    if not e["changepoint"]
+                    else "none inside the run"
+                    if e["verdict"] == "no change point"
+                    else _fmt(e["changepoint"], 1)
+                ),
+                "early slope": _fmt(e["early_slope"], 5),
+                "late slope": _fmt(e["late_slope"], 5),
+                "late gain": _fmt(e["late_gain"]),
+                "late gain 94 % upper": e["late_gain_upper"],
+                "late / early slope": _fmt(ratio, 2),
+                "P(late gain in ROPE)": e["p_flat"],
+                "BF change point : line": e["bf_changepoint_vs_line"],
+                "Davies p": e["davies"]["p_value"] if e.get("davies") else None,
+                "BF01 (late = 0)": e["bf01_late_zero"],
+                "start": _fmt(e["start"]),
+                "end": _fmt(e["end"]),
+                "headroom": _fmt(e["headroom"]),
+            }
+        )
+        where = (
+            f"known break {kw['breakpoint']:g}"
+            if not e["changepoint"]
+            else "no change point inside the run"
+            if e["verdict"] == "no change point"
+            else f"change point {e['changepoint']['mean']:.0f} [{e['changepoint']['hdi'][0]:.0f}, "
+            f"{e['changepoint']['hdi'][1]:.0f}]"
+        )
+        exists = (
+            f"; a break at all: BF(change point : line) = {e['bf_changepoint_vs_line']:.3g}, Davies' test "
+            f"p = {e['davies']['p_value']:.2g}"
+            if e.get("bf_changepoint_vs_line") is not None and e.get("davies")
+            else ""
+        )
+        verdicts.append(
+            f"{level}: {e['verdict']} ({e['reason']}); {where}; late gain {_fmt(e['late_gain'])} "
+            f"(94 % upper bound {e['late_gain_upper']:.3f}); late/early slope {_fmt(ratio, 2)}{exists}; "
+            f"headroom {_fmt(e['headroom'])}."
+        )
     verdicts += [f"Caveat: {c}." for c in est["caveats"]]
     out.table(pd.DataFrame(rows), "estimates", f"{spec.title} ({int(S.HDI_PROB * 100)} % HDI)")
     tidy = fit.summary()
@@ -241,17 +288,30 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
     if reference and "saturation" in reference and kw["response"] == S.F1:
         verdict = _study_sentence(reference["saturation"], est, kw["breakpoint"]) + " " + verdict
     if together:
-        verdict += (f" The change points lie within 2 steps of each other with P = {together['p_range_le_2_steps']:.2f}"
-                    f" (range {_fmt(together['changepoint_range'], 1)} steps).")
+        verdict += (
+            f" The change points lie within 2 steps of each other with P = {together['p_range_le_2_steps']:.2f}"
+            f" (range {_fmt(together['changepoint_range'], 1)} steps)."
+        )
     if reference and "saturation" in reference and kw["response"] == S.F1:
         sat = reference["saturation"]
         split = float(sat["split_step"])
         sd = step_data(ds, response=S.F1, levels=list(est["levels"]), run=kw["run"])
         # like with like: the study's split OLS against the package's own split OLS and the
         # Bayesian split model at the same step (not the hinge, whose slopes are other estimands)
-        split_fit = (fit if kw["breakpoint"] == split and fit.config.continuity == "jump" else
-                     fit_plateau(sd, breakpoint=split, continuity="jump", seed=spec.seed, sampler=sampler,
-                                 rope=kw["rope"], rope_relative=kw["rope_relative"], priors=kw["priors"]))
+        split_fit = (
+            fit
+            if kw["breakpoint"] == split and fit.config.continuity == "jump"
+            else fit_plateau(
+                sd,
+                breakpoint=split,
+                continuity="jump",
+                seed=spec.seed,
+                sampler=sampler,
+                rope=kw["rope"],
+                rope_relative=kw["rope_relative"],
+                priors=kw["priors"],
+            )
+        )
         ref_rows = []
         for j, level in enumerate(sd.levels):
             pub = sat["levels"].get(level)
@@ -261,13 +321,24 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
             e = split_fit.estimands["levels"][level]
             for q in ("early_slope", "late_slope"):
                 seg = q.split("_")[0]
-                ref_rows.append({"level": level, "quantity": q, "published": pub[q],
-                                 "split OLS on these data": ols.loc[seg, "slope"],
-                                 "split OLS t": ols.loc[seg, "t"], "published t": pub[q.replace("slope", "t")],
-                                 **_hdi_row(e[q]), "published inside HDI": _inside(pub[q], e[q])})
-        out.table(pd.DataFrame(ref_rows), "published_vs_bayes",
-                  f"Published split-OLS slopes (split at step {split:g}) next to split OLS on these data and the "
-                  f"Bayesian split model at step {split:g}")
+                ref_rows.append(
+                    {
+                        "level": level,
+                        "quantity": q,
+                        "published": pub[q],
+                        "split OLS on these data": ols.loc[seg, "slope"],
+                        "split OLS t": ols.loc[seg, "t"],
+                        "published t": pub[q.replace("slope", "t")],
+                        **_hdi_row(e[q]),
+                        "published inside HDI": _inside(pub[q], e[q]),
+                    }
+                )
+        out.table(
+            pd.DataFrame(ref_rows),
+            "published_vs_bayes",
+            f"Published split-OLS slopes (split at step {split:g}) next to split OLS on these data and the "
+            f"Bayesian split model at step {split:g}",
+        )
         if kw["breakpoint"] is None and est["levels"] and all(e["changepoint"] for e in est["levels"].values()):
             cps = ", ".join(f"{lv} {e['changepoint']['mean']:.0f}" for lv, e in est["levels"].items())
             verdicts.append(
@@ -275,11 +346,20 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
                 f"as a test point and did not estimate where the curve bends. A curve that rises over the first "
                 f"~10 steps and is flat afterwards gives exactly the published pattern (a shallow early OLS slope "
                 f"with a large t over steps 0-{split - 1:g}, a late slope near zero)"
-                + ("; on the embedded replica the true bends are at steps 8-10 by construction (docs/data.md), and "
-                   "the model finds them there." if fit.data.summary.get("synthetic") else "."))
+                + (
+                    "; on the embedded replica the true bends are at steps 8-10 by construction (docs/data.md), and "
+                    "the model finds them there."
+                    if fit.data.summary.get("synthetic")
+                    else "."
+                )
+            )
     ylabel = "graded-only mean F1" if kw["response"] == S.F1 else kw["response"]
-    figs = {"curves": lambda: plots.plot_plateau(fit, ylabel=ylabel), "slopes": lambda: plots.plot_slopes(fit),
-            "plateaued_by": lambda: plots.plot_plateaued_by(fit), "ppc": lambda: plots.plot_ppc(fit, seed=spec.seed)}
+    figs = {
+        "curves": lambda: plots.plot_plateau(fit, ylabel=ylabel),
+        "slopes": lambda: plots.plot_slopes(fit),
+        "plateaued_by": lambda: plots.plot_plateaued_by(fit),
+        "ppc": lambda: plots.plot_ppc(fit, seed=spec.seed),
+    }
     for name in spec.figures:
         if name in figs:
             out.figure(figs[name](), name)
@@ -290,8 +370,16 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
     if "loo" in spec.figures:
         models = tuple(m.get("compare", ["hinge", "linear", "exponential"]))
         cmp_kw = {k: v for k, v in kw.items() if k not in ("levels", "response", "run")}
-        table, fits = compare_plateau_models(ds, models=models, seed=spec.seed, sampler=sampler,
-                                             levels=kw["levels"], response=kw["response"], run=kw["run"], **cmp_kw)
+        table, fits = compare_plateau_models(
+            ds,
+            models=models,
+            seed=spec.seed,
+            sampler=sampler,
+            levels=kw["levels"],
+            response=kw["response"],
+            run=kw["run"],
+            **cmp_kw,
+        )
         loo = plots.loo_data(table)
         out.table(loo, "loo", "LOO comparison (ArviZ)")
         out.figure(plots.plot_loo(table), "loo")
@@ -300,9 +388,11 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
                 out.idata(idata, f"alternative_{name}")
         results["loo"] = _json_safe(loo.to_dict(orient="records"))
         methods = ", ".join(f"{r.model} {r.loo_method}" for r in loo.itertuples())
-        verdict += (f" LOO prefers {loo['model'].iloc[0]} (ELPD difference to the next {loo['elpd_diff'].iloc[1]:.1f} "
-                    f"+- {loo['dse'].iloc[1]:.1f}; {methods})."
-                    + (f" Caveat: {table.attrs['caveat']}." if table.attrs.get("caveat") else ""))
+        verdict += (
+            f" LOO prefers {loo['model'].iloc[0]} (ELPD difference to the next {loo['elpd_diff'].iloc[1]:.1f} "
+            f"+- {loo['dse'].iloc[1]:.1f}; {methods})."
+            + (f" Caveat: {table.attrs['caveat']}." if table.attrs.get("caveat") else "")
+        )
     return {"verdict": verdict, "details": verdicts, "diagnostics": fit.diagnostics, "results": results}
 
 
@@ -312,13 +402,17 @@ def _study_sentence(sat: dict[str, Any], est: dict[str, Any], breakpoint: float 
 
     levels = [lv for lv in est["levels"] if lv in sat["levels"]]
     stopped = [lv for lv in levels if est["levels"][lv]["verdict"] in STOPPED_VERDICTS]
-    said = (f"The study found every level statistically flat after step {sat['split_step']} (split OLS, late "
-            f"slopes consistent with zero)")
+    said = (
+        f"The study found every level statistically flat after step {sat['split_step']} (split OLS, late "
+        f"slopes consistent with zero)"
+    )
     how = "with the study's break" if breakpoint is not None else "with the break estimated"
     if levels and len(stopped) == len(levels):
         return f"{said}; the Bayesian analysis {how} agrees that all {len(levels)} levels stopped rising."
-    return (f"{said}; the Bayesian analysis {how} confirms it for {len(stopped)} of {len(levels)} levels "
-            f"({', '.join(stopped) or 'none'}).")
+    return (
+        f"{said}; the Bayesian analysis {how} confirms it for {len(stopped)} of {len(levels)} levels "
+        f"({', '.join(stopped) or 'none'})."
+    )
 
 
 def _diagnose(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
@@ -326,17 +420,25 @@ def _diagnose(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
     from saturation.models.learning import diagnose_cardinality
 
     s = _sampler(spec)
-    diag = diagnose_cardinality(ds, levels=spec.model.get("levels"), run=spec.model.get("run"), seed=spec.seed,
-                                draws=s.draws, chains=s.chains)
+    diag = diagnose_cardinality(
+        ds, levels=spec.model.get("levels"), run=spec.model.get("run"), seed=spec.seed, draws=s.draws, chains=s.chains
+    )
     out.idata(diag.idata, "cardinality_trends")
     rows = []
     for level, num in diag.numbers["levels"].items():
-        rows.append({"level": level, "verdict": num["verdict"], "precision start": _fmt(num[S.PRECISION]["start"]),
-                     "precision end": _fmt(num[S.PRECISION]["end"]), "recall start": _fmt(num[S.RECALL]["start"]),
-                     "recall end": _fmt(num[S.RECALL]["end"]),
-                     "P(recall rises)": num[S.RECALL]["p_increase"],
-                     "pred/gold start": _fmt(num["pred_over_gold"]["start"], 2),
-                     "pred/gold end": _fmt(num["pred_over_gold"]["end"], 2)})
+        rows.append(
+            {
+                "level": level,
+                "verdict": num["verdict"],
+                "precision start": _fmt(num[S.PRECISION]["start"]),
+                "precision end": _fmt(num[S.PRECISION]["end"]),
+                "recall start": _fmt(num[S.RECALL]["start"]),
+                "recall end": _fmt(num[S.RECALL]["end"]),
+                "P(recall rises)": num[S.RECALL]["p_increase"],
+                "pred/gold start": _fmt(num["pred_over_gold"]["start"], 2),
+                "pred/gold end": _fmt(num["pred_over_gold"]["end"], 2),
+            }
+        )
     out.table(pd.DataFrame(rows), "cardinality", "Precision, recall and cardinality per level")
     if reference and "precision_recall" in reference:
         ref_rows = []
@@ -347,21 +449,39 @@ def _diagnose(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
                 for i, when in enumerate(("start", "end")):
                     e = diag.numbers["levels"][level][fld][when]
                     value = pub[fld][i] if isinstance(pub[fld], list) else pub[fld]
-                    ref_rows.append({"level": level, "quantity": f"{fld} {when}", "published": value, **_hdi_row(e),
-                                     "published inside HDI": _inside(value, e)})
+                    ref_rows.append(
+                        {
+                            "level": level,
+                            "quantity": f"{fld} {when}",
+                            "published": value,
+                            **_hdi_row(e),
+                            "published inside HDI": _inside(value, e),
+                        }
+                    )
         per_answer = reference["precision_recall"].get("predicted_locations_per_answer")
         if per_answer and "n_locations" in diag.numbers:
             for i, when in enumerate(("start", "end")):
                 e = diag.numbers["n_locations"][when]
-                ref_rows.append({"level": "all", "quantity": f"locations per answer {when}", "published": per_answer[i],
-                                 **_hdi_row(e), "published inside HDI": _inside(per_answer[i], e)})
+                ref_rows.append(
+                    {
+                        "level": "all",
+                        "quantity": f"locations per answer {when}",
+                        "published": per_answer[i],
+                        **_hdi_row(e),
+                        "published inside HDI": _inside(per_answer[i], e),
+                    }
+                )
         out.table(pd.DataFrame(ref_rows), "published_vs_bayes", "Published precision/recall next to the estimates")
     if "cardinality" in spec.figures:
         out.figure(plots.plot_cardinality(diag), "cardinality")
     kinds = [f"{lvl}: {num['verdict']}" for lvl, num in diag.numbers["levels"].items()]
     verdict = "; ".join(kinds) + "."
-    return {"verdict": verdict, "details": list(diag.verdicts.values()), "diagnostics": diag.diagnostics,
-            "results": _json_safe(diag.to_dict())}
+    return {
+        "verdict": verdict,
+        "details": list(diag.verdicts.values()),
+        "diagnostics": diag.diagnostics,
+        "results": _json_safe(diag.to_dict()),
+    }
 
 
 def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
@@ -370,28 +490,58 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
 
     m, s = spec.model, _sampler(spec)
     runs = m.get("runs")
-    pass1, passk, entropy = m.get("pass1", "reward_mean"), m.get("passk", "pass_at_k"), m.get("entropy", "policy_entropy")
-    rel = diagnose_reliability(series, runs=runs, pass1=pass1, passk=passk, rope=m.get("pass_rope", 0.05),
-                               seed=spec.seed, draws=s.draws, chains=s.chains)
+    pass1, passk, entropy = (
+        m.get("pass1", "reward_mean"),
+        m.get("passk", "pass_at_k"),
+        m.get("entropy", "policy_entropy"),
+    )
+    rel = diagnose_reliability(
+        series,
+        runs=runs,
+        pass1=pass1,
+        passk=passk,
+        rope=m.get("pass_rope", 0.05),
+        seed=spec.seed,
+        draws=s.draws,
+        chains=s.chains,
+    )
     out.idata(rel.idata, "reliability_trends")
     parts = [rel]
     ent = None
     if entropy in series:
-        ent = diagnose_entropy(series, runs=runs, entropy=entropy, reward=pass1,
-                               rope_relative=m.get("entropy_rope", 0.05), seed=spec.seed, draws=s.draws,
-                               chains=s.chains)
+        ent = diagnose_entropy(
+            series,
+            runs=runs,
+            entropy=entropy,
+            reward=pass1,
+            rope_relative=m.get("entropy_rope", 0.05),
+            seed=spec.seed,
+            draws=s.draws,
+            chains=s.chains,
+        )
         out.idata(ent.idata, "entropy_trends")
         parts.append(ent)
     k = rel.numbers.get("k") or "k"
     rows = []
     for run, num in rel.numbers["runs"].items():
-        row = {"run": run, "pass@1 start": _fmt(num[pass1]["start"]), "pass@1 end": _fmt(num[pass1]["end"]),
-               f"pass@{k} start": _fmt(num[passk]["start"]), f"pass@{k} end": _fmt(num[passk]["end"]),
-               f"P(pass@{k} change in ROPE)": num["p_passk_in_rope"], "capability verdict": num["verdict"]}
+        row = {
+            "run": run,
+            "pass@1 start": _fmt(num[pass1]["start"]),
+            "pass@1 end": _fmt(num[pass1]["end"]),
+            f"pass@{k} start": _fmt(num[passk]["start"]),
+            f"pass@{k} end": _fmt(num[passk]["end"]),
+            f"P(pass@{k} change in ROPE)": num["p_passk_in_rope"],
+            "capability verdict": num["verdict"],
+        }
         if ent is not None:
             e = ent.numbers["runs"][run]
-            row.update({"entropy start": _fmt(e[entropy]["start"], 4), "entropy end": _fmt(e[entropy]["end"], 4),
-                        "entropy verdict": e["verdict"]})
+            row.update(
+                {
+                    "entropy start": _fmt(e[entropy]["start"], 4),
+                    "entropy end": _fmt(e[entropy]["end"], 4),
+                    "entropy verdict": e["verdict"],
+                }
+            )
         rows.append(row)
     out.table(pd.DataFrame(rows), "reliability_entropy", "Reliability (pass@1), capability (pass@k), entropy")
     ref_runs = m.get("reference_runs")
@@ -407,17 +557,32 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
                     continue
                 for i, when in enumerate(("start", "end")):
                     e = diag_.numbers["runs"][run][var][when]
-                    ref_rows.append({"run": run, "quantity": f"{key} {when}", "published": pub[key][i], **_hdi_row(e),
-                                     "published inside HDI": _inside(pub[key][i], e)})
+                    ref_rows.append(
+                        {
+                            "run": run,
+                            "quantity": f"{key} {when}",
+                            "published": pub[key][i],
+                            **_hdi_row(e),
+                            "published inside HDI": _inside(pub[key][i], e),
+                        }
+                    )
         if ref_rows:
-            out.table(pd.DataFrame(ref_rows), "published_vs_bayes",
-                      "Published figures (read from the study's plots, +-0.01) next to the estimates")
+            out.table(
+                pd.DataFrame(ref_rows),
+                "published_vs_bayes",
+                "Published figures (read from the study's plots, +-0.01) next to the estimates",
+            )
     if "pass_at_k" in spec.figures:
         out.figure(plots.plot_pass_at_k(series, rel, pass1=pass1, passk=passk), "pass_at_k")
     if "entropy" in spec.figures and ent is not None:
         out.figure(plots.plot_entropy(series, ent, entropy=entropy), "entropy")
-    verdict = "; ".join(f"{run}: {num['verdict']}" + (f", {ent.numbers['runs'][run]['verdict']}" if ent else "")
-                        for run, num in rel.numbers["runs"].items()) + "."
+    verdict = (
+        "; ".join(
+            f"{run}: {num['verdict']}" + (f", {ent.numbers['runs'][run]['verdict']}" if ent else "")
+            for run, num in rel.numbers["runs"].items()
+        )
+        + "."
+    )
     from saturation.models._sampling import merge_diagnostics
 
     diags = [p.diagnostics for p in parts]
@@ -432,9 +597,11 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
         e = next(iter(fit.estimands["levels"].values()))
         read_flat = any(r.get("reward_plateau_after_step") == after for r in (reference or {}).get("runs", []))
         said = f" The study read it as flat after step {after:g} (from its plot, +-0.01)." if read_flat else ""
-        sentence = (f"Did {m['plateau_run']}'s {pass1} plateau after step {after:g}? {e['verdict']} ({e['reason']}); "
-                    f"late gain {_fmt(e['late_gain'])}, 94 % upper bound {e['late_gain_upper']:.3f}; model: "
-                    f"{fit.describe_model()}.{said}")
+        sentence = (
+            f"Did {m['plateau_run']}'s {pass1} plateau after step {after:g}? {e['verdict']} ({e['reason']}); "
+            f"late gain {_fmt(e['late_gain'])}, 94 % upper bound {e['late_gain_upper']:.3f}; model: "
+            f"{fit.describe_model()}.{said}"
+        )
         verdict = sentence + " " + verdict
         details.insert(0, sentence)
         diags.append(fit.diagnostics)
@@ -449,35 +616,59 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
     from saturation.models._sampling import interval
 
     m = spec.model
-    fit = fit_transfer(ds, reference=m.get("reference", "base"), arms=m.get("arms"),
-                       first_steps=m.get("first_steps", 4), knot_every=m.get("knot_every", 4.0),
-                       walk=m.get("walk", "auto"), task_effects=m.get("task_effects", "sampled"),
-                       priors=TransferPriors(**spec.priors), sampler=_sampler(spec), seed=spec.seed)
+    fit = fit_transfer(
+        ds,
+        reference=m.get("reference", "base"),
+        arms=m.get("arms"),
+        first_steps=m.get("first_steps", 4),
+        knot_every=m.get("knot_every", 4.0),
+        walk=m.get("walk", "auto"),
+        task_effects=m.get("task_effects", "sampled"),
+        priors=TransferPriors(**spec.priors),
+        sampler=_sampler(spec),
+        seed=spec.seed,
+    )
     est = fit.to_dict()
     out.idata(fit.idata, "transfer_fit")
     ref = est["reference"]
     rows, details = [], []
     for arm in est["arms"]:
         ini, cross, last = est["initial"][arm], est["crossover_step"][arm], est["last_step"][arm]
-        rows.append({"arm": arm, f"initial gap (first {est['first_steps']} steps), all-rollout":
-                     _fmt(ini["delta_all_rollout"]), "P(initial gap > 0)": ini["p_positive"],
-                     "initial gap, graded-only": _fmt(ini["delta_graded_only"]),
-                     "initial gap, ungraded rate": _fmt(ini["delta_ungraded_rate"]),
-                     "crossover step": _fmt(cross, 1), "P(no crossover)": cross["p_no_crossover"],
-                     f"gap at step {last['step']}, all-rollout": _fmt(last["delta_all_rollout"])})
-        lead = "starts ahead of" if ini["p_positive"] >= 0.95 else ("starts behind" if ini["p_positive"] <= 0.05
-                                                                   else "starts level with")
-        when = (f"the base arm overtakes it at step {cross['mean']:.0f} [{cross['hdi'][0]:.0f}, {cross['hdi'][1]:.0f}]"
-                if cross["mean"] is not None and cross["p_no_crossover"] < 0.5 else
-                f"no crossover (P = {cross['p_no_crossover']:.2f})")
-        details.append(f"{arm} {lead} {ref}: all-rollout gap over the first {est['first_steps']} steps "
-                       f"{_fmt(ini['delta_all_rollout'])} (P > 0 = {ini['p_positive']:.2f}); {when}; gap at step "
-                       f"{last['step']} {_fmt(last['delta_all_rollout'])}.")
+        rows.append(
+            {
+                "arm": arm,
+                f"initial gap (first {est['first_steps']} steps), all-rollout": _fmt(ini["delta_all_rollout"]),
+                "P(initial gap > 0)": ini["p_positive"],
+                "initial gap, graded-only": _fmt(ini["delta_graded_only"]),
+                "initial gap, ungraded rate": _fmt(ini["delta_ungraded_rate"]),
+                "crossover step": _fmt(cross, 1),
+                "P(no crossover)": cross["p_no_crossover"],
+                f"gap at step {last['step']}, all-rollout": _fmt(last["delta_all_rollout"]),
+            }
+        )
+        lead = (
+            "starts ahead of"
+            if ini["p_positive"] >= 0.95
+            else ("starts behind" if ini["p_positive"] <= 0.05 else "starts level with")
+        )
+        when = (
+            f"the base arm overtakes it at step {cross['mean']:.0f} [{cross['hdi'][0]:.0f}, {cross['hdi'][1]:.0f}]"
+            if cross["mean"] is not None and cross["p_no_crossover"] < 0.5
+            else f"no crossover (P = {cross['p_no_crossover']:.2f})"
+        )
+        details.append(
+            f"{arm} {lead} {ref}: all-rollout gap over the first {est['first_steps']} steps "
+            f"{_fmt(ini['delta_all_rollout'])} (P > 0 = {ini['p_positive']:.2f}); {when}; gap at step "
+            f"{last['step']} {_fmt(last['delta_all_rollout'])}."
+        )
     out.table(pd.DataFrame(rows), "transfer", f"Gaps to the reference arm {ref}")
     if reference and "transfer" in reference:
         tr = reference["transfer"]
-        names = {"ungraded_rate": "ungraded_rate", "graded_only_reward": "graded_only",
-                 "all_rollout_reward": "all_rollout"}
+        names = {
+            "ungraded_rate": "ungraded_rate",
+            "graded_only_reward": "graded_only",
+            "all_rollout_reward": "all_rollout",
+        }
         ref_rows = []
         pop = fit.idata["posterior"]
         first = slice(0, est["first_steps"])
@@ -489,8 +680,16 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
                 draws = pop[f"population_{q}"].sel({S.ARM: arm}).isel({S.STEP: first}).mean(S.STEP)
                 e = interval(draws.to_numpy().ravel())
                 emp = float(fit.data.empirical[q].sel({S.ARM: arm}).isel({S.STEP: first}).mean())
-                ref_rows.append({"quantity": f"first 4 steps {key}", "arm": arm, "published": value,
-                                 "empirical (these data)": emp, **_hdi_row(e), "published inside HDI": _inside(value, e)})
+                ref_rows.append(
+                    {
+                        "quantity": f"first 4 steps {key}",
+                        "arm": arm,
+                        "published": value,
+                        "empirical (these data)": emp,
+                        **_hdi_row(e),
+                        "published inside HDI": _inside(value, e),
+                    }
+                )
         for entry in tr["by_step"]:
             for key, q in (("all_rollout", "all_rollout"), ("ungraded", "ungraded_rate")):
                 for arm, value in entry[key].items():
@@ -499,9 +698,16 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
                     draws = pop[f"population_{q}"].sel({S.ARM: arm, S.STEP: entry["step"]})
                     e = interval(draws.to_numpy().ravel())
                     emp = float(fit.data.empirical[q].sel({S.ARM: arm, S.STEP: entry["step"]}))
-                    ref_rows.append({"quantity": f"step {entry['step']} {key}", "arm": arm, "published": value,
-                                     "empirical (these data)": emp, **_hdi_row(e),
-                                     "published inside HDI": _inside(value, e)})
+                    ref_rows.append(
+                        {
+                            "quantity": f"step {entry['step']} {key}",
+                            "arm": arm,
+                            "published": value,
+                            "empirical (these data)": emp,
+                            **_hdi_row(e),
+                            "published inside HDI": _inside(value, e),
+                        }
+                    )
         out.table(pd.DataFrame(ref_rows), "published_vs_bayes", "Published transfer table next to the estimates")
     if "transfer" in spec.figures:
         out.figure(plots.plot_transfer(fit), "transfer")
@@ -510,7 +716,11 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
 
 
 RUNNERS: dict[str, Callable[..., dict[str, Any]]] = {
-    "plateau": _plateau, "diagnose": _diagnose, "series": _series, "transfer": _transfer}
+    "plateau": _plateau,
+    "diagnose": _diagnose,
+    "series": _series,
+    "transfer": _transfer,
+}
 
 
 # ------------------------------------------------------------------ running
@@ -555,14 +765,31 @@ def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, f
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = RUNNERS[spec.kind](spec, ds, reference, out)
-    caught_msgs = list(dict.fromkeys(str(w.message).strip() for w in caught if issubclass(w.category, UserWarning)
-                                     and not str(w.message).startswith(HARMLESS_WARNINGS)))
-    section = Section(name=spec.name, kind=spec.kind, title=spec.title, question=spec.question,
-                      verdict=res["verdict"], details=res["details"], diagnostics=_json_safe(res["diagnostics"]),
-                      converged=bool(res["diagnostics"]["converged"]), tables=out.tables, figures=out.figures,
-                      fits=out.fits, results=_json_safe(res["results"]), warnings=caught_msgs,
-                      seconds=round(time.perf_counter() - start, 2), key=key,
-                      synthetic=str(ds.attrs.get(S.ATTR_SYNTHETIC, "")))
+    caught_msgs = list(
+        dict.fromkeys(
+            str(w.message).strip()
+            for w in caught
+            if issubclass(w.category, UserWarning) and not str(w.message).startswith(HARMLESS_WARNINGS)
+        )
+    )
+    section = Section(
+        name=spec.name,
+        kind=spec.kind,
+        title=spec.title,
+        question=spec.question,
+        verdict=res["verdict"],
+        details=res["details"],
+        diagnostics=_json_safe(res["diagnostics"]),
+        converged=bool(res["diagnostics"]["converged"]),
+        tables=out.tables,
+        figures=out.figures,
+        fits=out.fits,
+        results=_json_safe(res["results"]),
+        warnings=caught_msgs,
+        seconds=round(time.perf_counter() - start, 2),
+        key=key,
+        synthetic=str(ds.attrs.get(S.ATTR_SYNTHETIC, "")),
+    )
     write_atomic(record, json.dumps(asdict(section), indent=1) + "\n")
     return section
 
@@ -589,10 +816,17 @@ class Report:
         return all(s.converged for s in self.sections)
 
 
-def run_report(specs: Sequence[str | Path] | None = None, *, data: str | Path | None = None,
-               out: str | Path = "report", force: bool = False, progress: bool | None = None,
-               log: Callable[[str], None] | None = None, scheduler: str | None = None,
-               workers: int = 2) -> Report:
+def run_report(
+    specs: Sequence[str | Path] | None = None,
+    *,
+    data: str | Path | None = None,
+    out: str | Path = "report",
+    force: bool = False,
+    progress: bool | None = None,
+    log: Callable[[str], None] | None = None,
+    scheduler: str | None = None,
+    workers: int = 2,
+) -> Report:
     """Run analysis specs (default: every spec in ``models/``) and write the report.
 
     ``data`` replaces every spec's data source (trials, or series for series specs).
@@ -607,8 +841,9 @@ def run_report(specs: Sequence[str | Path] | None = None, *, data: str | Path | 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with _lock(out):
-        return _run_report(loaded, out, data=data, force=force, progress=progress, log=log, scheduler=scheduler,
-                           workers=workers)
+        return _run_report(
+            loaded, out, data=data, force=force, progress=progress, log=log, scheduler=scheduler, workers=workers
+        )
 
 
 LOCK_NAME = ".saturation-report.lock"
@@ -630,8 +865,10 @@ def _lock(out: Path) -> Iterator[None]:
             except (OSError, ValueError):
                 pid = 0
             if pid and _alive(pid):
-                raise ValueError(f"{out}: another saturation report (pid {pid}) is writing this directory; wait for "
-                                 f"it or choose another --out") from None
+                raise ValueError(
+                    f"{out}: another saturation report (pid {pid}) is writing this directory; wait for "
+                    f"it or choose another --out"
+                ) from None
             path.unlink(missing_ok=True)  # stale
             continue
         with os.fdopen(fd, "w") as f:
@@ -655,8 +892,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _run_report(loaded: Sequence[Any], out: Path, *, data: str | Path | None, force: bool, progress: bool | None,
-                log: Callable[[str], None] | None, scheduler: str | None, workers: int) -> Report:
+def _run_report(
+    loaded: Sequence[Any],
+    out: Path,
+    *,
+    data: str | Path | None,
+    force: bool,
+    progress: bool | None,
+    log: Callable[[str], None] | None,
+    scheduler: str | None,
+    workers: int,
+) -> Report:
     bar = Progress(len(loaded), "report", enabled=progress)
     start = time.perf_counter()
     sections: list[Section] = []
@@ -677,11 +923,23 @@ def _run_report(loaded: Sequence[Any], out: Path, *, data: str | Path | None, fo
     else:
         from saturation.cluster import map_tasks
 
-        tasks = [{"spec": str(spec.path.resolve()), "out": str(out.resolve()),
-                  "data": None if data is None else str(Path(data).resolve()), "force": force} for spec in loaded]
-        sections, failures = map_tasks(_analysis_task, tasks, [spec.name for spec in loaded],
-                                       scheduler=None if scheduler == "local" else scheduler, workers=workers,
-                                       progress=lambda done, total: bar.update(done - bar.done))
+        tasks = [
+            {
+                "spec": str(spec.path.resolve()),
+                "out": str(out.resolve()),
+                "data": None if data is None else str(Path(data).resolve()),
+                "force": force,
+            }
+            for spec in loaded
+        ]
+        sections, failures = map_tasks(
+            _analysis_task,
+            tasks,
+            [spec.name for spec in loaded],
+            scheduler=None if scheduler == "local" else scheduler,
+            workers=workers,
+            progress=lambda done, total: bar.update(done - bar.done),
+        )
         for section in sections:
             logged(section)
         for failure in failures:
@@ -693,14 +951,40 @@ def _run_report(loaded: Sequence[Any], out: Path, *, data: str | Path | None, fo
     write_report_md(report)
     from saturation.io import write_atomic
 
-    write_atomic(out / "results.json", (json.dumps(_json_safe({
-        "saturation_version": __version__, "hdi_prob": S.HDI_PROB, "seconds": round(seconds, 2),
-        "failed": report.failures,
-        "analyses": {s.name: {"kind": s.kind, "title": s.title, "verdict": s.verdict, "converged": s.converged,
-                              "diagnostics": s.diagnostics, "results": s.results, "tables": s.tables,
-                              "figures": s.figures, "fits": s.fits, "cached": s.cached, "seconds": s.seconds,
-                              "warnings": s.warnings}
-                     for s in sections}}), indent=1) + "\n").encode())
+    write_atomic(
+        out / "results.json",
+        (
+            json.dumps(
+                _json_safe(
+                    {
+                        "saturation_version": __version__,
+                        "hdi_prob": S.HDI_PROB,
+                        "seconds": round(seconds, 2),
+                        "failed": report.failures,
+                        "analyses": {
+                            s.name: {
+                                "kind": s.kind,
+                                "title": s.title,
+                                "verdict": s.verdict,
+                                "converged": s.converged,
+                                "diagnostics": s.diagnostics,
+                                "results": s.results,
+                                "tables": s.tables,
+                                "figures": s.figures,
+                                "fits": s.fits,
+                                "cached": s.cached,
+                                "seconds": s.seconds,
+                                "warnings": s.warnings,
+                            }
+                            for s in sections
+                        },
+                    }
+                ),
+                indent=1,
+            )
+            + "\n"
+        ).encode(),
+    )
     return report
 
 
@@ -713,20 +997,33 @@ def write_report_md(report: Report) -> Path:
     """REPORT.md: contents, then one section per analysis."""
     from saturation.models._sampling import nuisance_text
 
-    lines = ["# saturation report", "",
-             f"Generated by saturation {__version__} on {_dt.date.today().isoformat()} "
-             f"({report.seconds:.1f} s; intervals are {int(S.HDI_PROB * 100)} % highest-density intervals).", ""]
+    lines = [
+        "# saturation report",
+        "",
+        f"Generated by saturation {__version__} on {_dt.date.today().isoformat()} "
+        f"({report.seconds:.1f} s; intervals are {int(S.HDI_PROB * 100)} % highest-density intervals).",
+        "",
+    ]
     synthetic = sorted({s.synthetic for s in report.sections if s.synthetic})
     for note in synthetic:
-        lines += [f"> **Data note.** {note}. Published figures are shown next to the estimates for comparison; "
-                  "they are never used as results.", ""]
+        lines += [
+            f"> **Data note.** {note}. Published figures are shown next to the estimates for comparison; "
+            "they are never used as results.",
+            "",
+        ]
     if report.failures:
-        lines += [f"> **ERROR: {len(report.failures)} analysis(es) failed and are missing from this report:** "
-                  + "; ".join(f"{f['task']}: {f['error']}" for f in report.failures), ""]
+        lines += [
+            f"> **ERROR: {len(report.failures)} analysis(es) failed and are missing from this report:** "
+            + "; ".join(f"{f['task']}: {f['error']}" for f in report.failures),
+            "",
+        ]
     bad = [s.name for s in report.sections if not s.converged]
     if bad:
-        lines += [f"> **WARNING: {len(bad)} fit(s) did not converge ({', '.join(bad)}). Their numbers are not "
-                  "trustworthy; see their diagnostics.**", ""]
+        lines += [
+            f"> **WARNING: {len(bad)} fit(s) did not converge ({', '.join(bad)}). Their numbers are not "
+            "trustworthy; see their diagnostics.**",
+            "",
+        ]
     lines += ["## Contents", ""]
     for i, s in enumerate(report.sections, 1):
         lines.append(f"{i}. [{s.title}](#{_anchor(f'{i} {s.title}')}) - {s.verdict.split('.')[0]}.")
@@ -740,24 +1037,39 @@ def write_report_md(report: Report) -> Path:
             lines += [f"- {d}" for d in s.details] + [""]
         d = s.diagnostics
         state = "converged" if s.converged else "**NOT CONVERGED - do not read these numbers**"
-        lines += [f"**Diagnostics.** R-hat max {d.get('rhat_max', float('nan')):.3f}, min bulk ESS "
-                  f"{d.get('ess_bulk_min', float('nan')):.0f}, min tail ESS {d.get('ess_tail_min', float('nan')):.0f}, "
-                  f"divergences {d.get('divergences', 0)}{nuisance_text(d)}: {state}. "
-                  f"{'Reused from the cache.' if s.cached else f'Fitted in {s.seconds:.1f} s.'}", ""]
+        lines += [
+            f"**Diagnostics.** R-hat max {d.get('rhat_max', float('nan')):.3f}, min bulk ESS "
+            f"{d.get('ess_bulk_min', float('nan')):.0f}, min tail ESS {d.get('ess_tail_min', float('nan')):.0f}, "
+            f"divergences {d.get('divergences', 0)}{nuisance_text(d)}: {state}. "
+            f"{'Reused from the cache.' if s.cached else f'Fitted in {s.seconds:.1f} s.'}",
+            "",
+        ]
         if not s.converged:
-            lines += ["> **WARNING: this fit did not meet the convergence thresholds (R-hat <= 1.01, bulk ESS >= "
-                      "400, no divergences).**", ""]
+            lines += [
+                "> **WARNING: this fit did not meet the convergence thresholds (R-hat <= 1.01, bulk ESS >= "
+                "400, no divergences).**",
+                "",
+            ]
         for w in s.warnings:
             lines += [f"> warning: {w}", ""]
         for table in s.tables:
             path = report.out / table
             name = Path(table).stem.replace("_", " ")
-            lines += [f"**Table: {name}** ([CSV]({Path(table).with_suffix('.csv').as_posix()}), "
-                      f"[LaTeX]({Path(table).with_suffix('.tex').as_posix()}))", "", path.read_text(), ""]
+            lines += [
+                f"**Table: {name}** ([CSV]({Path(table).with_suffix('.csv').as_posix()}), "
+                f"[LaTeX]({Path(table).with_suffix('.tex').as_posix()}))",
+                "",
+                path.read_text(),
+                "",
+            ]
         for fig in s.figures:
             name = Path(fig).stem.replace("_", " ")
-            lines += [f"![{s.title}: {name}]({fig})", "",
-                      f"*Figure: {name}* ([PDF]({Path(fig).with_suffix('.pdf').as_posix()}))", ""]
+            lines += [
+                f"![{s.title}: {name}]({fig})",
+                "",
+                f"*Figure: {name}* ([PDF]({Path(fig).with_suffix('.pdf').as_posix()}))",
+                "",
+            ]
         if s.fits:
             lines += ["Fits (ArviZ InferenceData, netCDF): " + ", ".join(f"[{Path(f).name}]({f})" for f in s.fits), ""]
     path = report.out / "REPORT.md"

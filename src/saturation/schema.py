@@ -50,9 +50,7 @@ LEVEL_FIELDS: Final = LEVEL_RATES + LEVEL_COUNTS
 CANONICAL_LEVELS: Final = ("file", "module", "entity")
 
 #: ``<level>_<field>`` column names; the level is the shortest prefix that leaves a field.
-LEVEL_COLUMN_RE: Final = re.compile(
-    r"^(?P<level>[A-Za-z][A-Za-z0-9_]*?)_(?P<field>" + "|".join(LEVEL_FIELDS) + r")$"
-)
+LEVEL_COLUMN_RE: Final = re.compile(r"^(?P<level>[A-Za-z][A-Za-z0-9_]*?)_(?P<field>" + "|".join(LEVEL_FIELDS) + r")$")
 
 #: Key that identifies one rollout; duplicates are rejected.
 TRIAL_KEY: Final = (RUN, PHASE, STEP, INSTANCE_ID, SAMPLE)
@@ -66,8 +64,9 @@ DEFAULT_GROUP_BY: Final = (RUN, ARM, STEP)
 # ---------------------------------------------------------------- attrs
 #: names an extra (unknown) input column may not keep: the trial Dataset's own dims,
 #: coordinates and variables (such a column is renamed ``x_<name>``, and the rename listed)
-RESERVED_NAMES: Final = frozenset({TRIAL, LEVEL, *TRIAL_COORDS, GRADED, REWARD, *LEVEL_FIELDS, N_TRIALS, N_GRADED,
-                                   UNGRADED_RATE})
+RESERVED_NAMES: Final = frozenset(
+    {TRIAL, LEVEL, *TRIAL_COORDS, GRADED, REWARD, *LEVEL_FIELDS, N_TRIALS, N_GRADED, UNGRADED_RATE}
+)
 ATTR_SOURCES: Final = "sources"
 ATTR_ROWS_READ: Final = "rows_read"
 ATTR_ROWS_KEPT: Final = "rows_kept"
@@ -86,6 +85,7 @@ def level_order(levels: list[str] | set[str] | tuple[str, ...]) -> list[str]:
     levels = set(levels)
     head = [lvl for lvl in CANONICAL_LEVELS if lvl in levels]
     return head + sorted(levels - set(head))
+
 
 # ---------------------------------------------------------------- plateau model choices
 #: per-step likelihoods of the plateau model (docs/plateau.md: when each is right)
@@ -112,5 +112,4 @@ TRANSFER_SAMPLER: Final = {
 }
 #: named simulation scenarios (``saturation simulate``; built in ``replica.SCENARIOS``, which
 #: must have exactly these keys: a test checks it). Here so the CLI's help needs no heavy import.
-SCENARIO_NAMES: Final = ("plateau", "transfer", "series", "null-rising", "flat", "swesmith", "swegym",
-                         "code-contests")
+SCENARIO_NAMES: Final = ("plateau", "transfer", "series", "null-rising", "flat", "swesmith", "swegym", "code-contests")

@@ -108,15 +108,14 @@ def _answer_tables(n_gold_mean: float, fp_prob: np.ndarray, fp_extra: float) -> 
             S.RECALL: np.where(G > 0, T / np.maximum(G, 1), 0.0),
             S.N_PRED: pred,
         }
-    return {
-        k: np.einsum("sf,gtf->sgt", fp_pmf, np.nan_to_num(v)) for k, v in vals.items()
-    } | {"gold_pmf": gold_pmf}
+    return {k: np.einsum("sf,gtf->sgt", fp_pmf, np.nan_to_num(v)) for k, v in vals.items()} | {"gold_pmf": gold_pmf}
 
 
 _G = np.arange(_NMAX + 1)
 _LOG_CHOOSE = np.where(
     _G[None, :] <= _G[:, None],
-    special.gammaln(_G[:, None] + 1) - special.gammaln(_G[None, :] + 1)
+    special.gammaln(_G[:, None] + 1)
+    - special.gammaln(_G[None, :] + 1)
     - special.gammaln(np.maximum(_G[:, None] - _G[None, :], 0) + 1),
     -np.inf,
 )  # (G, tp)
@@ -141,8 +140,13 @@ def level_curves(level: LevelSpec, steps: np.ndarray, first_step: int, sd: float
     """Expected per-step f1 (the hinge), precision, recall, n_pred, n_gold and the
     hit-rate logit location that produces them under logit-normal sd ``sd``."""
     f1 = curves.hinge(
-        steps.astype(float), start=level.start, early_slope=level.early_slope,
-        late_slope=level.late_slope, changepoint=level.changepoint, t0=first_step, jump=level.jump,
+        steps.astype(float),
+        start=level.start,
+        early_slope=level.early_slope,
+        late_slope=level.late_slope,
+        changepoint=level.changepoint,
+        t0=first_step,
+        jump=level.jump,
     )
     span = max(level.changepoint - first_step, 1e-9)
     frac = np.clip((steps - first_step) / span, 0, 1)
@@ -165,7 +169,7 @@ def level_curves(level: LevelSpec, steps: np.ndarray, first_step: int, sd: float
         above = _expected(mid, sd, tables)[S.F1] > target
         hi = np.where(above, mid, hi)
         lo = np.where(above, lo, mid)
-    loc = ((lo + hi) / 2)
+    loc = (lo + hi) / 2
     exp = {k: v[inverse] for k, v in _expected(loc, sd, tables).items()}
     loc = loc[inverse]
     return {
@@ -270,10 +274,16 @@ def simulate_plateau(spec: PlateauSpec | None = None, seed: int = 0) -> tuple[xr
         f1_cols.append(f"{level.name}_{S.F1}")
         for fld in (S.F1, S.PRECISION, S.RECALL, S.N_PRED, S.N_GOLD):
             curve_vars.setdefault(fld, []).append(cur[fld])
-        cp_value = float(curves.hinge(
-            np.array(level.changepoint), start=level.start, early_slope=level.early_slope,
-            late_slope=0.0, changepoint=level.changepoint, t0=spec.first_step,
-        ))
+        cp_value = float(
+            curves.hinge(
+                np.array(level.changepoint),
+                start=level.start,
+                early_slope=level.early_slope,
+                late_slope=0.0,
+                changepoint=level.changepoint,
+                t0=spec.first_step,
+            )
+        )
         end = float(cur[S.F1][-1])
         truth_levels[level.name] = {
             **{k_: float(v_) for k_, v_ in asdict(level).items() if k_ != "name"},
@@ -301,8 +311,7 @@ def simulate_plateau(spec: PlateauSpec | None = None, seed: int = 0) -> tuple[xr
     ds.attrs.update({"simulator": "simulate_plateau", "seed": seed, "spec": repr(spec)})
     level_names = [lv.name for lv in spec.levels]
     truth_curves = xr.Dataset(
-        {fld: ((S.STEP, S.LEVEL), np.stack(v, axis=1)) for fld, v in curve_vars.items()}
-        | truth_levels_extra,
+        {fld: ((S.STEP, S.LEVEL), np.stack(v, axis=1)) for fld, v in curve_vars.items()} | truth_levels_extra,
         coords={S.STEP: steps, S.LEVEL: level_names},
     )
     truth = {"spec": asdict(spec), "levels": truth_levels, "curves": truth_curves, "seed": seed}
@@ -442,7 +451,9 @@ def simulate_transfer(spec: TransferSpec | None = None, seed: int = 0) -> tuple[
     crossover = {}
     for arm in spec.arms[1:]:
         both = truth_curves["observed"].sel({S.ARM: [ref, arm.name]}).all(S.ARM).to_numpy()
-        gap = (truth_curves["all_rollout"].sel({S.ARM: arm.name}) - truth_curves["all_rollout"].sel({S.ARM: ref})).to_numpy()
+        gap = (
+            truth_curves["all_rollout"].sel({S.ARM: arm.name}) - truth_curves["all_rollout"].sel({S.ARM: ref})
+        ).to_numpy()
         crossover[arm.name] = crossover_step(gap[both], steps[both])
     truth = {
         "spec": asdict(spec),
@@ -507,7 +518,9 @@ def simulate_series(spec: SeriesSpec | None = None, seed: int = 0) -> tuple[xr.D
     pk = curves.piecewise_linear(steps, spec.pass_at_k)
     ent = curves.piecewise_linear(steps, spec.entropy)
     kappa = curves.beta_concentration_for_pass_at_k(m, pk, spec.k)
-    p = rng.beta(m[:, None] * kappa[:, None], (1 - m[:, None]) * kappa[:, None], size=(spec.n_steps, spec.prompts_per_step))
+    p = rng.beta(
+        m[:, None] * kappa[:, None], (1 - m[:, None]) * kappa[:, None], size=(spec.n_steps, spec.prompts_per_step)
+    )
     succ = rng.binomial(spec.k, p)
     reward_obs = succ.mean(axis=1) / spec.k
     pass_obs = (succ > 0).mean(axis=1)
@@ -528,7 +541,12 @@ def simulate_series(spec: SeriesSpec | None = None, seed: int = 0) -> tuple[xr.D
     truth = {
         "spec": asdict(spec),
         "curves": xr.Dataset(
-            {"reward_mean": (S.STEP, m), "pass_at_k": (S.STEP, pk), "policy_entropy": (S.STEP, ent), "concentration": (S.STEP, kappa)},
+            {
+                "reward_mean": (S.STEP, m),
+                "pass_at_k": (S.STEP, pk),
+                "policy_entropy": (S.STEP, ent),
+                "concentration": (S.STEP, kappa),
+            },
             coords={S.STEP: steps},
         ),
         "seed": seed,
@@ -553,17 +571,29 @@ def simulate_prompt_groups(spec: SeriesSpec | None = None, seed: int = 0) -> tup
     m = curves.piecewise_linear(steps, spec.reward)
     pk = curves.piecewise_linear(steps, spec.pass_at_k)
     kappa = curves.beta_concentration_for_pass_at_k(m, pk, spec.k)
-    p = rng.beta(m[:, None] * kappa[:, None], (1 - m[:, None]) * kappa[:, None], size=(spec.n_steps, spec.prompts_per_step))
+    p = rng.beta(
+        m[:, None] * kappa[:, None], (1 - m[:, None]) * kappa[:, None], size=(spec.n_steps, spec.prompts_per_step)
+    )
     outcome = rng.random((spec.n_steps, spec.prompts_per_step, spec.k)) < p[:, :, None]
     t, i, s = np.meshgrid(np.arange(spec.n_steps), np.arange(spec.prompts_per_step), np.arange(spec.k), indexing="ij")
-    frame = pd.DataFrame({
-        S.RUN: spec.run, S.STEP: steps[t.ravel()],
-        S.INSTANCE_ID: [f"prompt-{a}-{b}" for a, b in zip(t.ravel(), i.ravel(), strict=True)],
-        S.SAMPLE: s.ravel(), S.GRADED: True, S.REWARD: outcome.ravel().astype(float),
-    })
+    frame = pd.DataFrame(
+        {
+            S.RUN: spec.run,
+            S.STEP: steps[t.ravel()],
+            S.INSTANCE_ID: [f"prompt-{a}-{b}" for a, b in zip(t.ravel(), i.ravel(), strict=True)],
+            S.SAMPLE: s.ravel(),
+            S.GRADED: True,
+            S.REWARD: outcome.ravel().astype(float),
+        }
+    )
     ds = dataset_from_frame(frame, levels=[], sources=["simulate_prompt_groups"])
     ds.attrs.update({"simulator": "simulate_prompt_groups", "seed": seed, "spec": repr(spec)})
-    truth = {"k": spec.k, "seed": seed,
-             "curves": xr.Dataset({"reward_mean": (S.STEP, m), "pass_at_k": (S.STEP, pk), "concentration": (S.STEP, kappa)},
-                                  coords={S.STEP: steps})}
+    truth = {
+        "k": spec.k,
+        "seed": seed,
+        "curves": xr.Dataset(
+            {"reward_mean": (S.STEP, m), "pass_at_k": (S.STEP, pk), "concentration": (S.STEP, kappa)},
+            coords={S.STEP: steps},
+        ),
+    }
     return ds, truth

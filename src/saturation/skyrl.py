@@ -55,8 +55,10 @@ MAX_LINE_CHARS = 1 << 22
 #: log; the first that most lines carry is stripped from every line (docs/skyrl.md)
 LINE_PREFIXES: tuple[tuple[str, str], ...] = (
     ("srun --label", r"\d+: "),
-    ("RFC 3339 timestamp (kubectl logs --timestamps)",
-     r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d) "),
+    (
+        "RFC 3339 timestamp (kubectl logs --timestamps)",
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d) ",
+    ),
 )
 #: lines looked at to learn a line prefix, and the share of them that must carry it
 PREFIX_SAMPLE_LINES = 400
@@ -106,12 +108,22 @@ class ConsoleLog:
         return self.config.get(RUN_KEY, Path(self.path).name.split(".")[0])
 
     def accounting(self) -> dict[str, Any]:
-        return {"file": self.path, "lines": self.lines, "block_lines": self.block_lines,
-                "other_lines": self.lines - self.block_lines, "blocks": self.blocks, "steps": len(self.steps),
-                "eval_only_blocks": len(self.eval_only), "malformed": len(self.problems),
-                "interleaved_lines": self.interleaved, "step_markers_without_block": self.markers_without_block,
-                "line_prefix": self.line_prefix, "overlong_lines": self.overlong_lines,
-                "conflicting_values": self.conflicts, "bytes": self.bytes_read}
+        return {
+            "file": self.path,
+            "lines": self.lines,
+            "block_lines": self.block_lines,
+            "other_lines": self.lines - self.block_lines,
+            "blocks": self.blocks,
+            "steps": len(self.steps),
+            "eval_only_blocks": len(self.eval_only),
+            "malformed": len(self.problems),
+            "interleaved_lines": self.interleaved,
+            "step_markers_without_block": self.markers_without_block,
+            "line_prefix": self.line_prefix,
+            "overlong_lines": self.overlong_lines,
+            "conflicting_values": self.conflicts,
+            "bytes": self.bytes_read,
+        }
 
 
 def split_source(line: str) -> tuple[str, str]:
@@ -124,7 +136,7 @@ def split_source(line: str) -> tuple[str, str]:
         line = ANSI_RE.sub("", line)
     source = ""
     if line.startswith("(") and (m := RAY_PREFIX_RE.match(line)):
-        source, line = m.group(0).rstrip(), line[m.end():]
+        source, line = m.group(0).rstrip(), line[m.end() :]
     if "\r" in line:
         line = line.rsplit("\r", 1)[1]
     if "[repeated" in line:
@@ -152,7 +164,7 @@ def learn_line_prefix(lines: list[str]) -> tuple[str, re.Pattern[str]] | None:
             hits = [rx.match(ln) for ln in sample]
             if sum(h is not None for h in hits) >= PREFIX_MIN_SHARE * len(sample):
                 learned.append((name, pattern))
-                sample = [ln[h.end():] if h else ln for ln, h in zip(sample, hits, strict=True)]
+                sample = [ln[h.end() :] if h else ln for ln, h in zip(sample, hits, strict=True)]
                 break
         else:
             break
@@ -177,8 +189,7 @@ def _bracket_delta(text: str) -> int:
     brackets inside quoted strings (a metrics block's strings do not span lines)."""
     if "'" in text or '"' in text:
         text = QUOTED_RE.sub("", text)
-    return (text.count("{") + text.count("[") + text.count("(")
-            - text.count("}") - text.count("]") - text.count(")"))
+    return text.count("{") + text.count("[") + text.count("(") - text.count("}") - text.count("]") - text.count(")")
 
 
 def _fast_dict(text: str) -> dict[str, Any] | None:
@@ -215,7 +226,7 @@ def _literal_text(text: str) -> str:
     quoted, outside quoted strings only, so that :func:`ast.literal_eval` reads it."""
     pieces, pos = [], 0
     for m in QUOTED_RE.finditer(text):
-        pieces.append(_fix_code(text[pos:m.start()]))
+        pieces.append(_fix_code(text[pos : m.start()]))
         pieces.append(m.group(0))
         pos = m.end()
     pieces.append(_fix_code(text[pos:]))
@@ -393,8 +404,12 @@ class _Scanner:
                 where = f"{out.path}:{self.line_of(text, open_at)}"
                 parsed = _finish(out, block, "step", step, where, self.strict)
                 if parsed is not None and len(parts) > 1 and len(parsed) != key_lines:
-                    _problem(out, f"{where}: metrics block of step {step} has {len(parsed)} keys on {key_lines} "
-                                  "item lines (a line was lost or joined)", self.strict)
+                    _problem(
+                        out,
+                        f"{where}: metrics block of step {step} has {len(parsed)} keys on {key_lines} "
+                        "item lines (a line was lost or joined)",
+                        self.strict,
+                    )
                 self._check_after(text, pos, header_source, step, where)
                 return "done"
             if len(parts) >= MAX_BLOCK_LINES:
@@ -403,13 +418,20 @@ class _Scanner:
         if open_at < 0:
             out.markers_without_block += 1
             if TRACKER_HEADER_RE.search(header):  # the tracker's own header, not model text
-                _problem(out, f"{out.path}:{self.line_of(text, start)}: the console tracker's 'Step {step}:' is "
-                              "not followed by its metrics dict", self.strict)
+                _problem(
+                    out,
+                    f"{out.path}:{self.line_of(text, start)}: the console tracker's 'Step {step}:' is "
+                    "not followed by its metrics dict",
+                    self.strict,
+                )
             return "done"
         out.block_lines += 1 + len(parts)
         out.interleaved += interleaved
-        _problem(out, f"{out.path}:{self.line_of(text, open_at)}: truncated metrics block of step {step} {problem}",
-                 self.strict)
+        _problem(
+            out,
+            f"{out.path}:{self.line_of(text, open_at)}: truncated metrics block of step {step} {problem}",
+            self.strict,
+        )
         return "done"
 
     def _check_after(self, text: str, pos: int, source: str, step: int, where: str) -> None:
@@ -425,8 +447,12 @@ class _Scanner:
             if src != source:
                 continue
             if PPRINT_KEY_RE.match(content) or content.startswith("{'"):
-                _problem(self.out, f"{where}: more dict lines from the same source follow the metrics block of "
-                                   f"step {step} (output interleaved within one actor?)", self.strict)
+                _problem(
+                    self.out,
+                    f"{where}: more dict lines from the same source follow the metrics block of "
+                    f"step {step} (output interleaved within one actor?)",
+                    self.strict,
+                )
             return
 
 
@@ -456,8 +482,11 @@ def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = 
                 if not chunk:
                     stream.read()  # a truncated stream raises after its end-of-data
             except TruncatedStreamError as exc:
-                _problem(out, f"{exc} after line {scanner.line_base + carry.count(chr(10))}; "
-                              "the blocks before it were read", strict)
+                _problem(
+                    out,
+                    f"{exc} after line {scanner.line_base + carry.count(chr(10))}; the blocks before it were read",
+                    strict,
+                )
                 chunk = ""
             final = not chunk
             consumed += len(chunk)
@@ -470,7 +499,7 @@ def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = 
                 cut = raw.rfind("\n") + 1
             if skipping:  # the rest of an overlong line
                 nl = raw.find("\n")
-                raw = "" if nl < 0 else raw[nl + 1:]
+                raw = "" if nl < 0 else raw[nl + 1 :]
                 skipping = nl < 0 and not final
                 cut = raw.rfind("\n") + 1 if not final else len(raw)
             lines, pending = raw[:cut], raw[cut:]
@@ -484,7 +513,7 @@ def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = 
                 lines = lines.replace("\r\n", "\n")
             if not learned and (lines or final):
                 learned = True
-                found = learn_line_prefix(lines[:1 << 16].split("\n"))
+                found = learn_line_prefix(lines[: 1 << 16].split("\n"))
                 if found is not None:
                     out.line_prefix, prefix = found
             if prefix is not None:
@@ -503,8 +532,7 @@ def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = 
     return out
 
 
-def _finish(out: ConsoleLog, text: str, kind: str, step: int | None, where: str,
-            strict: bool) -> dict[str, Any] | None:
+def _finish(out: ConsoleLog, text: str, kind: str, step: int | None, where: str, strict: bool) -> dict[str, Any] | None:
     parsed = _parse_block(text, where, out, strict)
     if parsed is None:
         return None
@@ -540,8 +568,10 @@ def metrics_dataset(logs: list[ConsoleLog]) -> xr.Dataset:
         for step, values in log.steps.items():
             for key, value in values.items():
                 arr[kpos[key], r, spos[step]] = value
-    ds = xr.Dataset({names[k]: ((S.RUN, S.STEP), arr[i]) for k, i in kpos.items()},
-                    coords={S.RUN: np.asarray(runs, dtype=object), S.STEP: np.asarray(steps, dtype=np.int64)})
+    ds = xr.Dataset(
+        {names[k]: ((S.RUN, S.STEP), arr[i]) for k, i in kpos.items()},
+        coords={S.RUN: np.asarray(runs, dtype=object), S.STEP: np.asarray(steps, dtype=np.int64)},
+    )
     label_metrics(ds, names)
     ds.attrs[S.ATTR_SOURCES] = json.dumps([log.path for log in logs])
     ds.attrs["accounting"] = json.dumps([log.accounting() for log in logs])

@@ -41,13 +41,38 @@ EMBEDDED = "embedded:"
 _STR, _NUM, _INT, _BOOL, _STRS = "string", "number", "integer", "boolean", "list of strings"
 
 MODEL_KEYS: dict[str, dict[str, str]] = {
-    "plateau": {"levels": _STRS, "response": _STR, "run": _STR, "breakpoint": _NUM, "shared": _BOOL,
-                "continuity": _STR, "likelihood": _STR, "rope": _NUM, "rope_relative": _NUM, "compare": _STRS},
+    "plateau": {
+        "levels": _STRS,
+        "response": _STR,
+        "run": _STR,
+        "breakpoint": _NUM,
+        "shared": _BOOL,
+        "continuity": _STR,
+        "likelihood": _STR,
+        "rope": _NUM,
+        "rope_relative": _NUM,
+        "compare": _STRS,
+    },
     "diagnose": {"levels": _STRS, "run": _STR},
-    "series": {"runs": _STRS, "reference_runs": _STRS, "pass1": _STR, "passk": _STR, "entropy": _STR, "pass_rope": _NUM,
-               "entropy_rope": _NUM, "plateau_run": _STR, "plateau_after": _NUM},
-    "transfer": {"reference": _STR, "arms": _STRS, "first_steps": _INT, "knot_every": _NUM, "walk": _STR,
-                 "task_effects": _STR},
+    "series": {
+        "runs": _STRS,
+        "reference_runs": _STRS,
+        "pass1": _STR,
+        "passk": _STR,
+        "entropy": _STR,
+        "pass_rope": _NUM,
+        "entropy_rope": _NUM,
+        "plateau_run": _STR,
+        "plateau_after": _NUM,
+    },
+    "transfer": {
+        "reference": _STR,
+        "arms": _STRS,
+        "first_steps": _INT,
+        "knot_every": _NUM,
+        "walk": _STR,
+        "task_effects": _STR,
+    },
 }
 FIGURES: dict[str, tuple[str, ...]] = {
     "plateau": ("curves", "slopes", "plateaued_by", "ppc", "loo"),
@@ -65,8 +90,15 @@ CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
 SECTION_KEYS: dict[str, dict[str, str]] = {
     "analysis": {"kind": _STR, "title": _STR, "question": _STR, "name": _STR},
     "data": {"trials": _STR, "series": _STR, "reference": _STR},
-    "sampler": {"draws": _INT, "tune": _INT, "chains": _INT, "seed": _INT, "sampler": _STR,
-                "target_accept": _NUM, "low_rank": _BOOL},
+    "sampler": {
+        "draws": _INT,
+        "tune": _INT,
+        "chains": _INT,
+        "seed": _INT,
+        "sampler": _STR,
+        "target_accept": _NUM,
+        "low_rank": _BOOL,
+    },
     "figures": {"include": _STRS},
 }
 
@@ -162,7 +194,7 @@ def _check_data(where: str, spec_path: Path, kind: str, data: dict[str, Any], pr
         if not isinstance(value, str):
             continue
         if value.startswith(EMBEDDED):
-            name = value[len(EMBEDDED):]
+            name = value[len(EMBEDDED) :]
             if name not in embedded[key]:
                 problems.append(f"{where}: [data] {key}: no embedded data set {name!r}; have {sorted(embedded[key])}")
         else:
@@ -194,12 +226,15 @@ def validate_spec(raw: dict[str, Any], path: Path) -> Spec:
     if kind in KINDS:
         _check_section(where, "model", raw.get("model", {}), MODEL_KEYS[kind], problems)
         _check_section(where, "priors", raw.get("priors", {}), _prior_keys(kind), problems)
-        include = raw.get("figures", {}).get("include", list(FIGURES[kind])) if isinstance(raw.get("figures"), dict) else []
+        include = (
+            raw.get("figures", {}).get("include", list(FIGURES[kind])) if isinstance(raw.get("figures"), dict) else []
+        )
         if isinstance(include, list):
             bad = [f for f in include if f not in FIGURES[kind]]
             if bad:
-                problems.append(f"{where}: [figures] include: {bad} not available for {kind}; "
-                                f"available: {list(FIGURES[kind])}")
+                problems.append(
+                    f"{where}: [figures] include: {bad} not available for {kind}; available: {list(FIGURES[kind])}"
+                )
         if isinstance(raw.get("data", {}), dict):
             _check_data(where, path, kind, raw.get("data", {}), problems)
     sampler = raw.get("sampler", {}) if isinstance(raw.get("sampler"), dict) else {}
@@ -210,10 +245,19 @@ def validate_spec(raw: dict[str, Any], path: Path) -> Spec:
         raise SpecError(problems)
     assert kind is not None
     figures = raw.get("figures", {}).get("include", list(FIGURES[kind]))
-    return Spec(name=str(analysis.get("name", path.stem)), path=path, kind=kind,
-                title=str(analysis.get("title", path.stem)), question=str(analysis.get("question", "")),
-                data=dict(raw.get("data", {})), model=dict(raw.get("model", {})), priors=dict(raw.get("priors", {})),
-                sampler=dict(raw.get("sampler", {})), figures=list(figures), raw=raw)
+    return Spec(
+        name=str(analysis.get("name", path.stem)),
+        path=path,
+        kind=kind,
+        title=str(analysis.get("title", path.stem)),
+        question=str(analysis.get("question", "")),
+        data=dict(raw.get("data", {})),
+        model=dict(raw.get("model", {})),
+        priors=dict(raw.get("priors", {})),
+        sampler=dict(raw.get("sampler", {})),
+        figures=list(figures),
+        raw=raw,
+    )
 
 
 def load_spec(path: str | Path) -> Spec:
@@ -264,7 +308,7 @@ def _source(spec: Spec, key: str, override: str | Path | None) -> tuple[str | No
 
     value = str(override) if override is not None else spec.data[key]
     if value.startswith(EMBEDDED):
-        name = value[len(EMBEDDED):]
+        name = value[len(EMBEDDED) :]
         files = {**replica.EMBEDDED_TRIALS, **replica.EMBEDDED_SERIES}
         return name, replica.data_dir() / files[name]
     path = Path(value) if override is not None else data_path(value, spec.path)
@@ -281,7 +325,7 @@ def data_hash(spec: Spec, key: str, override: str | Path | None = None) -> str:
     if name is not None:
         return replica.content_hash(path)
     digest = hashlib.sha256()
-    for f in ([path] if path.is_file() else expand_paths(path)):
+    for f in [path] if path.is_file() else expand_paths(path):
         digest.update(f.read_bytes())
     return digest.hexdigest()
 

@@ -71,14 +71,13 @@ class _ZstdRaw(io.RawIOBase):
             if not self._in:
                 if self._in_frame:
                     if self._truncated:
-                        raise TruncatedStreamError(
-                            f"{self._name}: truncated zstd stream (the last frame has no end)")
+                        raise TruncatedStreamError(f"{self._name}: truncated zstd stream (the last frame has no end)")
                     # first report end-of-data, so the reader gets everything decompressed so
                     # far (TextIOWrapper drops a partial read when an error is raised); the
                     # next read raises
                     self._truncated = True
                 return 0
-            data = self._in[self._in_pos:self._in_pos + self._piece]
+            data = self._in[self._in_pos : self._in_pos + self._piece]
             self._in_pos += len(data)
             out = []
             while data:
@@ -96,7 +95,7 @@ class _ZstdRaw(io.RawIOBase):
             elif len(self._buf) < self.BIG_OUTPUT // 4:
                 self._piece = min(self._piece * 2, self.MAX_PIECE)
         n = min(len(b), len(self._buf) - self._pos)
-        b[:n] = self._buf[self._pos:self._pos + n]
+        b[:n] = self._buf[self._pos : self._pos + n]
         self._pos += n
         return n
 
@@ -132,8 +131,12 @@ def read_all(path: str | Path, limit: int | None = None) -> str:
     return text
 
 
-def iter_lines(path: str | Path, *, max_line: int | None = None, limit: int | None = None,
-               ) -> Iterator[tuple[int, str]]:
+def iter_lines(
+    path: str | Path,
+    *,
+    max_line: int | None = None,
+    limit: int | None = None,
+) -> Iterator[tuple[int, str]]:
     """``(line number, line)`` of a plain or ``.zst`` text file, streamed (memory bounded by
     one line); past ``limit`` characters in all (default :data:`MAX_FILE_BYTES`) it raises
     :class:`TooLargeError`; a line longer than ``max_line`` characters (default
@@ -157,8 +160,10 @@ def iter_lines(path: str | Path, *, max_line: int | None = None, limit: int | No
                 raise
             total += len(chunk)
             if total > limit:
-                raise TooLargeError(f"{path}: decompresses to more than {limit:,} characters (the limit; "
-                                    "raise it with SATURATION_MAX_FILE_BYTES)")
+                raise TooLargeError(
+                    f"{path}: decompresses to more than {limit:,} characters (the limit; "
+                    "raise it with SATURATION_MAX_FILE_BYTES)"
+                )
             if not chunk:
                 if pending or overlong:
                     number += 1
@@ -181,5 +186,3 @@ def iter_lines(path: str | Path, *, max_line: int | None = None, limit: int | No
                     yield number, line.removesuffix("\r")
             if len(pending) > max_line:
                 pending, overlong = "", True
-
-

@@ -37,8 +37,15 @@ from saturation.streams import TooLargeError, TruncatedStreamError, open_text, r
 #: bound; ``SATURATION_MAX_TRAJECTORY_BYTES``); reported as a problem
 MAX_TRAJECTORY_BYTES = streams.env_int("SATURATION_MAX_TRAJECTORY_BYTES", 1 << 30)
 #: top-level fields read from a trajectory (``messages`` only on demand)
-FIELDS = ("instance_id", "target", "total_reward", "reward_dict", "parsed_final_message", "raw_final_message",
-          "metrics_dict")
+FIELDS = (
+    "instance_id",
+    "target",
+    "total_reward",
+    "reward_dict",
+    "parsed_final_message",
+    "raw_final_message",
+    "metrics_dict",
+)
 #: steps and repetition numbers at or above this cannot be stored exactly (float64 / int64)
 MAX_STEP = 2**53
 #: how far the recomputed per-level F1 may differ from the logged one (rounding only)
@@ -46,9 +53,23 @@ F1_TOLERANCE = 1e-6
 #: the level-field columns of a trial row (``file_f1`` ... ``entity_n_tp``)
 LEVEL_COLUMNS = tuple(f"{level}_{fld}" for level in S.CANONICAL_LEVELS for fld in S.LEVEL_FIELDS)
 #: names a ``reward_dict`` / ``metrics_dict`` entry may not take (they get an ``x_`` prefix)
-RESERVED = frozenset({*S.RESERVED_NAMES, *LEVEL_COLUMNS, "ungraded_reason", "answer_status", "n_locations",
-                      "stop_reason", "error_message", "source", "rescored", "reward_dict_mismatch",
-                      "mismatched_levels", "score_last", "score_mismatch"})
+RESERVED = frozenset(
+    {
+        *S.RESERVED_NAMES,
+        *LEVEL_COLUMNS,
+        "ungraded_reason",
+        "answer_status",
+        "n_locations",
+        "stop_reason",
+        "error_message",
+        "source",
+        "rescored",
+        "reward_dict_mismatch",
+        "mismatched_levels",
+        "score_last",
+        "score_mismatch",
+    }
+)
 _DECODER = json.JSONDecoder()
 
 
@@ -180,8 +201,12 @@ def compare_logged(scores: Mapping[str, Mapping[str, float]] | None, reward_dict
         keys[L.FILE] = "file_level_score"
     for level, key in keys.items():
         logged, mine = reward_dict.get(key), scores[level][S.F1]
-        if (isinstance(logged, int | float) and not isinstance(logged, bool) and math.isfinite(logged)
-                and math.isfinite(mine)):
+        if (
+            isinstance(logged, int | float)
+            and not isinstance(logged, bool)
+            and math.isfinite(logged)
+            and math.isfinite(mine)
+        ):
             compared += 1
             if abs(logged - mine) > F1_TOLERANCE:
                 out.append(level)
@@ -210,8 +235,9 @@ def _answer(record: Mapping[str, Any], text: str, path: str) -> tuple[str, list[
         locations = L.finish_call_locations(raw)
         if locations is not None:
             return L.FINISH_CALL, locations
-    events = (read_fields(text, path, with_messages=True).get("messages") if "messages" not in record
-              else record["messages"])
+    events = (
+        read_fields(text, path, with_messages=True).get("messages") if "messages" not in record else record["messages"]
+    )
     calls = L.finish_calls_in_events(events)
     if len(calls) > 1:
         return L.SEVERAL_FINISH_CALLS, None
@@ -230,19 +256,44 @@ def trajectory_row(task: TrajectoryTask) -> tuple[dict[str, Any] | None, list[st
     for what, value in (("repetition number", rep), ("step", task.step)):
         if value >= MAX_STEP:
             return None, [f"{path}: {what} {value} is too large (at most 2^53 - 1)"], 0
-    base = {S.RUN: task.run, S.STEP: task.step, S.INSTANCE_ID: inst, S.SAMPLE: rep, S.PHASE: task.phase,
-            S.DATASET: "", "source": str(path)}
+    base = {
+        S.RUN: task.run,
+        S.STEP: task.step,
+        S.INSTANCE_ID: inst,
+        S.SAMPLE: rep,
+        S.PHASE: task.phase,
+        S.DATASET: "",
+        "source": str(path),
+    }
     try:
         size = path.stat().st_size
         if task.ext == "error":
             with open_text(path) as stream:
                 message = stream.read(4000).strip().splitlines()
-            return ({**base, S.GRADED: False, S.REWARD: 0.0, "ungraded_reason": L.ERROR_FILE, "answer_status": "",
-                     "error_message": (message[0] if message else "")[:200], "n_locations": math.nan,
-                     "reward_dict_mismatch": math.nan, **level_values(None)}, [], size)
+            return (
+                {
+                    **base,
+                    S.GRADED: False,
+                    S.REWARD: 0.0,
+                    "ungraded_reason": L.ERROR_FILE,
+                    "answer_status": "",
+                    "error_message": (message[0] if message else "")[:200],
+                    "n_locations": math.nan,
+                    "reward_dict_mismatch": math.nan,
+                    **level_values(None),
+                },
+                [],
+                size,
+            )
         if size > MAX_TRAJECTORY_BYTES:
-            return None, [f"{path}: trajectory file larger than {MAX_TRAJECTORY_BYTES:,} bytes, not read "
-                          "(SATURATION_MAX_TRAJECTORY_BYTES)"], 0
+            return (
+                None,
+                [
+                    f"{path}: trajectory file larger than {MAX_TRAJECTORY_BYTES:,} bytes, not read "
+                    "(SATURATION_MAX_TRAJECTORY_BYTES)"
+                ],
+                0,
+            )
         text = read_all(path, limit=MAX_TRAJECTORY_BYTES)
     except (TruncatedStreamError, TooLargeError) as exc:
         return None, [str(exc)], 0
@@ -282,19 +333,39 @@ def _graded_row(text: str, path: str, inst: str, base: dict[str, Any], include_a
             pred = L.predicted_keys(locations or [])
             n_locations = float(len(locations or []))  # 0: nothing was scored
     except L.UngradedAnswer as exc:
-        return {**row, S.GRADED: False, S.REWARD: 0.0, "ungraded_reason": exc.reason, "answer_status": "",
-                "error_message": str(exc)[:200], "n_locations": math.nan, "reward_dict_mismatch": math.nan,
-                **level_values(None), **extra}
+        return {
+            **row,
+            S.GRADED: False,
+            S.REWARD: 0.0,
+            "ungraded_reason": exc.reason,
+            "answer_status": "",
+            "error_message": str(exc)[:200],
+            "n_locations": math.nan,
+            "reward_dict_mismatch": math.nan,
+            **level_values(None),
+            **extra,
+        }
     scores = L.score_keys(pred, gold) if gold is not None else None
     compared, mismatch = compare_logged(scores, reward_dict)
-    return {**row, "answer_status": status, "n_locations": n_locations,
-            "reward_dict_mismatch": float(bool(mismatch)) if compared else math.nan,
-            "mismatched_levels": ",".join(mismatch), **level_values(scores), **extra}
+    return {
+        **row,
+        "answer_status": status,
+        "n_locations": n_locations,
+        "reward_dict_mismatch": float(bool(mismatch)) if compared else math.nan,
+        "mismatched_levels": ",".join(mismatch),
+        **level_values(scores),
+        **extra,
+    }
 
 
-def read_trajectories(tasks: Sequence[TrajectoryTask], *, workers: int | None = None, executor: Executor | None = None,
-                      chunk: int = 32, progress: Callable[[int, int], None] | None = None,
-                      ) -> list[tuple[dict[str, Any] | None, list[str], int]]:
+def read_trajectories(
+    tasks: Sequence[TrajectoryTask],
+    *,
+    workers: int | None = None,
+    executor: Executor | None = None,
+    chunk: int = 32,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[tuple[dict[str, Any] | None, list[str], int]]:
     """:func:`trajectory_row` of every task, in task order.
 
     ``executor``: any object with a ``concurrent.futures``-style ``map`` (a

@@ -54,13 +54,9 @@ class TrialValidationError(ValueError):
         shown = [f"  - {p}" for p in self.problems[:MAX_PROBLEMS_SHOWN]]
         more = len(self.problems) - len(shown)
         tail = (
-            f"\n  ... and {more} more (read leniently to write every rejected row with its reason)"
-            if more > 0
-            else ""
+            f"\n  ... and {more} more (read leniently to write every rejected row with its reason)" if more > 0 else ""
         )
-        super().__init__(
-            f"{len(self.problems)} problem(s) in the graded-trials input:\n" + "\n".join(shown) + tail
-        )
+        super().__init__(f"{len(self.problems)} problem(s) in the graded-trials input:\n" + "\n".join(shown) + tail)
 
 
 @dataclass
@@ -247,6 +243,20 @@ def _validate_table(table: RawTable, renamed: dict[str, str]) -> tuple[pd.DataFr
     flag(nonfinite, S.REWARD, lambda i: f"non-finite reward {_describe(raw[S.REWARD].iat[i])} on a graded row")
     typed[S.REWARD] = reward
 
+    _type_optional_coords(raw, typed, flag)
+
+    levels = _level_columns(list(raw.columns))
+    for fields in levels.values():
+        _type_level_fields(raw, fields, ~graded & ~bad_graded, typed, flag)
+    _type_extra_columns(raw, levels, typed, renamed)
+    return typed, reasons, problems
+
+
+Flag = Callable[[np.ndarray, str, Callable[..., str]], None]
+
+
+def _type_optional_coords(raw: pd.DataFrame, typed: pd.DataFrame, flag: Flag) -> None:
+    """Type the optional coordinates present (phase must be one of ``schema.PHASES``)."""
     for col in S.OPTIONAL_COORDS:
         if col in raw.columns:
             values = _to_str(raw[col])
@@ -255,35 +265,49 @@ def _validate_table(table: RawTable, renamed: dict[str, str]) -> tuple[pd.DataFr
                 flag(wrong, col, lambda i, v=values: f"{_describe(v[i])} is not one of " + "/".join(S.PHASES))
             typed[col] = values
 
-    levels = _level_columns(list(raw.columns))
-    for fields in levels.values():
-        counts: dict[str, np.ndarray] = {}
-        for fld, col in fields.items():
-            if fld in S.LEVEL_RATES:
-                arr, bad = _to_float(raw[col])
-                flag(bad, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is not a number")
-                out = ~bad & np.isfinite(arr) & ((arr < 0) | (arr > 1))
-                out |= ~bad & np.isinf(arr)
-                flag(out, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is outside [0, 1]")
-            else:
-                arr, empty, bad = _to_int(raw[col])
-                flag(bad, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is not an integer below 2^53")
-                neg = ~bad & ~empty & (np.nan_to_num(arr) < 0)
-                flag(neg, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is a negative count")
-                counts[fld] = np.where(bad | neg, np.nan, arr)
-            present = np.isfinite(arr) & ~graded & ~bad_graded
-            flag(present, col, lambda i, c=col: f"value {_describe(raw[c].iat[i])} on an ungraded row (must be empty)")
-            typed[col] = arr
-        if S.N_TP in counts:
-            tp = counts[S.N_TP]
-            for other in (S.N_PRED, S.N_GOLD):  # each bound checked on its own, whichever is given
-                if other in counts:
-                    bound = counts[other]
-                    with np.errstate(invalid="ignore"):
-                        over = (tp > bound) & np.isfinite(tp) & np.isfinite(bound)
-                    flag(over, fields[S.N_TP],
-                         lambda i, tp=tp, bound=bound, other=other: f"n_tp={tp[i]:g} exceeds {other}={bound[i]:g}")
 
+def _type_level_fields(
+    raw: pd.DataFrame, fields: dict[str, str], ungraded: np.ndarray, typed: pd.DataFrame, flag: Flag
+) -> None:
+    """Type one level's columns (rates in [0, 1], counts non-negative integers, n_tp within
+    n_pred and n_gold, nothing on an ungraded row) into ``typed``."""
+    counts: dict[str, np.ndarray] = {}
+    for fld, col in fields.items():
+        if fld in S.LEVEL_RATES:
+            arr, bad = _to_float(raw[col])
+            flag(bad, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is not a number")
+            out = ~bad & np.isfinite(arr) & ((arr < 0) | (arr > 1))
+            out |= ~bad & np.isinf(arr)
+            flag(out, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is outside [0, 1]")
+        else:
+            arr, empty, bad = _to_int(raw[col])
+            flag(bad, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is not an integer below 2^53")
+            neg = ~bad & ~empty & (np.nan_to_num(arr) < 0)
+            flag(neg, col, lambda i, c=col: f"{_describe(raw[c].iat[i])} is a negative count")
+            counts[fld] = np.where(bad | neg, np.nan, arr)
+        present = np.isfinite(arr) & ungraded
+        flag(present, col, lambda i, c=col: f"value {_describe(raw[c].iat[i])} on an ungraded row (must be empty)")
+        typed[col] = arr
+    if S.N_TP not in counts:
+        return
+    tp = counts[S.N_TP]
+    for other in (S.N_PRED, S.N_GOLD):  # each bound checked on its own, whichever is given
+        if other in counts:
+            bound = counts[other]
+            with np.errstate(invalid="ignore"):
+                over = (tp > bound) & np.isfinite(tp) & np.isfinite(bound)
+            flag(
+                over,
+                fields[S.N_TP],
+                lambda i, tp=tp, bound=bound, other=other: f"n_tp={tp[i]:g} exceeds {other}={bound[i]:g}",
+            )
+
+
+def _type_extra_columns(
+    raw: pd.DataFrame, levels: dict[str, dict[str, str]], typed: pd.DataFrame, renamed: dict[str, str]
+) -> None:
+    """Keep every other column (numeric if it parses, else text) under a name that cannot
+    replace a Dataset variable; renames are recorded in ``renamed``."""
     known = set(S.REQUIRED_COLUMNS) | set(S.OPTIONAL_COORDS)
     known |= {c for f in levels.values() for c in f.values()}
     for col in raw.columns:
@@ -294,7 +318,6 @@ def _validate_table(table: RawTable, renamed: dict[str, str]) -> tuple[pd.DataFr
             renamed[str(col)] = name
         arr, bad = _to_float(raw[col])
         typed[name] = arr if not bad.any() else _to_str(raw[col])
-    return typed, reasons, problems
 
 
 def safe_column_name(col: str, taken: set[str]) -> str:
@@ -373,7 +396,9 @@ def validate_trials(tables: Sequence[RawTable], *, strict: bool = True) -> Valid
             for k, w in zip(keys, where, strict=True):
                 first_loc.setdefault(k, w)
             for j in np.flatnonzero(dup).tolist():
-                ident = {name: (v.item() if isinstance(v, np.generic) else v) for name, v in zip(key, keys[j], strict=True)}
+                ident = {
+                    name: (v.item() if isinstance(v, np.generic) else v) for name, v in zip(key, keys[j], strict=True)
+                }
                 msg = f"duplicate trial {ident} (first seen at {first_loc[keys[j]]})"
                 src, loc = str(frame["_source"].iat[j]), str(frame["_location"].iat[j])
                 problems.append(Problem(src, loc, "", msg))
@@ -389,10 +414,7 @@ def validate_trials(tables: Sequence[RawTable], *, strict: bool = True) -> Valid
     extra = [
         c
         for c in frame.columns
-        if c not in S.REQUIRED_COLUMNS
-        and c not in S.OPTIONAL_COORDS
-        and c not in level_cols
-        and not c.startswith("_")
+        if c not in S.REQUIRED_COLUMNS and c not in S.OPTIONAL_COORDS and c not in level_cols and not c.startswith("_")
     ]
     n_kept = len(frame)
     accounting = {

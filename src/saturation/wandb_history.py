@@ -39,8 +39,10 @@ def require_wandb(runs: Sequence[str]) -> None:
         import wandb.proto.wandb_internal_pb2  # noqa: F401
     except ImportError as exc:
         shown = ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
-        raise ValueError(f"{shown}: the metrics of this run are in a wandb history file; reading it needs the "
-                         f"wandb package ({INSTALL_HINT}) ({exc})") from exc
+        raise ValueError(
+            f"{shown}: the metrics of this run are in a wandb history file; reading it needs the "
+            f"wandb package ({INSTALL_HINT}) ({exc})"
+        ) from exc
 
 
 class HistoryTruncated(ValueError):
@@ -52,7 +54,7 @@ def raw_records(path: Path) -> Iterator[bytes]:
     :class:`HistoryTruncated` (after yielding the complete records) when the file ends
     inside a chunk or a chunk is corrupt; ValueError when it is not a wandb file."""
     data = path.read_bytes()
-    if data[:len(HEADER)] != HEADER:
+    if data[: len(HEADER)] != HEADER:
         raise ValueError(f"{path}: not a wandb history file (header {data[:7]!r})")
     pos, n = len(HEADER), len(data)
     pending: bytearray | None = None
@@ -63,14 +65,14 @@ def raw_records(path: Path) -> Iterator[bytes]:
             continue
         if pos + CHUNK_HEADER > n:
             raise HistoryTruncated(f"{path}: ends inside a chunk header at byte {pos}")
-        crc, length, kind = struct.unpack("<IHB", data[pos:pos + CHUNK_HEADER])
+        crc, length, kind = struct.unpack("<IHB", data[pos : pos + CHUNK_HEADER])
         if crc == 0 and length == 0 and kind == 0:  # zero-filled rest of a block
             pos += left
             continue
         end = pos + CHUNK_HEADER + length
         if end > n:
             raise HistoryTruncated(f"{path}: ends inside a record at byte {pos} (run still writing, or killed)")
-        payload = data[pos + CHUNK_HEADER:end]
+        payload = data[pos + CHUNK_HEADER : end]
         if zlib.crc32(payload, zlib.crc32(bytes([kind]))) != crc:
             raise HistoryTruncated(f"{path}: corrupt chunk at byte {pos} (checksum)")
         pos = end
@@ -143,8 +145,13 @@ def read_wandb_run(run_dir: str | Path) -> ConsoleLog:
                         key = item.key or ".".join(item.nested_key)
                         value = json.loads(item.value_json) if item.value_json else None
                         if key != "_wandb":
-                            _flatten(key, value.get("value", value) if isinstance(value, dict) and set(value) <= {
-                                "value", "desc"} else value, config)
+                            _flatten(
+                                key,
+                                value.get("value", value)
+                                if isinstance(value, dict) and set(value) <= {"value", "desc"}
+                                else value,
+                                config,
+                            )
         except HistoryTruncated as exc:
             out.problems.append(f"{exc}; the {len(out.steps)} steps before it were read")
         except (OSError, ValueError) as exc:

@@ -34,8 +34,16 @@ def _inside(interval, value, slack=0.0):
 
 
 def _plateau_trials(level: LevelSpec, seed: int):
-    spec = PlateauSpec(levels=(level,), n_steps=40, prompts_per_step=16, samples_per_prompt=4, pool_size=2000,
-                       task_sd=0.5, step_sd=0.05, level_step_sd=0.0)
+    spec = PlateauSpec(
+        levels=(level,),
+        n_steps=40,
+        prompts_per_step=16,
+        samples_per_prompt=4,
+        pool_size=2000,
+        task_sd=0.5,
+        step_sd=0.05,
+        level_step_sd=0.0,
+    )
     return simulate_plateau(spec, seed)
 
 
@@ -54,8 +62,9 @@ def test_real_skill_is_called_real_skill():
 
 def test_cardinality_prior_is_not_called_real_skill():
     # F1 flat while the model stops naming spurious locations: precision up, recall down
-    ds, _truth = _plateau_trials(LevelSpec("file", 0.5, 0.0, 0.0, 30.0, n_gold_mean=1.6, fp_prob_start=0.9,
-                                          fp_prob_end=0.0, fp_extra=1.5), 4)
+    ds, _truth = _plateau_trials(
+        LevelSpec("file", 0.5, 0.0, 0.0, 30.0, n_gold_mean=1.6, fp_prob_start=0.9, fp_prob_end=0.0, fp_extra=1.5), 4
+    )
     d = diagnose_cardinality(ds, seed=1)
     lvl = d.numbers["levels"]["file"]
     assert lvl["verdict"] == "cardinality prior", d.verdicts
@@ -160,8 +169,9 @@ def test_embedded_replica_reproduces_the_precision_recall_table():
 
 def test_metrics_csv_errors_name_line_and_field(tmp_path):
     path = tmp_path / "m.csv"
-    path.write_text("run,step,reward/avg_raw_reward,reward/avg_pass_at_8\n"
-                    "a,1,0.3,0.6\na,2,oops,0.6\na,2,0.4,0.7\na,x,0.4,0.7\n")
+    path.write_text(
+        "run,step,reward/avg_raw_reward,reward/avg_pass_at_8\na,1,0.3,0.6\na,2,oops,0.6\na,2,0.4,0.7\na,x,0.4,0.7\n"
+    )
     with pytest.raises(ValueError) as exc:
         replica.read_metrics_csv(path)
     msg = str(exc.value)

@@ -22,8 +22,16 @@ NUTS = SamplerConfig(draws=2000, tune=1500, chains=4, sampler="nutpie")
 
 
 def _sim(level: LevelSpec, seed: int, n_steps: int = 40):
-    spec = PlateauSpec(levels=(level,), n_steps=n_steps, prompts_per_step=16, samples_per_prompt=4,
-                       pool_size=2000, task_sd=0.5, step_sd=0.05, level_step_sd=0.0)
+    spec = PlateauSpec(
+        levels=(level,),
+        n_steps=n_steps,
+        prompts_per_step=16,
+        samples_per_prompt=4,
+        pool_size=2000,
+        task_sd=0.5,
+        step_sd=0.05,
+        level_step_sd=0.0,
+    )
     return simulate_plateau(spec, seed)
 
 
@@ -249,17 +257,28 @@ def test_exact_marginal_likelihood_matches_the_multivariate_normal():
             assert logml[g, c] == pytest.approx(ref, abs=1e-8)
 
 
-@pytest.mark.parametrize(("case", "kwargs"), [
-    ("separate", {}),
-    ("pooled", {"shared": True}),
-    ("jump at a known break", {"breakpoint": 14, "continuity": "jump"}),
-])
+@pytest.mark.parametrize(
+    ("case", "kwargs"),
+    [
+        ("separate", {}),
+        ("pooled", {"shared": True}),
+        ("jump at a known break", {"breakpoint": 14, "continuity": "jump"}),
+    ],
+)
 @pytest.mark.slow
 def test_exact_sampler_agrees_with_nuts(case, kwargs):
     """The exact sampler and NUTS (nutpie) draw from the same posterior."""
     specs = [LevelSpec("file", 0.5, 0.02, 0.0, 14.0), LevelSpec("module", 0.3, 0.015, 0.001, 16.0)]
-    spec = PlateauSpec(levels=tuple(specs if case == "pooled" else specs[:1]), n_steps=36, prompts_per_step=16,
-                       samples_per_prompt=4, pool_size=2000, task_sd=0.5, step_sd=0.05, level_step_sd=0.0)
+    spec = PlateauSpec(
+        levels=tuple(specs if case == "pooled" else specs[:1]),
+        n_steps=36,
+        prompts_per_step=16,
+        samples_per_prompt=4,
+        pool_size=2000,
+        task_sd=0.5,
+        step_sd=0.05,
+        level_step_sd=0.0,
+    )
     ds, _ = simulate_plateau(spec, 21)
     exact = fit_plateau(ds, seed=1, sampler=LONG, **kwargs)
     nuts = fit_plateau(ds, seed=1, sampler=NUTS, **kwargs)
@@ -283,22 +302,31 @@ def test_exact_sampler_agrees_with_nuts(case, kwargs):
 
 # ------------------------------------------------------------------ verdicts (issue 19)
 def _est(**kw):
-    base = {"bf_changepoint_vs_line": 50.0, "edge_mass": 0.0, "p_early_positive": 1.0, "p_flat": 0.2,
-            "p_slowed": 0.2, "p_late_positive": 0.5}
+    base = {
+        "bf_changepoint_vs_line": 50.0,
+        "edge_mass": 0.0,
+        "p_early_positive": 1.0,
+        "p_flat": 0.2,
+        "p_slowed": 0.2,
+        "p_late_positive": 0.5,
+    }
     return {**base, **kw}
 
 
-@pytest.mark.parametrize(("kw", "known", "verdict"), [
-    ({"bf_changepoint_vs_line": 0.5}, False, "no change point"),
-    ({"bf_changepoint_vs_line": 0.5, "p_flat": 0.99}, True, "plateaued"),  # a known break is not questioned
-    ({"edge_mass": 0.7}, False, "no change point"),
-    ({"p_early_positive": 0.9, "p_flat": 0.99}, False, "undetermined"),
-    ({"p_flat": 0.9}, False, "plateaued"),
-    ({"p_flat": 0.89, "p_slowed": 0.95}, False, "slowed"),
-    ({"p_slowed": 0.94, "p_late_positive": 0.96}, False, "still rising"),
-    ({"p_slowed": 0.5, "p_late_positive": 0.9}, False, "undetermined"),
-    ({"bf_changepoint_vs_line": None}, False, "undetermined"),  # NUTS likelihoods: no exact BF
-])
+@pytest.mark.parametrize(
+    ("kw", "known", "verdict"),
+    [
+        ({"bf_changepoint_vs_line": 0.5}, False, "no change point"),
+        ({"bf_changepoint_vs_line": 0.5, "p_flat": 0.99}, True, "plateaued"),  # a known break is not questioned
+        ({"edge_mass": 0.7}, False, "no change point"),
+        ({"p_early_positive": 0.9, "p_flat": 0.99}, False, "undetermined"),
+        ({"p_flat": 0.9}, False, "plateaued"),
+        ({"p_flat": 0.89, "p_slowed": 0.95}, False, "slowed"),
+        ({"p_slowed": 0.94, "p_late_positive": 0.96}, False, "still rising"),
+        ({"p_slowed": 0.5, "p_late_positive": 0.9}, False, "undetermined"),
+        ({"bf_changepoint_vs_line": None}, False, "undetermined"),  # NUTS likelihoods: no exact BF
+    ],
+)
 def test_verdict_rule_branches(kw, known, verdict):
     """The one decision rule, on made-up numbers (every branch and its threshold)."""
     out = plateau.plateau_verdict(_est(**kw), known_break=known)
@@ -308,8 +336,9 @@ def test_verdict_rule_branches(kw, known, verdict):
 
 def test_verdict_summary_sentence():
     levels = {"file": {"verdict": "plateaued"}, "module": {"verdict": "slowed"}, "entity": {"verdict": "still rising"}}
-    assert plateau.verdict_summary(levels) == ("2 of 3 levels stopped rising (file plateaued, module slowed); "
-                                               "entity: still rising")
+    assert plateau.verdict_summary(levels) == (
+        "2 of 3 levels stopped rising (file plateaued, module slowed); entity: still rising"
+    )
     assert plateau.verdict_summary({"m": {"verdict": "slowed"}}) == "The metric stopped rising (m slowed)"
 
 
@@ -349,9 +378,15 @@ def test_hinge_line_bayes_factor_is_the_ratio_of_marginal_likelihoods():
     y = 0.5 + 0.01 * np.minimum(t, 12) + rng.normal(0, 0.01, 30)
     var = np.full(30, 1e-4)
     grid = candidate_grid(t, 5)
-    pri = {"start_mu": np.array([0.5]), "start_sd": np.array([0.2]), "level_mu": np.array([0.6]),
-           "level_sd": np.array([0.2]), "late_slope_sd": np.full((1, len(grid)), 0.01), "tau_sd": np.array([1e-6]),
-           "jump_sd": np.array([0.1])}
+    pri = {
+        "start_mu": np.array([0.5]),
+        "start_sd": np.array([0.2]),
+        "level_mu": np.array([0.6]),
+        "level_sd": np.array([0.2]),
+        "late_slope_sd": np.full((1, len(grid)), 0.01),
+        "tau_sd": np.array([1e-6]),
+        "jump_sd": np.array([0.1]),
+    }
     log_bf = _exact.hinge_line_log_bf(y[None], var[None], t, grid, pri, False)[0]
     from scipy import special as sp
     from scipy import stats as st

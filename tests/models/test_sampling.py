@@ -58,8 +58,10 @@ def test_shifted_chain_is_flagged_and_nan_propagates():
 
 def test_diagnostics_reports_the_worst_variable():
     rng = np.random.default_rng(2)
-    idata = az.from_dict(posterior={"a": rng.normal(size=(4, 300)), "b": rng.normal(size=(4, 300, 3))},
-                         sample_stats={"diverging": np.zeros((4, 300), bool)})
+    idata = az.from_dict(
+        posterior={"a": rng.normal(size=(4, 300)), "b": rng.normal(size=(4, 300, 3))},
+        sample_stats={"diverging": np.zeros((4, 300), bool)},
+    )
     idata.posterior["b"][0, :, 2] += 1.5
     d = diagnostics(idata, ["a", "b"])
     assert d["rhat_max"] == pytest.approx(float(az.rhat(idata)["b"].values.max()), rel=1e-9)

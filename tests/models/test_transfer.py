@@ -25,19 +25,29 @@ LONG = replace(DEFAULT_SAMPLER, draws=1500, tune=1500)
 
 def _spec(arms, n_steps=24, prompts=48, samples=4):
     per_arm = n_steps * prompts * samples
-    return TransferSpec(arms=tuple(ArmSpec(name, per_arm, u, g) for name, u, g in arms),
-                        prompts_per_step=prompts, samples_per_prompt=samples, pool_size=600,
-                        task_sd=0.5, ungraded_task_sd=0.5, step_sd=0.03)
+    return TransferSpec(
+        arms=tuple(ArmSpec(name, per_arm, u, g) for name, u, g in arms),
+        prompts_per_step=prompts,
+        samples_per_prompt=samples,
+        pool_size=600,
+        task_sd=0.5,
+        ungraded_task_sd=0.5,
+        step_sd=0.03,
+    )
 
 
-CROSSING = _spec((
-    ("base", ((1, 0.40), (24, 0.25)), ((1, 0.40), (24, 0.60))),
-    ("s85", ((1, 0.40), (24, 0.40)), ((1, 0.55), (24, 0.45))),
-))
-NO_CROSSING = _spec((
-    ("base", ((1, 0.40), (24, 0.35)), ((1, 0.40), (24, 0.50))),
-    ("s85", ((1, 0.35), (24, 0.30)), ((1, 0.55), (24, 0.65))),
-))
+CROSSING = _spec(
+    (
+        ("base", ((1, 0.40), (24, 0.25)), ((1, 0.40), (24, 0.60))),
+        ("s85", ((1, 0.40), (24, 0.40)), ((1, 0.55), (24, 0.45))),
+    )
+)
+NO_CROSSING = _spec(
+    (
+        ("base", ((1, 0.40), (24, 0.35)), ((1, 0.40), (24, 0.50))),
+        ("s85", ((1, 0.35), (24, 0.30)), ((1, 0.55), (24, 0.65))),
+    )
+)
 
 
 def _inside(e, value):
@@ -72,8 +82,10 @@ def test_walk_parametrisation_follows_trials_per_knot():
     trials, 7 knots), non-centred below (the same design with 12 trials per step)."""
     rich = transfer_data(simulate_transfer(CROSSING, seed=1)[0])
     assert resolve_walk(rich, TransferConfig()) == "centred"
-    thin_spec = _spec(((name, u, g) for name, u, g in (("base", ((1, 0.4),), ((1, 0.4),)),
-                                                           ("s85", ((1, 0.4),), ((1, 0.5),)))), prompts=3)
+    thin_spec = _spec(
+        ((name, u, g) for name, u, g in (("base", ((1, 0.4),), ((1, 0.4),)), ("s85", ((1, 0.4),), ((1, 0.5),)))),
+        prompts=3,
+    )
     thin = transfer_data(simulate_transfer(thin_spec, seed=1)[0])
     assert resolve_walk(thin, TransferConfig()) == "non-centred"
     assert resolve_walk(thin, TransferConfig(walk="centred")) == "centred"
@@ -110,8 +122,10 @@ def test_recovers_initial_advantage_and_crossover():
     # population curves: truth inside the 94 % band at most steps (bands are pointwise)
     frame = transfer_frame(fit)
     tc = truth["curves"]
-    inside = [row.hdi_low <= float(tc[row.quantity].sel({S.ARM: row.arm, S.STEP: row.step})) <= row.hdi_high
-              for row in frame.itertuples()]
+    inside = [
+        row.hdi_low <= float(tc[row.quantity].sel({S.ARM: row.arm, S.STEP: row.step})) <= row.hdi_high
+        for row in frame.itertuples()
+    ]
     assert np.mean(inside) > 0.85
     # attrs and JSON shape
     attrs = fit.idata.posterior.attrs
@@ -144,8 +158,9 @@ def test_transfer_command_writes_the_json_contract(tmp_path, capsys):
 
     ds, _ = simulate_transfer(CROSSING, seed=2)  # same shapes as the recovery test: cached model
     path = write_table(ds, tmp_path / "t.csv")
-    rc = main(["transfer", str(path), "--seed", "1", "--draws", "300", "--tune", "300",
-               "--json", str(tmp_path / "t.json")])
+    rc = main(
+        ["transfer", str(path), "--seed", "1", "--draws", "300", "--tune", "300", "--json", str(tmp_path / "t.json")]
+    )
     out = capsys.readouterr().out
     d = json.loads((tmp_path / "t.json").read_text())
     assert rc == (0 if d["diagnostics"]["converged"] else 3), out  # 3: ran, did not converge

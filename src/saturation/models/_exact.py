@@ -51,8 +51,11 @@ def design(t: np.ndarray, grid: np.ndarray, t0: float, jump: bool) -> np.ndarray
     s = (t - t0)[None, :]
     sc = (grid - t0)[:, None]
     early = t[None, :] < grid[:, None]
-    cols = [np.where(early, 1 - s / sc, 0.0), np.where(early, s / sc, 1.0),
-            np.where(early, 0.0, t[None, :] - grid[:, None])]
+    cols = [
+        np.where(early, 1 - s / sc, 0.0),
+        np.where(early, s / sc, 1.0),
+        np.where(early, 0.0, t[None, :] - grid[:, None]),
+    ]
     if jump:
         cols.append(np.where(early, 0.0, 1.0))
     return np.stack(cols, axis=-1)
@@ -64,8 +67,9 @@ def design_line(t: np.ndarray) -> np.ndarray:
     return np.stack([1 - s, s], axis=-1)[None]
 
 
-def _normal_stats(y: np.ndarray, var_mean: np.ndarray, x: np.ndarray, m0: np.ndarray, p0: np.ndarray,
-                  tau: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _normal_stats(
+    y: np.ndarray, var_mean: np.ndarray, x: np.ndarray, m0: np.ndarray, p0: np.ndarray, tau: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """log p(y | c, tau) marginal over beta, and A, b of the conditional; for every tau
     (G,) and candidate (C): shapes (G, C), (G, C, p, p), (G, C, p)."""
     n_c, n_t, p = x.shape
@@ -124,8 +128,9 @@ class Level:
     """One level (or series) of a model linear in its curve parameters given tau: the tau
     grid over every design in ``x`` (C, T, p) and the conditional draws."""
 
-    def __init__(self, y: np.ndarray, var_mean: np.ndarray, x: np.ndarray, m0: np.ndarray, sd0: np.ndarray,
-                 tau_sd: float) -> None:
+    def __init__(
+        self, y: np.ndarray, var_mean: np.ndarray, x: np.ndarray, m0: np.ndarray, sd0: np.ndarray, tau_sd: float
+    ) -> None:
         self.y, self.var_mean, self.x, self.m0, self.p0 = y, var_mean, x, m0, 1.0 / sd0**2
         positive = var_mean[var_mean > 0]
         floor = min(float(np.sqrt(positive.min())) if positive.size else tau_sd, tau_sd)
@@ -173,9 +178,15 @@ def curve_prior(priors: dict[str, np.ndarray], j: int, jump: bool) -> tuple[np.n
     return m0, np.stack(cols, axis=-1)
 
 
-def hinge_line_log_bf(y: np.ndarray, var_mean: np.ndarray, steps: np.ndarray, grid: np.ndarray,
-                      priors: dict[str, np.ndarray], jump: bool,
-                      hinge_log_evidence: np.ndarray | None = None) -> np.ndarray:
+def hinge_line_log_bf(
+    y: np.ndarray,
+    var_mean: np.ndarray,
+    steps: np.ndarray,
+    grid: np.ndarray,
+    priors: dict[str, np.ndarray],
+    jump: bool,
+    hinge_log_evidence: np.ndarray | None = None,
+) -> np.ndarray:
     r"""log Bayes factor of the change-point curve against a straight line, per level.
 
     Both are Gaussian on the same per-step means with the same variance model
@@ -191,14 +202,18 @@ def hinge_line_log_bf(y: np.ndarray, var_mean: np.ndarray, steps: np.ndarray, gr
     for j in range(y.shape[0]):
         m0, sd0 = curve_prior(priors, j, jump)
         tau_sd = float(priors["tau_sd"][j])
-        hinge = (log_evidence(y[j], var_mean[j], x, m0, sd0, tau_sd) if hinge_log_evidence is None
-                 else float(hinge_log_evidence[j]))
+        hinge = (
+            log_evidence(y[j], var_mean[j], x, m0, sd0, tau_sd)
+            if hinge_log_evidence is None
+            else float(hinge_log_evidence[j])
+        )
         out[j] = hinge - log_evidence(y[j], var_mean[j], design_line(steps), m0[:2], sd0[:1, :2], tau_sd)
     return out
 
 
-def log_evidence(y: np.ndarray, var_mean: np.ndarray, x: np.ndarray, m0: np.ndarray, sd0: np.ndarray,
-                 tau_sd: float) -> float:
+def log_evidence(
+    y: np.ndarray, var_mean: np.ndarray, x: np.ndarray, m0: np.ndarray, sd0: np.ndarray, tau_sd: float
+) -> float:
     """log p(y) of one level under designs ``x`` (C, T, p) with a uniform prior over the C
     designs: the curve parameters integrated analytically and tau by quadrature (the
     exact marginal likelihood used for Bayes factors between curve shapes)."""
@@ -206,8 +221,19 @@ def log_evidence(y: np.ndarray, var_mean: np.ndarray, x: np.ndarray, m0: np.ndar
 
 
 def sample_gaussian_exact(
-    *, y: np.ndarray, var_mean: np.ndarray, steps: np.ndarray, grid: np.ndarray, priors: dict[str, np.ndarray],
-    jump: bool, pooled: bool, spread_sd: float, levels: list[str], chains: int, draws: int, seed: int,
+    *,
+    y: np.ndarray,
+    var_mean: np.ndarray,
+    steps: np.ndarray,
+    grid: np.ndarray,
+    priors: dict[str, np.ndarray],
+    jump: bool,
+    pooled: bool,
+    spread_sd: float,
+    levels: list[str],
+    chains: int,
+    draws: int,
+    seed: int,
     evidence_weight: float = 1.0,
 ) -> tuple[az.InferenceData, dict[str, Any], np.ndarray]:
     """Independent posterior draws of the Gaussian plateau model.
@@ -255,8 +281,9 @@ def sample_gaussian_exact(
         c_idx = np.stack([_pick_one(rng, level.log_m, n_draws) for level in lv])
     taus, betas = zip(*(level.draw(rng, c_idx[j]) for j, level in enumerate(lv)), strict=True)
     beta = np.stack(betas, axis=1)  # (D, L, p)
-    post.update(start=beta[..., 0], value_at_changepoint=beta[..., 1], late_slope=beta[..., 2],
-                tau=np.stack(taus, axis=1))
+    post.update(
+        start=beta[..., 0], value_at_changepoint=beta[..., 1], late_slope=beta[..., 2], tau=np.stack(taus, axis=1)
+    )
     if jump:
         post["jump"] = beta[..., 3]
     shaped = {k: v.reshape(chains, draws, *v.shape[1:]) for k, v in post.items()}
@@ -264,5 +291,8 @@ def sample_gaussian_exact(
     idata = az.from_dict(posterior=shaped, coords={S.LEVEL: levels}, dims=dims)
     idata.posterior.attrs["sampler"] = "exact"
     elapsed = time.perf_counter() - t_start
-    return (idata, {"compile": 0.0, "sample": elapsed, "sampler": "exact"},
-            np.array([level.log_evidence for level in lv]))
+    return (
+        idata,
+        {"compile": 0.0, "sample": elapsed, "sampler": "exact"},
+        np.array([level.log_evidence for level in lv]),
+    )

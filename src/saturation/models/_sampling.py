@@ -96,9 +96,15 @@ def sample_model(
         timings["compile"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         idata = nutpie.sample(
-            compiled, draws=config.draws, tune=config.tune, chains=config.chains,
-            seed=seed, progress_bar=config.progress, save_warmup=False,
-            target_accept=config.target_accept, low_rank_modified_mass_matrix=config.low_rank,
+            compiled,
+            draws=config.draws,
+            tune=config.tune,
+            chains=config.chains,
+            seed=seed,
+            progress_bar=config.progress,
+            save_warmup=False,
+            target_accept=config.target_accept,
+            low_rank_modified_mass_matrix=config.low_rank,
         )
         timings["sample"] = time.perf_counter() - t0
     elif sampler in ("pymc", "numpyro"):
@@ -107,9 +113,15 @@ def sample_model(
         with model:
             pm.set_data(data)
             idata = pm.sample(
-                draws=config.draws, tune=config.tune, chains=config.chains, random_seed=seed,
-                progressbar=config.progress, target_accept=config.target_accept,
-                compute_convergence_checks=False, cores=min(config.chains, 2), **extra,
+                draws=config.draws,
+                tune=config.tune,
+                chains=config.chains,
+                random_seed=seed,
+                progressbar=config.progress,
+                target_accept=config.target_accept,
+                compute_convergence_checks=False,
+                cores=min(config.chains, 2),
+                **extra,
             )
         timings["sample"] = time.perf_counter() - t0  # numpyro: includes its JAX compile
     else:  # pragma: no cover - guarded by SamplerConfig users
@@ -120,7 +132,7 @@ def sample_model(
 def _split(x: np.ndarray) -> np.ndarray:
     """(chain, draw, K) -> (2 chain, draw // 2, K): first and last halves (odd middle dropped)."""
     half = x.shape[1] // 2
-    return np.concatenate([x[:, :half], x[:, x.shape[1] - half:]], axis=0)
+    return np.concatenate([x[:, :half], x[:, x.shape[1] - half :]], axis=0)
 
 
 def _z_scale(x: np.ndarray) -> np.ndarray:
@@ -196,15 +208,15 @@ def rhat_ess(x: np.ndarray) -> dict[str, np.ndarray]:
     z = _z_scale(split)
     ess_bulk = _ess_basic(z)
     q = np.quantile(x.reshape(-1, k), [0.05, 0.95], axis=0)
-    ess_tail = np.minimum(_ess_basic(_split((x <= q[0]).astype(float))),
-                          _ess_basic(_split((x <= q[1]).astype(float))))
+    ess_tail = np.minimum(_ess_basic(_split((x <= q[0]).astype(float))), _ess_basic(_split((x <= q[1]).astype(float))))
     if n_chain < 2:
         rhat = nan
     else:
         folded = np.abs(split - np.median(split.reshape(-1, k), axis=0))
         rhat = np.maximum(_rhat_basic(z), _rhat_basic(_z_scale(folded)))
-    return {name: np.where(bad, np.nan, v) for name, v in
-            (("rhat", rhat), ("ess_bulk", ess_bulk), ("ess_tail", ess_tail))}
+    return {
+        name: np.where(bad, np.nan, v) for name, v in (("rhat", rhat), ("ess_bulk", ess_bulk), ("ess_tail", ess_tail))
+    }
 
 
 def diagnostics(idata: az.InferenceData, var_names: Sequence[str]) -> dict[str, Any]:
@@ -216,8 +228,11 @@ def diagnostics(idata: az.InferenceData, var_names: Sequence[str]) -> dict[str, 
     arrays = [a for a in arrays if a.shape[2]]
     if arrays:
         d = rhat_ess(np.concatenate(arrays, axis=2))
-        rhat_max, ess_min, ess_tail_min = (float(np.nanmax(d["rhat"])), float(np.nanmin(d["ess_bulk"])),
-                                           float(np.nanmin(d["ess_tail"])))
+        rhat_max, ess_min, ess_tail_min = (
+            float(np.nanmax(d["rhat"])),
+            float(np.nanmin(d["ess_bulk"])),
+            float(np.nanmin(d["ess_tail"])),
+        )
     else:
         rhat_max = ess_min = ess_tail_min = float("nan")
     # independent draws ("exact" sampler) have no sample_stats: no trajectories, no divergences
@@ -236,13 +251,15 @@ def diagnostics(idata: az.InferenceData, var_names: Sequence[str]) -> dict[str, 
 
 
 def nuisance_text(diag: dict[str, Any]) -> str:
-    """"; task effects (nuisance): R-hat max ..., bulk ESS min ..." when the diagnostics
+    """ "; task effects (nuisance): R-hat max ..., bulk ESS min ..." when the diagnostics
     check nuisance effects separately (transfer model), else ""."""
     t = diag.get("task_effects")
     if not t:
         return ""
-    return (f"; task effects (nuisance): R-hat max {t['rhat_max']:.3f} (<= {t['rhat_threshold']}), "
-            f"bulk ESS min {t['ess_bulk_min']:.0f}")
+    return (
+        f"; task effects (nuisance): R-hat max {t['rhat_max']:.3f} (<= {t['rhat_threshold']}), "
+        f"bulk ESS min {t['ess_bulk_min']:.0f}"
+    )
 
 
 def warn_if_not_converged(diag: dict[str, Any], what: str) -> None:
@@ -251,7 +268,8 @@ def warn_if_not_converged(diag: dict[str, Any], what: str) -> None:
             f"\n{'!' * 70}\n{what} DID NOT CONVERGE: R-hat max {diag['rhat_max']:.3f} "
             f"(<= {RHAT_MAX}), bulk ESS min {diag['ess_bulk_min']:.0f} "
             f"(>= {diag['thresholds']['ess_bulk_min']}), divergences {diag['divergences']} (0)"
-            + nuisance_text(diag) + ".\n"
+            + nuisance_text(diag)
+            + ".\n"
             f"Do not read its tables; sample longer or revisit the model.\n{'!' * 70}",
             ConvergenceWarning,
             stacklevel=3,
@@ -265,8 +283,9 @@ def interval(x: Any) -> dict[str, Any]:
     return {"mean": float(np.mean(x)), "sd": float(np.std(x, ddof=1)), "hdi": [float(hdi[0]), float(hdi[1])]}
 
 
-def stamp_attrs(idata: az.InferenceData, model: str, config: Any, data_summary: dict[str, Any],
-                diag: dict[str, Any]) -> None:
+def stamp_attrs(
+    idata: az.InferenceData, model: str, config: Any, data_summary: dict[str, Any], diag: dict[str, Any]
+) -> None:
     """Record the package version, model name, config (a dataclass), the input data's
     summary, the diagnostics and the interval convention on every InferenceData group."""
     attrs = {
@@ -284,6 +303,11 @@ def stamp_attrs(idata: az.InferenceData, model: str, config: Any, data_summary: 
 def merge_diagnostics(diags: list[dict[str, Any]]) -> dict[str, Any]:
     """One diagnostics record for several fits: worst R-hat and ESS, summed divergences,
     converged only when every fit converged."""
-    return {"rhat_max": max(d["rhat_max"] for d in diags), "ess_bulk_min": min(d["ess_bulk_min"] for d in diags),
-            "ess_tail_min": min(d["ess_tail_min"] for d in diags), "divergences": sum(d["divergences"] for d in diags),
-            "converged": all(d["converged"] for d in diags), "thresholds": diags[0]["thresholds"]}
+    return {
+        "rhat_max": max(d["rhat_max"] for d in diags),
+        "ess_bulk_min": min(d["ess_bulk_min"] for d in diags),
+        "ess_tail_min": min(d["ess_tail_min"] for d in diags),
+        "divergences": sum(d["divergences"] for d in diags),
+        "converged": all(d["converged"] for d in diags),
+        "thresholds": diags[0]["thresholds"],
+    }

@@ -59,8 +59,9 @@ N_LOCATIONS = "n_locations"
 
 
 # ====================================================================== trend
-def trend_draws(sd: StepData, *, seed: int, draws: int = 1000, chains: int = 4) -> tuple[dict[str, np.ndarray],
-                                                                                        dict[str, Any]]:
+def trend_draws(
+    sd: StepData, *, seed: int, draws: int = 1000, chains: int = 4
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Posterior draws (samples,) of one series' fitted start, end, change point and
     slopes (a one-level plateau fit; needs at least 10 steps), and the fit's diagnostics."""
     if len(sd.levels) != 1:
@@ -75,19 +76,33 @@ def trend_draws(sd: StepData, *, seed: int, draws: int = 1000, chains: int = 4) 
 
 def _trend_summary(d: dict[str, np.ndarray]) -> dict[str, Any]:
     change = np.ravel(d["end"] - d["start"])
-    out: dict[str, Any] = {v: interval(np.ravel(d[v])) for v in ("start", "end", "changepoint", "early_slope", "late_slope") if v in d}
-    return {**out, "change": interval(change), "p_increase": float(np.mean(change > 0)),
-            "p_decrease": float(np.mean(change < 0))}
+    out: dict[str, Any] = {
+        v: interval(np.ravel(d[v])) for v in ("start", "end", "changepoint", "early_slope", "late_slope") if v in d
+    }
+    return {
+        **out,
+        "change": interval(change),
+        "p_increase": float(np.mean(change > 0)),
+        "p_decrease": float(np.mean(change < 0)),
+    }
 
 
 def _idata(trends: dict[str, dict[str, np.ndarray]], chains: int, attrs: dict[str, Any]) -> az.InferenceData:
     """Trend draws as one InferenceData (dim ``series``)."""
     names = list(trends)
-    post = {v: np.stack([trends[n][v] for n in names], axis=-1).reshape(chains, -1, len(names))
-            for v in ("start", "end", "changepoint", "early_slope", "late_slope")}
+    post = {
+        v: np.stack([trends[n][v] for n in names], axis=-1).reshape(chains, -1, len(names))
+        for v in ("start", "end", "changepoint", "early_slope", "late_slope")
+    }
     idata = az.from_dict(posterior=post, coords={"series": names}, dims={v: ["series"] for v in post})
-    idata.posterior.attrs.update({**{k: str(v) for k, v in attrs.items()}, "saturation_version": __version__,
-                                  "hdi_prob": S.HDI_PROB, "sampler": "exact"})
+    idata.posterior.attrs.update(
+        {
+            **{k: str(v) for k, v in attrs.items()},
+            "saturation_version": __version__,
+            "hdi_prob": S.HDI_PROB,
+            "sampler": "exact",
+        }
+    )
     return idata
 
 
@@ -110,8 +125,15 @@ class Diagnosis:
         return {"verdicts": self.verdicts, "numbers": self.numbers, "diagnostics": self.diagnostics}
 
 
-def diagnose_cardinality(ds: xr.Dataset, *, levels: list[str] | None = None, run: str | None = None,
-                         seed: int = 0, draws: int = 1000, chains: int = 4) -> Diagnosis:
+def diagnose_cardinality(
+    ds: xr.Dataset,
+    *,
+    levels: list[str] | None = None,
+    run: str | None = None,
+    seed: int = 0,
+    draws: int = 1000,
+    chains: int = 4,
+) -> Diagnosis:
     """Real localisation skill or a cardinality prior?
 
     Per level, linear trends (start -> end, slope, 94 % HDIs) of precision, recall,
@@ -129,8 +151,9 @@ def diagnose_cardinality(ds: xr.Dataset, *, levels: list[str] | None = None, run
     levels = levels or [str(v) for v in ds[S.LEVEL].values]
     trends: dict[str, dict[str, np.ndarray]] = {}
     diags = []
-    series: list[tuple[str, str, str | None]] = [(f"{var}/{level}", var, level) for level in levels
-                                                 for var in CARDINALITY_VARS]
+    series: list[tuple[str, str, str | None]] = [
+        (f"{var}/{level}", var, level) for level in levels for var in CARDINALITY_VARS
+    ]
     if N_LOCATIONS in ds:
         series.append((N_LOCATIONS, N_LOCATIONS, None))
     for i, (name, var, level) in enumerate(series):
@@ -141,15 +164,19 @@ def diagnose_cardinality(ds: xr.Dataset, *, levels: list[str] | None = None, run
     for level in levels:
         tr = {var: _trend_summary(trends[f"{var}/{level}"]) for var in CARDINALITY_VARS}
         pred, gold = trends[f"{S.N_PRED}/{level}"], trends[f"{S.N_GOLD}/{level}"]
-        ratio = {"start": interval((pred["start"] / gold["start"]).ravel()),
-                 "end": interval((pred["end"] / gold["end"]).ravel())}
+        ratio = {
+            "start": interval((pred["start"] / gold["start"]).ravel()),
+            "end": interval((pred["end"] / gold["end"]).ravel()),
+        }
         prec, rec = tr[S.PRECISION], tr[S.RECALL]
         if rec["p_decrease"] >= P_DECIDE:
             kind = "cardinality prior"
             why = "recall fell while the model named fewer locations: precision was bought with recall"
         elif prec["p_increase"] >= P_DECIDE or rec["p_increase"] >= P_DECIDE:
             kind = "real skill"
-            why = "precision rose without recall falling" if rec["p_increase"] < P_DECIDE else "precision and recall rose"
+            why = (
+                "precision rose without recall falling" if rec["p_increase"] < P_DECIDE else "precision and recall rose"
+            )
         else:
             kind = "no learning detected"
             why = "neither precision nor recall moved decisively"
@@ -157,7 +184,8 @@ def diagnose_cardinality(ds: xr.Dataset, *, levels: list[str] | None = None, run
         verdicts[level] = (
             f"{level}: {kind} - {why}. Precision {_arrow(prec)}, recall {_arrow(rec)} "
             f"(P(recall rises) = {rec['p_increase']:.2f}), predicted/gold {ratio['start']['mean']:.2f} -> "
-            f"{ratio['end']['mean']:.2f}.")
+            f"{ratio['end']['mean']:.2f}."
+        )
     if N_LOCATIONS in trends:
         numbers[N_LOCATIONS] = _trend_summary(trends[N_LOCATIONS])
         verdicts[N_LOCATIONS] = f"predicted locations per answer: {_arrow(numbers[N_LOCATIONS])}."
@@ -169,18 +197,25 @@ def diagnose_cardinality(ds: xr.Dataset, *, levels: list[str] | None = None, run
 
 def _arrow(tr: dict[str, Any]) -> str:
     s, e = tr["start"], tr["end"]
-    return (f"{s['mean']:.3f} [{s['hdi'][0]:.3f}, {s['hdi'][1]:.3f}] -> "
-            f"{e['mean']:.3f} [{e['hdi'][0]:.3f}, {e['hdi'][1]:.3f}]")
+    return (
+        f"{s['mean']:.3f} [{s['hdi'][0]:.3f}, {s['hdi'][1]:.3f}] -> "
+        f"{e['mean']:.3f} [{e['hdi'][0]:.3f}, {e['hdi'][1]:.3f}]"
+    )
 
 
 # ====================================================================== 2. reliability vs capability
-def _capability_verdict(pass1: dict[str, np.ndarray], passk: dict[str, np.ndarray], rope: float) -> tuple[str, dict[str, float]]:
+def _capability_verdict(
+    pass1: dict[str, np.ndarray], passk: dict[str, np.ndarray], rope: float
+) -> tuple[str, dict[str, float]]:
     d1 = (pass1["end"] - pass1["start"]).ravel()
     dk = (passk["end"] - passk["start"]).ravel()
-    probs = {"p_pass1_up": float(np.mean(d1 > 0)), "p_pass1_down": float(np.mean(d1 < 0)),
-             "p_passk_in_rope": float(np.mean(np.abs(dk) < rope)),
-             "p_passk_up_beyond_rope": float(np.mean(dk > rope)),
-             "p_passk_down_beyond_rope": float(np.mean(dk < -rope))}
+    probs = {
+        "p_pass1_up": float(np.mean(d1 > 0)),
+        "p_pass1_down": float(np.mean(d1 < 0)),
+        "p_passk_in_rope": float(np.mean(np.abs(dk) < rope)),
+        "p_passk_up_beyond_rope": float(np.mean(dk > rope)),
+        "p_passk_down_beyond_rope": float(np.mean(dk < -rope)),
+    }
     if probs["p_passk_up_beyond_rope"] >= P_DECIDE:
         kind = "capability gain"
     elif probs["p_passk_down_beyond_rope"] >= P_DECIDE:
@@ -196,9 +231,17 @@ def _capability_verdict(pass1: dict[str, np.ndarray], passk: dict[str, np.ndarra
     return kind, probs
 
 
-def diagnose_reliability(series: xr.Dataset, *, runs: list[str] | None = None, pass1: str = "reward_mean",
-                         passk: str = "pass_at_k", rope: float = PASS_AT_K_ROPE, seed: int = 0,
-                         draws: int = 1000, chains: int = 4) -> Diagnosis:
+def diagnose_reliability(
+    series: xr.Dataset,
+    *,
+    runs: list[str] | None = None,
+    pass1: str = "reward_mean",
+    passk: str = "pass_at_k",
+    rope: float = PASS_AT_K_ROPE,
+    seed: int = 0,
+    draws: int = 1000,
+    chains: int = 4,
+) -> Diagnosis:
     """Reliability (pass@1 = mean reward) vs capability (pass@k) from logged series.
 
     Per run: linear trends of both series, and a plateau fit of pass@1 (unknown change
@@ -217,8 +260,9 @@ def diagnose_reliability(series: xr.Dataset, *, runs: list[str] | None = None, p
     verdicts: dict[str, str] = {}
     diags: list[dict[str, Any]] = []
     for i, run in enumerate(runs):
-        out = _run_trends(series, run, (pass1, passk), seed=seed + 10 * i, draws=draws, chains=chains,
-                          trends=trends, diags=diags)
+        out = _run_trends(
+            series, run, (pass1, passk), seed=seed + 10 * i, draws=draws, chains=chains, trends=trends, diags=diags
+        )
         kind, probs = _capability_verdict(trends[f"{pass1}/{run}"], trends[f"{passk}/{run}"], rope)
         out.update(probs, verdict=kind)
         numbers["runs"][run] = out
@@ -226,21 +270,32 @@ def diagnose_reliability(series: xr.Dataset, *, runs: list[str] | None = None, p
         verdicts[run] = (
             f"{run}: {kind}. pass@1 {_arrow(out[pass1])} (P(up) = {probs['p_pass1_up']:.2f}); "
             f"pass@{k or 'k'} {_arrow(out[passk])} (P(|change| < {rope}) = {probs['p_passk_in_rope']:.2f}); "
-            f"pass@1 change point {cp['mean']:.1f} [{cp['hdi'][0]:.0f}, {cp['hdi'][1]:.0f}].")
+            f"pass@1 change point {cp['mean']:.1f} [{cp['hdi'][0]:.0f}, {cp['hdi'][1]:.0f}]."
+        )
     idata = _idata(trends, chains, {"diagnosis": "reliability"})
     diag = merge_diagnostics(diags)
     warn_if_not_converged(diag, "reliability diagnosis")
     return Diagnosis("reliability", verdicts, numbers, diag, idata)
 
 
-def _run_trends(series: xr.Dataset, run: str, variables: tuple[str, ...], *, seed: int, draws: int, chains: int,
-                trends: dict[str, dict[str, np.ndarray]], diags: list[dict[str, Any]]) -> dict[str, Any]:
+def _run_trends(
+    series: xr.Dataset,
+    run: str,
+    variables: tuple[str, ...],
+    *,
+    seed: int,
+    draws: int,
+    chains: int,
+    trends: dict[str, dict[str, np.ndarray]],
+    diags: list[dict[str, Any]],
+) -> dict[str, Any]:
     """Trends of several series of one run (seeds ``seed + j``): draws go into ``trends``
     under ``"<var>/<run>"``, diagnostics into ``diags``; returns the summaries by variable."""
     out: dict[str, Any] = {}
     for j, var in enumerate(variables):
-        trends[f"{var}/{run}"], diag_ = trend_draws(step_data(series, response=var, run=run), seed=seed + j,
-                                                    draws=draws, chains=chains)
+        trends[f"{var}/{run}"], diag_ = trend_draws(
+            step_data(series, response=var, run=run), seed=seed + j, draws=draws, chains=chains
+        )
         diags.append(diag_)
         out[var] = _trend_summary(trends[f"{var}/{run}"])
     return out
@@ -267,8 +322,13 @@ def group_counts(ds: xr.Dataset, *, success_threshold: float = 1.0, run: str | N
     g = frame.groupby([S.STEP, S.INSTANCE_ID], sort=True)["s"].agg(["size", "sum"]).reset_index()
     if int(g["size"].sum()) != len(frame):  # pragma: no cover - groupby keeps every row
         raise AssertionError("group counts lost trials")
-    return xr.Dataset({"n": ("group", g["size"].to_numpy()), "s": ("group", g["sum"].to_numpy()),
-                       S.STEP: ("group", g[S.STEP].to_numpy())})
+    return xr.Dataset(
+        {
+            "n": ("group", g["size"].to_numpy()),
+            "s": ("group", g["sum"].to_numpy()),
+            S.STEP: ("group", g[S.STEP].to_numpy()),
+        }
+    )
 
 
 def _log_beta(a: Any, b: Any) -> Any:
@@ -277,8 +337,14 @@ def _log_beta(a: Any, b: Any) -> Any:
 
 #: priors of the pass@k model: (mean, sd) of a Normal; ``sigma`` is HalfNormal(sd)
 PASS_AT_K_PRIORS: dict[str, tuple[float, float]] = {
-    "a0": (0.0, 2.0), "a1": (0.0, 2.0), "a2": (0.0, 1.0),
-    "g0": (float(np.log(2.0)), 1.5), "g1": (0.0, 1.0), "g2": (0.0, 1.0), "sigma": (0.0, 0.5)}
+    "a0": (0.0, 2.0),
+    "a1": (0.0, 2.0),
+    "a2": (0.0, 1.0),
+    "g0": (float(np.log(2.0)), 1.5),
+    "g1": (0.0, 1.0),
+    "g2": (0.0, 1.0),
+    "sigma": (0.0, 0.5),
+}
 #: the pass@k model's scalar parameters, and its reported curve ends (derived per draw)
 PASS_AT_K_PARAMS = tuple(PASS_AT_K_PRIORS)
 PASS_AT_K_ENDS = ("pass1_start", "pass1_end", "passk_start", "passk_end")
@@ -294,8 +360,16 @@ def pass_at_k_predictors(theta: Any, x: Any, eps: Any) -> tuple[Any, Any]:
     return logit_mu, log_kappa
 
 
-def fit_pass_at_k(ds: xr.Dataset, *, k: int | None = None, success_threshold: float = 1.0, run: str | None = None,
-                  rope: float = PASS_AT_K_ROPE, seed: int = 0, sampler: SamplerConfig | None = None) -> Diagnosis:
+def fit_pass_at_k(
+    ds: xr.Dataset,
+    *,
+    k: int | None = None,
+    success_threshold: float = 1.0,
+    run: str | None = None,
+    rope: float = PASS_AT_K_ROPE,
+    seed: int = 0,
+    sampler: SamplerConfig | None = None,
+) -> Diagnosis:
     r"""pass@1 and pass@k per step from prompt groups, with a hierarchical model over prompts.
 
     Notes
@@ -318,9 +392,11 @@ def fit_pass_at_k(ds: xr.Dataset, *, k: int | None = None, success_threshold: fl
     n_success, n_total = int(counts["s"].sum()), int(counts["n"].sum())
     if n_success in (0, n_total):
         what = "failed" if n_success == 0 else "succeeded"
-        raise ValueError(f"every one of the {n_total} rollouts {what} (success: graded and reward >= "
-                         f"{success_threshold:g}): pass@1 and pass@k are {0 if n_success == 0 else 1} at every "
-                         "step, so there is no trend to fit; check --success-threshold")
+        raise ValueError(
+            f"every one of the {n_total} rollouts {what} (success: graded and reward >= "
+            f"{success_threshold:g}): pass@1 and pass@k are {0 if n_success == 0 else 1} at every "
+            "step, so there is no trend to fit; check --success-threshold"
+        )
     k = k or int(np.bincount(counts["n"].values).argmax())
     steps = np.unique(counts[S.STEP].values)
     t_idx = np.searchsorted(steps, counts[S.STEP].values)
@@ -328,12 +404,18 @@ def fit_pass_at_k(ds: xr.Dataset, *, k: int | None = None, success_threshold: fl
     uniq, weight = np.unique(key, axis=0, return_counts=True)
     span = max(float(steps[-1] - steps[0]), 1.0)
     x = (steps - steps[0]) / span
-    values = {"t": uniq[:, 0], "n": uniq[:, 1].astype(float), "s": uniq[:, 2].astype(float),
-              "w": weight.astype(float), "x": x}
+    values = {
+        "t": uniq[:, 0],
+        "n": uniq[:, 1].astype(float),
+        "s": uniq[:, 2].astype(float),
+        "w": weight.astype(float),
+        "x": x,
+    }
     with pm.Model(coords={S.STEP: steps}) as model:
         d = {name: pm.Data(name, v) for name, v in values.items()}
-        theta: dict[str, Any] = {name: pm.Normal(name, mu, sd) for name, (mu, sd) in PASS_AT_K_PRIORS.items()
-                                 if name != "sigma"}
+        theta: dict[str, Any] = {
+            name: pm.Normal(name, mu, sd) for name, (mu, sd) in PASS_AT_K_PRIORS.items() if name != "sigma"
+        }
         theta["sigma"] = pm.HalfNormal("sigma", PASS_AT_K_PRIORS["sigma"][1])
         eps = pm.Normal("eps", 0.0, 1.0, dims=S.STEP)
         logit_mu, log_kappa = pass_at_k_predictors(theta, d["x"], eps)
@@ -343,8 +425,7 @@ def fit_pass_at_k(ds: xr.Dataset, *, k: int | None = None, success_threshold: fl
         pm.Potential("likelihood", (d["w"] * ll).sum())
     cfg = sampler or SamplerConfig()
     t0 = time.perf_counter()
-    idata, timings = sample_model(model, cache_key=("pass_at_k", len(steps)), data=values, seed=seed,
-                                  config=cfg)
+    idata, timings = sample_model(model, cache_key=("pass_at_k", len(steps)), data=values, seed=seed, config=cfg)
     post = idata.posterior
     ends = {}
     for name, xv in (("start", 0.0), ("end", 1.0)):
@@ -354,25 +435,44 @@ def fit_pass_at_k(ds: xr.Dataset, *, k: int | None = None, success_threshold: fl
         ends[f"passk_{name}"] = m.copy(data=np.asarray(curves.pass_at_k_beta(m.values, np.exp(log_kappa.values), k)))
     for name, value in ends.items():  # the reported curve ends, per draw, with the posterior
         post[name] = value
-        post[name].attrs["description"] = (f"pass@{1 if name.startswith('pass1') else k} at the "
-                                           f"{name.split('_')[1]} step (eps = 0)")
+        post[name].attrs["description"] = (
+            f"pass@{1 if name.startswith('pass1') else k} at the {name.split('_')[1]} step (eps = 0)"
+        )
     pass1 = {"start": ends["pass1_start"].values, "end": ends["pass1_end"].values}
     passk = {"start": ends["passk_start"].values, "end": ends["passk_end"].values}
     kind, probs = _capability_verdict(pass1, passk, rope)
     diag = diagnostics(idata, list(PASS_AT_K_PARAMS))
-    numbers: dict[str, Any] = {"k": k, "rope": rope, "n_groups": int(counts.sizes["group"]), "n_trials": int(counts["n"].sum()),
-               "pass1": _trend_summary(pass1), "passk": _trend_summary(passk), **probs,
-               "verdict": kind, "timings": {**timings, "total": time.perf_counter() - t0}}
-    verdict = (f"{kind}. pass@1 {_arrow(numbers['pass1'])} (P(up) = {probs['p_pass1_up']:.2f}); pass@{k} "
-               f"{_arrow(numbers['passk'])} (P(|change| < {rope}) = {probs['p_passk_in_rope']:.2f}).")
+    numbers: dict[str, Any] = {
+        "k": k,
+        "rope": rope,
+        "n_groups": int(counts.sizes["group"]),
+        "n_trials": int(counts["n"].sum()),
+        "pass1": _trend_summary(pass1),
+        "passk": _trend_summary(passk),
+        **probs,
+        "verdict": kind,
+        "timings": {**timings, "total": time.perf_counter() - t0},
+    }
+    verdict = (
+        f"{kind}. pass@1 {_arrow(numbers['pass1'])} (P(up) = {probs['p_pass1_up']:.2f}); pass@{k} "
+        f"{_arrow(numbers['passk'])} (P(|change| < {rope}) = {probs['p_passk_in_rope']:.2f})."
+    )
     warn_if_not_converged(diag, "pass@k fit")
     return Diagnosis("pass_at_k", {"groups": verdict}, numbers, diag, idata)
 
 
 # ====================================================================== 3. entropy
-def diagnose_entropy(series: xr.Dataset, *, runs: list[str] | None = None, entropy: str = "policy_entropy",
-                     reward: str = "reward_mean", rope_relative: float = ENTROPY_ROPE_RELATIVE, seed: int = 0,
-                     draws: int = 1000, chains: int = 4) -> Diagnosis:
+def diagnose_entropy(
+    series: xr.Dataset,
+    *,
+    runs: list[str] | None = None,
+    entropy: str = "policy_entropy",
+    reward: str = "reward_mean",
+    rope_relative: float = ENTROPY_ROPE_RELATIVE,
+    seed: int = 0,
+    draws: int = 1000,
+    chains: int = 4,
+) -> Diagnosis:
     """Did policy entropy collapse, and did it turn together with the reward?
 
     Per run: linear trend of entropy (P(decline), decline and relative decline with
@@ -389,8 +489,9 @@ def diagnose_entropy(series: xr.Dataset, *, runs: list[str] | None = None, entro
     verdicts: dict[str, str] = {}
     diags: list[dict[str, Any]] = []
     for i, run in enumerate(runs):
-        out = _run_trends(series, run, (entropy, reward), seed=seed + 10 * i, draws=draws, chains=chains,
-                          trends=trends, diags=diags)
+        out = _run_trends(
+            series, run, (entropy, reward), seed=seed + 10 * i, draws=draws, chains=chains, trends=trends, diags=diags
+        )
         gap = trends[f"{entropy}/{run}"]["changepoint"] - trends[f"{reward}/{run}"]["changepoint"]
         e = trends[f"{entropy}/{run}"]
         rel = ((e["end"] - e["start"]) / e["start"]).ravel()
@@ -406,14 +507,20 @@ def diagnose_entropy(series: xr.Dataset, *, runs: list[str] | None = None, entro
             kind = "entropy stable"
         else:
             kind = "entropy change undetermined"
-        out.update(p_decline_beyond_rope=p_down, p_rise_beyond_rope=p_up, p_stable=p_stable,
-                   p_turns_with_reward=p_together, verdict=kind)
+        out.update(
+            p_decline_beyond_rope=p_down,
+            p_rise_beyond_rope=p_up,
+            p_stable=p_stable,
+            p_turns_with_reward=p_together,
+            verdict=kind,
+        )
         numbers["runs"][run] = out
         r = out[reward]
         verdicts[run] = (
             f"{run}: {kind}. Entropy {_arrow(out[entropy])} (relative change {rel.mean():+.1%}, "
             f"P(decline > {rope_relative:.0%}) = {p_down:.2f}); reward {_arrow(r)}; entropy and reward "
-            f"change points within {TOGETHER_STEPS} steps with P = {p_together:.2f}.")
+            f"change points within {TOGETHER_STEPS} steps with P = {p_together:.2f}."
+        )
     idata = _idata(trends, chains, {"diagnosis": "entropy"})
     diag = merge_diagnostics(diags)
     warn_if_not_converged(diag, "entropy diagnosis")

@@ -70,10 +70,23 @@ def task_segments(task_idx: np.ndarray, n_tasks: int) -> tuple[np.ndarray, np.nd
     return order, (end - counts).astype(np.int64), end.astype(np.int64)
 
 
+# the one exception to the complexity limit (ARCHITECTURE.md): a fused numba loop, value and
+# gradient of every task's integral in one pass; split, it would be several passes over the data
 @numba.njit(cache=True, fastmath=True)
-def marginal_kernel(gaussian: bool, c: np.ndarray, tau: float, a: np.ndarray, b: np.ndarray, d: np.ndarray,
-                    prec: np.ndarray, start: np.ndarray, end: np.ndarray, z: np.ndarray, w: np.ndarray,
-                    newton_steps: int) -> tuple[float, np.ndarray, float, np.ndarray]:
+def marginal_kernel(  # noqa: C901
+    gaussian: bool,
+    c: np.ndarray,
+    tau: float,
+    a: np.ndarray,
+    b: np.ndarray,
+    d: np.ndarray,
+    prec: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    z: np.ndarray,
+    w: np.ndarray,
+    newton_steps: int,
+) -> tuple[float, np.ndarray, float, np.ndarray]:
     """Log marginal likelihood of all tasks and its gradient in ``c``, ``tau`` and ``prec``
     (``z``, ``w``: Gauss-Hermite nodes and weights).
 
@@ -202,8 +215,9 @@ class TaskMarginal(Op):
     def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
         c, tau, a, b, d, prec, start, end = inputs
         z, w = self.rule
-        value, dc, dtau, dprec = marginal_kernel(self.kind == "gaussian", c, float(tau), a, b, d, prec,
-                                                 start, end, z, w, self.newton_steps)
+        value, dc, dtau, dprec = marginal_kernel(
+            self.kind == "gaussian", c, float(tau), a, b, d, prec, start, end, z, w, self.newton_steps
+        )
         output_storage[0][0] = np.asarray(value)
         output_storage[1][0] = dc
         output_storage[2][0] = np.asarray(dtau)
@@ -234,7 +248,8 @@ def _numba_task_marginal(op: TaskMarginal, node: Any = None, **kwargs: Any) -> A
     return task_marginal
 
 
-def log_task_marginal(kind: str, c: Any, tau: Any, a: Any, b: Any, d: Any, prec: Any, start: Any, end: Any,
-                      *, nodes: int = NODES) -> Any:
+def log_task_marginal(
+    kind: str, c: Any, tau: Any, a: Any, b: Any, d: Any, prec: Any, start: Any, end: Any, *, nodes: int = NODES
+) -> Any:
     """The summed log marginal likelihood (a PyTensor scalar) of groups ordered by task."""
     return TaskMarginal(kind, nodes).make_node(c, tau, a, b, d, prec, start, end).outputs[0]

@@ -101,13 +101,15 @@ def verdict_summary(levels: dict[str, dict[str, Any]]) -> str:
         head = f"{'All ' + str(n) + ' levels' if n > 1 else 'The metric'} stopped rising ({', '.join(stopped)})"
     else:
         head = f"{len(stopped)} of {n} {'levels' if n > 1 else 'metric'} stopped rising" + (
-            f" ({', '.join(stopped)})" if stopped else "")
+            f" ({', '.join(stopped)})" if stopped else ""
+        )
         head += "; " + "; ".join(other)
     return head
 
 
-def plateau_verdict(est: dict[str, Any], rule: VerdictRule | None = None, *,
-                    known_break: bool = False) -> dict[str, str]:
+def plateau_verdict(
+    est: dict[str, Any], rule: VerdictRule | None = None, *, known_break: bool = False
+) -> dict[str, str]:
     """The verdict of one level from its estimands (the one rule the CLI, the report and
     calibrate use).
 
@@ -123,26 +125,37 @@ def plateau_verdict(est: dict[str, Any], rule: VerdictRule | None = None, *,
     bf = est.get("bf_changepoint_vs_line")
     if not known_break:
         if bf is not None and bf < rule.bf_line:
-            return {"verdict": "no change point",
-                    "reason": f"a straight line fits better (BF change point : line = {bf:.2g})"}
+            return {
+                "verdict": "no change point",
+                "reason": f"a straight line fits better (BF change point : line = {bf:.2g})",
+            }
         if est.get("edge_mass", 0.0) > rule.edge_mass:
-            return {"verdict": "no change point",
-                    "reason": f"{est['edge_mass']:.0%} of the change-point mass on the outermost "
-                              f"{rule.edge_candidates} candidate steps (no break inside the run)"}
+            return {
+                "verdict": "no change point",
+                "reason": f"{est['edge_mass']:.0%} of the change-point mass on the outermost "
+                f"{rule.edge_candidates} candidate steps (no break inside the run)",
+            }
     if est["p_early_positive"] < rule.p_rise:
-        return {"verdict": "undetermined",
-                "reason": f"no decisive early rise (P(early slope > 0) = {est['p_early_positive']:.2f})"}
+        return {
+            "verdict": "undetermined",
+            "reason": f"no decisive early rise (P(early slope > 0) = {est['p_early_positive']:.2f})",
+        }
     if est["p_flat"] >= rule.p_flat:
         return {"verdict": "plateaued", "reason": f"P(late gain inside the ROPE) = {est['p_flat']:.2f}"}
     if est["p_slowed"] >= rule.p_slow:
-        return {"verdict": "slowed",
-                "reason": f"P(late slope < {rule.slow_ratio:g} x early slope) = {est['p_slowed']:.2f}; "
-                          f"flatness not confirmed (P(late gain inside the ROPE) = {est['p_flat']:.2f})"}
+        return {
+            "verdict": "slowed",
+            "reason": f"P(late slope < {rule.slow_ratio:g} x early slope) = {est['p_slowed']:.2f}; "
+            f"flatness not confirmed (P(late gain inside the ROPE) = {est['p_flat']:.2f})",
+        }
     if est["p_late_positive"] >= rule.p_still:
         return {"verdict": "still rising", "reason": f"P(late slope > 0) = {est['p_late_positive']:.2f}"}
-    return {"verdict": "undetermined",
-            "reason": f"neither flat (P = {est['p_flat']:.2f}), clearly slower (P = {est['p_slowed']:.2f}) "
-                      f"nor clearly rising (P(late slope > 0) = {est['p_late_positive']:.2f})"}
+    return {
+        "verdict": "undetermined",
+        "reason": f"neither flat (P = {est['p_flat']:.2f}), clearly slower (P = {est['p_slowed']:.2f}) "
+        f"nor clearly rising (P(late slope > 0) = {est['p_late_positive']:.2f})",
+    }
+
 
 _NP = SimpleNamespace(log=np.log, gammaln=special.gammaln, cumsum=np.cumsum, exp=np.exp)
 _PT = SimpleNamespace(log=pt.log, gammaln=pt.gammaln, cumsum=pt.cumsum, exp=pt.exp)
@@ -180,6 +193,97 @@ class StepData:
 MIN_STEPS = 4
 
 
+def _one_run_of_trials(data: xr.Dataset, run: str | None, summary: dict[str, Any]) -> xr.Dataset:
+    """The trials of one run (``run`` or the only one), their counts recorded in ``summary``."""
+    runs = sorted(map(str, np.unique(data[S.RUN].values))) if S.RUN in data.coords else []
+    if run is not None and run not in runs:
+        raise ValueError(f"run {run!r} is not in the data (runs: {runs})")
+    if len(runs) > 1:
+        if run is None:
+            raise ValueError(f"several runs {runs}: pass run=")
+        data = data.isel({S.TRIAL: data[S.RUN].values == run})
+    summary.update(
+        n_trials=int(data.sizes[S.TRIAL]),
+        n_graded=int(data[S.GRADED].sum()),
+        sources=json.loads(data.attrs.get(S.ATTR_SOURCES, "[]")),
+        synthetic=data.attrs.get(S.ATTR_SYNTHETIC, ""),
+    )
+    return data
+
+
+def _from_aggregate(
+    stats_: xr.Dataset, response: str, levels: list[str] | None, run: str | None, summary: dict[str, Any]
+) -> tuple[Any, ...]:
+    """(steps, levels, y, n, var_mean, k, bounded) from per-step sufficient statistics."""
+    for dim in [d for d in stats_[f"{response}_n"].dims if d not in (S.STEP, S.LEVEL)]:
+        if stats_.sizes[dim] != 1:
+            if run is None or dim != S.RUN:
+                raise ValueError(f"aggregate has several {dim} values; select one first")
+            stats_ = stats_.sel({dim: run})
+        else:
+            stats_ = stats_.isel({dim: 0})
+    has_level = S.LEVEL in stats_[f"{response}_n"].dims
+    all_levels = [str(v) for v in stats_[S.LEVEL].values] if has_level else [response]
+    levels = levels or all_levels
+    unknown = sorted(set(levels) - set(all_levels))
+    if unknown:
+        raise KeyError(f"unknown level(s) {unknown}; have {all_levels}")
+
+    def get(suffix: str) -> np.ndarray:
+        v = stats_[f"{response}_{suffix}"]
+        if has_level:
+            v = v.sel({S.LEVEL: levels}).transpose(S.LEVEL, S.STEP)
+        return np.atleast_2d(v.to_numpy().astype(float))
+
+    n, s, ss = get("n"), get("sum"), get("sumsq")
+    steps = stats_[S.STEP].to_numpy()
+    keep = (n > 0).all(axis=0)
+    n, s, ss, steps = n[:, keep], s[:, keep], ss[:, keep], steps[keep]
+    bounded: dict[str, np.ndarray] | None = None
+    if all(f"{response}_{b}" in stats_ for b in BOUNDED_STATS):
+        bounded = {b: get(b)[:, keep] for b in BOUNDED_STATS}
+        if not all(np.isfinite(v).all() for v in bounded.values()):
+            bounded = None
+    y = s / n
+    ss_dev = (ss - s * s / n).clip(min=0)
+    pooled = ss_dev.sum(axis=1, keepdims=True) / np.maximum((n - 1).sum(axis=1, keepdims=True), 1)
+    var_within = np.where(n >= 2, ss_dev / np.maximum(n - 1, 1), pooled)
+    binary = bool(np.allclose(ss, s)) and bool(np.allclose(s, np.round(s)))
+    summary.setdefault("n_graded", int(n[0].sum()))
+    return steps, levels, y, n, var_within / n, (np.round(s) if binary else None), bounded
+
+
+def _from_series(data: xr.Dataset, response: str, run: str | None, summary: dict[str, Any]) -> tuple[Any, ...]:
+    """(steps, levels, y, n, var_mean, k, bounded) from a logged per-step series (no
+    within-step variance: n is infinite, the variance is the overdispersion alone)."""
+    if response not in data:
+        raise KeyError(f"no variable {response!r} (have {sorted(map(str, data.data_vars))})")
+    series = data[response]
+    if S.RUN in series.dims:
+        series = series.sel({S.RUN: run}) if run is not None else series.squeeze(S.RUN, drop=True)
+    series = series.dropna(S.STEP)
+    y = series.to_numpy()[None, :].astype(float)
+    summary.update(series=True, metric_name=series.attrs.get("metric_name", response))
+    return series[S.STEP].to_numpy(), [response], y, np.full_like(y, np.inf), np.zeros_like(y), None, None
+
+
+def _check_fittable(steps: np.ndarray, y: np.ndarray, var_mean: np.ndarray, response: str, n_trials: int) -> None:
+    if len(steps) == 0:
+        raise ValueError(
+            f"no graded trials with a {response!r} value: nothing to fit ({n_trials} trials, all ungraded or empty)"
+        )
+    if len(steps) < MIN_STEPS:
+        raise ValueError(
+            f"only {'one step' if len(steps) == 1 else f'{len(steps)} steps'} with graded trials "
+            f"({[int(v) for v in steps]}); a change point needs at least {MIN_STEPS}"
+        )
+    if np.ptp(y) == 0 and not np.any(var_mean > 0):
+        raise ValueError(
+            f"{response!r} is constant ({float(y.flat[0]):g}) at every step and in every trial: "
+            "there is no curve to fit"
+        )
+
+
 def step_data(
     data: xr.Dataset,
     *,
@@ -189,91 +293,34 @@ def step_data(
 ) -> StepData:
     """Per-step means and sufficient statistics from trials, aggregates or a series.
 
-    ``data`` may be a trial Dataset (dim ``trial``), the output of
-    :func:`~saturation.aggregate.aggregate` (``<response>_n``, ``_sum``, ``_sumsq``), or a
-    per-step series Dataset (dims run/step, one variable per metric). Only graded trials
-    enter. With several runs, ``run`` selects one.
+    Parameters
+    ----------
+    data : xarray.Dataset
+        A trial Dataset (dim ``trial``), the output of :func:`~saturation.aggregate.aggregate`
+        (``<response>_n``, ``_sum``, ``_sumsq``), or a per-step series Dataset (dims run/step,
+        one variable per metric). Only graded trials enter.
+    response : str
+        The per-trial or per-level variable to fit.
+    levels : list of str, optional
+        Levels to keep (default: all).
+    run : str, optional
+        The run to fit when the data hold several.
+
+    Returns
+    -------
+    StepData
+        One row per level, one column per step with data.
     """
     from saturation.aggregate import aggregate
 
     summary: dict[str, Any] = {"response": response}
     if S.TRIAL in data.dims:
-        runs = sorted(map(str, np.unique(data[S.RUN].values))) if S.RUN in data.coords else []
-        if run is not None and run not in runs:
-            raise ValueError(f"run {run!r} is not in the data (runs: {runs})")
-        if len(runs) > 1:
-            if run is None:
-                raise ValueError(f"several runs {runs}: pass run=")
-            data = data.isel({S.TRIAL: data[S.RUN].values == run})
-        summary.update(
-            n_trials=int(data.sizes[S.TRIAL]), n_graded=int(data[S.GRADED].sum()),
-            sources=json.loads(data.attrs.get(S.ATTR_SOURCES, "[]")),
-            synthetic=data.attrs.get(S.ATTR_SYNTHETIC, ""),
-        )
-        data = aggregate(data, by=(S.STEP,))
+        data = aggregate(_one_run_of_trials(data, run, summary), by=(S.STEP,))
     if f"{response}_n" in data:
-        stats_ = data
-        for dim in [d for d in stats_[f"{response}_n"].dims if d not in (S.STEP, S.LEVEL)]:
-            if stats_.sizes[dim] != 1:
-                if run is None or dim != S.RUN:
-                    raise ValueError(f"aggregate has several {dim} values; select one first")
-                stats_ = stats_.sel({dim: run})
-            else:
-                stats_ = stats_.isel({dim: 0})
-        has_level = S.LEVEL in stats_[f"{response}_n"].dims
-        all_levels = [str(v) for v in stats_[S.LEVEL].values] if has_level else [response]
-        levels = levels or all_levels
-        unknown = sorted(set(levels) - set(all_levels))
-        if unknown:
-            raise KeyError(f"unknown level(s) {unknown}; have {all_levels}")
-
-        def get(suffix: str) -> np.ndarray:
-            v = stats_[f"{response}_{suffix}"]
-            if has_level:
-                v = v.sel({S.LEVEL: levels}).transpose(S.LEVEL, S.STEP)
-            return np.atleast_2d(v.to_numpy().astype(float))
-
-        n, s, ss = get("n"), get("sum"), get("sumsq")
-        steps = stats_[S.STEP].to_numpy()
-        keep = (n > 0).all(axis=0)
-        n, s, ss, steps = n[:, keep], s[:, keep], ss[:, keep], steps[keep]
-        bounded: dict[str, np.ndarray] | None = None
-        if all(f"{response}_{b}" in stats_ for b in BOUNDED_STATS):
-            bounded = {b: get(b)[:, keep] for b in BOUNDED_STATS}
-            if not all(np.isfinite(v).all() for v in bounded.values()):
-                bounded = None
-        y = s / n
-        ss_dev = (ss - s * s / n).clip(min=0)
-        pooled = ss_dev.sum(axis=1, keepdims=True) / np.maximum((n - 1).sum(axis=1, keepdims=True), 1)
-        var_within = np.where(n >= 2, ss_dev / np.maximum(n - 1, 1), pooled)
-        var_mean = var_within / n
-        binary = bool(np.allclose(ss, s)) and bool(np.allclose(s, np.round(s)))
-        k = np.round(s) if binary else None
-        summary.setdefault("n_graded", int(n[0].sum()))
+        steps, levels, y, n, var_mean, k, bounded = _from_aggregate(data, response, levels, run, summary)
     else:
-        if response not in data:
-            raise KeyError(f"no variable {response!r} (have {sorted(map(str, data.data_vars))})")
-        series = data[response]
-        if S.RUN in series.dims:
-            series = series.sel({S.RUN: run}) if run is not None else series.squeeze(S.RUN, drop=True)
-        series = series.dropna(S.STEP)
-        steps = series[S.STEP].to_numpy()
-        y = series.to_numpy()[None, :].astype(float)
-        n = np.full_like(y, np.inf)
-        var_mean = np.zeros_like(y)
-        k = None
-        bounded = None
-        levels = [response]
-        summary.update(series=True, metric_name=series.attrs.get("metric_name", response))
-    if len(steps) == 0:
-        raise ValueError(f"no graded trials with a {response!r} value: nothing to fit "
-                         f"({summary.get('n_trials', 0)} trials, all ungraded or empty)")
-    if len(steps) < MIN_STEPS:
-        raise ValueError(f"only {'one step' if len(steps) == 1 else f'{len(steps)} steps'} with graded trials "
-                         f"({[int(v) for v in steps]}); a change point needs at least {MIN_STEPS}")
-    if np.ptp(y) == 0 and not np.any(var_mean > 0):
-        raise ValueError(f"{response!r} is constant ({float(y.flat[0]):g}) at every step and in every trial: "
-                         "there is no curve to fit")
+        steps, levels, y, n, var_mean, k, bounded = _from_series(data, response, run, summary)
+    _check_fittable(steps, y, var_mean, response, summary.get("n_trials", 0))
     summary.update(steps=[int(steps[0]), int(steps[-1])], n_steps=len(steps), levels=levels)
     return StepData(np.asarray(steps, dtype=float), list(levels), y, n, var_mean, response, k, summary, bounded)
 
@@ -329,8 +376,9 @@ class PlateauPriors:
     tau_sd: float | None = None
     spread_sd: float = 5.0
 
-    def resolve(self, data: StepData, likelihood: str = "gaussian",
-                grid: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    def resolve(
+        self, data: StepData, likelihood: str = "gaussian", grid: np.ndarray | None = None
+    ) -> dict[str, np.ndarray]:
         """Numeric prior parameters per level; ``late_slope_sd`` is (levels, candidates)
         for the change-point candidates ``grid`` (default: the first step, i.e. the slope
         of a line over the whole run). For ``likelihood="zoib"`` the curve lives on the
@@ -345,11 +393,15 @@ class PlateauPriors:
         if likelihood == "zoib":
             m = np.clip(np.nanmean(data.y, axis=1), 0.05, 0.95)
             scale = 1.0 / (m * (1 - m))
-            out.update(start_mu=special.logit(np.clip(out["start_mu"], 0.01, 0.99)),
-                       level_mu=special.logit(np.clip(out["level_mu"], 0.01, 0.99)),
-                       start_sd=out["start_sd"] * scale, level_sd=out["level_sd"] * scale,
-                       late_slope_sd=out["late_slope_sd"] * scale[:, None], jump_sd=out["jump_sd"] * scale,
-                       noise_sd=out["noise_sd"] * scale)
+            out.update(
+                start_mu=special.logit(np.clip(out["start_mu"], 0.01, 0.99)),
+                level_mu=special.logit(np.clip(out["level_mu"], 0.01, 0.99)),
+                start_sd=out["start_sd"] * scale,
+                level_sd=out["level_sd"] * scale,
+                late_slope_sd=out["late_slope_sd"] * scale[:, None],
+                jump_sd=out["jump_sd"] * scale,
+                noise_sd=out["noise_sd"] * scale,
+            )
         return out
 
     def _resolve(self, data: StepData) -> dict[str, np.ndarray]:
@@ -364,7 +416,7 @@ class PlateauPriors:
         return {
             "start_mu": pick(self.start_mu, data.y[:, : min(3, data.y.shape[1])].mean(axis=1)),
             "start_sd": pick(self.start_sd, rng),
-            "level_mu": pick(self.level_mu, data.y[:, -max(3, data.y.shape[1] // 3):].mean(axis=1)),
+            "level_mu": pick(self.level_mu, data.y[:, -max(3, data.y.shape[1] // 3) :].mean(axis=1)),
             "level_sd": pick(self.level_sd, rng),
             "late_slope_sd": pick(self.late_slope_sd, np.full(len(data.levels), np.nan)),
             "noise_sd": noise,
@@ -389,8 +441,13 @@ def _mean_curve(t: Any, c: Any, a: Any, h: Any, b2: Any, d: Any, t0: float) -> A
 
 
 def step_loglik(
-    xp: SimpleNamespace, obs: dict[str, Any], t: Any, c: Any, params: dict[str, Any],
-    t0: Any, likelihood: str,
+    xp: SimpleNamespace,
+    obs: dict[str, Any],
+    t: Any,
+    c: Any,
+    params: dict[str, Any],
+    t0: Any,
+    likelihood: str,
 ) -> Any:
     """Pointwise log-likelihood of per-step data under change point(s) ``c``.
 
@@ -399,8 +456,9 @@ def step_loglik(
     gives (C, T). Works with NumPy (``xp=_NP``) and PyTensor (``xp=_PT``) so the model
     and the post-processing share it.
     """
-    mu = _mean_curve(t, c, params["start"], params["value_at_changepoint"], params["late_slope"],
-                     params.get("jump", 0.0), t0)
+    mu = _mean_curve(
+        t, c, params["start"], params["value_at_changepoint"], params["late_slope"], params.get("jump", 0.0), t0
+    )
     y, n, k = obs["y"], obs["n"], obs["k"]
     if likelihood == "gaussian":
         var = params["var_mean"] + params["tau"] ** 2
@@ -415,19 +473,39 @@ def step_loglik(
         z, phi = params["boundary"], params["phi"]
         n0, n1 = obs["n0"], obs["n1"]
         nmid = n - n0 - n1
-        return (n0 * xp.log(z * (1 - ones)) + n1 * xp.log(z * ones) + nmid * xp.log(1 - z)
-                + (inner * phi - 1) * obs["slogy"] + ((1 - inner) * phi - 1) * obs["slog1my"]
-                - nmid * (g(inner * phi) + g((1 - inner) * phi) - g(phi)))
+        return (
+            n0 * xp.log(z * (1 - ones))
+            + n1 * xp.log(z * ones)
+            + nmid * xp.log(1 - z)
+            + (inner * phi - 1) * obs["slogy"]
+            + ((1 - inner) * phi - 1) * obs["slog1my"]
+            - nmid * (g(inner * phi) + g((1 - inner) * phi) - g(phi))
+        )
     # beta-binomial with mean mu (clipped into (0, 1)) and concentration kappa
     p = _clip01(mu)
     kappa = params["kappa"]
     alpha, beta = p * kappa, (1 - p) * kappa
-    return (g(n + 1) - g(k + 1) - g(n - k + 1) + g(k + alpha) + g(n - k + beta) - g(n + kappa)
-            + g(kappa) - g(alpha) - g(beta))
+    return (
+        g(n + 1)
+        - g(k + 1)
+        - g(n - k + 1)
+        + g(k + alpha)
+        + g(n - k + beta)
+        - g(n + kappa)
+        + g(kappa)
+        - g(alpha)
+        - g(beta)
+    )
 
 
 def gaussian_loglik_by_changepoint(
-    xp: SimpleNamespace, y: Any, var: Any, t: Any, idx: np.ndarray, params: dict[str, Any], t0: Any,
+    xp: SimpleNamespace,
+    y: Any,
+    var: Any,
+    t: Any,
+    idx: np.ndarray,
+    params: dict[str, Any],
+    t0: Any,
 ) -> Any:
     r"""Gaussian log-likelihood of all steps for every candidate change point at once.
 
@@ -523,8 +601,10 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
     if config.likelihood == "binomial" and not data.binary:
         raise ValueError(f"likelihood='binomial' needs a binary response; {data.response!r} is not 0/1")
     if config.likelihood == "zoib" and data.bounded is None:
-        raise ValueError(f"likelihood='zoib' needs per-trial values of {data.response!r} in [0, 1] "
-                         "(trials or aggregates with <var>_n0/_n1/_slogy/_slog1my); a logged series cannot use it")
+        raise ValueError(
+            f"likelihood='zoib' needs per-trial values of {data.response!r} in [0, 1] "
+            "(trials or aggregates with <var>_n0/_n1/_slogy/_slog1my); a logged series cannot use it"
+        )
     grid = _grid(data, config)
     pri = config.priors.resolve(data, config.likelihood, grid=grid)
     # the late slope's prior sd depends on the change point: a base prior at the median
@@ -534,8 +614,12 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
     t0 = float(data.steps[0])
     known = config.breakpoint is not None
     values = {
-        "y": data.y, "n": np.where(np.isfinite(data.n), data.n, 1e12), "t": data.steps,
-        "grid": grid, "var_mean": data.var_mean, "t0": np.asarray(t0),
+        "y": data.y,
+        "n": np.where(np.isfinite(data.n), data.n, 1e12),
+        "t": data.steps,
+        "grid": grid,
+        "var_mean": data.var_mean,
+        "t0": np.asarray(t0),
         "k": data.k if data.k is not None else np.zeros_like(data.y),
         **(data.bounded if config.likelihood == "zoib" and data.bounded is not None else {}),
         **{f"prior_{k}": v for k, v in pri.items()},
@@ -548,8 +632,11 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
         start = pm.Normal("start", d["prior_start_mu"], d["prior_start_sd"], dims=S.LEVEL)
         level_c = pm.Normal("value_at_changepoint", d["prior_level_mu"], d["prior_level_sd"], dims=S.LEVEL)
         late = pm.Normal("late_slope", 0.0, d["prior_late_slope_ref"], dims=S.LEVEL)
-        params: dict[str, Any] = {"start": start[:, None, None], "value_at_changepoint": level_c[:, None, None],
-                                  "late_slope": late[:, None, None]}
+        params: dict[str, Any] = {
+            "start": start[:, None, None],
+            "value_at_changepoint": level_c[:, None, None],
+            "late_slope": late[:, None, None],
+        }
         if config.continuity == "jump":
             params["jump"] = pm.Normal("jump", 0.0, d["prior_jump_sd"], dims=S.LEVEL)[:, None, None]
         if config.likelihood == "gaussian":
@@ -568,12 +655,19 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
         if config.likelihood == "gaussian" and not known:
             # O(T + C) per level via cumulative sums (candidates are the steps themselves)
             ll_c = gaussian_loglik_by_changepoint(
-                _PT, d["y"], d["var_mean"] + params["tau"][:, 0] ** 2, d["t"], _grid_positions(data.steps, grid),
-                {k_: v[:, 0] for k_, v in params.items() if k_ not in ("var_mean", "tau")}, d["t0"])
+                _PT,
+                d["y"],
+                d["var_mean"] + params["tau"][:, 0] ** 2,
+                d["t"],
+                _grid_positions(data.steps, grid),
+                {k_: v[:, 0] for k_, v in params.items() if k_ not in ("var_mean", "tau")},
+                d["t0"],
+            )
         else:
             obs = {name: d[name][:, None, :] for name in ("y", "n", "k", *BOUNDED_STATS) if name in d}
-            ll = step_loglik(_PT, obs, d["t"][None, None, :], d["grid"][None, :, None], params, d["t0"],
-                             config.likelihood)
+            ll = step_loglik(
+                _PT, obs, d["t"][None, None, :], d["grid"][None, :, None], params, d["t0"], config.likelihood
+            )
             ll_c = ll.sum(axis=2)  # (L, C): log p(y_l | c, theta)
         ll_c = ll_c + late_prior_ratio(pt, late[:, None], d["prior_late_slope_sd"], d["prior_late_slope_ref"][:, None])
         if pooled:
@@ -625,9 +719,11 @@ def data_caveats(data: StepData, config: PlateauConfig) -> list[str]:
     out = []
     n = data.n[np.isfinite(data.n)]
     if config.breakpoint is None and n.size and float(np.median(n)) < SMALL_STEP_TRIALS:
-        out.append(f"median {np.median(n):.0f} graded trials per step: on per-trial simulations with about 90 per "
-                   "step the change point's 94 % HDI held the truth in only 0.86-0.90 of fits (target 0.90; "
-                   "docs/calibration.md); read the change point's interval as optimistic")
+        out.append(
+            f"median {np.median(n):.0f} graded trials per step: on per-trial simulations with about 90 per "
+            "step the change point's 94 % HDI held the truth in only 0.86-0.90 of fits (target 0.90; "
+            "docs/calibration.md); read the change point's interval as optimistic"
+        )
     return out
 
 
@@ -719,18 +815,50 @@ class PlateauFit:
         probabilities and Bayes factor (in ``mean``). ``attrs['converged']`` is set."""
         rows = []
         for level, est in self.estimands["levels"].items():
-            for name in ("changepoint", "early_slope", "late_slope", "start", "value_at_changepoint", "end", "headroom",
-                         "early_gain", "late_gain", "slowdown_ratio"):
+            for name in (
+                "changepoint",
+                "early_slope",
+                "late_slope",
+                "start",
+                "value_at_changepoint",
+                "end",
+                "headroom",
+                "early_gain",
+                "late_gain",
+                "slowdown_ratio",
+            ):
                 if name in est and est[name] is not None:
                     e = est[name]
-                    rows.append({"level": level, "estimand": name, "mean": e["mean"], "sd": e["sd"],
-                                 "hdi_low": e["hdi"][0], "hdi_high": e["hdi"][1]})
-            for name in ("p_early_positive", "p_late_in_rope", "p_flat", "p_slowed", "bf01_late_zero",
-                         "bf_changepoint_vs_line"):
+                    rows.append(
+                        {
+                            "level": level,
+                            "estimand": name,
+                            "mean": e["mean"],
+                            "sd": e["sd"],
+                            "hdi_low": e["hdi"][0],
+                            "hdi_high": e["hdi"][1],
+                        }
+                    )
+            for name in (
+                "p_early_positive",
+                "p_late_in_rope",
+                "p_flat",
+                "p_slowed",
+                "bf01_late_zero",
+                "bf_changepoint_vs_line",
+            ):
                 if est.get(name) is None:
                     continue
-                rows.append({"level": level, "estimand": name, "mean": est[name], "sd": np.nan,
-                             "hdi_low": np.nan, "hdi_high": np.nan})
+                rows.append(
+                    {
+                        "level": level,
+                        "estimand": name,
+                        "mean": est[name],
+                        "sd": np.nan,
+                        "hdi_low": np.nan,
+                        "hdi_high": np.nan,
+                    }
+                )
         table = pd.DataFrame(rows)
         table.attrs["converged"] = self.diagnostics["converged"]
         table.attrs["hdi_prob"] = S.HDI_PROB
@@ -744,27 +872,46 @@ class PlateauFit:
         """One line naming the model that was fitted (the CLI and the report print it)."""
         cfg = self.config
         if cfg.breakpoint is not None:
-            shape = ("split model: separate early and late lines with a jump at the break, as the study's split OLS"
-                     if cfg.continuity == "jump" else "continuous hinge at the break")
+            shape = (
+                "split model: separate early and late lines with a jump at the break, as the study's split OLS"
+                if cfg.continuity == "jump"
+                else "continuous hinge at the break"
+            )
             return f"known break at step {cfg.breakpoint:g} ({shape}), {cfg.likelihood} likelihood"
-        pooling = (f"change points pooled around a common one (evidence weight "
-                   f"{self.estimands['together']['evidence_weight']:.2f} for correlated levels)"
-                   if _pooled(cfg, len(self.data.levels)) else
-                   "separate change points" if len(self.data.levels) > 1 else "one change point")
+        pooling = (
+            f"change points pooled around a common one (evidence weight "
+            f"{self.estimands['together']['evidence_weight']:.2f} for correlated levels)"
+            if _pooled(cfg, len(self.data.levels))
+            else "separate change points"
+            if len(self.data.levels) > 1
+            else "one change point"
+        )
         return f"unknown break, {pooling}, {cfg.continuity}, {cfg.likelihood} likelihood"
 
     def to_dict(self) -> dict[str, Any]:
         """The public JSON shape (docs/plateau.md)."""
         cfg = self.config
         return {
-            "data": {"path": self.data.summary.get("sources"), "n_trials": self.data.summary.get("n_trials"),
-                     "n_graded": self.data.summary.get("n_graded"), "steps": self.data.summary["steps"],
-                     "response": self.data.response, "synthetic": self.data.summary.get("synthetic", "")},
-            "model": {"description": self.describe_model(),
-                      "breakpoint": "unknown" if cfg.breakpoint is None else cfg.breakpoint,
-                      "shared": cfg.shared, "continuity": cfg.continuity, "likelihood": cfg.likelihood,
-                      "rope": cfg.rope, "rope_relative": cfg.rope_relative, "min_segment": cfg.priors.min_segment,
-                      "hdi_prob": S.HDI_PROB, "rule": asdict(cfg.rule)},
+            "data": {
+                "path": self.data.summary.get("sources"),
+                "n_trials": self.data.summary.get("n_trials"),
+                "n_graded": self.data.summary.get("n_graded"),
+                "steps": self.data.summary["steps"],
+                "response": self.data.response,
+                "synthetic": self.data.summary.get("synthetic", ""),
+            },
+            "model": {
+                "description": self.describe_model(),
+                "breakpoint": "unknown" if cfg.breakpoint is None else cfg.breakpoint,
+                "shared": cfg.shared,
+                "continuity": cfg.continuity,
+                "likelihood": cfg.likelihood,
+                "rope": cfg.rope,
+                "rope_relative": cfg.rope_relative,
+                "min_segment": cfg.priors.min_segment,
+                "hdi_prob": S.HDI_PROB,
+                "rule": asdict(cfg.rule),
+            },
             "levels": self.estimands["levels"],
             "summary": verdict_summary(self.estimands["levels"]),
             "caveats": self.estimands.get("caveats", []),
@@ -835,10 +982,18 @@ def fit_plateau(
     PlateauFit
     """
     config = PlateauConfig(
-        response=response, levels=tuple(levels) if levels else None, breakpoint=breakpoint, shared=shared,
-        continuity=continuity or ("jump" if breakpoint is not None else "hinge"), likelihood=likelihood, rope=rope, rope_relative=rope_relative,
-        rule=rule or VerdictRule(), priors=priors or PlateauPriors(),
-        sampler=sampler or SamplerConfig(), headroom_ceiling=headroom_ceiling,
+        response=response,
+        levels=tuple(levels) if levels else None,
+        breakpoint=breakpoint,
+        shared=shared,
+        continuity=continuity or ("jump" if breakpoint is not None else "hinge"),
+        likelihood=likelihood,
+        rope=rope,
+        rope_relative=rope_relative,
+        rule=rule or VerdictRule(),
+        priors=priors or PlateauPriors(),
+        sampler=sampler or SamplerConfig(),
+        headroom_ceiling=headroom_ceiling,
     )
     config.validate()
     sd = data if isinstance(data, StepData) else step_data(data, response=response, levels=levels, run=run)
@@ -847,22 +1002,57 @@ def fit_plateau(
     hinge_evidence = None
     if config.sampler.sampler in ("auto", "exact") and config.likelihood == "gaussian":
         idata, timings, hinge_evidence = sample_gaussian_exact(
-            y=sd.y, var_mean=sd.var_mean, steps=sd.steps, grid=grid, priors=pri,
-            jump=config.continuity == "jump", pooled=_pooled(config, len(sd.levels)),
-            spread_sd=config.priors.spread_sd, levels=sd.levels, chains=config.sampler.chains,
-            draws=config.sampler.draws, seed=seed, evidence_weight=evidence_weight(sd, config))
+            y=sd.y,
+            var_mean=sd.var_mean,
+            steps=sd.steps,
+            grid=grid,
+            priors=pri,
+            jump=config.continuity == "jump",
+            pooled=_pooled(config, len(sd.levels)),
+            spread_sd=config.priors.spread_sd,
+            levels=sd.levels,
+            chains=config.sampler.chains,
+            draws=config.sampler.draws,
+            seed=seed,
+            evidence_weight=evidence_weight(sd, config),
+        )
     else:
         model, values = build_plateau_model(sd, config)
-        key = ("plateau", sd.y.shape, len(grid), config.breakpoint is None, config.shared,
-               config.continuity, config.likelihood, bool(np.isfinite(sd.n).all()))
+        key = (
+            "plateau",
+            sd.y.shape,
+            len(grid),
+            config.breakpoint is None,
+            config.shared,
+            config.continuity,
+            config.likelihood,
+            bool(np.isfinite(sd.n).all()),
+        )
         idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=config.sampler)
-    sampled = [v for v in ("start", "value_at_changepoint", "late_slope", "jump", "tau", "log_kappa",
-                           "boundary", "log_phi", "tau_logit", "interior_shift", "interior_weight",
-                           "changepoint_spread")
-               if v in idata.posterior]
+    sampled = [
+        v
+        for v in (
+            "start",
+            "value_at_changepoint",
+            "late_slope",
+            "jump",
+            "tau",
+            "log_kappa",
+            "boundary",
+            "log_phi",
+            "tau_logit",
+            "interior_shift",
+            "interior_weight",
+            "changepoint_spread",
+        )
+        if v in idata.posterior
+    ]
     diag = diagnostics(idata, sampled)
-    log_bf = (hinge_line_log_bf(sd.y, sd.var_mean, sd.steps, grid, pri, config.continuity == "jump", hinge_evidence)
-              if config.likelihood == "gaussian" else None)
+    log_bf = (
+        hinge_line_log_bf(sd.y, sd.var_mean, sd.steps, grid, pri, config.continuity == "jump", hinge_evidence)
+        if config.likelihood == "gaussian"
+        else None
+    )
     estimands = _estimands(idata, sd, config, grid, pri, seed, log_bf)
     estimands["caveats"] = data_caveats(sd, config)
     _attach(idata, sd, config, diag, grid)
@@ -878,8 +1068,12 @@ def _param_draws(idata: az.InferenceData, likelihood: str) -> dict[str, Any]:
     def g(name: str) -> np.ndarray:
         return post[name].transpose("sample", S.LEVEL).to_numpy()
 
-    out: dict[str, Any] = {"start": g("start"), "value_at_changepoint": g("value_at_changepoint"),
-                           "late_slope": g("late_slope"), "jump": g("jump") if "jump" in post else 0.0}
+    out: dict[str, Any] = {
+        "start": g("start"),
+        "value_at_changepoint": g("value_at_changepoint"),
+        "late_slope": g("late_slope"),
+        "jump": g("jump") if "jump" in post else 0.0,
+    }
     if likelihood == "gaussian":
         out["tau"] = g("tau")
     elif likelihood == "binomial":
@@ -892,8 +1086,15 @@ def _param_draws(idata: az.InferenceData, likelihood: str) -> dict[str, Any]:
     return out
 
 
-def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, grid: np.ndarray,
-               pri: dict[str, np.ndarray], seed: int, log_bf: np.ndarray | None = None) -> dict[str, Any]:
+def _estimands(
+    idata: az.InferenceData,
+    data: StepData,
+    config: PlateauConfig,
+    grid: np.ndarray,
+    pri: dict[str, np.ndarray],
+    seed: int,
+    log_bf: np.ndarray | None = None,
+) -> dict[str, Any]:
     """Change-point posterior (exact conditional per draw), derived draws and estimands;
     ``pri`` is ``config.priors.resolve(data, config.likelihood, grid=grid)``."""
     rng = np.random.default_rng([seed, 7])
@@ -903,11 +1104,16 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
     p = _param_draws(idata, config.likelihood)
     n_samples = p["start"].shape[0]
     pooled = _pooled(config, n_levels)
-    spread_draws = (idata.posterior["changepoint_spread"].stack(sample=("chain", "draw")).to_numpy()
-                    if pooled else np.zeros(0))
+    spread_draws = (
+        idata.posterior["changepoint_spread"].stack(sample=("chain", "draw")).to_numpy() if pooled else np.zeros(0)
+    )
     corr, w_ev = level_dependence(data.y)[0], evidence_weight(data, config)
-    obs = {"y": data.y, "n": np.where(np.isfinite(data.n), data.n, 1e12),
-           "k": data.k if data.k is not None else np.zeros_like(data.y), **(data.bounded or {})}
+    obs = {
+        "y": data.y,
+        "n": np.where(np.isfinite(data.n), data.n, 1e12),
+        "k": data.k if data.k is not None else np.zeros_like(data.y),
+        **(data.bounded or {}),
+    }
     cps = np.empty((n_samples, n_levels))
     mass = np.zeros((n_levels, n_grid))
     pointwise = np.empty((n_samples, n_levels, len(t)))
@@ -918,18 +1124,35 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
     for lo in range(0, n_samples, chunk):
         sl = slice(lo, min(lo + chunk, n_samples))
         # per-draw parameters as (draws, levels, candidates, steps); step offsets vary by step
-        pb = {key: (v[sl][:, :, None, None] if v.ndim == 2 else v[sl][:, :, None, :])
-              if isinstance(v, np.ndarray) else v for key, v in p.items()}
+        pb = {
+            key: (v[sl][:, :, None, None] if v.ndim == 2 else v[sl][:, :, None, :]) if isinstance(v, np.ndarray) else v
+            for key, v in p.items()
+        }
         pb["var_mean"] = data.var_mean[None, :, None, :]
         if fast:
             ll_c = gaussian_loglik_by_changepoint(
-                _NP, data.y[None], data.var_mean[None] + pb["tau"][..., 0] ** 2, t, positions,
-                {k_: v[..., 0] if isinstance(v, np.ndarray) else v for k_, v in pb.items()
-                 if k_ not in ("var_mean", "tau")}, t0)
+                _NP,
+                data.y[None],
+                data.var_mean[None] + pb["tau"][..., 0] ** 2,
+                t,
+                positions,
+                {
+                    k_: v[..., 0] if isinstance(v, np.ndarray) else v
+                    for k_, v in pb.items()
+                    if k_ not in ("var_mean", "tau")
+                },
+                t0,
+            )
         else:
-            ll_c = step_loglik(_NP, {k_: v[None, :, None, :] for k_, v in obs.items()},
-                               t[None, None, None, :], grid[None, None, :, None], pb, t0,
-                               config.likelihood).sum(axis=3)  # (D, L, C)
+            ll_c = step_loglik(
+                _NP,
+                {k_: v[None, :, None, :] for k_, v in obs.items()},
+                t[None, None, None, :],
+                grid[None, None, :, None],
+                pb,
+                t0,
+                config.likelihood,
+            ).sum(axis=3)  # (D, L, C)
         # the late slope's prior depends on the change point: p(c | theta, y) includes it
         ll_c = ll_c + stats.norm.logpdf(p["late_slope"][sl][:, :, None], 0.0, pri["late_slope_sd"][None])
         m = ll_c.shape[0]
@@ -956,11 +1179,20 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
         for j in range(n_levels):
             idx = sample_rows(rng, cond_sel[:, j, :])
             cps[sl, j] = grid[idx]
-        pj = {key: (v[sl][:, :, None] if v.ndim == 2 else v[sl]) if isinstance(v, np.ndarray) else v
-              for key, v in p.items()}
+        pj = {
+            key: (v[sl][:, :, None] if v.ndim == 2 else v[sl]) if isinstance(v, np.ndarray) else v
+            for key, v in p.items()
+        }
         pj["var_mean"] = data.var_mean[None]
-        pointwise[sl] = step_loglik(_NP, {k_: v[None] for k_, v in obs.items()}, t[None, None, :],
-                                    cps[sl][:, :, None], pj, t0, config.likelihood)
+        pointwise[sl] = step_loglik(
+            _NP,
+            {k_: v[None] for k_, v in obs.items()},
+            t[None, None, :],
+            cps[sl][:, :, None],
+            pj,
+            t0,
+            config.likelihood,
+        )
     mass /= n_samples
     out: dict[str, Any] = {"levels": {}}
     early_draws = np.empty_like(cps)
@@ -970,9 +1202,11 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
         dj = jump[:, j]
         end = _mean_curve(t_last, c, a, h, b2, dj, t0)
         if config.likelihood == "zoib":  # the hinge is on the share of ones: report the metric mean
+
             def metric(x: np.ndarray, j_: int = j) -> np.ndarray:
-                return np.asarray(zoib_mean(x, p["boundary"][:, j_], p["interior_shift"][:, j_],
-                                            p["interior_weight"][:, j_]))
+                return np.asarray(
+                    zoib_mean(x, p["boundary"][:, j_], p["interior_shift"][:, j_], p["interior_weight"][:, j_])
+                )
 
             late_gain = metric(end) - metric(h + dj)
             a, h, end = metric(a), metric(h), metric(end)
@@ -983,8 +1217,11 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
         early_draws[:, j] = b1
         in_rope = np.abs(late_gain) < config.rope
         early_gain = h - a
-        in_rope_rel = (np.abs(late_gain) < config.rope_relative * np.abs(early_gain)
-                       if config.rope_relative is not None else np.zeros_like(in_rope))
+        in_rope_rel = (
+            np.abs(late_gain) < config.rope_relative * np.abs(early_gain)
+            if config.rope_relative is not None
+            else np.zeros_like(in_rope)
+        )
         flat = in_rope | in_rope_rel
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = b2 / b1
@@ -1014,8 +1251,11 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
             "slowdown_ratio": interval(ratio) if ratio.size > 1 else None,
             "p_slowed": float(np.mean(b2 < config.rule.slow_ratio * b1)),
             "p_late_positive": float(np.mean(b2 > 0)),
-            "edge_mass": float(mass[j, : config.rule.edge_candidates].sum() + mass[j, -config.rule.edge_candidates:].sum())
-            if config.breakpoint is None and n_grid > 2 * config.rule.edge_candidates else 0.0,
+            "edge_mass": float(
+                mass[j, : config.rule.edge_candidates].sum() + mass[j, -config.rule.edge_candidates :].sum()
+            )
+            if config.breakpoint is None and n_grid > 2 * config.rule.edge_candidates
+            else 0.0,
             "bf_changepoint_vs_line": float(np.exp(np.clip(log_bf[j], -700, 700))) if log_bf is not None else None,
             "bf01_late_zero": float(bf01),
             # the frequentist existence test R users know (segmented::davies.test on lm(y ~ step))
@@ -1042,16 +1282,23 @@ def _estimands(idata: az.InferenceData, data: StepData, config: PlateauConfig, g
     }
     for name, arr in derived.items():
         idata.posterior[name] = (("chain", "draw", S.LEVEL), arr.reshape(*shape, n_levels))
-    ll_da = xr.DataArray(pointwise.reshape(*shape, n_levels, len(t)), dims=("chain", "draw", S.LEVEL, S.STEP),
-                         coords={S.LEVEL: data.levels, S.STEP: t})
+    ll_da = xr.DataArray(
+        pointwise.reshape(*shape, n_levels, len(t)),
+        dims=("chain", "draw", S.LEVEL, S.STEP),
+        coords={S.LEVEL: data.levels, S.STEP: t},
+    )
     idata.add_groups(log_likelihood=xr.Dataset({"y": ll_da}))
-    idata.add_groups(changepoint_mass=xr.Dataset(
-        {"probability": ((S.LEVEL, "candidate"), mass)}, coords={S.LEVEL: data.levels, "candidate": grid}))
+    idata.add_groups(
+        changepoint_mass=xr.Dataset(
+            {"probability": ((S.LEVEL, "candidate"), mass)}, coords={S.LEVEL: data.levels, "candidate": grid}
+        )
+    )
     return out
 
 
-def _attach(idata: az.InferenceData, data: StepData, config: PlateauConfig, diag: dict[str, Any],
-            grid: np.ndarray) -> None:
+def _attach(
+    idata: az.InferenceData, data: StepData, config: PlateauConfig, diag: dict[str, Any], grid: np.ndarray
+) -> None:
     obs = xr.Dataset(
         {"y": ((S.LEVEL, S.STEP), data.y), "n": ((S.LEVEL, S.STEP), np.where(np.isfinite(data.n), data.n, -1))},
         coords={S.LEVEL: data.levels, S.STEP: data.steps},
@@ -1069,11 +1316,19 @@ def curve_draws(fit: PlateauFit, steps: Any = None) -> np.ndarray:
     out = np.empty((cps.shape[0], cps.shape[1], len(t)))
     for j in range(cps.shape[1]):
         dj = p["jump"][:, j, None] if isinstance(p["jump"], np.ndarray) else 0.0
-        mu = _mean_curve(t[None, :], cps[:, j, None], p["start"][:, j, None], p["value_at_changepoint"][:, j, None],
-                         p["late_slope"][:, j, None], dj, float(fit.data.steps[0]))
+        mu = _mean_curve(
+            t[None, :],
+            cps[:, j, None],
+            p["start"][:, j, None],
+            p["value_at_changepoint"][:, j, None],
+            p["late_slope"][:, j, None],
+            dj,
+            float(fit.data.steps[0]),
+        )
         if fit.config.likelihood == "zoib":
-            mu = zoib_mean(mu, p["boundary"][:, j, None], p["interior_shift"][:, j, None],
-                           p["interior_weight"][:, j, None])
+            mu = zoib_mean(
+                mu, p["boundary"][:, j, None], p["interior_shift"][:, j, None], p["interior_weight"][:, j, None]
+            )
         out[:, j, :] = mu
     return out
 
@@ -1089,8 +1344,17 @@ def plateau_frame(fit: PlateauFit) -> pd.DataFrame:
         hdi = az.hdi(mu[None], hdi_prob=S.HDI_PROB)
         mass = fit.estimands["levels"][level]["changepoint_mass"]
         for i, step in enumerate(t):
-            rows.append({"level": level, "step": step, "observed": fit.data.y[j, i], "mean": mu[:, i].mean(),
-                         "hdi_low": hdi[i, 0], "hdi_high": hdi[i, 1], "p_changepoint": mass.get(str(int(step)), 0.0)})
+            rows.append(
+                {
+                    "level": level,
+                    "step": step,
+                    "observed": fit.data.y[j, i],
+                    "mean": mu[:, i].mean(),
+                    "hdi_low": hdi[i, 0],
+                    "hdi_high": hdi[i, 1],
+                    "p_changepoint": mass.get(str(int(step)), 0.0),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -1102,12 +1366,17 @@ def _alt_mean(kind: str, t: Any, params: dict[str, Any], t0: float, exp: Any) ->
     if kind == "linear":
         return params["start"] + params["slope"] * (t - t0)
     # exponential saturation: a - (a - b) exp(-(t - t0) / k), k = exp(log_scale)
-    return curves.exp_saturation(t, asymptote=params["asymptote"], start=params["start"],
-                                 scale=exp(params["log_scale"]), t0=t0)
+    return curves.exp_saturation(
+        t, asymptote=params["asymptote"], start=params["start"], scale=exp(params["log_scale"]), t0=t0
+    )
 
 
 def fit_alternative(
-    data: StepData, kind: str, *, seed: int = 0, sampler: SamplerConfig | None = None,
+    data: StepData,
+    kind: str,
+    *,
+    seed: int = 0,
+    sampler: SamplerConfig | None = None,
     priors: PlateauPriors | None = None,
 ) -> az.InferenceData:
     """Fit a no-change-point alternative (Gaussian on per-step means, same variance model).
@@ -1125,16 +1394,25 @@ def fit_alternative(
     pri["late_slope_sd"] = pri["late_slope_sd"][:, 0]  # the slope of a line over the whole run
     t0 = float(data.steps[0])
     span = max(float(data.steps[-1] - data.steps[0]), 1.0)
-    values = {"y": data.y, "t": data.steps, "var_mean": data.var_mean, "t0": np.asarray(t0),
-              "prior_log_scale_mu": np.full(len(data.levels), np.log(span / 4)),
-              **{f"prior_{k}": v for k, v in pri.items()}}
+    values = {
+        "y": data.y,
+        "t": data.steps,
+        "var_mean": data.var_mean,
+        "t0": np.asarray(t0),
+        "prior_log_scale_mu": np.full(len(data.levels), np.log(span / 4)),
+        **{f"prior_{k}": v for k, v in pri.items()},
+    }
     with pm.Model(coords={S.LEVEL: data.levels}) as model:
         d = {name: pm.Data(name, v) for name, v in values.items()}
-        params: dict[str, Any] = {"start": pm.Normal("start", d["prior_start_mu"], d["prior_start_sd"], dims=S.LEVEL)[:, None]}
+        params: dict[str, Any] = {
+            "start": pm.Normal("start", d["prior_start_mu"], d["prior_start_sd"], dims=S.LEVEL)[:, None]
+        }
         if kind == "linear":
             params["slope"] = pm.Normal("slope", 0.0, d["prior_late_slope_sd"], dims=S.LEVEL)[:, None]
         else:
-            params["asymptote"] = pm.Normal("asymptote", d["prior_level_mu"], d["prior_level_sd"], dims=S.LEVEL)[:, None]
+            params["asymptote"] = pm.Normal("asymptote", d["prior_level_mu"], d["prior_level_sd"], dims=S.LEVEL)[
+                :, None
+            ]
             params["log_scale"] = pm.Normal("log_scale", d["prior_log_scale_mu"], 1.0, dims=S.LEVEL)[:, None]
         tau = pm.HalfNormal("tau", d["prior_tau_sd"], dims=S.LEVEL)
         mu = _alt_mean(kind, d["t"][None, :], params, d["t0"], pt.exp)
@@ -1147,11 +1425,20 @@ def fit_alternative(
     mu_np = _alt_mean(kind, data.steps, p, t0, np.exp)  # (chain, draw, level, step)
     var_np = data.var_mean + p["tau"] ** 2
     ll = -0.5 * (np.log(2 * np.pi * var_np) + (data.y - mu_np) ** 2 / var_np)
-    idata.add_groups(log_likelihood=xr.Dataset(
-        {"y": (("chain", "draw", S.LEVEL, S.STEP), ll)}, coords={S.LEVEL: data.levels, S.STEP: data.steps}))
+    idata.add_groups(
+        log_likelihood=xr.Dataset(
+            {"y": (("chain", "draw", S.LEVEL, S.STEP), ll)}, coords={S.LEVEL: data.levels, S.STEP: data.steps}
+        )
+    )
     diag = diagnostics(idata, list(post.data_vars))
-    idata.posterior.attrs.update({"saturation_version": __version__, "model": kind,
-                                  "diagnostics": json.dumps(diag), "timings": json.dumps(timings)})
+    idata.posterior.attrs.update(
+        {
+            "saturation_version": __version__,
+            "model": kind,
+            "diagnostics": json.dumps(diag),
+            "timings": json.dumps(timings),
+        }
+    )
     warn_if_not_converged(diag, f"{kind} alternative ({data.response})")
     return idata
 
@@ -1237,9 +1524,16 @@ def compare_plateau_models(
     the table's ``loo_method`` column says which, and ``caveat`` names the PSIS models with
     Pareto k > 0.7 (their ELPD is not to be trusted).
     """
-    sd = data if isinstance(data, StepData) else step_data(
-        data, response=plateau_kwargs.pop("response", S.F1), levels=plateau_kwargs.pop("levels", None),
-        run=plateau_kwargs.pop("run", None))
+    sd = (
+        data
+        if isinstance(data, StepData)
+        else step_data(
+            data,
+            response=plateau_kwargs.pop("response", S.F1),
+            levels=plateau_kwargs.pop("levels", None),
+            run=plateau_kwargs.pop("run", None),
+        )
+    )
     fits: dict[str, az.InferenceData] = {}
     elpd: dict[str, Any] = {}
     method: dict[str, str] = {}
@@ -1259,8 +1553,10 @@ def compare_plateau_models(
             fits[name] = fit_alternative(sd, name, seed=seed, sampler=sampler, priors=plateau_kwargs.get("priors"))
             exact = name == "linear"
             if exact:
-                elpd[name] = _elpd_exact(fits[name], exact_loo(sd, "linear", PlateauConfig(
-                    priors=plateau_kwargs.get("priors") or PlateauPriors())))
+                elpd[name] = _elpd_exact(
+                    fits[name],
+                    exact_loo(sd, "linear", PlateauConfig(priors=plateau_kwargs.get("priors") or PlateauPriors())),
+                )
         if not exact:
             elpd[name] = az.loo(fits[name], pointwise=True)
         method[name] = "exact" if exact else "PSIS"
@@ -1268,14 +1564,23 @@ def compare_plateau_models(
     table["loo_method"] = [method[m] for m in table.index]
     bad = [m for m in table.index if method[m] == "PSIS" and bool(np.any(np.asarray(elpd[m]["pareto_k"]) > 0.7))]
     table["caveat"] = ["Pareto k > 0.7: PSIS estimate unreliable" if m in bad else "" for m in table.index]
-    table.attrs["caveat"] = (f"PSIS-LOO unreliable (Pareto k > 0.7) for {', '.join(bad)}; exact LOO for "
-                             f"{', '.join(m for m in table.index if method[m] == 'exact') or 'none'}" if bad else "")
+    table.attrs["caveat"] = (
+        f"PSIS-LOO unreliable (Pareto k > 0.7) for {', '.join(bad)}; exact LOO for "
+        f"{', '.join(m for m in table.index if method[m] == 'exact') or 'none'}"
+        if bad
+        else ""
+    )
     return table, fits
 
 
 def plateau_prior_predictive(
-    data: xr.Dataset | StepData, *, draws: int = 500, seed: int = 0, config: PlateauConfig | None = None,
-    response: str = S.F1, levels: list[str] | None = None,
+    data: xr.Dataset | StepData,
+    *,
+    draws: int = 500,
+    seed: int = 0,
+    config: PlateauConfig | None = None,
+    response: str = S.F1,
+    levels: list[str] | None = None,
 ) -> xr.Dataset:
     """Prior predictive check: per-step means simulated from the priors.
 
@@ -1291,8 +1596,11 @@ def plateau_prior_predictive(
     n_levels = len(sd.levels)
     t = sd.steps
     t0 = float(t[0])
-    grid = (np.array([float(config.breakpoint)]) if config.breakpoint is not None
-            else candidate_grid(t, config.priors.min_segment))
+    grid = (
+        np.array([float(config.breakpoint)])
+        if config.breakpoint is not None
+        else candidate_grid(t, config.priors.min_segment)
+    )
     pri = config.priors.resolve(sd, grid=grid)
 
     def normal(mu: np.ndarray, sd_: np.ndarray) -> np.ndarray:
@@ -1309,7 +1617,11 @@ def plateau_prior_predictive(
     y = mu + rng.standard_normal(mu.shape) * np.sqrt(sd.var_mean[None] + tau**2)
     coords = {"draw": np.arange(draws), S.LEVEL: sd.levels, S.STEP: t}
     return xr.Dataset(
-        {"mu": (("draw", S.LEVEL, S.STEP), mu), "y": (("draw", S.LEVEL, S.STEP), y),
-         "changepoint": (("draw", S.LEVEL), c[..., 0]), "observed": ((S.LEVEL, S.STEP), sd.y)},
+        {
+            "mu": (("draw", S.LEVEL, S.STEP), mu),
+            "y": (("draw", S.LEVEL, S.STEP), y),
+            "changepoint": (("draw", S.LEVEL), c[..., 0]),
+            "observed": ((S.LEVEL, S.STEP), sd.y),
+        },
         coords=coords,
     )

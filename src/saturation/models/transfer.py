@@ -24,7 +24,8 @@ task effects absorb it, so no separate per-step noise term is fitted (one was tr
 competed with the random walk and tripled the sampling cost).
 
 Population curves average over tasks (Gauss-Hermite):
-:math:`\\bar u_{at} = E[\\operatorname{expit}(\\alpha^u_a + f^u_a(t) + \\sigma_\\theta Z)]`, likewise :math:`\\bar r_{at}`, and the all-rollout reward
+:math:`\\bar u_{at} = E[\\operatorname{expit}(\\alpha^u_a + f^u_a(t) + \\sigma_\\theta Z)]`, likewise
+:math:`\\bar r_{at}`, and the all-rollout reward
 :math:`(1 - \\bar u_{at})\\,\\bar r_{at}` (the two task effects are independent).
 """
 
@@ -72,6 +73,8 @@ def default_sampler(task_effects: str) -> SamplerConfig:
     """The sampler settings a fit with these ``task_effects`` uses unless told otherwise
     (shared by :func:`fit_transfer`, the CLI and the report)."""
     return INTEGRATED_SAMPLER if task_effects == "integrated" else DEFAULT_SAMPLER
+
+
 #: R-hat bound for the thousands of per-task nuisance effects (reported separately). With
 #: 4,116 effects the largest of their R-hats sat at 1.008-1.013 (bulk ESS >= 5,000 each)
 #: while every structural parameter and reported curve was <= 1.005 (embedded replica); the
@@ -122,11 +125,13 @@ def _check_degenerate(frame: pd.DataFrame, arms: list[str]) -> None:
             raise ValueError(f"arm {arm!r} has no graded trials: nothing to compare")
         n_steps = rows["step"].nunique()
         if n_steps < MIN_STEPS:
-            raise ValueError(f"arm {arm!r} has graded trials at only {n_steps} step(s); a learning curve needs "
-                             f"at least {MIN_STEPS}")
+            raise ValueError(
+                f"arm {arm!r} has graded trials at only {n_steps} step(s); a learning curve needs at least {MIN_STEPS}"
+            )
     if graded["reward"].nunique() == 1 and not frame["graded"].eq(False).any():
-        raise ValueError(f"the reward is {graded['reward'].iat[0]:g} in every trial of every arm: there is no gap "
-                         "to estimate")
+        raise ValueError(
+            f"the reward is {graded['reward'].iat[0]:g} in every trial of every arm: there is no gap to estimate"
+        )
 
 
 def transfer_data(ds: xr.Dataset, *, arms: list[str] | None = None) -> TransferData:
@@ -140,26 +145,40 @@ def transfer_data(ds: xr.Dataset, *, arms: list[str] | None = None) -> TransferD
     if unknown:
         raise KeyError(f"unknown arm(s) {unknown}; the data has {present}")
     keep = np.isin(arm_all, arms)
-    frame = pd.DataFrame({
-        "arm": arm_all[keep], "step": ds[S.STEP].to_numpy()[keep], "task": ds[S.INSTANCE_ID].to_numpy()[keep],
-        "graded": ds[S.GRADED].to_numpy()[keep].astype(bool), "reward": ds[S.REWARD].to_numpy()[keep].astype(float),
-    })
+    frame = pd.DataFrame(
+        {
+            "arm": arm_all[keep],
+            "step": ds[S.STEP].to_numpy()[keep],
+            "task": ds[S.INSTANCE_ID].to_numpy()[keep],
+            "graded": ds[S.GRADED].to_numpy()[keep].astype(bool),
+            "reward": ds[S.REWARD].to_numpy()[keep].astype(float),
+        }
+    )
     if frame.loc[frame["graded"], "reward"].isna().any():
         raise ValueError("graded trials with a missing reward; validate the trials first")
     _check_degenerate(frame, arms)
     frame["r"] = np.where(frame["graded"], frame["reward"], 0.0)
     frame["r2"] = frame["r"] ** 2
     frame["ungraded"] = ~frame["graded"]
-    g = frame.groupby(["arm", "step", "task"], sort=True).agg(
-        n=("graded", "size"), n_graded=("graded", "sum"), n_ungraded=("ungraded", "sum"),
-        r_sum=("r", "sum"), r_sumsq=("r2", "sum")).reset_index()
+    g = (
+        frame.groupby(["arm", "step", "task"], sort=True)
+        .agg(
+            n=("graded", "size"),
+            n_graded=("graded", "sum"),
+            n_ungraded=("ungraded", "sum"),
+            r_sum=("r", "sum"),
+            r_sumsq=("r2", "sum"),
+        )
+        .reset_index()
+    )
     steps = np.sort(frame["step"].unique())
     tasks = np.sort(frame["task"].unique())
     arm_pos = {a: i for i, a in enumerate(arms)}
     # per (arm, step) empirical values: all-rollout mean counts ungraded trials as logged (0)
     frame["logged"] = frame["reward"].fillna(0.0)  # graded rewards are never missing (checked above)
-    per = frame.groupby(["arm", "step"]).agg(n_trials=("graded", "size"), n_graded=("graded", "sum"),
-                                             all_rollout=("logged", "mean"))
+    per = frame.groupby(["arm", "step"]).agg(
+        n_trials=("graded", "size"), n_graded=("graded", "sum"), all_rollout=("logged", "mean")
+    )
     graded_mean = frame[frame["graded"]].groupby(["arm", "step"])["reward"].mean()
     emp = {name: np.full((len(arms), len(steps)), np.nan) for name in ("n_trials", *QUANTITIES)}
     step_pos = {s: j for j, s in enumerate(steps)}
@@ -170,22 +189,33 @@ def transfer_data(ds: xr.Dataset, *, arms: list[str] | None = None) -> TransferD
         emp["all_rollout"][i, j] = row["all_rollout"]
     for (a, s), v in graded_mean.items():
         emp["graded_only"][arm_pos[a], step_pos[s]] = v
-    empirical = xr.Dataset({k: ((S.ARM, S.STEP), v) for k, v in emp.items()},
-                           coords={S.ARM: arms, S.STEP: steps})
+    empirical = xr.Dataset({k: ((S.ARM, S.STEP), v) for k, v in emp.items()}, coords={S.ARM: arms, S.STEP: steps})
     summary = {
-        "n_trials": len(frame), "n_graded": int(frame["graded"].sum()), "n_groups": len(g),
-        "n_tasks": len(tasks), "steps": [int(steps[0]), int(steps[-1])], "arms": arms,
+        "n_trials": len(frame),
+        "n_graded": int(frame["graded"].sum()),
+        "n_groups": len(g),
+        "n_tasks": len(tasks),
+        "steps": [int(steps[0]), int(steps[-1])],
+        "arms": arms,
         "trials_per_arm": {a: int((frame["arm"] == a).sum()) for a in arms},
         "sources": json.loads(ds.attrs.get(S.ATTR_SOURCES, "[]")),
         "synthetic": ds.attrs.get(S.ATTR_SYNTHETIC, ""),
     }
     return TransferData(
-        arms=arms, steps=steps.astype(float), tasks=tasks,
-        arm_idx=g["arm"].map(arm_pos).to_numpy(), step_idx=np.searchsorted(steps, g["step"].to_numpy()),
+        arms=arms,
+        steps=steps.astype(float),
+        tasks=tasks,
+        arm_idx=g["arm"].map(arm_pos).to_numpy(),
+        step_idx=np.searchsorted(steps, g["step"].to_numpy()),
         task_idx=np.searchsorted(tasks, g["task"].to_numpy()),
-        n=g["n"].to_numpy(float), n_ungraded=g["n_ungraded"].to_numpy(float), n_graded=g["n_graded"].to_numpy(float),
-        r_sum=g["r_sum"].to_numpy(float), r_sumsq=g["r_sumsq"].to_numpy(float),
-        observed=np.isfinite(emp["n_trials"]), empirical=empirical, summary=summary,
+        n=g["n"].to_numpy(float),
+        n_ungraded=g["n_ungraded"].to_numpy(float),
+        n_graded=g["n_graded"].to_numpy(float),
+        r_sum=g["r_sum"].to_numpy(float),
+        r_sumsq=g["r_sumsq"].to_numpy(float),
+        observed=np.isfinite(emp["n_trials"]),
+        empirical=empirical,
+        summary=summary,
     )
 
 
@@ -195,8 +225,10 @@ def knot_basis(steps: np.ndarray, knot_every: float) -> tuple[np.ndarray, np.nda
     first, last = float(steps[0]), float(steps[-1])
     n_knots = max(int(np.ceil((last - first) / knot_every)), 1) + 1
     knots = first + knot_every * np.arange(n_knots)
-    basis = np.stack([curves.piecewise_linear(steps, tuple(zip(knots, np.eye(n_knots)[k], strict=True)))
-                      for k in range(n_knots)], axis=1)
+    basis = np.stack(
+        [curves.piecewise_linear(steps, tuple(zip(knots, np.eye(n_knots)[k], strict=True))) for k in range(n_knots)],
+        axis=1,
+    )
     return knots, basis
 
 
@@ -297,22 +329,37 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
         order = np.arange(len(data.n))
     cell = data.arm_idx * len(data.steps) + data.step_idx
     values = {
-        "basis": basis, "cell": cell[order], "task_idx": data.task_idx[order],
-        "n": data.n[order], "n_ungraded": data.n_ungraded[order],
+        "basis": basis,
+        "cell": cell[order],
+        "task_idx": data.task_idx[order],
+        "n": data.n[order],
+        "n_ungraded": data.n_ungraded[order],
         # groups without a graded trial contribute 0 to the reward term (g_n = 0): every fit of
         # the same (arms, steps, tasks, groups) shape reuses one compiled model
-        "g_arm": data.arm_idx[order], "g_n": data.n_graded[order], "g_sum": data.r_sum[order],
+        "g_arm": data.arm_idx[order],
+        "g_n": data.n_graded[order],
+        "g_sum": data.r_sum[order],
         "g_sumsq": data.r_sumsq[order],
         "arm_graded": np.bincount(data.arm_idx, weights=data.n_graded, minlength=len(data.arms)),
-        "prior_mu": (np.array(config.priors.start_mu, dtype=float) if config.priors.start_mu is not None else
-                     np.array([_start_logit(emp[S.UNGRADED_RATE].to_numpy()[ref]),
-                               _start_logit(emp["graded_only"].to_numpy()[ref])])),
+        "prior_mu": (
+            np.array(config.priors.start_mu, dtype=float)
+            if config.priors.start_mu is not None
+            else np.array(
+                [_start_logit(emp[S.UNGRADED_RATE].to_numpy()[ref]), _start_logit(emp["graded_only"].to_numpy()[ref])]
+            )
+        ),
     }
     if integrated:
         values.update(task_start=task_start, task_end=task_end)
     pri = config.priors
-    coords = {S.ARM: data.arms, S.STEP: data.steps, "task": np.arange(len(data.tasks)), "knot": knots,
-              "increment": knots[1:], "part": list(PARTS)}
+    coords = {
+        S.ARM: data.arms,
+        S.STEP: data.steps,
+        "task": np.arange(len(data.tasks)),
+        "knot": knots,
+        "increment": knots[1:],
+        "part": list(PARTS),
+    }
     with pm.Model(coords=coords) as model:
         d = {name: pm.Data(name, v) for name, v in values.items()}
         lin: dict[str, Any] = {}
@@ -327,15 +374,20 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
             # resolve_walk): standardised first knot and increments.
             if walk == "centred":
                 knot_vals = pm.GaussianRandomWalk(
-                    f"{part}_knot", mu=0.0, sigma=rw_sd,
+                    f"{part}_knot",
+                    mu=0.0,
+                    sigma=rw_sd,
                     init_dist=pm.Normal.dist(d["prior_mu"][p_i], pri.intercept_sd, shape=len(data.arms)),
-                    dims=(S.ARM, "knot"))
+                    dims=(S.ARM, "knot"),
+                )
             else:
                 z = pm.Normal(f"{part}_knot_z", 0.0, 1.0, dims=(S.ARM, "knot"))
                 first = (d["prior_mu"][p_i] + pri.intercept_sd * z[:, 0])[:, None]
                 knot_vals = pm.Deterministic(
-                    f"{part}_knot", pt.concatenate([first, first + pt.cumsum(rw_sd[:, None] * z[:, 1:], axis=1)],
-                                                   axis=1), dims=(S.ARM, "knot"))
+                    f"{part}_knot",
+                    pt.concatenate([first, first + pt.cumsum(rw_sd[:, None] * z[:, 1:], axis=1)], axis=1),
+                    dims=(S.ARM, "knot"),
+                )
             pm.Deterministic(f"{part}_intercept", knot_vals[:, 0], dims=S.ARM)
             pm.Deterministic(f"{part}_rw_increment", pt.diff(knot_vals, axis=1), dims=(S.ARM, "increment"))
             curve = pm.Deterministic(f"{part}_curve", pt.dot(knot_vals, d["basis"].T), dims=(S.ARM, S.STEP))
@@ -358,11 +410,12 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
         pm.Potential("ungraded", (k * x - d["n"] * pt.softplus(x)).sum())
         r = pm.math.sigmoid(lin["reward"])
         reward_sd = pm.HalfNormal("reward_sd", 0.5, dims=S.ARM)
-        prec = (reward_sd ** -2)[d["g_arm"]]
+        prec = (reward_sd**-2)[d["g_arm"]]
         sq = d["g_sumsq"] - 2 * r * d["g_sum"] + d["g_n"] * r * r
         # sum_groups g_n log(2 pi sd^2) = sum_arms (graded trials of the arm) log(2 pi sd_arm^2)
-        pm.Potential("graded_reward", -0.5 * (d["arm_graded"] * pt.log(2 * np.pi * reward_sd**2)).sum()
-                     - 0.5 * (sq * prec).sum())
+        pm.Potential(
+            "graded_reward", -0.5 * (d["arm_graded"] * pt.log(2 * np.pi * reward_sd**2)).sum() - 0.5 * (sq * prec).sum()
+        )
     return model, values
 
 
@@ -372,12 +425,25 @@ def _integrated_likelihood(d: dict[str, Any], lin: dict[str, Any], task_sd: dict
     context."""
     ones = pt.ones_like(d["n"])
     seg = (d["task_start"], d["task_end"])
-    pm.Potential("ungraded", log_task_marginal("binomial", lin["ungraded"], task_sd["ungraded"],
-                                               d["n_ungraded"], d["n"], ones, ones, *seg))
+    pm.Potential(
+        "ungraded",
+        log_task_marginal("binomial", lin["ungraded"], task_sd["ungraded"], d["n_ungraded"], d["n"], ones, ones, *seg),
+    )
     reward_sd = pm.HalfNormal("reward_sd", 0.5, dims=S.ARM)
-    pm.Potential("graded_reward", -0.5 * (d["arm_graded"] * pt.log(2 * np.pi * reward_sd**2)).sum()
-                 + log_task_marginal("gaussian", lin["reward"], task_sd["reward"], d["g_n"], d["g_sum"],
-                                     d["g_sumsq"], (reward_sd ** -2)[d["g_arm"]], *seg))
+    pm.Potential(
+        "graded_reward",
+        -0.5 * (d["arm_graded"] * pt.log(2 * np.pi * reward_sd**2)).sum()
+        + log_task_marginal(
+            "gaussian",
+            lin["reward"],
+            task_sd["reward"],
+            d["g_n"],
+            d["g_sum"],
+            d["g_sumsq"],
+            (reward_sd**-2)[d["g_arm"]],
+            *seg,
+        ),
+    )
 
 
 # ====================================================================== fit
@@ -398,19 +464,59 @@ class TransferFit:
         for arm, est in self.estimands["initial"].items():
             for q in QUANTITIES:
                 e = est[f"delta_{q}"]
-                rows.append({"arm": arm, "estimand": f"initial_delta_{q}", "mean": e["mean"], "sd": e["sd"],
-                             "hdi_low": e["hdi"][0], "hdi_high": e["hdi"][1]})
-            rows.append({"arm": arm, "estimand": "p_initial_all_rollout_positive", "mean": est["p_positive"],
-                         "sd": np.nan, "hdi_low": np.nan, "hdi_high": np.nan})
+                rows.append(
+                    {
+                        "arm": arm,
+                        "estimand": f"initial_delta_{q}",
+                        "mean": e["mean"],
+                        "sd": e["sd"],
+                        "hdi_low": e["hdi"][0],
+                        "hdi_high": e["hdi"][1],
+                    }
+                )
+            rows.append(
+                {
+                    "arm": arm,
+                    "estimand": "p_initial_all_rollout_positive",
+                    "mean": est["p_positive"],
+                    "sd": np.nan,
+                    "hdi_low": np.nan,
+                    "hdi_high": np.nan,
+                }
+            )
             c = self.estimands["crossover_step"][arm]
-            rows.append({"arm": arm, "estimand": "crossover_step", "mean": c["mean"], "sd": c["sd"],
-                         "hdi_low": c["hdi"][0], "hdi_high": c["hdi"][1]})
-            rows.append({"arm": arm, "estimand": "p_no_crossover", "mean": c["p_no_crossover"], "sd": np.nan,
-                         "hdi_low": np.nan, "hdi_high": np.nan})
+            rows.append(
+                {
+                    "arm": arm,
+                    "estimand": "crossover_step",
+                    "mean": c["mean"],
+                    "sd": c["sd"],
+                    "hdi_low": c["hdi"][0],
+                    "hdi_high": c["hdi"][1],
+                }
+            )
+            rows.append(
+                {
+                    "arm": arm,
+                    "estimand": "p_no_crossover",
+                    "mean": c["p_no_crossover"],
+                    "sd": np.nan,
+                    "hdi_low": np.nan,
+                    "hdi_high": np.nan,
+                }
+            )
             for q in QUANTITIES:
                 e = self.estimands["last_step"][arm][f"delta_{q}"]
-                rows.append({"arm": arm, "estimand": f"last_step_delta_{q}", "mean": e["mean"], "sd": e["sd"],
-                             "hdi_low": e["hdi"][0], "hdi_high": e["hdi"][1]})
+                rows.append(
+                    {
+                        "arm": arm,
+                        "estimand": f"last_step_delta_{q}",
+                        "mean": e["mean"],
+                        "sd": e["sd"],
+                        "hdi_low": e["hdi"][0],
+                        "hdi_high": e["hdi"][1],
+                    }
+                )
         table = pd.DataFrame(rows)
         table.attrs["converged"] = self.diagnostics["converged"]
         table.attrs["hdi_prob"] = S.HDI_PROB
@@ -485,33 +591,56 @@ def fit_transfer(
     and its smoothness (the knot spacing) is explicit. An HSGP would also work; it needs
     a length-scale prior and boundary settings that a knot spacing avoids.
     """
-    config = TransferConfig(reference=reference, arms=tuple(arms) if arms else None, first_steps=first_steps,
-                            knot_every=knot_every, walk=walk, task_effects=task_effects,
-                            priors=priors or TransferPriors(),
-                            sampler=sampler or default_sampler(task_effects))
+    config = TransferConfig(
+        reference=reference,
+        arms=tuple(arms) if arms else None,
+        first_steps=first_steps,
+        knot_every=knot_every,
+        walk=walk,
+        task_effects=task_effects,
+        priors=priors or TransferPriors(),
+        sampler=sampler or default_sampler(task_effects),
+    )
     config.validate()
     data = ds if isinstance(ds, TransferData) else transfer_data(ds, arms=arms)
     config = replace(config, walk=resolve_walk(data, config))  # the stored config names the one used
     model, values = build_transfer_model(data, config)
-    key = ("transfer", len(data.arms), len(data.steps), len(data.tasks), len(data.n), values["basis"].shape,
-           config.walk, config.task_effects)
+    key = (
+        "transfer",
+        len(data.arms),
+        len(data.steps),
+        len(data.tasks),
+        len(data.n),
+        values["basis"].shape,
+        config.walk,
+        config.task_effects,
+    )
     idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=config.sampler)
     estimands = _estimands(idata, data, config)
     structural = [f"{part}_{v}" for part in PARTS for v in ("knot", "rw_sd", "task_sd")]
     diag = diagnostics(idata, [*structural, "reward_sd", *(f"population_{q}" for q in QUANTITIES)])
     if config.task_effects == "sampled":
         nuisance = diagnostics(idata, [f"{part}_task_z" for part in PARTS])
-        diag["task_effects"] = {"rhat_max": nuisance["rhat_max"], "ess_bulk_min": nuisance["ess_bulk_min"],
-                                "ess_tail_min": nuisance["ess_tail_min"], "rhat_threshold": TASK_EFFECT_RHAT_MAX}
-        diag["converged"] = bool(diag["converged"] and nuisance["rhat_max"] <= TASK_EFFECT_RHAT_MAX
-                                 and nuisance["ess_bulk_min"] >= diag["thresholds"]["ess_bulk_min"])
+        diag["task_effects"] = {
+            "rhat_max": nuisance["rhat_max"],
+            "ess_bulk_min": nuisance["ess_bulk_min"],
+            "ess_tail_min": nuisance["ess_tail_min"],
+            "rhat_threshold": TASK_EFFECT_RHAT_MAX,
+        }
+        diag["converged"] = bool(
+            diag["converged"]
+            and nuisance["rhat_max"] <= TASK_EFFECT_RHAT_MAX
+            and nuisance["ess_bulk_min"] >= diag["thresholds"]["ess_bulk_min"]
+        )
     _attach(idata, data, config, diag)
     fit = TransferFit(idata, config, data, estimands, diag, timings)
     warn_if_not_converged(diag, f"transfer fit (arms {data.arms}, reference {config.reference})")
     return fit
 
 
-def population(ungraded_curve: Any, ungraded_task_sd: Any, reward_curve: Any, reward_task_sd: Any) -> dict[str, np.ndarray]:
+def population(
+    ungraded_curve: Any, ungraded_task_sd: Any, reward_curve: Any, reward_task_sd: Any
+) -> dict[str, np.ndarray]:
     """Population ungraded rate, graded-only and all-rollout reward from logit curves and
     task-effect sds (broadcast together): logit-normal means over the task effects, and
     (1 - ungraded) x graded-only (the two task effects are independent). Shared by the fit
@@ -527,8 +656,10 @@ def population_curves(idata: az.InferenceData) -> dict[str, np.ndarray]:
     post = idata.posterior.stack(sample=("chain", "draw"))
     args = []
     for part in PARTS:
-        args += [post[f"{part}_curve"].transpose("sample", S.ARM, S.STEP).to_numpy(),
-                 post[f"{part}_task_sd"].to_numpy()[:, None, None]]
+        args += [
+            post[f"{part}_curve"].transpose("sample", S.ARM, S.STEP).to_numpy(),
+            post[f"{part}_task_sd"].to_numpy()[:, None, None],
+        ]
     return population(*args)
 
 
@@ -555,24 +686,32 @@ def _estimands(idata: az.InferenceData, data: TransferData, config: TransferConf
         cross = curves.crossover_steps(gap["all_rollout"], common)
         found = np.isfinite(cross)
         c_int = interval(cross[found]) if found.sum() >= 2 else {"mean": None, "sd": None, "hdi": [None, None]}
-        out["crossover_step"][arm] = {**c_int, "p_no_crossover": float(np.mean(~found)),
-                                      "mass": {str(int(s)): float(np.mean(cross == s)) for s in common}}
-        out["last_step"][arm] = {"step": int(common[-1]),
-                                 **{f"delta_{q}": interval(gap[q][:, -1]) for q in QUANTITIES}}
+        out["crossover_step"][arm] = {
+            **c_int,
+            "p_no_crossover": float(np.mean(~found)),
+            "mass": {str(int(s)): float(np.mean(cross == s)) for s in common},
+        }
+        out["last_step"][arm] = {"step": int(common[-1]), **{f"delta_{q}": interval(gap[q][:, -1]) for q in QUANTITIES}}
     for j, step in enumerate(steps):
         row: dict[str, Any] = {"step": int(step)}
         for a_i, arm in enumerate(data.arms):
             if not data.observed[a_i, j]:
                 continue
-            row[arm] = {q: {"mean": float(pop[q][:, a_i, j].mean()),
-                            "hdi": [float(v) for v in az.hdi(pop[q][:, a_i, j], hdi_prob=S.HDI_PROB)]}
-                        for q in QUANTITIES}
+            row[arm] = {
+                q: {
+                    "mean": float(pop[q][:, a_i, j].mean()),
+                    "hdi": [float(v) for v in az.hdi(pop[q][:, a_i, j], hdi_prob=S.HDI_PROB)],
+                }
+                for q in QUANTITIES
+            }
             row[arm]["empirical"] = {q: float(data.empirical[q].to_numpy()[a_i, j]) for q in QUANTITIES}
         out["by_step"].append(row)
     shape = (idata.posterior.sizes["chain"], idata.posterior.sizes["draw"])
     for q in QUANTITIES:
-        idata.posterior[f"population_{q}"] = (("chain", "draw", S.ARM, S.STEP),
-                                              pop[q].reshape(*shape, len(data.arms), len(steps)))
+        idata.posterior[f"population_{q}"] = (
+            ("chain", "draw", S.ARM, S.STEP),
+            pop[q].reshape(*shape, len(data.arms), len(steps)),
+        )
     return out
 
 
@@ -594,10 +733,18 @@ def transfer_frame(fit: TransferFit) -> pd.DataFrame:
             for q in QUANTITIES:
                 draws = pop[q][:, a_i, j]
                 hdi = az.hdi(draws, hdi_prob=S.HDI_PROB)
-                row = {"arm": arm, "step": step, "quantity": q,
-                       "empirical": float(fit.data.empirical[q].to_numpy()[a_i, j]),
-                       "mean": float(draws.mean()), "hdi_low": float(hdi[0]), "hdi_high": float(hdi[1]),
-                       "gap_mean": np.nan, "gap_hdi_low": np.nan, "gap_hdi_high": np.nan}
+                row = {
+                    "arm": arm,
+                    "step": step,
+                    "quantity": q,
+                    "empirical": float(fit.data.empirical[q].to_numpy()[a_i, j]),
+                    "mean": float(draws.mean()),
+                    "hdi_low": float(hdi[0]),
+                    "hdi_high": float(hdi[1]),
+                    "gap_mean": np.nan,
+                    "gap_hdi_low": np.nan,
+                    "gap_hdi_high": np.nan,
+                }
                 if a_i != ref and fit.data.observed[ref, j]:
                     gap = draws - pop[q][:, ref, j]
                     ghdi = az.hdi(gap, hdi_prob=S.HDI_PROB)
