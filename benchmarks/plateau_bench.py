@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 
 from saturation.models import SamplerConfig, fit_plateau
-from saturation.models._sampling import ConvergenceWarning
+from saturation.models.sampling import ConvergenceWarning
 from saturation.replica import load_embedded
 
 

@@ -22,7 +22,7 @@ import arviz as az
 
 from saturation import schema as S
 from saturation.models import fit_transfer
-from saturation.models._sampling import ConvergenceWarning
+from saturation.models.sampling import ConvergenceWarning
 from saturation.models.transfer import default_sampler
 from saturation.replica import load_embedded
 

@@ -61,8 +61,9 @@ from saturation.io import write_atomic, write_netcdf
 from saturation.models import learning
 from saturation.models.plateau import STOPPED_VERDICTS as STOPPED
 from saturation.models.plateau import VERDICTS
+from saturation.models.transfer import TransferPriors
 
-SBC_PARAMS = ("changepoint", "start", "value_at_changepoint", "late_slope", "tau")
+SBC_PARAMS = ("changepoint", "start", S.VALUE_AT_CHANGEPOINT, "late_slope", "tau")
 MODELS = ("plateau", "transfer", "pass-at-k", "plateau-trials")
 #: family-wise error rate of the SBC verdicts (Holm over every SBC test of one calibration)
 FAMILY_ALPHA = 0.05
@@ -110,7 +111,7 @@ class PlateauSetting:
         change-point spread of the pooled model."""
         if self.n_levels == 1:
             return SBC_PARAMS
-        return (*(f"{p}[{lv}]" for lv in self.levels for p in SBC_PARAMS), "changepoint_spread")
+        return (*(f"{p}[{lv}]" for lv in self.levels for p in SBC_PARAMS), S.CHANGEPOINT_SPREAD)
 
     def priors(self, *, for_fit: bool) -> Any:
         from saturation.models import PlateauPriors
@@ -170,7 +171,7 @@ def _prior_draw(setting: PlateauSetting, rng: np.random.Generator) -> dict[str, 
     return {
         "changepoint": float(rng.choice(grid)),
         "start": rng.normal(setting.start_mu, setting.start_sd),
-        "value_at_changepoint": rng.normal(setting.level_mu, setting.level_sd),
+        S.VALUE_AT_CHANGEPOINT: rng.normal(setting.level_mu, setting.level_sd),
         "late_slope": rng.normal(0.0, setting.late_slope_sd),
         "tau": abs(rng.normal(0.0, setting.tau_sd)),
     }
@@ -179,15 +180,16 @@ def _prior_draw(setting: PlateauSetting, rng: np.random.Generator) -> dict[str, 
 def _prior_draw_levels(setting: PlateauSetting, rng: np.random.Generator) -> dict[str, float]:
     """Several levels, pooled change points: common c0 uniform on the candidate grid,
     spread s ~ HalfNormal(spread_sd), level change points on the grid with weights
-    exp(-(c - c0)^2 / 2(s^2 + 0.25)) (the model's own ``_effective_spread``); the other
+    exp(-(c - c0)^2 / 2(s^2 + 0.25)) (the model's own ``curves.effective_spread``); the other
     parameters per level from their priors."""
-    from saturation.models.plateau import _effective_spread, candidate_grid
+    from saturation.curves import effective_spread
+    from saturation.models.plateau import candidate_grid
 
     grid = candidate_grid(np.arange(setting.n_steps, dtype=float), setting.min_segment)
     c0 = float(rng.choice(grid))
     spread = abs(rng.normal(0.0, setting.spread_sd))
-    weight = np.exp(-0.5 * ((grid - c0) / _effective_spread(np, spread)) ** 2)
-    theta = {"changepoint_spread": float(spread)}
+    weight = np.exp(-0.5 * ((grid - c0) / effective_spread(np, spread)) ** 2)
+    theta = {S.CHANGEPOINT_SPREAD: float(spread)}
     for lv in setting.levels:
         theta.update(
             {
@@ -208,11 +210,11 @@ def _level_theta(theta: dict[str, float], level: str) -> dict[str, float]:
 def simulate_means(theta: dict[str, float], setting: PlateauSetting, rng: np.random.Generator) -> np.ndarray:
     """Per-step means from the model's likelihood: hinge curve (the same function the
     model uses) plus N(0, se^2 + tau^2) noise."""
-    from saturation.models.plateau import _mean_curve
+    from saturation.curves import hinge_through
 
     t = np.arange(setting.n_steps, dtype=float)
-    mu = _mean_curve(
-        t, theta["changepoint"], theta["start"], theta["value_at_changepoint"], theta["late_slope"], 0.0, 0.0
+    mu = hinge_through(
+        t, theta["changepoint"], theta["start"], theta[S.VALUE_AT_CHANGEPOINT], theta["late_slope"], 0.0, 0.0
     )
     return np.asarray(mu + rng.standard_normal(len(t)) * np.sqrt(setting.se**2 + theta["tau"] ** 2))
 
@@ -246,7 +248,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
         theta = {
             "changepoint": float(t[-1]),
             "start": setting.start_mu,
-            "value_at_changepoint": setting.start_mu + slope * t[-1],
+            S.VALUE_AT_CHANGEPOINT: setting.start_mu + slope * t[-1],
             "late_slope": slope,
             "tau": 0.0,
         }
@@ -255,7 +257,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
         theta = {
             "changepoint": c,
             "start": setting.start_mu,
-            "value_at_changepoint": setting.start_mu + task["effect"],
+            S.VALUE_AT_CHANGEPOINT: setting.start_mu + task["effect"],
             "late_slope": 0.0,
             "tau": 0.0,
         }
@@ -286,7 +288,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
 def _rank_and_cover(draws: np.ndarray, truth: float, hdi: Any, rng: np.random.Generator) -> tuple[int, bool]:
     """Rank of the truth among the draws (ties, e.g. of a discrete change point, broken at
     random) and whether it lies inside ``hdi`` (default: the draws' 94 % HDI)."""
-    from saturation.models._sampling import interval
+    from saturation.models.sampling import interval
 
     less, ties = int(np.sum(draws < truth)), int(np.sum(draws == truth))
     lo, hi = hdi if hdi is not None else interval(draws)["hdi"]
@@ -333,7 +335,7 @@ def _run_levels_task(task: dict[str, Any], setting: PlateauSetting, rng: np.rand
             ranks[name], inside[name] = _rank_and_cover(
                 post[p].sel({S.LEVEL: lv}).to_numpy().ravel(), theta[name], hdi, rng
             )
-    name = "changepoint_spread"
+    name = S.CHANGEPOINT_SPREAD
     ranks[name], inside[name] = _rank_and_cover(post[name].to_numpy().ravel(), theta[name], None, rng)
     return _sbc_result(task, ranks, inside, theta, time.perf_counter() - start, fit.diagnostics["converged"])
 
@@ -386,10 +388,12 @@ class TransferSetting(NUTSDraws):
     pool_size: int = 64
     knot_every: float = 4.0
     start_mu: tuple[float, float] = (-1.0, 0.0)
-    intercept_sd: float = 1.5
-    rw_sd: float = 0.25
-    task_sd: float = 1.0
-    reward_sd_scale: float = 0.5
+    #: prior widths: the model's own defaults (``TransferPriors``), read by the simulator
+    #: through :meth:`priors`
+    intercept_sd: float = TransferPriors.intercept_sd
+    rw_sd: float = TransferPriors.rw_sd
+    task_sd: float = TransferPriors.task_sd
+    reward_sd: float = TransferPriors.reward_sd
     first_steps: int = 4
     #: 4 x 2000 draws: with 1000 the task-effect sds' bulk ESS fell below 400 in about a
     #: third of the fits (R-hat <= 1.01, no divergences); target_accept 0.95 (the default of
@@ -401,13 +405,12 @@ class TransferSetting(NUTSDraws):
     def checked(self) -> tuple[str, ...]:
         return TRANSFER_PARAMS
 
-    def priors(self) -> Any:
-        from saturation.models.transfer import TransferPriors
-
+    def priors(self) -> TransferPriors:
         return TransferPriors(
             intercept_sd=self.intercept_sd,
             rw_sd=self.rw_sd,
             task_sd=self.task_sd,
+            reward_sd=self.reward_sd,
             start_mu=(float(self.start_mu[0]), float(self.start_mu[1])),
         )
 
@@ -427,14 +430,16 @@ def simulate_transfer_prior(setting: TransferSetting, rng: np.random.Generator) 
     intercept_sd), increments ~ N(0, rw_sd_a), rw_sd_a ~ Gamma(shape, shape / rw_sd));
     task effects: zero-sum normal over the scheduled tasks times task sd ~ HalfNormal;
     ungraded ~ Bernoulli, graded reward ~ Normal(expit(.), reward_sd_a), reward_sd_a ~
-    HalfNormal(reward_sd_scale). Curves between knots by the model's own interpolation
-    (``transfer.knot_basis``); population curves by the fit's ``transfer.population``.
+    HalfNormal(reward_sd); every width from ``setting.priors()``, the fit's own. Curves
+    between knots by the model's own interpolation (``transfer.knot_basis``); population
+    curves by the fit's ``transfer.population``.
     """
     from saturation import curves
     from saturation.io import dataset_from_frame
     from saturation.models.transfer import RW_SD_SHAPE, knot_basis, population
 
     arms = ("base", "s85")
+    pri = setting.priors()
     steps = np.arange(1, setting.n_steps + 1, dtype=float)
     knots, basis = knot_basis(steps, setting.knot_every)
     schedule = _transfer_schedule(setting)
@@ -442,12 +447,12 @@ def simulate_transfer_prior(setting: TransferSetting, rng: np.random.Generator) 
     truth: dict[str, float] = {}
     curve, task_sd, task_effect = {}, {}, {}
     for p_i, part in enumerate(("ungraded", "reward")):
-        rw_sd = rng.gamma(RW_SD_SHAPE, setting.rw_sd / RW_SD_SHAPE, size=len(arms))
-        first = rng.normal(setting.start_mu[p_i], setting.intercept_sd, size=len(arms))
+        rw_sd = rng.gamma(RW_SD_SHAPE, pri.rw_sd / RW_SD_SHAPE, size=len(arms))
+        first = rng.normal(setting.start_mu[p_i], pri.intercept_sd, size=len(arms))
         inc = rng.normal(size=(len(arms), len(knots) - 1)) * rw_sd[:, None]
         kv = np.concatenate([first[:, None], first[:, None] + np.cumsum(inc, axis=1)], axis=1)
         curve[part] = kv @ basis.T  # (arm, step)
-        task_sd[part] = abs(rng.normal(0.0, setting.task_sd))
+        task_sd[part] = abs(rng.normal(0.0, pri.task_sd))
         z = rng.standard_normal(len(used))
         task_effect[part] = np.zeros(setting.pool_size)
         task_effect[part][used] = task_sd[part] * (z - z.mean())
@@ -460,9 +465,9 @@ def simulate_transfer_prior(setting: TransferSetting, rng: np.random.Generator) 
         )
         if part == "reward":
             truth["reward_knot_last"] = float(kv[0, -1])
-    reward_sd = np.abs(rng.normal(0.0, setting.reward_sd_scale, size=len(arms)))
+    reward_sd = np.abs(rng.normal(0.0, pri.reward_sd, size=len(arms)))
     truth["reward_sd"] = float(reward_sd[0])
-    all_rollout = population(curve["ungraded"], task_sd["ungraded"], curve["reward"], task_sd["reward"])["all_rollout"]
+    all_rollout = population(curve["ungraded"], task_sd["ungraded"], curve["reward"], task_sd["reward"])[S.ALL_ROLLOUT]
     k = setting.first_steps
     truth["initial_gap_all_rollout"] = float((all_rollout[1, :k] - all_rollout[0, :k]).mean())
     rows = []
@@ -515,7 +520,7 @@ def run_transfer_task(task: dict[str, Any]) -> dict[str, Any]:
     import warnings
 
     from saturation.models import ConvergenceWarning, fit_transfer
-    from saturation.models._sampling import interval
+    from saturation.models.sampling import interval
 
     setting = replace(TransferSetting(**task["setting"]), start_mu=tuple(task["setting"]["start_mu"]))
     rng = np.random.default_rng([task["seed"], task["sim"], 3])
@@ -615,7 +620,7 @@ def run_pass_at_k_task(task: dict[str, Any]) -> dict[str, Any]:
     import warnings
 
     from saturation.models import ConvergenceWarning
-    from saturation.models._sampling import interval
+    from saturation.models.sampling import interval
 
     setting = PassAtKSetting(**task["setting"])
     rng = np.random.default_rng([task["seed"], task["sim"], 4])
@@ -1044,7 +1049,7 @@ def verdict_table(ds: xr.Dataset) -> pd.DataFrame:
         cover = k / n if n else np.nan
         mc = float(np.sqrt(S.HDI_PROB * (1 - S.HDI_PROB) / n)) if n else np.nan
         # a discrete posterior's HDI holds at least 94 %: the change point may over-cover
-        discrete = p.startswith("changepoint") and p != "changepoint_spread"
+        discrete = p.startswith("changepoint") and p != S.CHANGEPOINT_SPREAD
         cover_p = (
             float(stats.binomtest(k, n, S.HDI_PROB, alternative="less" if discrete else "two-sided").pvalue)
             if n
@@ -1113,7 +1118,7 @@ def plot_ranks(ds: xr.Dataset) -> Any:
     """SBC rank histograms per parameter with the 94 % band of a uniform histogram."""
     import matplotlib.pyplot as plt
 
-    from saturation.plots import BAND_ALPHA, PAGE, _colour, style
+    from saturation.plots import BAND_ALPHA, PAGE, colour, style
 
     params = list(ds["param"].values)
     n, n_ranks, bins = _rank_bins(ds)
@@ -1129,7 +1134,7 @@ def plot_ranks(ds: xr.Dataset) -> Any:
         for i, (ax, p) in enumerate(zip(axes.ravel(), params, strict=False)):
             ax.axhspan(lo, hi, color="0.5", alpha=BAND_ALPHA, lw=0)
             ax.hist(
-                ds["rank"].sel(param=p).to_numpy(), bins=bins, range=(0, n_ranks), color=_colour(i), edgecolor="white"
+                ds["rank"].sel(param=p).to_numpy(), bins=bins, range=(0, n_ranks), color=colour(i), edgecolor="white"
             )
             title = p.replace("_", " ")
             ax.set_title(title, fontsize="small" if len(title) > 18 else None)

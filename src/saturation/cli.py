@@ -534,7 +534,7 @@ def _add_sampler_args(p: argparse.ArgumentParser, defaults: Any = (1000, 1000, 4
 
 
 def _print_diagnostics(d: dict[str, Any], timings: dict[str, Any]) -> None:
-    from saturation.models._sampling import nuisance_text
+    from saturation.models.sampling import nuisance_text
 
     _print(
         f"diagnostics: R-hat max {d['rhat_max']:.3f}, bulk ESS min {d['ess_bulk_min']:.0f}, "

@@ -54,6 +54,25 @@ def hinge(
     return out
 
 
+def hinge_through(t: Any, c: Any, a: Any, h: Any, b2: Any, d: Any, t0: float) -> Any:
+    """:func:`hinge` through start ``a`` (at ``t0``) and value ``h`` at the change point ``c``
+    (before any jump ``d``): the early slope is :math:`(h - a)/(c - t_0)`, ``b2`` the late
+    slope. The plateau model's parameterisation (its likelihood and calibrate's simulator)."""
+    return hinge(t, start=a, early_slope=(h - a) / (c - t0), late_slope=b2, changepoint=c, t0=t0, jump=d)
+
+
+#: squared floor of the pooled model's change-point spread, in steps^2 (half a grid step)
+SPREAD_FLOOR_SQ = 0.25
+
+
+def effective_spread(xp: Any, spread: Any) -> Any:
+    r"""The pooled change points' spread in steps, floored smoothly at half a grid step:
+    :math:`\sqrt{s^2 + 0.25}`. Below that every level sits on the common change point, and
+    the floor keeps the weights :math:`\exp(-(c_l - c_0)^2 / 2 s_{eff}^2)` finite for tiny
+    :math:`s`. ``xp``: numpy or pytensor.tensor."""
+    return xp.sqrt(spread**2 + SPREAD_FLOOR_SQ)
+
+
 def exp_saturation(t: Any, *, asymptote: Any, start: Any, scale: Any, t0: Any = 0.0) -> Any:
     """Exponential approach to an asymptote.
 

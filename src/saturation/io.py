@@ -63,7 +63,7 @@ def expand_paths(paths: PathArg | Iterable[PathArg]) -> list[Path]:
     return out
 
 
-def _decompress(data: bytes, limit: int | None = None) -> bytes:
+def decompress(data: bytes, limit: int | None = None) -> bytes:
     """Decompress every zstd frame; raise ValueError on a corrupt or truncated stream, or
     when the output exceeds ``limit`` bytes (checked as it grows, so a bomb stops early)."""
     limit = streams.MAX_FILE_BYTES if limit is None else limit
@@ -98,7 +98,7 @@ def _read_raw(path: Path) -> RawTable:
         data = path.read_bytes()
         if compressed:
             try:
-                data = _decompress(data)
+                data = decompress(data)
             except ValueError as exc:
                 return RawTable(source, pd.DataFrame(), [], [Problem(source, "", "", str(exc))])
         if not data.strip():

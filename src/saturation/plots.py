@@ -100,7 +100,7 @@ def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
     return out
 
 
-def _colour(i: int) -> str:
+def colour(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
@@ -124,7 +124,7 @@ def plot_plateau(fit: Any, *, ax: Axes | None = None, ylabel: str | None = None)
         if ax is not None:
             fig, _ = _figure(ax, COLUMN, 2.2)
             for i, level in enumerate(levels):
-                _curve(ax, frame[frame["level"] == level], _colour(i), level)
+                _curve(ax, frame[frame["level"] == level], colour(i), level)
             ax.set_xlabel("step")
             ax.set_ylabel(ylabel)
             ax.legend()
@@ -141,7 +141,7 @@ def plot_plateau(fit: Any, *, ax: Axes | None = None, ylabel: str | None = None)
         for i, level in enumerate(levels):
             sub = frame[frame["level"] == level]
             top, bottom = axes[0, i], axes[1, i]
-            _curve(top, sub, _colour(i), None)
+            _curve(top, sub, colour(i), None)
             top.set_title(level)
             est = fit.estimands["levels"][level]
             if est.get("changepoint"):
@@ -149,7 +149,7 @@ def plot_plateau(fit: Any, *, ax: Axes | None = None, ylabel: str | None = None)
                     a.axvline(est["changepoint"]["mean"], color="0.3", lw=0.7, ls=":")
             if fit.config.breakpoint is not None:
                 top.axvline(fit.config.breakpoint, color="0.3", lw=0.7, ls="--")
-            bottom.bar(sub["step"], sub["p_changepoint"], width=1.0, color=_colour(i), alpha=0.7)
+            bottom.bar(sub["step"], sub["p_changepoint"], width=1.0, color=colour(i), alpha=0.7)
             bottom.set_xlabel("step")
             if i == 0:
                 top.set_ylabel(ylabel)
@@ -213,8 +213,8 @@ def plot_slopes(fit: Any, *, ax: Axes | None = None) -> Figure:
         for k, (seg, a) in enumerate(panels):
             sub = frame[frame["segment"] == seg].set_index("level").loc[levels]
             shift = 0.0 if ax is None else (0.12 if seg == "early" else -0.12)
-            a.hlines(ys + shift, sub["hdi_low"], sub["hdi_high"], color=_colour(k), lw=1.5)
-            a.plot(sub["mean"], ys + shift, "o", color=_colour(k), label=f"{seg} segment")
+            a.hlines(ys + shift, sub["hdi_low"], sub["hdi_high"], color=colour(k), lw=1.5)
+            a.plot(sub["mean"], ys + shift, "o", color=colour(k), label=f"{seg} segment")
             a.axvline(0, color="0.4", lw=0.7)
             a.set_xlabel(f"{seg} slope per step")
             a.ticklabel_format(axis="x", style="sci", scilimits=(-2, 2))
@@ -242,7 +242,7 @@ def plot_plateaued_by(fit: Any, *, ax: Axes | None = None) -> Figure:
         fig, ax = _figure(ax, COLUMN, 2.0)
         for i, level in enumerate(dict.fromkeys(frame["level"])):
             sub = frame[frame["level"] == level]
-            ax.step(sub["step"], sub["p_plateaued"], where="post", color=_colour(i), label=level)
+            ax.step(sub["step"], sub["p_plateaued"], where="post", color=colour(i), label=level)
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("step t")
         ax.set_ylabel("P(plateaued by t)")
@@ -294,13 +294,13 @@ def plot_ppc(fit: Any, *, ax: Axes | None = None, seed: int = 0) -> Figure:
         for i, level in enumerate(levels):
             sub = frame[frame["level"] == level]
             a = axs[i]
-            a.fill_between(sub["step"], sub["hdi_low"], sub["hdi_high"], color=_colour(i), alpha=BAND_ALPHA, lw=0)
+            a.fill_between(sub["step"], sub["hdi_low"], sub["hdi_high"], color=colour(i), alpha=BAND_ALPHA, lw=0)
             a.plot(
                 sub["step"],
                 sub["observed"],
                 "o",
                 ms=2,
-                color=_colour(i),
+                color=colour(i),
                 label=f"{level}: {sub['covered'].mean():.0%} inside",
             )
             a.set_xlabel("step")
@@ -322,14 +322,14 @@ def plot_loo(table: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     with style():
         fig, ax = _figure(ax, COLUMN, 0.5 + 0.3 * len(frame))
         ys = np.arange(len(frame))[::-1]
-        ax.errorbar(frame["elpd_loo"], ys, xerr=frame["se"], fmt="o", color=_colour(0), label="ELPD +- SE")
+        ax.errorbar(frame["elpd_loo"], ys, xerr=frame["se"], fmt="o", color=colour(0), label="ELPD +- SE")
         best = frame["elpd_loo"].iloc[0]
         ax.errorbar(
             best - frame["elpd_diff"],
             ys - 0.15,
             xerr=frame["dse"],
             fmt="^",
-            color=_colour(1),
+            color=colour(1),
             label="best - difference +- SE",
         )
         labels = (
@@ -390,8 +390,8 @@ def plot_cardinality(diag: Any, *, ax: Axes | None = None) -> Figure:
                     sub["mean"],
                     yerr=[sub["mean"] - sub["hdi_low"], sub["hdi_high"] - sub["mean"]],
                     fmt=marker,
-                    color=_colour(k),
-                    mfc=face or _colour(k),
+                    color=colour(k),
+                    mfc=face or colour(k),
                     ms=4,
                     label=f"{'predicted/gold' if quantity == 'pred_over_gold' else quantity} {when}",
                 )
@@ -445,9 +445,9 @@ def _per_run(
         fig, axs = _panels(ax, len(runs), min(PAGE, 0.5 + 2.6 * len(runs)), 2.1, sharey=True)
         for r, run in enumerate(runs):
             colours = (
-                [_colour(r * len(variables) + v) for v in range(len(variables))]
+                [colour(r * len(variables) + v) for v in range(len(variables))]
                 if ax is not None
-                else [_colour(v) for v in range(len(variables))]
+                else [colour(v) for v in range(len(variables))]
             )
             run_labels = [f"{run} {lab}" for lab in labels] if ax is not None else labels
             _series_panel(axs[r], series, diag, run, variables, run_labels, colours)
@@ -483,7 +483,7 @@ def transfer_data(fit: Any) -> pd.DataFrame:
     return transfer_frame(fit)
 
 
-def plot_transfer(fit: Any, *, ax: Axes | None = None, quantity: str = "all_rollout") -> Figure:
+def plot_transfer(fit: Any, *, ax: Axes | None = None, quantity: str = S.ALL_ROLLOUT) -> Figure:
     """Per-arm curves of ``quantity`` (band + empirical points), each arm's gap to the
     reference (band, zero line) and the crossover-step posterior. With ``ax``: the curves only."""
     import matplotlib.pyplot as plt
@@ -500,15 +500,13 @@ def plot_transfer(fit: Any, *, ax: Axes | None = None, quantity: str = "all_roll
             a2 = a3 = None
         for i, arm in enumerate(arms):
             sub = frame[frame["arm"] == arm]
-            a1.fill_between(sub["step"], sub["hdi_low"], sub["hdi_high"], color=_colour(i), alpha=BAND_ALPHA, lw=0)
-            a1.plot(sub["step"], sub["mean"], color=_colour(i), label=arm)
-            a1.plot(sub["step"], sub["empirical"], "o", color=_colour(i), ms=2, alpha=0.6, mec="none")
+            a1.fill_between(sub["step"], sub["hdi_low"], sub["hdi_high"], color=colour(i), alpha=BAND_ALPHA, lw=0)
+            a1.plot(sub["step"], sub["mean"], color=colour(i), label=arm)
+            a1.plot(sub["step"], sub["empirical"], "o", color=colour(i), ms=2, alpha=0.6, mec="none")
             if a2 is not None and arm != ref:
                 g = sub.dropna(subset=["gap_mean"])
-                a2.fill_between(
-                    g["step"], g["gap_hdi_low"], g["gap_hdi_high"], color=_colour(i), alpha=BAND_ALPHA, lw=0
-                )
-                a2.plot(g["step"], g["gap_mean"], color=_colour(i), label=f"{arm} - {ref}")
+                a2.fill_between(g["step"], g["gap_hdi_low"], g["gap_hdi_high"], color=colour(i), alpha=BAND_ALPHA, lw=0)
+                a2.plot(g["step"], g["gap_mean"], color=colour(i), label=f"{arm} - {ref}")
             if a3 is not None and arm != ref:
                 mass = fit.estimands["crossover_step"][arm]["mass"]
                 steps = np.array([int(s) for s in mass])
@@ -516,7 +514,7 @@ def plot_transfer(fit: Any, *, ax: Axes | None = None, quantity: str = "all_roll
                     steps,
                     list(mass.values()),
                     width=1.0,
-                    color=_colour(i),
+                    color=colour(i),
                     alpha=0.7,
                     label=f"{arm}: P(none) = {fit.estimands['crossover_step'][arm]['p_no_crossover']:.2f}",
                 )

@@ -420,11 +420,11 @@ def build_embedded(outdir: str | Path) -> dict[str, Any]:
 
 def content_hash(path: str | Path) -> str:
     """SHA-256 of a file's content after zstd decompression (if compressed)."""
-    from saturation.io import _decompress
+    from saturation.io import decompress
 
     data = Path(path).read_bytes()
     if str(path).endswith(".zst"):
-        data = _decompress(data)
+        data = decompress(data)
     return hashlib.sha256(data).hexdigest()
 
 
@@ -573,7 +573,7 @@ def reproduction_table(
     for arm, count in tr["trials"].items():
         rows.append(_row("transfer", f"trials {arm}", count, float(tagg[S.N_TRIALS].sel({S.ARM: arm}).sum()), 0))
     for entry in tr["by_step"]:
-        for var, col in (("all_rollout", "reward_all_mean"), ("ungraded", S.UNGRADED_RATE)):
+        for var, col in ((S.ALL_ROLLOUT, "reward_all_mean"), ("ungraded", S.UNGRADED_RATE)):
             for arm, pub_value in entry[var].items():
                 rows.append(
                     {

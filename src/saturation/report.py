@@ -583,7 +583,7 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
         )
         + "."
     )
-    from saturation.models._sampling import merge_diagnostics
+    from saturation.models.sampling import merge_diagnostics
 
     diags = [p.diagnostics for p in parts]
     details = [v for p in parts for v in p.verdicts.values()]
@@ -613,7 +613,7 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
 def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
     from saturation import plots
     from saturation.models import TransferPriors, fit_transfer
-    from saturation.models._sampling import interval
+    from saturation.models.sampling import interval
 
     m = spec.model
     fit = fit_transfer(
@@ -666,8 +666,8 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
         tr = reference["transfer"]
         names = {
             "ungraded_rate": "ungraded_rate",
-            "graded_only_reward": "graded_only",
-            "all_rollout_reward": "all_rollout",
+            "graded_only_reward": S.GRADED_ONLY,
+            "all_rollout_reward": S.ALL_ROLLOUT,
         }
         ref_rows = []
         pop = fit.idata["posterior"]
@@ -691,7 +691,7 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
                     }
                 )
         for entry in tr["by_step"]:
-            for key, q in (("all_rollout", "all_rollout"), ("ungraded", "ungraded_rate")):
+            for key, q in ((S.ALL_ROLLOUT, S.ALL_ROLLOUT), ("ungraded", "ungraded_rate")):
                 for arm, value in entry[key].items():
                     if arm not in fit.data.arms or entry["step"] not in fit.data.steps:
                         continue
@@ -995,7 +995,7 @@ def _anchor(title: str) -> str:
 
 def write_report_md(report: Report) -> Path:
     """REPORT.md: contents, then one section per analysis."""
-    from saturation.models._sampling import nuisance_text
+    from saturation.models.sampling import nuisance_text
 
     lines = [
         "# saturation report",

@@ -56,6 +56,13 @@ LEVEL_COLUMN_RE: Final = re.compile(r"^(?P<level>[A-Za-z][A-Za-z0-9_]*?)_(?P<fie
 TRIAL_KEY: Final = (RUN, PHASE, STEP, INSTANCE_ID, SAMPLE)
 
 # ---------------------------------------------------------------- aggregate names
+#: posterior variable names the plateau model, its simulators and calibrate share
+VALUE_AT_CHANGEPOINT: Final = "value_at_changepoint"
+CHANGEPOINT_SPREAD: Final = "changepoint_spread"
+#: the transfer model's per-step quantities (besides UNGRADED_RATE)
+ALL_ROLLOUT: Final = "all_rollout"
+GRADED_ONLY: Final = "graded_only"
+
 N_TRIALS: Final = "n_trials"
 N_GRADED: Final = "n_graded"
 UNGRADED_RATE: Final = "ungraded_rate"

@@ -287,7 +287,7 @@ def simulate_plateau(spec: PlateauSpec | None = None, seed: int = 0) -> tuple[xr
         end = float(cur[S.F1][-1])
         truth_levels[level.name] = {
             **{k_: float(v_) for k_, v_ in asdict(level).items() if k_ != "name"},
-            "value_at_changepoint": cp_value,
+            S.VALUE_AT_CHANGEPOINT: cp_value,
             "end": end,
             "headroom": 1.0 - end,
             "late_gain": float(level.late_slope * max(steps[-1] - level.changepoint, 0)),
@@ -374,8 +374,8 @@ def transfer_truth_curves(spec: TransferSpec) -> xr.Dataset:
     ds = xr.Dataset(
         {
             S.UNGRADED_RATE: ((S.ARM, S.STEP), u),
-            "graded_only": ((S.ARM, S.STEP), g),
-            "all_rollout": ((S.ARM, S.STEP), (1 - u) * g),
+            S.GRADED_ONLY: ((S.ARM, S.STEP), g),
+            S.ALL_ROLLOUT: ((S.ARM, S.STEP), (1 - u) * g),
             "observed": ((S.ARM, S.STEP), observed),
         },
         coords={S.ARM: [a.name for a in spec.arms], S.STEP: steps},
@@ -415,7 +415,7 @@ def simulate_transfer(spec: TransferSpec | None = None, seed: int = 0) -> tuple[
         inst_idx = inst.ravel()[pos // k]
         sample = pos % k
         u_curve = truth_curves[S.UNGRADED_RATE].to_numpy()[a_idx]
-        g_curve = truth_curves["graded_only"].to_numpy()[a_idx]
+        g_curve = truth_curves[S.GRADED_ONLY].to_numpy()[a_idx]
         sd_u = float(np.hypot(spec.ungraded_task_sd, spec.step_sd))
         sd_g = float(np.hypot(spec.task_sd, spec.step_sd))
         loc_u = curves.logitnormal_location(u_curve, sd_u)
@@ -452,7 +452,7 @@ def simulate_transfer(spec: TransferSpec | None = None, seed: int = 0) -> tuple[
     for arm in spec.arms[1:]:
         both = truth_curves["observed"].sel({S.ARM: [ref, arm.name]}).all(S.ARM).to_numpy()
         gap = (
-            truth_curves["all_rollout"].sel({S.ARM: arm.name}) - truth_curves["all_rollout"].sel({S.ARM: ref})
+            truth_curves[S.ALL_ROLLOUT].sel({S.ARM: arm.name}) - truth_curves[S.ALL_ROLLOUT].sel({S.ARM: ref})
         ).to_numpy()
         crossover[arm.name] = crossover_step(gap[both], steps[both])
     truth = {
@@ -461,7 +461,7 @@ def simulate_transfer(spec: TransferSpec | None = None, seed: int = 0) -> tuple[
         "curves": truth_curves,
         "first_4_steps": {
             var: {str(a): float(first4[var].sel({S.ARM: a})) for a in first4[S.ARM].to_numpy()}
-            for var in (S.UNGRADED_RATE, "graded_only", "all_rollout")
+            for var in (S.UNGRADED_RATE, S.GRADED_ONLY, S.ALL_ROLLOUT)
         },
         "crossover_step": crossover,
         "seed": seed,

@@ -128,7 +128,7 @@ def test_pass_at_k_from_prompt_groups_recovers_the_curves():
 def test_pass_at_k_compiled_model_is_reused_across_data_sizes():
     """The compiled model is cached per number of steps; a data set with another number of
     distinct (step, n, s) rows reuses it and gives the same draws as a fresh compile."""
-    from saturation.models import _sampling
+    from saturation.models import sampling
 
     cfg = SamplerConfig(draws=50, tune=50, chains=2)
     a, _ = simulate_prompt_groups(SeriesSpec(n_steps=12, prompts_per_step=10), seed=1)
@@ -140,11 +140,11 @@ def test_pass_at_k_compiled_model_is_reused_across_data_sizes():
 
     assert distinct_rows(a) != distinct_rows(b)
     with warnings.catch_warnings():  # 2 x 50 draws: not converged, and not the point here
-        warnings.simplefilter("ignore", _sampling.ConvergenceWarning)
+        warnings.simplefilter("ignore", sampling.ConvergenceWarning)
         fit_pass_at_k(a, seed=0, sampler=cfg)
         cached = fit_pass_at_k(b, seed=3, sampler=cfg)
         assert cached.numbers["timings"]["compile"] < 1.0
-        _sampling._COMPILED.clear()
+        sampling.clear_compiled_cache()
         fresh = fit_pass_at_k(b, seed=3, sampler=cfg)
     for v in ("a0", "g1", "sigma", "eps", "passk_end"):
         np.testing.assert_array_equal(cached.idata.posterior[v].values, fresh.idata.posterior[v].values)

@@ -10,8 +10,8 @@ from saturation import schema as S
 from saturation.aggregate import aggregate
 from saturation.frequentist import split_ols
 from saturation.models import ConvergenceWarning, SamplerConfig, fit_plateau, plateau
-from saturation.models._sampling import diagnostics, warn_if_not_converged
 from saturation.models.plateau import candidate_grid, plateau_frame, step_data
+from saturation.models.sampling import diagnostics, warn_if_not_converged
 from saturation.simulate import LevelSpec, PlateauSpec, simulate_plateau
 
 #: the Gaussian model's default sampler is "exact" (independent draws); other likelihoods use nutpie

@@ -6,7 +6,7 @@ import arviz as az
 import numpy as np
 import pytest
 
-from saturation.models._sampling import diagnostics, rhat_ess
+from saturation.models.sampling import diagnostics, rhat_ess
 
 
 def _ar(rng, chains, draws, k, phi):

@@ -1,6 +1,5 @@
 """PyMC model code: build -> fit -> InferenceData."""
 
-from saturation.models._sampling import ConvergenceWarning, SamplerConfig
 from saturation.models.plateau import (
     PlateauFit,
     PlateauPriors,
@@ -14,6 +13,7 @@ from saturation.models.plateau import (
     plateau_verdict,
     step_data,
 )
+from saturation.models.sampling import ConvergenceWarning, SamplerConfig
 from saturation.models.transfer import (
     TransferFit,
     TransferPriors,

@@ -32,6 +32,7 @@ import arviz as az
 import numpy as np
 from scipy import special
 
+from saturation import curves
 from saturation import schema as S
 
 #: points of the first (coarse) and second (refined) pass of each scale grid
@@ -265,7 +266,9 @@ def sample_gaussian_exact(
         m_scaled = np.exp(log_m - top)  # (L, C), max 1 per level
 
         def logpost(u: np.ndarray) -> np.ndarray:  # (G, C0)
-            w = np.exp(-0.5 * diff2[None] / (np.exp(2 * u)[:, None, None] + 0.25))  # plateau._effective_spread
+            w = np.exp(
+                -0.5 * diff2[None] / (np.exp(2 * u)[:, None, None] + curves.SPREAD_FLOOR_SQ)
+            )  # curves.effective_spread^2
             w /= w.sum(axis=2, keepdims=True)  # p(c | c0, s): (G, C0, C)
             with np.errstate(divide="ignore"):
                 per_level = np.log(w @ m_scaled.T)  # (G, C0, L)
@@ -274,9 +277,9 @@ def sample_gaussian_exact(
         u, du, lp = _scale_grid(logpost, np.log(1e-3), np.log(8.0 * spread_sd))
         g, c0 = np.divmod(_pick_one(rng, lp, n_draws), len(grid))
         spread = np.exp(u[g] + du * (rng.random(n_draws) - 0.5))
-        lw_draw = -0.5 * (grid[None, :] - grid[c0][:, None]) ** 2 / (spread[:, None] ** 2 + 0.25)  # (D, C)
+        lw_draw = -0.5 * (grid[None, :] - grid[c0][:, None]) ** 2 / (spread[:, None] ** 2 + curves.SPREAD_FLOOR_SQ)
         c_idx = np.stack([_pick(rng, lw_draw + level.log_m[None, :]) for level in lv])  # (L, D)
-        post["changepoint_spread"] = spread
+        post[S.CHANGEPOINT_SPREAD] = spread
     else:
         c_idx = np.stack([_pick_one(rng, level.log_m, n_draws) for level in lv])
     taus, betas = zip(*(level.draw(rng, c_idx[j]) for j, level in enumerate(lv)), strict=True)
@@ -287,7 +290,7 @@ def sample_gaussian_exact(
     if jump:
         post["jump"] = beta[..., 3]
     shaped = {k: v.reshape(chains, draws, *v.shape[1:]) for k, v in post.items()}
-    dims = {k: [S.LEVEL] for k in shaped if k != "changepoint_spread"}
+    dims = {k: [S.LEVEL] for k in shaped if k != S.CHANGEPOINT_SPREAD}
     idata = az.from_dict(posterior=shaped, coords={S.LEVEL: levels}, dims=dims)
     idata.posterior.attrs["sampler"] = "exact"
     elapsed = time.perf_counter() - t_start

@@ -35,7 +35,8 @@ from scipy import special
 
 from saturation import __version__, curves
 from saturation import schema as S
-from saturation.models._sampling import (
+from saturation.models.plateau import StepData, curve_draws, fit_plateau, step_data
+from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
     interval,
@@ -43,7 +44,6 @@ from saturation.models._sampling import (
     sample_model,
     warn_if_not_converged,
 )
-from saturation.models.plateau import StepData, curve_draws, fit_plateau, step_data
 
 #: posterior probability needed for a verdict
 P_DECIDE = 0.95

@@ -41,7 +41,7 @@ from saturation import __version__, curves
 from saturation import schema as S
 from saturation.frequentist import davies_test
 from saturation.models._exact import hinge_line_log_bf, sample_gaussian_exact, sample_rows
-from saturation.models._sampling import (
+from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
     interval,
@@ -434,12 +434,6 @@ def candidate_grid(steps: np.ndarray, min_segment: int) -> np.ndarray:
     return np.asarray(steps[min_segment : len(steps) - min_segment + 1], dtype=float)
 
 
-def _mean_curve(t: Any, c: Any, a: Any, h: Any, b2: Any, d: Any, t0: float) -> Any:
-    """Hinge through start ``a`` (at t0) and ``h`` (at the change point, before any jump):
-    the early slope is (h - a) / (c - t0)."""
-    return curves.hinge(t, start=a, early_slope=(h - a) / (c - t0), late_slope=b2, changepoint=c, t0=t0, jump=d)
-
-
 def step_loglik(
     xp: SimpleNamespace,
     obs: dict[str, Any],
@@ -456,8 +450,8 @@ def step_loglik(
     gives (C, T). Works with NumPy (``xp=_NP``) and PyTensor (``xp=_PT``) so the model
     and the post-processing share it.
     """
-    mu = _mean_curve(
-        t, c, params["start"], params["value_at_changepoint"], params["late_slope"], params.get("jump", 0.0), t0
+    mu = curves.hinge_through(
+        t, c, params["start"], params[S.VALUE_AT_CHANGEPOINT], params["late_slope"], params.get("jump", 0.0), t0
     )
     y, n, k = obs["y"], obs["n"], obs["k"]
     if likelihood == "gaussian":
@@ -525,7 +519,7 @@ def gaussian_loglik_by_changepoint(
     cum = [xp.cumsum(m_, axis=-1) for m_ in moments]
     pre = [c_[..., idx - 1] for c_ in cum]
     suf = [c_[..., -1][..., None] - p_ for c_, p_ in zip(cum, pre, strict=True)]
-    a, h, b2 = params["start"], params["value_at_changepoint"], params["late_slope"]
+    a, h, b2 = params["start"], params[S.VALUE_AT_CHANGEPOINT], params["late_slope"]
     e = h + params.get("jump", 0.0)
     b1 = (h - a) / sc
     w0, wy, wy2, ws, wsy, ws2 = pre
@@ -630,11 +624,11 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
     with pm.Model(coords=coords) as model:
         d = {name: pm.Data(name, v) for name, v in values.items()}
         start = pm.Normal("start", d["prior_start_mu"], d["prior_start_sd"], dims=S.LEVEL)
-        level_c = pm.Normal("value_at_changepoint", d["prior_level_mu"], d["prior_level_sd"], dims=S.LEVEL)
+        level_c = pm.Normal(S.VALUE_AT_CHANGEPOINT, d["prior_level_mu"], d["prior_level_sd"], dims=S.LEVEL)
         late = pm.Normal("late_slope", 0.0, d["prior_late_slope_ref"], dims=S.LEVEL)
         params: dict[str, Any] = {
             "start": start[:, None, None],
-            "value_at_changepoint": level_c[:, None, None],
+            S.VALUE_AT_CHANGEPOINT: level_c[:, None, None],
             "late_slope": late[:, None, None],
         }
         if config.continuity == "jump":
@@ -671,8 +665,8 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
             ll_c = ll.sum(axis=2)  # (L, C): log p(y_l | c, theta)
         ll_c = ll_c + late_prior_ratio(pt, late[:, None], d["prior_late_slope_sd"], d["prior_late_slope_ref"][:, None])
         if pooled:
-            spread = pm.HalfNormal("changepoint_spread", config.priors.spread_sd)
-            logw = _pooled_logw(pt, d["grid"], _effective_spread(pt, spread), _logsumexp)  # (C0, C)
+            spread = pm.HalfNormal(S.CHANGEPOINT_SPREAD, config.priors.spread_sd)
+            logw = _pooled_logw(pt, d["grid"], curves.effective_spread(pt, spread), _logsumexp)  # (C0, C)
             # sum over levels of log sum_c w(c | c0) p(y_l | c): 2-D per level (C0, C)
             joint = _logsumexp(logw[None, :, :] + ll_c[:, None, :], axis=2).sum(axis=0)  # (C0,)
             # correlated levels: the common change point sees their evidence with weight w
@@ -771,13 +765,6 @@ def level_dependence(y: np.ndarray) -> tuple[np.ndarray, float]:
     return r, float(n_levels / r.sum())
 
 
-def _effective_spread(xp: Any, spread: Any) -> Any:
-    """Spread in steps, floored smoothly at half a grid step (sqrt(s^2 + 0.25)): below
-    that every level sits on the common change point, and the floor keeps the weights
-    finite for tiny s."""
-    return xp.sqrt(spread**2 + 0.25)
-
-
 def _logsumexp(x: Any, axis: int, keepdims: bool = False) -> Any:
     """log-sum-exp whose gradient stays finite for large arguments.
 
@@ -820,7 +807,7 @@ class PlateauFit:
                 "early_slope",
                 "late_slope",
                 "start",
-                "value_at_changepoint",
+                S.VALUE_AT_CHANGEPOINT,
                 "end",
                 "headroom",
                 "early_gain",
@@ -1033,7 +1020,7 @@ def fit_plateau(
         v
         for v in (
             "start",
-            "value_at_changepoint",
+            S.VALUE_AT_CHANGEPOINT,
             "late_slope",
             "jump",
             "tau",
@@ -1043,7 +1030,7 @@ def fit_plateau(
             "tau_logit",
             "interior_shift",
             "interior_weight",
-            "changepoint_spread",
+            S.CHANGEPOINT_SPREAD,
         )
         if v in idata.posterior
     ]
@@ -1070,7 +1057,7 @@ def _param_draws(idata: az.InferenceData, likelihood: str) -> dict[str, Any]:
 
     out: dict[str, Any] = {
         "start": g("start"),
-        "value_at_changepoint": g("value_at_changepoint"),
+        S.VALUE_AT_CHANGEPOINT: g(S.VALUE_AT_CHANGEPOINT),
         "late_slope": g("late_slope"),
         "jump": g("jump") if "jump" in post else 0.0,
     }
@@ -1105,7 +1092,7 @@ def _estimands(
     n_samples = p["start"].shape[0]
     pooled = _pooled(config, n_levels)
     spread_draws = (
-        idata.posterior["changepoint_spread"].stack(sample=("chain", "draw")).to_numpy() if pooled else np.zeros(0)
+        idata.posterior[S.CHANGEPOINT_SPREAD].stack(sample=("chain", "draw")).to_numpy() if pooled else np.zeros(0)
     )
     corr, w_ev = level_dependence(data.y)[0], evidence_weight(data, config)
     obs = {
@@ -1159,7 +1146,7 @@ def _estimands(
         # conditional of each level's change point given the parameters: e * w / norm
         e = np.exp(ll_c - ll_c.max(axis=2, keepdims=True))  # (D, L, C), max 1 per row
         if pooled:
-            s_ = _effective_spread(np, spread_draws[sl])[:, None, None]
+            s_ = curves.effective_spread(np, spread_draws[sl])[:, None, None]
             w = np.exp(-0.5 * ((grid[None, None, :] - grid[None, :, None]) / s_) ** 2)
             w /= w.sum(axis=2, keepdims=True)  # p(c_l | c0, s): (D, C0, C)
             per_level = np.einsum("dzc,dlc->dlz", w, e)  # sum_c p(c | c0) p(y_l | c) / max: (D, L, C0)
@@ -1198,9 +1185,9 @@ def _estimands(
     early_draws = np.empty_like(cps)
     for j, level in enumerate(data.levels):
         c = cps[:, j]
-        a, h, b2 = p["start"][:, j], p["value_at_changepoint"][:, j], p["late_slope"][:, j]
+        a, h, b2 = p["start"][:, j], p[S.VALUE_AT_CHANGEPOINT][:, j], p["late_slope"][:, j]
         dj = jump[:, j]
-        end = _mean_curve(t_last, c, a, h, b2, dj, t0)
+        end = curves.hinge_through(t_last, c, a, h, b2, dj, t0)
         if config.likelihood == "zoib":  # the hinge is on the share of ones: report the metric mean
 
             def metric(x: np.ndarray, j_: int = j) -> np.ndarray:
@@ -1238,7 +1225,7 @@ def _estimands(
             "early_slope": interval(b1),
             "late_slope": interval(b2),
             "start": interval(a),
-            "value_at_changepoint": interval(h),
+            S.VALUE_AT_CHANGEPOINT: interval(h),
             "end": interval(end),
             "headroom": interval(config.headroom_ceiling - end) if config.headroom_ceiling is not None else None,
             "late_gain": late_gain_iv,
@@ -1316,11 +1303,11 @@ def curve_draws(fit: PlateauFit, steps: Any = None) -> np.ndarray:
     out = np.empty((cps.shape[0], cps.shape[1], len(t)))
     for j in range(cps.shape[1]):
         dj = p["jump"][:, j, None] if isinstance(p["jump"], np.ndarray) else 0.0
-        mu = _mean_curve(
+        mu = curves.hinge_through(
             t[None, :],
             cps[:, j, None],
             p["start"][:, j, None],
-            p["value_at_changepoint"][:, j, None],
+            p[S.VALUE_AT_CHANGEPOINT][:, j, None],
             p["late_slope"][:, j, None],
             dj,
             float(fit.data.steps[0]),
@@ -1613,7 +1600,7 @@ def plateau_prior_predictive(
     late = (rng.standard_normal((draws, n_levels)) * pri["late_slope_sd"][np.arange(n_levels), c_idx])[..., None]
     jump = normal(np.zeros(n_levels), pri["jump_sd"]) if config.continuity == "jump" else 0.0
     tau = np.abs(normal(np.zeros(n_levels), pri["tau_sd"]))
-    mu = _mean_curve(t[None, None, :], c, start, level, late, jump, t0)
+    mu = curves.hinge_through(t[None, None, :], c, start, level, late, jump, t0)
     y = mu + rng.standard_normal(mu.shape) * np.sqrt(sd.var_mean[None] + tau**2)
     coords = {"draw": np.arange(draws), S.LEVEL: sd.levels, S.STEP: t}
     return xr.Dataset(

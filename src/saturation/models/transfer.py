@@ -44,7 +44,8 @@ import xarray as xr
 
 from saturation import curves
 from saturation import schema as S
-from saturation.models._sampling import (
+from saturation.models.marginal import log_task_marginal, task_segments
+from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
     interval,
@@ -52,10 +53,9 @@ from saturation.models._sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
-from saturation.models.marginal import log_task_marginal, task_segments
 
 #: the three per-step quantities compared between arms
-QUANTITIES = ("all_rollout", "graded_only", S.UNGRADED_RATE)
+QUANTITIES = (S.ALL_ROLLOUT, S.GRADED_ONLY, S.UNGRADED_RATE)
 PARTS = ("ungraded", "reward")
 #: default sampler (sampled task effects, ``schema.TRANSFER_SAMPLER``): with the curves
 #: parametrised by their knot values (nearly independent a posteriori) a diagonal mass matrix
@@ -186,9 +186,9 @@ def transfer_data(ds: xr.Dataset, *, arms: list[str] | None = None) -> TransferD
         i, j = arm_pos[a], step_pos[s]
         emp["n_trials"][i, j] = row["n_trials"]
         emp[S.UNGRADED_RATE][i, j] = 1 - row["n_graded"] / row["n_trials"]
-        emp["all_rollout"][i, j] = row["all_rollout"]
+        emp[S.ALL_ROLLOUT][i, j] = row[S.ALL_ROLLOUT]
     for (a, s), v in graded_mean.items():
-        emp["graded_only"][arm_pos[a], step_pos[s]] = v
+        emp[S.GRADED_ONLY][arm_pos[a], step_pos[s]] = v
     empirical = xr.Dataset({k: ((S.ARM, S.STEP), v) for k, v in emp.items()}, coords={S.ARM: arms, S.STEP: steps})
     summary = {
         "n_trials": len(frame),
@@ -241,12 +241,14 @@ class TransferPriors:
     random-walk increments between knots ~ N(0, sigma_f), sigma_f ~
     Gamma(4, 4 / ``rw_sd``) (mean ``rw_sd``; zero-avoiding, which removes the funnel a
     half-normal left at sigma_f -> 0); task-effect sd ~
-    HalfNormal(``task_sd``) (non-centred effects); per-trial reward sd per arm ~ HalfNormal(0.5).
+    HalfNormal(``task_sd``) (non-centred effects); per-trial reward sd per arm ~
+    HalfNormal(``reward_sd``). Calibrate's simulator reads these same fields.
     """
 
     intercept_sd: float = 1.5
     rw_sd: float = 0.25
     task_sd: float = 1.0
+    reward_sd: float = 0.5
     #: fixed prior means of the first knot (logit ungraded rate, logit graded-only reward)
     #: instead of the data-centred ones (simulation-based calibration needs data-free priors)
     start_mu: tuple[float, float] | None = None
@@ -345,7 +347,7 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
             np.array(config.priors.start_mu, dtype=float)
             if config.priors.start_mu is not None
             else np.array(
-                [_start_logit(emp[S.UNGRADED_RATE].to_numpy()[ref]), _start_logit(emp["graded_only"].to_numpy()[ref])]
+                [_start_logit(emp[S.UNGRADED_RATE].to_numpy()[ref]), _start_logit(emp[S.GRADED_ONLY].to_numpy()[ref])]
             )
         ),
     }
@@ -400,7 +402,7 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
                 task_z = pm.ZeroSumNormal(f"{part}_task_z", sigma=1.0, dims="task")
                 lin[part] = lin[part] + task_sd * task_z[d["task_idx"]]
         if integrated:
-            _integrated_likelihood(d, lin, task_sds)
+            _integrated_likelihood(d, lin, task_sds, pri.reward_sd)
             return model, values
         # binomial log-likelihood without its constant coefficient C(n, k): three lgamma per
         # group per gradient were half of the cost of every evaluation
@@ -409,7 +411,7 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
         # k log sigmoid(x) + (n - k) log sigmoid(-x) = k x - n softplus(x): one softplus per group
         pm.Potential("ungraded", (k * x - d["n"] * pt.softplus(x)).sum())
         r = pm.math.sigmoid(lin["reward"])
-        reward_sd = pm.HalfNormal("reward_sd", 0.5, dims=S.ARM)
+        reward_sd = pm.HalfNormal("reward_sd", pri.reward_sd, dims=S.ARM)
         prec = (reward_sd**-2)[d["g_arm"]]
         sq = d["g_sumsq"] - 2 * r * d["g_sum"] + d["g_n"] * r * r
         # sum_groups g_n log(2 pi sd^2) = sum_arms (graded trials of the arm) log(2 pi sd_arm^2)
@@ -419,7 +421,9 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
     return model, values
 
 
-def _integrated_likelihood(d: dict[str, Any], lin: dict[str, Any], task_sd: dict[str, Any]) -> None:
+def _integrated_likelihood(
+    d: dict[str, Any], lin: dict[str, Any], task_sd: dict[str, Any], reward_sd_scale: float
+) -> None:
     """Both likelihood terms with the task effects theta_i ~ N(0, task_sd^2) integrated out per
     task (adaptive Gauss-Hermite quadrature, :mod:`saturation.models.marginal`); inside the model
     context."""
@@ -429,7 +433,7 @@ def _integrated_likelihood(d: dict[str, Any], lin: dict[str, Any], task_sd: dict
         "ungraded",
         log_task_marginal("binomial", lin["ungraded"], task_sd["ungraded"], d["n_ungraded"], d["n"], ones, ones, *seg),
     )
-    reward_sd = pm.HalfNormal("reward_sd", 0.5, dims=S.ARM)
+    reward_sd = pm.HalfNormal("reward_sd", reward_sd_scale, dims=S.ARM)
     pm.Potential(
         "graded_reward",
         -0.5 * (d["arm_graded"] * pt.log(2 * np.pi * reward_sd**2)).sum()
@@ -647,7 +651,7 @@ def population(
     and the calibration simulator."""
     u = curves.logitnormal_mean(ungraded_curve, ungraded_task_sd)
     r = curves.logitnormal_mean(reward_curve, reward_task_sd)
-    return {S.UNGRADED_RATE: u, "graded_only": r, "all_rollout": (1 - u) * r}
+    return {S.UNGRADED_RATE: u, S.GRADED_ONLY: r, S.ALL_ROLLOUT: (1 - u) * r}
 
 
 def population_curves(idata: az.InferenceData) -> dict[str, np.ndarray]:
@@ -680,10 +684,10 @@ def _estimands(idata: az.InferenceData, data: TransferData, config: TransferConf
         gaps[arm] = gap
         first = slice(0, min(config.first_steps, len(common)))
         initial: dict[str, Any] = {f"delta_{q}": interval(gap[q][:, first].mean(axis=1)) for q in QUANTITIES}
-        initial["p_positive"] = float(np.mean(gap["all_rollout"][:, first].mean(axis=1) > 0))
+        initial["p_positive"] = float(np.mean(gap[S.ALL_ROLLOUT][:, first].mean(axis=1) > 0))
         initial["steps"] = [int(s) for s in common[first]]
         out["initial"][arm] = initial
-        cross = curves.crossover_steps(gap["all_rollout"], common)
+        cross = curves.crossover_steps(gap[S.ALL_ROLLOUT], common)
         found = np.isfinite(cross)
         c_int = interval(cross[found]) if found.sum() >= 2 else {"mean": None, "sd": None, "hdi": [None, None]}
         out["crossover_step"][arm] = {

@@ -44,6 +44,13 @@ class SamplerConfig:
 
 
 _COMPILED: OrderedDict[Hashable, Any] = OrderedDict()
+
+
+def clear_compiled_cache() -> None:
+    """Forget every compiled model of this process (the next fit compiles afresh)."""
+    _COMPILED.clear()
+
+
 _CACHE_SIZE = 16
 
 
