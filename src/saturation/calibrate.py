@@ -64,7 +64,7 @@ from saturation.models.plateau import VERDICTS
 from saturation.models.transfer import TransferPriors
 
 SBC_PARAMS = ("changepoint", "start", S.VALUE_AT_CHANGEPOINT, "late_slope", "tau")
-MODELS = ("plateau", "transfer", "pass-at-k", "plateau-trials")
+MODELS = S.CALIBRATION_MODELS
 #: family-wise error rate of the SBC verdicts (Holm over every SBC test of one calibration)
 FAMILY_ALPHA = 0.05
 

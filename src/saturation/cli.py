@@ -33,27 +33,15 @@ def _print(msg: str = "") -> None:
 
 
 def _write_json(obj: Any, path: str) -> None:
-    text = json.dumps(obj, indent=2, default=_json_default)
+    from saturation.summary import json_safe
+
+    text = json.dumps(json_safe(obj), indent=2, allow_nan=False)
     if path == "-":
         sys.stdout.write(text + "\n")
     else:
         from saturation.io import write_atomic
 
         write_atomic(path, (text + "\n").encode())
-
-
-def _json_default(o: Any) -> Any:
-    import numpy as np
-
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return None if np.isnan(o) else float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, np.bool_):
-        return bool(o)
-    raise TypeError(f"not JSON serialisable: {type(o)}")
 
 
 # ------------------------------------------------------------------ simulate
@@ -77,7 +65,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             replica.write_metrics_csv(data, out)
         _print(f"wrote per-step series ({args.scenario}, seed {args.seed}) to {out}")
     if args.truth:
-        _write_json(replica.truth_to_json(truth), args.truth)
+        _write_json(truth, args.truth)
         _print(f"truth: {args.truth}")
     return EXIT_OK
 
@@ -360,20 +348,15 @@ def _cmd_describe(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ plateau
 def _load_trials_arg(paths: list[str] | None, default: str) -> xr.Dataset:
-    from saturation import replica
-    from saturation.io import open_trials, read_trials
+    from saturation.spec import load_inputs
 
-    if not paths:
-        return replica.load_embedded(default)
-    if len(paths) == 1 and paths[0].endswith(".nc"):
-        return open_trials(paths[0])
-    return read_trials(paths)
+    return load_inputs(paths, default=default)
 
 
 def _fmt(e: dict[str, Any] | None, digits: int = 4) -> str:
-    if e is None:
-        return "-"
-    return f"{e['mean']:.{digits}f} [{e['hdi'][0]:.{digits}f}, {e['hdi'][1]:.{digits}f}]"
+    from saturation.summary import format_interval
+
+    return format_interval(e, digits)
 
 
 def _cmd_plateau(args: argparse.Namespace) -> int:
@@ -507,13 +490,11 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ transfer
 def _sampler_args(args: argparse.Namespace, base: Any = None) -> Any:
     """The model's default sampler settings (``base``) with the command line's overrides."""
-    from dataclasses import replace
-
     from saturation.models import SamplerConfig
+    from saturation.models.sampling import with_overrides
 
-    base = base or SamplerConfig()
-    given = {k: getattr(args, k) for k in ("draws", "tune", "chains") if getattr(args, k) is not None}
-    return replace(base, **given, sampler=args.sampler, progress=args.progress)
+    given = {k: getattr(args, k) for k in ("draws", "tune", "chains")}
+    return with_overrides(base or SamplerConfig(), {**given, "sampler": args.sampler, "progress": args.progress})
 
 
 def _add_sampler_args(p: argparse.ArgumentParser, defaults: Any = (1000, 1000, 4)) -> None:
@@ -580,6 +561,7 @@ def _cmd_transfer(args: argparse.Namespace) -> int:
         _print(f"    crossover step           {cross}   P(no crossover) = {c['p_no_crossover']:.3f}")
         last = out["last_step"][arm]
         _print(f"    gap at step {last['step']:<4}        all-rollout {_fmt(last['delta_all_rollout'])}")
+        _print(f"    verdict: {out['verdicts'][arm]}")
     _print_diagnostics(out["diagnostics"], fit.timings)
     if args.json:
         _write_json(out, args.json)
@@ -763,7 +745,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "model",
-        choices=["plateau", "transfer", "pass-at-k", "plateau-trials"],
+        choices=S.CALIBRATION_MODELS,
         help="the model to calibrate (plateau: also the learning-diagnostics trends; transfer and "
         "pass-at-k: SBC and coverage only; plateau-trials: coverage and verdicts on per-trial "
         "data that is not the model, --sims per cell, --null-sims rising lines, --power-sims "

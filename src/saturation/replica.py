@@ -375,24 +375,6 @@ def scenario(name: str, seed: int = 0) -> tuple[xr.Dataset, dict[str, Any]]:
     return SCENARIOS[name](seed)
 
 
-def truth_to_json(truth: Any) -> Any:
-    """Truth dict -> JSON-able (xarray curves become nested lists)."""
-    if isinstance(truth, xr.Dataset):
-        return {
-            "coords": {k: v.values.tolist() for k, v in truth.coords.items()},
-            "data_vars": {k: v.values.tolist() for k, v in truth.data_vars.items()},
-        }
-    if isinstance(truth, dict):
-        return {str(k): truth_to_json(v) for k, v in truth.items()}
-    if isinstance(truth, list | tuple):
-        return [truth_to_json(v) for v in truth]
-    if isinstance(truth, np.generic):
-        return truth.item()
-    if isinstance(truth, float) and np.isnan(truth):
-        return None
-    return truth
-
-
 # ------------------------------------------------------------------ build data/
 def build_embedded(outdir: str | Path) -> dict[str, Any]:
     """Regenerate every embedded file deterministically into ``outdir``; return the manifest."""

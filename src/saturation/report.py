@@ -35,6 +35,7 @@ from saturation import schema as S
 from saturation.io import write_atomic, write_netcdf
 from saturation.progress import Progress
 from saturation.spec import Spec, data_hash, default_spec_dir, load_data, load_specs
+from saturation.summary import format_interval, json_safe
 
 #: warnings that say nothing about a fit (pip-installed PyTensor has no BLAS; models run on numba)
 HARMLESS_WARNINGS = ("PyTensor could not link to a BLAS installation",)
@@ -133,12 +134,6 @@ def _hdi_row(e: dict[str, Any] | None) -> dict[str, float]:
     return {"mean": e["mean"], "hdi_low": e["hdi"][0], "hdi_high": e["hdi"][1]}
 
 
-def _fmt(e: dict[str, Any] | None, digits: int = 3) -> str:
-    if not e or e.get("mean") is None:
-        return "-"
-    return f"{e['mean']:.{digits}f} [{e['hdi'][0]:.{digits}f}, {e['hdi'][1]:.{digits}f}]"
-
-
 def _inside(value: float, e: dict[str, Any] | None) -> bool | None:
     if not e or e.get("hdi") is None or e["hdi"][0] is None:
         return None
@@ -148,30 +143,12 @@ def _inside(value: float, e: dict[str, Any] | None) -> bool | None:
 def _sampler(spec: Spec) -> Any:
     """The spec's sampler settings on top of the model's own defaults (the transfer model's:
     ``transfer.default_sampler``)."""
-    from dataclasses import replace
-
     from saturation.models import SamplerConfig
+    from saturation.models.sampling import with_overrides
     from saturation.models.transfer import default_sampler
 
     base = default_sampler(spec.model.get("task_effects", "sampled")) if spec.kind == "transfer" else SamplerConfig()
-    keys = ("draws", "tune", "chains", "sampler", "target_accept", "low_rank")
-    return replace(base, **{k: spec.sampler[k] for k in keys if k in spec.sampler})
-
-
-def _json_safe(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating | float):
-        return None if not np.isfinite(obj) else float(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, np.ndarray):
-        return _json_safe(obj.tolist())
-    return obj
+    return with_overrides(base, {k: v for k, v in spec.sampler.items() if k != "seed"})  # the seed is the spec's
 
 
 class _Out:
@@ -244,20 +221,20 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
                     if not e["changepoint"]
                     else "none inside the run"
                     if e["verdict"] == "no change point"
-                    else _fmt(e["changepoint"], 1)
+                    else format_interval(e["changepoint"], 1)
                 ),
-                "early slope": _fmt(e["early_slope"], 5),
-                "late slope": _fmt(e["late_slope"], 5),
-                "late gain": _fmt(e["late_gain"]),
+                "early slope": format_interval(e["early_slope"], 5),
+                "late slope": format_interval(e["late_slope"], 5),
+                "late gain": format_interval(e["late_gain"]),
                 "late gain 94 % upper": e["late_gain_upper"],
-                "late / early slope": _fmt(ratio, 2),
+                "late / early slope": format_interval(ratio, 2),
                 "P(late gain in ROPE)": e["p_flat"],
                 "BF change point : line": e["bf_changepoint_vs_line"],
                 "Davies p": e["davies"]["p_value"] if e.get("davies") else None,
                 "BF01 (late = 0)": e["bf01_late_zero"],
-                "start": _fmt(e["start"]),
-                "end": _fmt(e["end"]),
-                "headroom": _fmt(e["headroom"]),
+                "start": format_interval(e["start"]),
+                "end": format_interval(e["end"]),
+                "headroom": format_interval(e["headroom"]),
             }
         )
         where = (
@@ -275,9 +252,9 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
             else ""
         )
         verdicts.append(
-            f"{level}: {e['verdict']} ({e['reason']}); {where}; late gain {_fmt(e['late_gain'])} "
-            f"(94 % upper bound {e['late_gain_upper']:.3f}); late/early slope {_fmt(ratio, 2)}{exists}; "
-            f"headroom {_fmt(e['headroom'])}."
+            f"{level}: {e['verdict']} ({e['reason']}); {where}; late gain {format_interval(e['late_gain'])} "
+            f"(94 % upper bound {e['late_gain_upper']:.3f}); late/early slope {format_interval(ratio, 2)}{exists}; "
+            f"headroom {format_interval(e['headroom'])}."
         )
     verdicts += [f"Caveat: {c}." for c in est["caveats"]]
     out.table(pd.DataFrame(rows), "estimates", f"{spec.title} ({int(S.HDI_PROB * 100)} % HDI)")
@@ -290,7 +267,7 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
     if together:
         verdict += (
             f" The change points lie within 2 steps of each other with P = {together['p_range_le_2_steps']:.2f}"
-            f" (range {_fmt(together['changepoint_range'], 1)} steps)."
+            f" (range {format_interval(together['changepoint_range'], 1)} steps)."
         )
     if reference and "saturation" in reference and kw["response"] == S.F1:
         sat = reference["saturation"]
@@ -386,7 +363,7 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
         for name, idata in fits.items():
             if name != "hinge":
                 out.idata(idata, f"alternative_{name}")
-        results["loo"] = _json_safe(loo.to_dict(orient="records"))
+        results["loo"] = json_safe(loo.to_dict(orient="records"))
         methods = ", ".join(f"{r.model} {r.loo_method}" for r in loo.itertuples())
         verdict += (
             f" LOO prefers {loo['model'].iloc[0]} (ELPD difference to the next {loo['elpd_diff'].iloc[1]:.1f} "
@@ -430,13 +407,13 @@ def _diagnose(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
             {
                 "level": level,
                 "verdict": num["verdict"],
-                "precision start": _fmt(num[S.PRECISION]["start"]),
-                "precision end": _fmt(num[S.PRECISION]["end"]),
-                "recall start": _fmt(num[S.RECALL]["start"]),
-                "recall end": _fmt(num[S.RECALL]["end"]),
+                "precision start": format_interval(num[S.PRECISION]["start"]),
+                "precision end": format_interval(num[S.PRECISION]["end"]),
+                "recall start": format_interval(num[S.RECALL]["start"]),
+                "recall end": format_interval(num[S.RECALL]["end"]),
                 "P(recall rises)": num[S.RECALL]["p_increase"],
-                "pred/gold start": _fmt(num["pred_over_gold"]["start"], 2),
-                "pred/gold end": _fmt(num["pred_over_gold"]["end"], 2),
+                "pred/gold start": format_interval(num["pred_over_gold"]["start"], 2),
+                "pred/gold end": format_interval(num["pred_over_gold"]["end"], 2),
             }
         )
     out.table(pd.DataFrame(rows), "cardinality", "Precision, recall and cardinality per level")
@@ -480,7 +457,7 @@ def _diagnose(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
         "verdict": verdict,
         "details": list(diag.verdicts.values()),
         "diagnostics": diag.diagnostics,
-        "results": _json_safe(diag.to_dict()),
+        "results": json_safe(diag.to_dict()),
     }
 
 
@@ -526,10 +503,10 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
     for run, num in rel.numbers["runs"].items():
         row = {
             "run": run,
-            "pass@1 start": _fmt(num[pass1]["start"]),
-            "pass@1 end": _fmt(num[pass1]["end"]),
-            f"pass@{k} start": _fmt(num[passk]["start"]),
-            f"pass@{k} end": _fmt(num[passk]["end"]),
+            "pass@1 start": format_interval(num[pass1]["start"]),
+            "pass@1 end": format_interval(num[pass1]["end"]),
+            f"pass@{k} start": format_interval(num[passk]["start"]),
+            f"pass@{k} end": format_interval(num[passk]["end"]),
             f"P(pass@{k} change in ROPE)": num["p_passk_in_rope"],
             "capability verdict": num["verdict"],
         }
@@ -537,8 +514,8 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
             e = ent.numbers["runs"][run]
             row.update(
                 {
-                    "entropy start": _fmt(e[entropy]["start"], 4),
-                    "entropy end": _fmt(e[entropy]["end"], 4),
+                    "entropy start": format_interval(e[entropy]["start"], 4),
+                    "entropy end": format_interval(e[entropy]["end"], 4),
                     "entropy verdict": e["verdict"],
                 }
             )
@@ -599,7 +576,7 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
         said = f" The study read it as flat after step {after:g} (from its plot, +-0.01)." if read_flat else ""
         sentence = (
             f"Did {m['plateau_run']}'s {pass1} plateau after step {after:g}? {e['verdict']} ({e['reason']}); "
-            f"late gain {_fmt(e['late_gain'])}, 94 % upper bound {e['late_gain_upper']:.3f}; model: "
+            f"late gain {format_interval(e['late_gain'])}, 94 % upper bound {e['late_gain_upper']:.3f}; model: "
             f"{fit.describe_model()}.{said}"
         )
         verdict = sentence + " " + verdict
@@ -607,7 +584,7 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
         diags.append(fit.diagnostics)
         results["plateau_after"] = fit.to_dict()
     diagnostics = merge_diagnostics(diags)
-    return {"verdict": verdict, "details": details, "diagnostics": diagnostics, "results": _json_safe(results)}
+    return {"verdict": verdict, "details": details, "diagnostics": diagnostics, "results": json_safe(results)}
 
 
 def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
@@ -631,36 +608,24 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
     est = fit.to_dict()
     out.idata(fit.idata, "transfer_fit")
     ref = est["reference"]
-    rows, details = [], []
+    rows = []
     for arm in est["arms"]:
         ini, cross, last = est["initial"][arm], est["crossover_step"][arm], est["last_step"][arm]
         rows.append(
             {
                 "arm": arm,
-                f"initial gap (first {est['first_steps']} steps), all-rollout": _fmt(ini["delta_all_rollout"]),
+                f"initial gap (first {est['first_steps']} steps), all-rollout": format_interval(
+                    ini["delta_all_rollout"]
+                ),
                 "P(initial gap > 0)": ini["p_positive"],
-                "initial gap, graded-only": _fmt(ini["delta_graded_only"]),
-                "initial gap, ungraded rate": _fmt(ini["delta_ungraded_rate"]),
-                "crossover step": _fmt(cross, 1),
+                "initial gap, graded-only": format_interval(ini["delta_graded_only"]),
+                "initial gap, ungraded rate": format_interval(ini["delta_ungraded_rate"]),
+                "crossover step": format_interval(cross, 1),
                 "P(no crossover)": cross["p_no_crossover"],
-                f"gap at step {last['step']}, all-rollout": _fmt(last["delta_all_rollout"]),
+                f"gap at step {last['step']}, all-rollout": format_interval(last["delta_all_rollout"]),
             }
         )
-        lead = (
-            "starts ahead of"
-            if ini["p_positive"] >= 0.95
-            else ("starts behind" if ini["p_positive"] <= 0.05 else "starts level with")
-        )
-        when = (
-            f"the base arm overtakes it at step {cross['mean']:.0f} [{cross['hdi'][0]:.0f}, {cross['hdi'][1]:.0f}]"
-            if cross["mean"] is not None and cross["p_no_crossover"] < 0.5
-            else f"no crossover (P = {cross['p_no_crossover']:.2f})"
-        )
-        details.append(
-            f"{arm} {lead} {ref}: all-rollout gap over the first {est['first_steps']} steps "
-            f"{_fmt(ini['delta_all_rollout'])} (P > 0 = {ini['p_positive']:.2f}); {when}; gap at step "
-            f"{last['step']} {_fmt(last['delta_all_rollout'])}."
-        )
+    details = list(fit.verdicts().values())
     out.table(pd.DataFrame(rows), "transfer", f"Gaps to the reference arm {ref}")
     if reference and "transfer" in reference:
         tr = reference["transfer"]
@@ -712,7 +677,7 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
     if "transfer" in spec.figures:
         out.figure(plots.plot_transfer(fit), "transfer")
     verdict = " ".join(details)
-    return {"verdict": verdict, "details": details, "diagnostics": fit.diagnostics, "results": _json_safe(est)}
+    return {"verdict": verdict, "details": details, "diagnostics": fit.diagnostics, "results": json_safe(est)}
 
 
 RUNNERS: dict[str, Callable[..., dict[str, Any]]] = {
@@ -779,12 +744,12 @@ def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, f
         question=spec.question,
         verdict=res["verdict"],
         details=res["details"],
-        diagnostics=_json_safe(res["diagnostics"]),
+        diagnostics=json_safe(res["diagnostics"]),
         converged=bool(res["diagnostics"]["converged"]),
         tables=out.tables,
         figures=out.figures,
         fits=out.fits,
-        results=_json_safe(res["results"]),
+        results=json_safe(res["results"]),
         warnings=caught_msgs,
         seconds=round(time.perf_counter() - start, 2),
         key=key,
@@ -955,7 +920,7 @@ def _run_report(
         out / "results.json",
         (
             json.dumps(
-                _json_safe(
+                json_safe(
                     {
                         "saturation_version": __version__,
                         "hdi_prob": S.HDI_PROB,

@@ -119,4 +119,6 @@ TRANSFER_SAMPLER: Final = {
 }
 #: named simulation scenarios (``saturation simulate``; built in ``replica.SCENARIOS``, which
 #: must have exactly these keys: a test checks it). Here so the CLI's help needs no heavy import.
+#: the models `saturation calibrate` checks (calibrate.MODELS; the CLI lists them without importing it)
+CALIBRATION_MODELS: Final = ("plateau", "transfer", "pass-at-k", "plateau-trials")
 SCENARIO_NAMES: Final = ("plateau", "transfer", "series", "null-rising", "flat", "swesmith", "swegym", "code-contests")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -330,16 +331,27 @@ def data_hash(spec: Spec, key: str, override: str | Path | None = None) -> str:
     return digest.hexdigest()
 
 
-def load_data(spec: Spec, key: str, override: str | Path | None = None) -> xr.Dataset:
-    """The spec's ``trials`` or ``series`` data (``override`` replaces the source)."""
+def load_inputs(paths: Sequence[str | Path] | None, *, default: str, kind: str = "trials") -> xr.Dataset:
+    """The one data loader of the CLI and the specs: no paths, the embedded data set
+    ``default``; one ``.nc``, a trial Dataset written by ``saturation ingest``; ``kind``
+    "series", a metrics CSV; else graded-trial tables (files or directories)."""
     from saturation import replica
     from saturation.io import open_trials, read_trials
 
+    if not paths:
+        return replica.load_embedded(default)
+    if len(paths) == 1 and str(paths[0]).endswith(".nc"):
+        return open_trials(paths[0])
+    if kind == "series":
+        if len(paths) != 1:
+            raise ValueError(f"a series is one metrics CSV, got {len(paths)} paths")
+        return replica.read_metrics_csv(paths[0])
+    return read_trials(list(paths))
+
+
+def load_data(spec: Spec, key: str, override: str | Path | None = None) -> xr.Dataset:
+    """The spec's ``trials`` or ``series`` data (``override`` replaces the source)."""
     name, path = _source(spec, key, override)
     if name is not None:
-        return replica.load_embedded(name)
-    if path.suffix == ".nc":
-        return open_trials(path)
-    if key == "series":
-        return replica.read_metrics_csv(path)
-    return read_trials(path)
+        return load_inputs(None, default=name)
+    return load_inputs([path], default="", kind=key)

@@ -43,6 +43,21 @@ class SamplerConfig:
     low_rank: bool = False
 
 
+#: the SamplerConfig fields a spec's [sampler] table or the command line may set
+OVERRIDABLE = ("draws", "tune", "chains", "sampler", "target_accept", "low_rank", "progress")
+
+
+def with_overrides(base: SamplerConfig, overrides: dict[str, Any]) -> SamplerConfig:
+    """``base`` (a model's default sampler) with the given settings replaced; ``None``
+    values (an option not given) keep the default. The CLI and the report both use it."""
+    from dataclasses import replace
+
+    unknown = sorted(set(overrides) - set(OVERRIDABLE))
+    if unknown:
+        raise ValueError(f"unknown sampler setting(s) {unknown}; known: {list(OVERRIDABLE)}")
+    return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
+
 _COMPILED: OrderedDict[Hashable, Any] = OrderedDict()
 
 

@@ -54,6 +54,8 @@ from saturation.models.sampling import (
     warn_if_not_converged,
 )
 
+#: posterior probability of a positive initial gap for "starts ahead" (1 - it: "behind")
+LEAD_PROB = 0.95
 #: the three per-step quantities compared between arms
 QUANTITIES = (S.ALL_ROLLOUT, S.GRADED_ONLY, S.UNGRADED_RATE)
 PARTS = ("ungraded", "reward")
@@ -527,9 +529,40 @@ class TransferFit:
         table.attrs["reference"] = self.config.reference
         return table
 
+    def verdicts(self) -> dict[str, str]:
+        """One sentence per arm against the reference: the decision rule of the report and
+        the CLI (:data:`LEAD_PROB`: the arm "starts ahead of" the reference when P(initial
+        all-rollout gap > 0) >= 0.95, "behind" when <= 0.05, else "level with"; a crossover
+        is named when P(no crossover) < 0.5)."""
+        from saturation.summary import format_interval
+
+        ref, k = self.config.reference, self.config.first_steps
+        out = {}
+        for arm in [a for a in self.data.arms if a != ref]:
+            ini, cross = self.estimands["initial"][arm], self.estimands["crossover_step"][arm]
+            last = self.estimands["last_step"][arm]
+            p = ini["p_positive"]
+            lead = (
+                "starts ahead of"
+                if p >= LEAD_PROB
+                else ("starts behind" if p <= 1 - LEAD_PROB else "starts level with")
+            )
+            when = (
+                f"the base arm overtakes it at step {cross['mean']:.0f} [{cross['hdi'][0]:.0f}, {cross['hdi'][1]:.0f}]"
+                if cross["mean"] is not None and cross["p_no_crossover"] < 0.5
+                else f"no crossover (P = {cross['p_no_crossover']:.2f})"
+            )
+            out[arm] = (
+                f"{arm} {lead} {ref}: all-rollout gap over the first {k} steps "
+                f"{format_interval(ini[f'delta_{S.ALL_ROLLOUT}'])} (P > 0 = {p:.2f}); {when}; gap at step "
+                f"{last['step']} {format_interval(last[f'delta_{S.ALL_ROLLOUT}'])}."
+            )
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """The public JSON shape (docs/transfer.md)."""
         return {
+            "verdicts": self.verdicts(),
             "data": self.data.summary,
             "reference": self.config.reference,
             "arms": [a for a in self.data.arms if a != self.config.reference],

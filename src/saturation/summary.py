@@ -1,0 +1,46 @@
+"""Shared output helpers: JSON-safe values and interval text.
+
+One home for what the CLI, the report, calibrate and the replica's truth files all write:
+numbers as plain Python (NaN and infinities as ``null``), and "mean [low, high]" interval
+strings. Imports only numpy, so the CLI can use it without loading the models.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` with numpy scalars and arrays as Python values, tuples as lists, dict keys
+    as strings, non-finite floats as ``None`` and xarray Datasets as
+    ``{"coords": {...}, "data_vars": {...}}`` (nested lists): ``json.dumps`` then writes
+    valid JSON (no ``NaN``)."""
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, np.bool_ | bool):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating | float):
+        return None if not np.isfinite(obj) else float(obj)
+    if isinstance(obj, np.ndarray):
+        return json_safe(obj.tolist())
+    if hasattr(obj, "data_vars") and hasattr(obj, "coords"):  # an xarray Dataset
+        return {
+            "coords": {str(k): json_safe(v.values) for k, v in obj.coords.items()},
+            "data_vars": {str(k): json_safe(v.values) for k, v in obj.data_vars.items()},
+        }
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+def format_interval(e: dict[str, Any] | None, digits: int = 3) -> str:
+    """``"mean [low, high]"`` of an interval dict (``{"mean", "hdi"}``); ``"-"`` when missing."""
+    if not e or e.get("mean") is None:
+        return "-"
+    return f"{e['mean']:.{digits}f} [{e['hdi'][0]:.{digits}f}, {e['hdi'][1]:.{digits}f}]"
