@@ -23,7 +23,7 @@ posterior probability and documented ROPEs.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import arviz as az
@@ -33,7 +33,7 @@ import pytensor.tensor as pt
 import xarray as xr
 from scipy import special
 
-from saturation import __version__, curves
+from saturation import curves
 from saturation import schema as S
 from saturation.models.plateau import StepData, curve_draws, fit_plateau, step_data
 from saturation.models.sampling import (
@@ -42,6 +42,7 @@ from saturation.models.sampling import (
     interval,
     merge_diagnostics,
     sample_model,
+    stamp_attrs,
     warn_if_not_converged,
 )
 
@@ -87,22 +88,17 @@ def _trend_summary(d: dict[str, np.ndarray]) -> dict[str, Any]:
     }
 
 
-def _idata(trends: dict[str, dict[str, np.ndarray]], chains: int, attrs: dict[str, Any]) -> az.InferenceData:
-    """Trend draws as one InferenceData (dim ``series``)."""
+def _idata(
+    trends: dict[str, dict[str, np.ndarray]], chains: int, name: str, config: dict[str, Any], diag: dict[str, Any]
+) -> az.InferenceData:
+    """Trend draws as one InferenceData (dim ``series``), attrs by ``sampling.stamp_attrs``."""
     names = list(trends)
     post = {
         v: np.stack([trends[n][v] for n in names], axis=-1).reshape(chains, -1, len(names))
         for v in ("start", "end", "changepoint", "early_slope", "late_slope")
     }
     idata = az.from_dict(posterior=post, coords={"series": names}, dims={v: ["series"] for v in post})
-    idata.posterior.attrs.update(
-        {
-            **{k: str(v) for k, v in attrs.items()},
-            "saturation_version": __version__,
-            "hdi_prob": S.HDI_PROB,
-            "sampler": "exact",
-        }
-    )
+    stamp_attrs(idata, name, {**config, "sampler": "exact"}, {"series": names}, diag)
     return idata
 
 
@@ -189,8 +185,8 @@ def diagnose_cardinality(
     if N_LOCATIONS in trends:
         numbers[N_LOCATIONS] = _trend_summary(trends[N_LOCATIONS])
         verdicts[N_LOCATIONS] = f"predicted locations per answer: {_arrow(numbers[N_LOCATIONS])}."
-    idata = _idata(trends, chains, {"diagnosis": "cardinality"})
     diag = merge_diagnostics(diags)
+    idata = _idata(trends, chains, "cardinality", {"levels": levels, "run": run, "seed": seed, "draws": draws}, diag)
     warn_if_not_converged(diag, "cardinality diagnosis")
     return Diagnosis("cardinality", verdicts, numbers, diag, idata)
 
@@ -272,8 +268,9 @@ def diagnose_reliability(
             f"pass@{k or 'k'} {_arrow(out[passk])} (P(|change| < {rope}) = {probs['p_passk_in_rope']:.2f}); "
             f"pass@1 change point {cp['mean']:.1f} [{cp['hdi'][0]:.0f}, {cp['hdi'][1]:.0f}]."
         )
-    idata = _idata(trends, chains, {"diagnosis": "reliability"})
     diag = merge_diagnostics(diags)
+    config = {"runs": runs, "pass1": pass1, "passk": passk, "rope": rope, "seed": seed, "draws": draws}
+    idata = _idata(trends, chains, "reliability", config, diag)
     warn_if_not_converged(diag, "reliability diagnosis")
     return Diagnosis("reliability", verdicts, numbers, diag, idata)
 
@@ -457,6 +454,17 @@ def fit_pass_at_k(
         f"{kind}. pass@1 {_arrow(numbers['pass1'])} (P(up) = {probs['p_pass1_up']:.2f}); pass@{k} "
         f"{_arrow(numbers['passk'])} (P(|change| < {rope}) = {probs['p_passk_in_rope']:.2f})."
     )
+    config = {
+        "k": k,
+        "success_threshold": success_threshold,
+        "run": run,
+        "rope": rope,
+        "seed": seed,
+        "sampler": asdict(cfg),
+        "priors": PASS_AT_K_PRIORS,
+    }
+    data_summary = {"n_groups": numbers["n_groups"], "n_trials": numbers["n_trials"], "steps": steps.tolist()}
+    stamp_attrs(idata, "pass_at_k", config, data_summary, diag, numbers["timings"])
     warn_if_not_converged(diag, "pass@k fit")
     return Diagnosis("pass_at_k", {"groups": verdict}, numbers, diag, idata)
 
@@ -521,7 +529,15 @@ def diagnose_entropy(
             f"P(decline > {rope_relative:.0%}) = {p_down:.2f}); reward {_arrow(r)}; entropy and reward "
             f"change points within {TOGETHER_STEPS} steps with P = {p_together:.2f}."
         )
-    idata = _idata(trends, chains, {"diagnosis": "entropy"})
     diag = merge_diagnostics(diags)
+    config = {
+        "runs": runs,
+        "entropy": entropy,
+        "reward": reward,
+        "rope_relative": rope_relative,
+        "seed": seed,
+        "draws": draws,
+    }
+    idata = _idata(trends, chains, "entropy", config, diag)
     warn_if_not_converged(diag, "entropy diagnosis")
     return Diagnosis("entropy", verdicts, numbers, diag, idata)

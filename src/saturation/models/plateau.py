@@ -37,7 +37,7 @@ import pytensor.tensor as pt
 import xarray as xr
 from scipy import special, stats
 
-from saturation import __version__, curves
+from saturation import curves
 from saturation import schema as S
 from saturation.frequentist import davies_test
 from saturation.models._exact import hinge_line_log_bf, sample_gaussian_exact, sample_rows
@@ -1418,14 +1418,8 @@ def fit_alternative(
         )
     )
     diag = diagnostics(idata, list(post.data_vars))
-    idata.posterior.attrs.update(
-        {
-            "saturation_version": __version__,
-            "model": kind,
-            "diagnostics": json.dumps(diag),
-            "timings": json.dumps(timings),
-        }
-    )
+    config = {"kind": kind, "priors": asdict(priors or PlateauPriors()), "sampler": asdict(sampler), "seed": seed}
+    stamp_attrs(idata, kind, config, data.summary, diag, timings)
     warn_if_not_converged(diag, f"{kind} alternative ({data.response})")
     return idata
 

@@ -6,7 +6,7 @@ import json
 import warnings
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any
 
 import arviz as az
@@ -306,18 +306,27 @@ def interval(x: Any) -> dict[str, Any]:
 
 
 def stamp_attrs(
-    idata: az.InferenceData, model: str, config: Any, data_summary: dict[str, Any], diag: dict[str, Any]
+    idata: az.InferenceData,
+    model: str,
+    config: Any,
+    data_summary: dict[str, Any],
+    diag: dict[str, Any],
+    timings: dict[str, Any] | None = None,
 ) -> None:
-    """Record the package version, model name, config (a dataclass), the input data's
-    summary, the diagnostics and the interval convention on every InferenceData group."""
+    """Record the package version, model name, config (a dataclass or a dict), the input
+    data's summary, the diagnostics, the timings and the interval convention on every
+    InferenceData group: the one place every fit's attrs are written (JSON strings, so
+    netCDF stores them)."""
     attrs = {
         "saturation_version": __version__,
         "model": model,
-        "config": json.dumps(asdict(config)),
+        "config": json.dumps(asdict(config) if is_dataclass(config) else config, default=str),  # type: ignore[arg-type]
         "data_summary": json.dumps(data_summary, default=str),
         "diagnostics": json.dumps(diag),
         "hdi_prob": S.HDI_PROB,
     }
+    if timings is not None:
+        attrs["timings"] = json.dumps(timings, default=str)
     for group in idata.groups():
         getattr(idata, group).attrs.update(attrs)
 
