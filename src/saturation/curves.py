@@ -180,3 +180,9 @@ def beta_concentration_for_pass_at_k(mean: Any, pass_at_k: Any, k: int) -> np.nd
         hi = np.where(above, mid, hi)
         lo = np.where(above, lo, mid)
     return np.exp((lo + hi) / 2)
+
+
+def normal_logpdf(xp: Any, y: Any, mu: Any, var: Any) -> Any:
+    r"""Pointwise :math:`\log N(y; \mu, \sigma^2)` with variance ``var`` (``xp``: numpy or
+    pytensor.tensor): the Gaussian log-likelihood of the plateau model and its alternatives."""
+    return -0.5 * (xp.log(2 * np.pi * var) + (y - mu) ** 2 / var)

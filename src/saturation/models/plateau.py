@@ -456,7 +456,7 @@ def step_loglik(
     y, n, k = obs["y"], obs["n"], obs["k"]
     if likelihood == "gaussian":
         var = params["var_mean"] + params["tau"] ** 2
-        return -0.5 * (xp.log(2 * np.pi * var) + (y - mu) ** 2 / var)
+        return curves.normal_logpdf(xp, y, mu, var)
     g = xp.gammaln
     if likelihood == "zoib":  # the hinge is on the logit scale
         logit_m = mu + params["step_offset"]
@@ -1404,14 +1404,14 @@ def fit_alternative(
         tau = pm.HalfNormal("tau", d["prior_tau_sd"], dims=S.LEVEL)
         mu = _alt_mean(kind, d["t"][None, :], params, d["t0"], pt.exp)
         var = d["var_mean"] + tau[:, None] ** 2
-        pm.Potential("likelihood", (-0.5 * (pt.log(2 * np.pi * var) + (d["y"] - mu) ** 2 / var)).sum())
+        pm.Potential("likelihood", curves.normal_logpdf(pt, d["y"], mu, var).sum())
     key = ("alternative", kind, data.y.shape, bool(np.isfinite(data.n).all()))
     idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=sampler)
     post = idata.posterior
     p = {name: post[name].to_numpy()[..., None] for name in post.data_vars}
     mu_np = _alt_mean(kind, data.steps, p, t0, np.exp)  # (chain, draw, level, step)
     var_np = data.var_mean + p["tau"] ** 2
-    ll = -0.5 * (np.log(2 * np.pi * var_np) + (data.y - mu_np) ** 2 / var_np)
+    ll = curves.normal_logpdf(np, data.y, mu_np, var_np)
     idata.add_groups(
         log_likelihood=xr.Dataset(
             {"y": (("chain", "draw", S.LEVEL, S.STEP), ll)}, coords={S.LEVEL: data.levels, S.STEP: data.steps}
