@@ -243,7 +243,7 @@ def test_a_failed_figure_or_report_write_keeps_nothing_half_written(tmp_path, mo
     import matplotlib.pyplot as plt
 
     from saturation.plots import save_figure
-    from saturation.report import write_table
+    from saturation.tables import write_tables
 
     fig, ax = plt.subplots()
     ax.plot([0, 1], [0, 1])
@@ -253,7 +253,7 @@ def test_a_failed_figure_or_report_write_keeps_nothing_half_written(tmp_path, mo
         save_figure(fig, tmp_path / "f")
     plt.close(fig)
     with pytest.raises(OSError, match=r"could not write .*t\.csv"):
-        write_table(pd.DataFrame({"a": [1]}), tmp_path / "t")
+        write_tables(pd.DataFrame({"a": [1]}), tmp_path / "t")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.pdf"]
     assert (tmp_path / "f.pdf").read_bytes() == b"old figure"
 

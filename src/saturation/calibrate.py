@@ -62,6 +62,7 @@ from saturation.models import learning
 from saturation.models.plateau import STOPPED_VERDICTS as STOPPED
 from saturation.models.plateau import VERDICTS
 from saturation.models.transfer import TransferPriors
+from saturation.tables import write_tables
 
 SBC_PARAMS = ("changepoint", "start", S.VALUE_AT_CHANGEPOINT, "late_slope", "tau")
 MODELS = S.CALIBRATION_MODELS
@@ -1191,13 +1192,12 @@ def write_outputs(cal: Calibration, out: str | Any) -> list[Any]:
     import matplotlib.pyplot as plt
 
     from saturation.plots import save_figure
-    from saturation.report import write_table
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "calibration.nc"]
     write_netcdf(cal.dataset, paths[0])
-    paths += write_table(cal.table, out / "verdict", f"Calibration of the {cal.dataset.attrs['model']} model")
+    paths += write_tables(cal.table, out / "verdict", f"Calibration of the {cal.dataset.attrs['model']} model")
     if cal.dataset.sizes.get("sim", 0):
         fig = plot_ranks(cal.dataset)
         paths += save_figure(fig, out / "ranks")
