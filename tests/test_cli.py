@@ -232,6 +232,6 @@ def test_help_imports_no_scientific_stack():
 
 
 def test_scenario_names_are_the_registry():
-    from saturation.replica import SCENARIOS
+    from saturation.scenarios import SCENARIOS
 
     assert tuple(SCENARIOS) == S.SCENARIO_NAMES

@@ -25,3 +25,46 @@ def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     command = _readme_commands()[1]
     assert any(line == command or line.startswith(command + " || exit 1") for line in ci.splitlines())
+
+
+#: ARCHITECTURE.md's layers: a module may import only from strictly lower layers
+LAYERS = [
+    ["schema", "curves", "summary", "progress", "cluster", "frequentist", "streams", "models.marginal"],
+    ["aggregate", "localization", "validate", "models.sampling", "models._exact"],
+    ["io", "trajectory", "models.plateau", "models.transfer"],
+    ["series", "tables", "models", "models.learning"],
+    ["plots", "simulate", "skyrl"],
+    ["replica", "wandb_history", ""],  # "": the package itself (saturation/__init__.py)
+    ["calibrate", "spec", "ingest", "scenarios"],
+    ["report"],
+    ["cli"],
+]
+
+
+def test_imports_follow_the_layers():
+    """Every ``from saturation... import`` (top-level or deferred) points down the layers of
+    ARCHITECTURE.md, and no module imports another module's private (``_``) name."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "src" / "saturation"
+    layer = {name: i for i, names in enumerate(LAYERS) for name in names}
+    seen, problems = set(), []
+    for f in sorted(root.rglob("*.py")):
+        parts = f.relative_to(root).with_suffix("").parts
+        mod = ".".join(p for p in parts if p != "__init__")
+        seen.add(mod)
+        assert mod in layer, f"{mod} is in no layer of ARCHITECTURE.md / LAYERS"
+        for node in ast.walk(ast.parse(f.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("saturation")):
+                continue
+            target = node.module.removeprefix("saturation").removeprefix(".")
+            targets = [target] if target else [a.name for a in node.names if (root / f"{a.name}.py").exists()]
+            for t in targets:
+                if t != mod and t in layer and layer[t] >= layer[mod]:
+                    problems.append(f"{mod} (layer {layer[mod]}) imports {t} (layer {layer[t]})")
+            if target and target != "models" and target.split(".")[0] != mod.split(".")[0]:
+                private = [a.name for a in node.names if a.name.startswith("_") and a.name != "__version__"]
+                if private:
+                    problems.append(f"{mod} imports private {private} from {target}")
+    assert not problems, problems
+    assert seen == set(layer), sorted(set(layer) - seen)

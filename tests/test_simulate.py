@@ -15,6 +15,7 @@ from saturation.simulate import (
     TransferSpec,
     simulate_plateau,
     simulate_series,
+    simulate_series_runs,
     simulate_transfer,
 )
 
@@ -124,3 +125,15 @@ def test_series_simulation():
     assert float(ds["pass_at_k"].mean()) == pytest.approx(float(truth["curves"]["pass_at_k"].mean()), abs=0.03)
     again, _ = simulate_series(SeriesSpec(), seed=0)
     xr.testing.assert_identical(ds, again)
+
+
+def test_series_runs_are_the_single_runs_with_consecutive_seeds():
+    specs = (SeriesSpec(run="a", n_steps=6), SeriesSpec(run="b", n_steps=4, k=4))
+    ds, truth = simulate_series_runs(specs, seed=3)
+    assert list(ds[S.RUN].values) == ["a", "b"] and list(truth) == ["a", "b"]
+    for i, spec in enumerate(specs):
+        one, _ = simulate_series(spec, seed=3 + i)
+        run = ds.sel({S.RUN: spec.run}).dropna(S.STEP)
+        for var in one.data_vars:
+            np.testing.assert_array_equal(run[var].to_numpy(), one[var].isel({S.RUN: 0}).to_numpy())
+    assert ds["pass_at_k"].attrs == {"metric_name": "reward/avg_pass_at_8", "k": 8}  # the first run's

@@ -46,10 +46,11 @@ def _write_json(obj: Any, path: str) -> None:
 
 # ------------------------------------------------------------------ simulate
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from saturation import replica
     from saturation.io import table_format, write_netcdf, write_table, write_trials
+    from saturation.scenarios import scenario
+    from saturation.series import write_metrics_csv
 
-    data, truth = replica.scenario(args.scenario, seed=args.seed)
+    data, truth = scenario(args.scenario, seed=args.seed)
     out = Path(args.out)
     if "trial" in data.dims:
         if out.suffix == ".nc":
@@ -62,7 +63,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         if out.suffix == ".nc":
             write_netcdf(data, out)
         else:
-            replica.write_metrics_csv(data, out)
+            write_metrics_csv(data, out)
         _print(f"wrote per-step series ({args.scenario}, seed {args.seed}) to {out}")
     if args.truth:
         _write_json(truth, args.truth)
@@ -440,9 +441,10 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
         diagnose_reliability,
         fit_pass_at_k,
     )
+    from saturation.series import read_metrics_csv
 
     ds = _load_trials_arg(args.trials, "swesmith")
-    series = replica.read_metrics_csv(args.metrics) if args.metrics else replica.load_embedded("code-contests")
+    series = read_metrics_csv(args.metrics) if args.metrics else replica.load_embedded("code-contests")
     kw = {"seed": args.seed, "draws": args.draws, "chains": args.chains}
     results = [diagnose_cardinality(ds, run=args.run, **kw)]
     has_series = {"reward_mean", "pass_at_k"} <= set(map(str, series.data_vars))

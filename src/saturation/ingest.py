@@ -44,6 +44,7 @@ from saturation import schema as S
 from saturation import streams
 from saturation import trajectory as T
 from saturation.progress import Progress
+from saturation.series import label_metrics, metric_variable_names, read_metrics_csv
 from saturation.skyrl import (
     RUN_KEY,
     ConsoleLog,
@@ -627,8 +628,6 @@ def _eval_aggregate_points(
 
 
 def _read_metrics_csvs(c: RunContents, problems: list[str], bar: Progress) -> list[xr.Dataset]:
-    from saturation.replica import read_metrics_csv
-
     out = []
     for path in c.metrics_csvs:
         try:
@@ -855,8 +854,6 @@ def _metrics(
     if placed:
         rows = [{S.RUN: run, S.STEP: step, **values} for (run, step), values in placed.items()]
         frame = pd.DataFrame(rows)
-        from saturation.replica import label_metrics, metric_variable_names
-
         names = metric_variable_names([c for c in frame.columns if c not in (S.RUN, S.STEP)])
         parts.append(label_metrics(frame.rename(columns=names).set_index([S.RUN, S.STEP]).to_xarray(), names))
     parts.extend(csvs)

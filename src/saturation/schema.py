@@ -117,8 +117,8 @@ TRANSFER_SAMPLER: Final = {
     "sampled": {"draws": 1000, "tune": 1000, "chains": 4, "target_accept": 0.9},
     "integrated": {"draws": 1000, "tune": 500, "chains": 4, "target_accept": 0.9},
 }
-#: named simulation scenarios (``saturation simulate``; built in ``replica.SCENARIOS``, which
-#: must have exactly these keys: a test checks it). Here so the CLI's help needs no heavy import.
 #: the models `saturation calibrate` checks (calibrate.MODELS; the CLI lists them without importing it)
 CALIBRATION_MODELS: Final = ("plateau", "transfer", "pass-at-k", "plateau-trials")
+#: named simulation scenarios (``saturation simulate``; built in ``scenarios.SCENARIOS``, which
+#: must have exactly these keys: a test checks it). Here so the CLI's help needs no heavy import.
 SCENARIO_NAMES: Final = ("plateau", "transfer", "series", "null-rising", "flat", "swesmith", "swegym", "code-contests")

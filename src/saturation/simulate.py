@@ -1,6 +1,7 @@
 """Simulators with known truth: ``simulate_*(spec, seed) -> (data, truth)``.
 
-Used by the embedded synthetic replica (``data/``), the tests (parameter recovery,
+Used by the embedded synthetic replica (``data/``), the named scenarios of
+``saturation simulate`` (:mod:`saturation.scenarios`), the tests (parameter recovery,
 null scenarios) and calibration. The expected curves come from
 :mod:`saturation.curves`, the same functions the models use. Same spec and seed give
 identical output.
@@ -8,6 +9,7 @@ identical output.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -19,6 +21,7 @@ from scipy import special, stats
 from saturation import curves
 from saturation import schema as S
 from saturation.io import dataset_from_frame
+from saturation.series import SERIES_METRICS
 
 Knots = tuple[tuple[float, float], ...]
 
@@ -470,14 +473,6 @@ def simulate_transfer(spec: TransferSpec | None = None, seed: int = 0) -> tuple[
 
 
 # =========================================================== (c) per-step series
-#: netCDF-safe variable name -> metric name as SkyRL logs it
-SERIES_METRICS = {
-    "reward_mean": "reward/avg_raw_reward",
-    "pass_at_k": "reward/avg_pass_at_{k}",
-    "policy_entropy": "policy/policy_entropy",
-}
-
-
 @dataclass(frozen=True)
 class SeriesSpec:
     """Per-step training metrics of one run.
@@ -508,7 +503,7 @@ def simulate_series(spec: SeriesSpec | None = None, seed: int = 0) -> tuple[xr.D
     -------
     (xarray.Dataset, dict)
         Dims (run, step); variables ``reward_mean``, ``pass_at_k`` (attr ``k``),
-        ``policy_entropy`` with the SkyRL metric names in ``attrs['metric_names']`` of
+        ``policy_entropy`` with the SkyRL metric names in ``attrs['metric_name']`` of
         each variable. Truth: the expected curves.
     """
     spec = spec or SeriesSpec()
@@ -552,6 +547,24 @@ def simulate_series(spec: SeriesSpec | None = None, seed: int = 0) -> tuple[xr.D
         "seed": seed,
     }
     return ds, truth
+
+
+def simulate_series_runs(specs: Sequence[SeriesSpec], seed: int = 0) -> tuple[xr.Dataset, dict[str, Any]]:
+    """Several runs of :func:`simulate_series` as one Dataset (dims run, step).
+
+    Run ``i`` of ``specs`` is simulated with seed ``seed + i``; the runs are joined on
+    their steps (outer join: a run's missing steps are NaN) and each variable keeps the
+    first run's attributes. Truth: each run's truth under its ``spec.run``.
+    """
+    parts, truths = [], {}
+    for i, spec in enumerate(specs):
+        ds, truth = simulate_series(spec, seed=seed + i)
+        parts.append(ds)
+        truths[spec.run] = truth
+    ds = xr.concat(parts, dim=S.RUN, join="outer", combine_attrs="drop_conflicts")
+    for var in parts[0].data_vars:
+        ds[var].attrs = parts[0][var].attrs
+    return ds, truths
 
 
 def simulate_prompt_groups(spec: SeriesSpec | None = None, seed: int = 0) -> tuple[xr.Dataset, dict[str, Any]]:

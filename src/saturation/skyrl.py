@@ -31,6 +31,7 @@ import numpy as np
 import xarray as xr
 
 from saturation import schema as S
+from saturation.series import label_metrics, metric_variable_names
 from saturation.streams import TruncatedStreamError, open_text
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -552,8 +553,6 @@ def metrics_dataset(logs: list[ConsoleLog]) -> xr.Dataset:
     ``attrs['metric_name']``; the run's configuration overrides in the Dataset attrs
     (``config/<run>``) and the line accounting in ``attrs['accounting']``."""
     import json
-
-    from saturation.replica import label_metrics, metric_variable_names
 
     runs = [log.run for log in logs]
     if len(set(runs)) != len(runs):

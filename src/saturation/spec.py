@@ -35,6 +35,7 @@ from typing import Any
 import xarray as xr
 
 from saturation import schema as S
+from saturation.series import read_metrics_csv
 
 KINDS = ("plateau", "diagnose", "series", "transfer")
 EMBEDDED = "embedded:"
@@ -345,7 +346,7 @@ def load_inputs(paths: Sequence[str | Path] | None, *, default: str, kind: str =
     if kind == "series":
         if len(paths) != 1:
             raise ValueError(f"a series is one metrics CSV, got {len(paths)} paths")
-        return replica.read_metrics_csv(paths[0])
+        return read_metrics_csv(paths[0])
     return read_trials(list(paths))
 
 
