@@ -73,6 +73,25 @@ class VerdictRule:
     Chosen from calibration on per-trial simulations that are not the model
     (docs/calibration.md "Verdicts"): on steadily rising metrics at most 5 % "plateaued" or
     "slowed"; on data shaped like the reference study at least 80 %.
+
+    Parameters
+    ----------
+    bf_line : float
+        "No change point" when BF(change point : line) is below this.
+    edge_mass : float
+        ... or when more than this posterior mass sits on the outermost candidates.
+    edge_candidates : int
+        How many candidates at each end count as the edge.
+    p_rise : float
+        Nothing can plateau before it rose: P(early slope > 0) at least this.
+    p_flat : float
+        "Plateaued": P(late gain inside the ROPE) at least this.
+    slow_ratio : float
+        "Slowed": the late slope below this multiple of the early slope ...
+    p_slow : float
+        ... with at least this probability.
+    p_still : float
+        "Still rising": P(late slope > 0) at least this.
     """
 
     #: "no change point" when the straight line is favoured: BF(change point : line) below this
@@ -118,8 +137,21 @@ def plateau_verdict(
     "undetermined" when the early slope is not decisively positive (nothing to plateau
     from); "plateaued" (late gain inside the ROPE); "slowed" (late slope decisively below
     ``slow_ratio`` x the early slope, flatness not confirmed); "still rising" (late slope
-    decisively positive, not slower); otherwise "undetermined". Returns ``{"verdict",
-    "reason"}``.
+    decisively positive, not slower); otherwise "undetermined".
+
+    Parameters
+    ----------
+    est : dict
+        One level's estimands (``PlateauFit.estimands["levels"][level]``).
+    rule : VerdictRule, optional
+        The thresholds (default :class:`VerdictRule`).
+    known_break : bool
+        The change point was given, not estimated (no "no change point" verdict).
+
+    Returns
+    -------
+    dict
+        ``{"verdict": one of VERDICTS, "reason": a sentence with the numbers behind it}``.
     """
     rule = rule or VerdictRule()
     bf = est.get("bf_changepoint_vs_line")
@@ -166,12 +198,28 @@ _PT = SimpleNamespace(log=pt.log, gammaln=pt.gammaln, cumsum=pt.cumsum, exp=pt.e
 class StepData:
     """Per-step inputs of the plateau model (one row per level).
 
-    ``n`` is the number of trials behind each per-step mean (``inf`` when only a logged
-    series is available); ``var_mean`` the squared standard error of each per-step mean
-    from its within-step variance, s_t^2 / n_t (0 for a logged series: then the variance
-    is the overdispersion alone); ``k`` the number of successes (binary responses);
-    ``bounded`` the zero-one-inflated Beta statistics (counts of 0 and 1, sums of log y and
-    log(1 - y) inside (0, 1)) when every value lies in [0, 1].
+    Parameters
+    ----------
+    steps : numpy.ndarray
+        (T,) the steps with data.
+    levels : list of str
+        The L levels (rows).
+    y : numpy.ndarray
+        (L, T) per-step means.
+    n : numpy.ndarray
+        (L, T) trials behind each mean (``inf`` when only a logged series is available).
+    var_mean : numpy.ndarray
+        (L, T) squared standard error of each mean from its within-step variance,
+        :math:`s_t^2 / n_t` (0 for a logged series: the variance is then the overdispersion alone).
+    response : str
+        The modelled variable.
+    k : numpy.ndarray, optional
+        (L, T) successes (binary responses only).
+    summary : dict
+        What the data were (trials, graded, sources, steps) for the fit's attrs.
+    bounded : dict, optional
+        Zero-one-inflated Beta statistics (counts of 0 and 1, sums of log y and
+        log(1 - y) inside (0, 1)) when every value lies in [0, 1].
     """
 
     steps: np.ndarray
@@ -329,6 +377,25 @@ def step_data(
 @dataclass(frozen=True)
 class PlateauPriors:
     r"""Priors of the plateau model (``None``: scaled to the data, see Notes).
+
+    Parameters
+    ----------
+    min_segment : int
+        Fewest steps on each side of a candidate change point.
+    start_mu, level_mu : float, optional
+        Prior centres of the start and of the value at the change point (default: the mean
+        of the first 3 steps / of the last third). Fixed centres make the prior independent
+        of the data (simulation-based calibration needs that).
+    start_sd, level_sd : float, optional
+        Their prior sds (default: the range of the per-step means, at least 0.01).
+    late_slope_sd : float, optional
+        A fixed late-slope prior sd (default: the unit-information width per candidate).
+    jump_sd : float, optional
+        Prior sd of the jump at a known break (split model; default the range).
+    tau_sd : float, optional
+        HalfNormal scale of the step overdispersion (default the range).
+    spread_sd : float
+        HalfNormal scale, in steps, of the spread of pooled level change points.
 
     Notes
     -----
@@ -788,7 +855,25 @@ def _pooled_logw(xp: Any, grid: Any, spread: Any, logsumexp: Any) -> Any:
 # ====================================================================== fit
 @dataclass
 class PlateauFit:
-    """Result of :func:`fit_plateau`: InferenceData plus tidy estimands and diagnostics."""
+    """Result of :func:`fit_plateau`: InferenceData plus tidy estimands and diagnostics.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+        Posterior draws (change points, curve parameters, derived estimands) with the
+        config, data summary and diagnostics in its attrs.
+    config : PlateauConfig
+        The analysis settings the fit ran with.
+    data : StepData
+        The per-step inputs.
+    estimands : dict
+        Per level: interval dicts (``mean``, ``sd``, ``hdi``) of the change point, slopes,
+        gains, headroom; the verdict and its numbers; pooled: the spread and co-stopping.
+    diagnostics : dict
+        R-hat, ESS, divergences, ``converged`` (:func:`models.sampling.diagnostics`).
+    timings : dict
+        Seconds spent compiling and sampling, and the sampler used.
+    """
 
     idata: az.InferenceData
     config: PlateauConfig
@@ -931,8 +1016,12 @@ def fit_plateau(
     ----------
     data : xarray.Dataset or StepData
         Trials, aggregates or a per-step series (see :func:`step_data`).
-    levels, response, run
-        What to model: per-level ``response`` (default F1) or a trial / series variable.
+    levels : list of str, optional
+        Levels to fit (default: every level of the data).
+    response : str
+        The variable to model: a per-level field (default F1) or a trial / series variable.
+    run : str, optional
+        The run to fit when the data hold several.
     breakpoint : number, optional
         Known break (e.g. 46); ``None`` marginalises over every candidate step.
     shared : bool
@@ -961,12 +1050,18 @@ def fit_plateau(
         from the start to the change point); None: the absolute ROPE alone.
     rule : VerdictRule, optional
         Thresholds of the per-level verdict (:func:`plateau_verdict`).
+    priors : PlateauPriors, optional
+        Prior settings (default: scaled to the data, see :class:`PlateauPriors`).
     seed : int
         Seeds the sampler and the post-processing; same seed and data give the same numbers.
+    headroom_ceiling : float or None
+        The ceiling the headroom is measured to (1.0 for rates; None: no headroom).
 
     Returns
     -------
     PlateauFit
+        InferenceData, estimands per level (change point, slopes, late gain, verdict, ...),
+        diagnostics and timings; ``config`` is stamped into the InferenceData attrs.
     """
     config = PlateauConfig(
         response=response,
@@ -1372,7 +1467,25 @@ def fit_alternative(
     unit-information prior of :class:`PlateauPriors` for a segment over the whole run.
     ``kind="exponential"``: :math:`\\mu(t) = A - (A - a) e^{-(t - t_0)/k}`, asymptote
     :math:`A \\sim N(\\text{last third}, r)`, :math:`\\log k \\sim N(\\log(T/4), 1)`.
-    Returns InferenceData with a pointwise ``log_likelihood`` (level, step) for LOO.
+
+    Parameters
+    ----------
+    data : StepData
+        Per-step inputs (:func:`step_data`).
+    kind : {"linear", "exponential"}
+        The alternative curve.
+    seed : int
+        Seeds the sampler.
+    sampler : SamplerConfig, optional
+        NUTS settings (default :class:`SamplerConfig`).
+    priors : PlateauPriors, optional
+        Prior settings, resolved for ``data`` as in :func:`fit_plateau`.
+
+    Returns
+    -------
+    arviz.InferenceData
+        Posterior and a pointwise ``log_likelihood`` (level, step) for LOO; attrs by
+        ``stamp_attrs``.
     """
     if kind not in ALTERNATIVES:
         raise ValueError(f"kind must be one of {ALTERNATIVES}")
@@ -1432,6 +1545,20 @@ def exact_loo(data: StepData, kind: str, config: PlateauConfig | None = None) ->
     break) or "linear" (:func:`fit_alternative`'s line). The priors stay those resolved on
     all the data; each deletion recomputes the marginal likelihood over every candidate
     change point and the tau quadrature.
+
+    Parameters
+    ----------
+    data : StepData
+        Per-step inputs.
+    kind : {"hinge", "linear"}
+        The model.
+    config : PlateauConfig, optional
+        Settings of the hinge (known break, continuity, priors); default :class:`PlateauConfig`.
+
+    Returns
+    -------
+    numpy.ndarray
+        (levels, steps) pointwise log predictive densities :math:`\\log p(y_i \\mid y_{-i})`.
     """
     from saturation.models._exact import curve_prior, design, log_evidence
 
@@ -1504,6 +1631,25 @@ def compare_plateau_models(
     at most steps on the replica). The pooled hinge and the exponential curve keep PSIS;
     the table's ``loo_method`` column says which, and ``caveat`` names the PSIS models with
     Pareto k > 0.7 (their ELPD is not to be trusted).
+
+    Parameters
+    ----------
+    data : xarray.Dataset or StepData
+        Trials, aggregates or a series (:func:`step_data`).
+    models : tuple of str
+        The models to compare.
+    seed : int
+        Seeds every fit.
+    sampler : SamplerConfig, optional
+        Sampler settings of the NUTS fits.
+    **plateau_kwargs
+        Passed to :func:`fit_plateau` (levels, response, breakpoint, ...).
+
+    Returns
+    -------
+    (pandas.DataFrame, dict)
+        ``az.compare``'s table (one row per model, ELPD, SE, weights, ``loo_method``,
+        ``caveat``) and each model's InferenceData by name.
     """
     sd = (
         data
@@ -1568,8 +1714,28 @@ def plateau_prior_predictive(
     Draws the change point uniformly from its candidate grid (or the known break), the
     curve parameters from :class:`PlateauPriors` (as resolved for ``data``), and per-step
     means from the Gaussian likelihood with the data's own within-step variances.
-    Returns a Dataset (draw, level, step) with ``mu`` (prior curves), ``y`` (prior
-    predictive means) and ``changepoint``, next to ``observed``.
+
+
+    Parameters
+    ----------
+    data : xarray.Dataset or StepData
+        The data whose design (steps, within-step variances) and scale set the priors.
+    draws : int
+        Prior draws.
+    seed : int
+        Seeds the draws.
+    config : PlateauConfig, optional
+        Settings (known break, priors); default :class:`PlateauConfig`.
+    response : str
+        Modelled variable when ``data`` is a Dataset.
+    levels : list of str, optional
+        Levels when ``data`` is a Dataset.
+
+    Returns
+    -------
+    xarray.Dataset
+        Dims draw, level, step: ``mu`` (prior curves), ``y`` (prior predictive means),
+        ``changepoint``, and ``observed``.
     """
     config = config or PlateauConfig()
     sd = data if isinstance(data, StepData) else step_data(data, response=response, levels=levels)

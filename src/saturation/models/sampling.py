@@ -31,7 +31,25 @@ class SamplerConfig:
     independent exact draws for the Gaussian plateau model, else nutpie), "exact" (Gaussian
     plateau model only, see ``models._exact``), "nutpie" (falls back to "pymc" if nutpie is
     not installed), "pymc", or "numpyro" (only if numpyro and jax are installed; measured
-    in benchmarks/plateau_bench.py, not a dependency)."""
+    in benchmarks/plateau_bench.py, not a dependency).
+
+    Parameters
+    ----------
+    draws : int
+        Draws per chain kept.
+    tune : int
+        Tuning (warm-up) draws per chain (unused by the exact sampler).
+    chains : int
+        Chains (independent streams of draws for the exact sampler).
+    sampler : {"auto", "exact", "nutpie", "pymc", "numpyro"}
+        Which sampler (above).
+    target_accept : float
+        NUTS target acceptance rate.
+    progress : bool
+        Show the sampler's progress bar.
+    low_rank : bool
+        nutpie only: adapt a low-rank mass matrix (for strongly correlated posteriors).
+    """
 
     draws: int = 1000
     tune: int = 1000

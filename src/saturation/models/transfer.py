@@ -137,7 +137,23 @@ def _check_degenerate(frame: pd.DataFrame, arms: list[str]) -> None:
 
 
 def transfer_data(ds: xr.Dataset, *, arms: list[str] | None = None) -> TransferData:
-    """Group a trial Dataset with an ``arm`` coordinate by (arm, step, instance_id)."""
+    """Group a trial Dataset with an ``arm`` coordinate by (arm, step, instance_id).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Graded trials with an ``arm`` coordinate (every trial is counted in one group).
+    arms : list of str, optional
+        The arms to compare (default: every arm present).
+
+    Returns
+    -------
+    TransferData
+        Per group its arm, step and task index, rollout and ungraded counts and the graded
+        rewards' count, sum and sum of squares; the empirical per-(arm, step) curves; a
+        data summary. Degenerate designs (one arm, too few steps, constant rewards) raise
+        ``ValueError``.
+    """
     if S.ARM not in ds.coords:
         raise KeyError("transfer analysis needs an 'arm' coordinate on the trials")
     arm_all = ds[S.ARM].to_numpy().astype(str)
@@ -245,6 +261,20 @@ class TransferPriors:
     half-normal left at sigma_f -> 0); task-effect sd ~
     HalfNormal(``task_sd``) (non-centred effects); per-trial reward sd per arm ~
     HalfNormal(``reward_sd``). Calibrate's simulator reads these same fields.
+
+    Parameters
+    ----------
+    intercept_sd : float
+        Prior sd of the first knot (logit scale).
+    rw_sd : float
+        Prior mean of the random-walk increment sd between knots.
+    task_sd : float
+        HalfNormal scale of the task-effect sds.
+    reward_sd : float
+        HalfNormal scale of the per-trial reward sd per arm.
+    start_mu : tuple of float, optional
+        Fixed prior means of the first knot (logit ungraded rate, logit graded-only reward)
+        instead of the data-centred ones (simulation-based calibration needs data-free priors).
     """
 
     intercept_sd: float = 1.5
@@ -455,7 +485,25 @@ def _integrated_likelihood(
 # ====================================================================== fit
 @dataclass
 class TransferFit:
-    """Result of :func:`fit_transfer`: InferenceData plus tidy estimands and diagnostics."""
+    """Result of :func:`fit_transfer`: InferenceData plus tidy estimands and diagnostics.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+        Posterior draws (knot values, sds, population curves per arm and step) with the
+        config, data summary and diagnostics in its attrs.
+    config : TransferConfig
+        The analysis settings the fit ran with.
+    data : TransferData
+        The grouped inputs.
+    estimands : dict
+        Per arm against the reference: initial gaps, crossover step, last-step gaps,
+        by-step curves; the task-effect sds.
+    diagnostics : dict
+        R-hat, ESS, divergences, ``converged``.
+    timings : dict
+        Seconds spent compiling and sampling, and the sampler used.
+    """
 
     idata: az.InferenceData
     config: TransferConfig
@@ -613,12 +661,17 @@ def fit_transfer(
         Gauss-Hermite quadrature (:mod:`saturation.models.marginal`: the same model with about
         50 parameters instead of thousands and no funnel when a task sd is near zero; then
         ``sampler`` defaults to ``INTEGRATED_SAMPLER``).
+    priors : TransferPriors, optional
+        Prior settings (default :class:`TransferPriors`).
+    sampler : SamplerConfig, optional
+        Sampler settings (default: ``default_sampler(task_effects)``).
     seed : int
         Seeds the sampler; same seed and data give the same numbers.
 
     Returns
     -------
     TransferFit
+        InferenceData, the gaps to the reference per arm, diagnostics and timings.
 
     Notes
     -----
@@ -759,7 +812,20 @@ def _attach(idata: az.InferenceData, data: TransferData, config: TransferConfig,
 
 def transfer_frame(fit: TransferFit) -> pd.DataFrame:
     """Per (arm, step): empirical values and the posterior mean with its 94 % HDI of the
-    three quantities, plus each arm's gap to the reference (the data behind the plot)."""
+    three quantities, plus each arm's gap to the reference (the data behind the plot).
+
+    Parameters
+    ----------
+    fit : TransferFit
+        A fitted transfer model.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``arm``, ``step``, ``quantity`` (all_rollout, graded_only, ungraded_rate),
+        ``empirical``, ``mean``, ``hdi_low``, ``hdi_high``, ``gap_mean``, ``gap_hdi_low``,
+        ``gap_hdi_high`` (NaN for the reference arm).
+    """
     pop = population_curves(fit.idata)
     ref = fit.data.arms.index(fit.config.reference)
     rows = []
