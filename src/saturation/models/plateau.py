@@ -1178,13 +1178,12 @@ def _estimands(
     log_bf: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Change-point posterior (exact conditional per draw), derived draws and estimands;
-    ``pri`` is ``config.priors.resolve(data, config.likelihood, grid=grid)``."""
+    ``pri`` is ``config.priors.resolve(data, config.likelihood, grid=grid)``. The change
+    points, the early slopes, the pointwise log-likelihood and the change-point mass are
+    added to ``idata`` (:func:`_add_derived`)."""
     rng = np.random.default_rng([seed, 7])
-    t = data.steps
-    t0, t_last = float(t[0]), float(t[-1])
-    n_levels, n_grid = len(data.levels), len(grid)
+    n_levels = len(data.levels)
     p = _param_draws(idata, config.likelihood)
-    n_samples = p["start"].shape[0]
     pooled = _pooled(config, n_levels)
     spread_draws = (
         idata.posterior[S.CHANGEPOINT_SPREAD].stack(sample=("chain", "draw")).to_numpy() if pooled else np.zeros(0)
@@ -1196,10 +1195,49 @@ def _estimands(
         "k": data.k if data.k is not None else np.zeros_like(data.y),
         **(data.bounded or {}),
     }
+    cps, mass, pointwise = _changepoint_draws(p, obs, data, config, grid, pri, rng, spread_draws, w_ev)
+    jump = p["jump"] if isinstance(p["jump"], np.ndarray) else np.zeros_like(p["start"])
+    out: dict[str, Any] = {"levels": {}}
+    early_draws = np.empty_like(cps)
+    for j, level in enumerate(data.levels):
+        est, early_draws[:, j] = _level_estimands(j, cps[:, j], mass[j], p, jump[:, j], data, config, grid, pri, log_bf)
+        out["levels"][level] = est
+    if n_levels > 1 and config.breakpoint is None:
+        spread = cps.max(axis=1) - cps.min(axis=1)
+        out["together"] = {
+            "changepoint_range": interval(spread),
+            "p_range_le_2_steps": float(np.mean(spread <= 2)),
+            "changepoint_spread_parameter": interval(spread_draws) if pooled else None,
+            "evidence_weight": w_ev if pooled else None,
+            "level_correlation": corr.round(4).tolist() if pooled else None,
+        }
+    _add_derived(idata, data, grid, cps, early_draws, pointwise, mass)
+    return out
+
+
+def _changepoint_draws(
+    p: dict[str, Any],
+    obs: dict[str, np.ndarray],
+    data: StepData,
+    config: PlateauConfig,
+    grid: np.ndarray,
+    pri: dict[str, np.ndarray],
+    rng: np.random.Generator,
+    spread_draws: np.ndarray,
+    w_ev: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per posterior draw of the curve parameters, a change point per level from its exact
+    conditional p(c | theta, y) (pooled: through the common change point); returns the
+    draws (samples, levels), the averaged conditional mass (levels, candidates) and the
+    pointwise log-likelihood at the drawn change points (samples, levels, steps)."""
+    t = data.steps
+    t0 = float(t[0])
+    n_levels, n_grid = len(data.levels), len(grid)
+    n_samples = p["start"].shape[0]
+    pooled = _pooled(config, n_levels)
     cps = np.empty((n_samples, n_levels))
     mass = np.zeros((n_levels, n_grid))
     pointwise = np.empty((n_samples, n_levels, len(t)))
-    jump = p["jump"] if isinstance(p["jump"], np.ndarray) else np.zeros_like(p["start"])
     fast = config.likelihood == "gaussian" and config.breakpoint is None
     positions = _grid_positions(t, grid) if fast else np.zeros(0, dtype=int)
     chunk = 250
@@ -1276,87 +1314,105 @@ def _estimands(
             config.likelihood,
         )
     mass /= n_samples
-    out: dict[str, Any] = {"levels": {}}
-    early_draws = np.empty_like(cps)
-    for j, level in enumerate(data.levels):
-        c = cps[:, j]
-        a, h, b2 = p["start"][:, j], p[S.VALUE_AT_CHANGEPOINT][:, j], p["late_slope"][:, j]
-        dj = jump[:, j]
-        end = curves.hinge_through(t_last, c, a, h, b2, dj, t0)
-        if config.likelihood == "zoib":  # the hinge is on the share of ones: report the metric mean
+    return cps, mass, pointwise
 
-            def metric(x: np.ndarray, j_: int = j) -> np.ndarray:
-                return np.asarray(
-                    zoib_mean(x, p["boundary"][:, j_], p["interior_shift"][:, j_], p["interior_weight"][:, j_])
-                )
 
-            late_gain = metric(end) - metric(h + dj)
-            a, h, end = metric(a), metric(h), metric(end)
-            b2 = late_gain / np.maximum(t_last - c, 1.0)
-        else:
-            late_gain = b2 * (t_last - c)
-        b1 = (h - a) / (c - t0)
-        early_draws[:, j] = b1
-        in_rope = np.abs(late_gain) < config.rope
-        early_gain = h - a
-        in_rope_rel = (
-            np.abs(late_gain) < config.rope_relative * np.abs(early_gain)
-            if config.rope_relative is not None
-            else np.zeros_like(in_rope)
-        )
-        flat = in_rope | in_rope_rel
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = b2 / b1
-        ratio = ratio[np.isfinite(ratio)]
-        late_gain_iv = interval(late_gain)
-        # Savage-Dickey: posterior density of the late slope at 0 over its prior density at 0
-        # (of the hinge's own late slope, whose prior is known; zero there is zero late gain)
-        b2_hinge = p["late_slope"][:, j]
-        post_density = float(stats.gaussian_kde(b2_hinge)(0.0)[0]) if np.std(b2_hinge) > 0 else np.inf
-        bf01 = post_density / float(np.mean(stats.norm.pdf(0.0, 0.0, pri["late_slope_sd"][j])))
-        est: dict[str, Any] = {
-            "changepoint": interval(c) if config.breakpoint is None else None,
-            "changepoint_mass": {str(int(g_)): float(m_) for g_, m_ in zip(grid, mass[j], strict=True)},
-            "early_slope": interval(b1),
-            "late_slope": interval(b2),
-            "start": interval(a),
-            S.VALUE_AT_CHANGEPOINT: interval(h),
-            "end": interval(end),
-            "headroom": interval(config.headroom_ceiling - end) if config.headroom_ceiling is not None else None,
-            "late_gain": late_gain_iv,
-            "p_early_positive": float(np.mean(b1 > 0)),
-            "p_late_in_rope": float(np.mean(in_rope)),
-            "p_late_in_rope_relative": float(np.mean(in_rope_rel)) if config.rope_relative is not None else None,
-            "p_flat": float(np.mean(flat)),
-            "early_gain": interval(early_gain),
-            "late_gain_upper": float(late_gain_iv["hdi"][1]),
-            "slowdown_ratio": interval(ratio) if ratio.size > 1 else None,
-            "p_slowed": float(np.mean(b2 < config.rule.slow_ratio * b1)),
-            "p_late_positive": float(np.mean(b2 > 0)),
-            "edge_mass": float(
-                mass[j, : config.rule.edge_candidates].sum() + mass[j, -config.rule.edge_candidates :].sum()
+def _level_estimands(
+    j: int,
+    c: np.ndarray,
+    mass_j: np.ndarray,
+    p: dict[str, Any],
+    dj: np.ndarray,
+    data: StepData,
+    config: PlateauConfig,
+    grid: np.ndarray,
+    pri: dict[str, np.ndarray],
+    log_bf: np.ndarray | None,
+) -> tuple[dict[str, Any], np.ndarray]:
+    """One level's estimands and verdict from its change-point and parameter draws; also
+    returns its early-slope draws."""
+    t = data.steps
+    t0, t_last = float(t[0]), float(t[-1])
+    n_grid = len(grid)
+    a, h, b2 = p["start"][:, j], p[S.VALUE_AT_CHANGEPOINT][:, j], p["late_slope"][:, j]
+    end = curves.hinge_through(t_last, c, a, h, b2, dj, t0)
+    if config.likelihood == "zoib":  # the hinge is on the share of ones: report the metric mean
+
+        def metric(x: np.ndarray, j_: int = j) -> np.ndarray:
+            return np.asarray(
+                zoib_mean(x, p["boundary"][:, j_], p["interior_shift"][:, j_], p["interior_weight"][:, j_])
             )
-            if config.breakpoint is None and n_grid > 2 * config.rule.edge_candidates
-            else 0.0,
-            "bf_changepoint_vs_line": float(np.exp(np.clip(log_bf[j], -700, 700))) if log_bf is not None else None,
-            "bf01_late_zero": float(bf01),
-            # the frequentist existence test R users know (segmented::davies.test on lm(y ~ step))
-            "davies": davies_test(t, data.y[j]) if np.isfinite(data.y[j]).sum() >= 5 else None,
-            "p_plateaued_by_step": {str(int(s_)): float(np.mean((c <= s_) & flat)) for s_ in t},
-        }
-        est.update(plateau_verdict(est, config.rule, known_break=config.breakpoint is not None))
-        if config.continuity == "jump":
-            est["jump"] = interval(np.asarray(dj))
-        out["levels"][level] = est
-    if n_levels > 1 and config.breakpoint is None:
-        spread = cps.max(axis=1) - cps.min(axis=1)
-        out["together"] = {
-            "changepoint_range": interval(spread),
-            "p_range_le_2_steps": float(np.mean(spread <= 2)),
-            "changepoint_spread_parameter": interval(spread_draws) if pooled else None,
-            "evidence_weight": w_ev if pooled else None,
-            "level_correlation": corr.round(4).tolist() if pooled else None,
-        }
+
+        late_gain = metric(end) - metric(h + dj)
+        a, h, end = metric(a), metric(h), metric(end)
+        b2 = late_gain / np.maximum(t_last - c, 1.0)
+    else:
+        late_gain = b2 * (t_last - c)
+    b1 = (h - a) / (c - t0)
+    in_rope = np.abs(late_gain) < config.rope
+    early_gain = h - a
+    in_rope_rel = (
+        np.abs(late_gain) < config.rope_relative * np.abs(early_gain)
+        if config.rope_relative is not None
+        else np.zeros_like(in_rope)
+    )
+    flat = in_rope | in_rope_rel
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = b2 / b1
+    ratio = ratio[np.isfinite(ratio)]
+    late_gain_iv = interval(late_gain)
+    # Savage-Dickey: posterior density of the late slope at 0 over its prior density at 0
+    # (of the hinge's own late slope, whose prior is known; zero there is zero late gain)
+    b2_hinge = p["late_slope"][:, j]
+    post_density = float(stats.gaussian_kde(b2_hinge)(0.0)[0]) if np.std(b2_hinge) > 0 else np.inf
+    bf01 = post_density / float(np.mean(stats.norm.pdf(0.0, 0.0, pri["late_slope_sd"][j])))
+    est: dict[str, Any] = {
+        "changepoint": interval(c) if config.breakpoint is None else None,
+        "changepoint_mass": {str(int(g_)): float(m_) for g_, m_ in zip(grid, mass_j, strict=True)},
+        "early_slope": interval(b1),
+        "late_slope": interval(b2),
+        "start": interval(a),
+        S.VALUE_AT_CHANGEPOINT: interval(h),
+        "end": interval(end),
+        "headroom": interval(config.headroom_ceiling - end) if config.headroom_ceiling is not None else None,
+        "late_gain": late_gain_iv,
+        "p_early_positive": float(np.mean(b1 > 0)),
+        "p_late_in_rope": float(np.mean(in_rope)),
+        "p_late_in_rope_relative": float(np.mean(in_rope_rel)) if config.rope_relative is not None else None,
+        "p_flat": float(np.mean(flat)),
+        "early_gain": interval(early_gain),
+        "late_gain_upper": float(late_gain_iv["hdi"][1]),
+        "slowdown_ratio": interval(ratio) if ratio.size > 1 else None,
+        "p_slowed": float(np.mean(b2 < config.rule.slow_ratio * b1)),
+        "p_late_positive": float(np.mean(b2 > 0)),
+        "edge_mass": float(mass_j[: config.rule.edge_candidates].sum() + mass_j[-config.rule.edge_candidates :].sum())
+        if config.breakpoint is None and n_grid > 2 * config.rule.edge_candidates
+        else 0.0,
+        "bf_changepoint_vs_line": float(np.exp(np.clip(log_bf[j], -700, 700))) if log_bf is not None else None,
+        "bf01_late_zero": float(bf01),
+        # the frequentist existence test R users know (segmented::davies.test on lm(y ~ step))
+        "davies": davies_test(t, data.y[j]) if np.isfinite(data.y[j]).sum() >= 5 else None,
+        "p_plateaued_by_step": {str(int(s_)): float(np.mean((c <= s_) & flat)) for s_ in t},
+    }
+    est.update(plateau_verdict(est, config.rule, known_break=config.breakpoint is not None))
+    if config.continuity == "jump":
+        est["jump"] = interval(np.asarray(dj))
+    return est, b1
+
+
+def _add_derived(
+    idata: az.InferenceData,
+    data: StepData,
+    grid: np.ndarray,
+    cps: np.ndarray,
+    early_draws: np.ndarray,
+    pointwise: np.ndarray,
+    mass: np.ndarray,
+) -> None:
+    """Add the drawn change points and early slopes to the posterior, the pointwise
+    log-likelihood and the change-point mass as groups of ``idata``."""
+    t = data.steps
+    n_levels = len(data.levels)
     shape = (idata.posterior.sizes["chain"], idata.posterior.sizes["draw"])
     derived = {
         "changepoint": cps,
@@ -1375,7 +1431,6 @@ def _estimands(
             {"probability": ((S.LEVEL, "candidate"), mass)}, coords={S.LEVEL: data.levels, "candidate": grid}
         )
     )
-    return out
 
 
 def _attach(
