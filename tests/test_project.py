@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -68,3 +70,24 @@ def test_imports_follow_the_layers():
                     problems.append(f"{mod} imports private {private} from {target}")
     assert not problems, problems
     assert seen == set(layer), sorted(set(layer) - seen)
+
+
+def test_public_api_docstrings_are_complete():
+    """numpydoc validation of the public API (``saturation.__all__`` and
+    ``saturation.models.__all__``): every parameter documented (PR01, PR02), no unknown
+    parameter documented (PR10), a Returns section where something is returned (RT01)."""
+    pytest.importorskip("numpydoc")  # in the test extra
+    from numpydoc.validate import validate
+
+    import saturation
+    import saturation.models as models
+
+    objects = [getattr(saturation, n) for n in saturation.__all__ if n not in ("HDI_PROB", "__version__")]
+    objects += [getattr(models, n) for n in models.__all__]
+    problems = {}
+    for obj in objects:
+        name = f"{obj.__module__}.{obj.__qualname__}"
+        errors = [msg for code, msg in validate(name)["errors"] if code in ("PR01", "PR02", "PR10", "RT01")]
+        if errors:
+            problems[name] = errors
+    assert not problems, problems

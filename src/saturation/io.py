@@ -65,7 +65,28 @@ def expand_paths(paths: PathArg | Iterable[PathArg]) -> list[Path]:
 
 def decompress(data: bytes, limit: int | None = None) -> bytes:
     """Decompress every zstd frame; raise ValueError on a corrupt or truncated stream, or
-    when the output exceeds ``limit`` bytes (checked as it grows, so a bomb stops early)."""
+    when the output exceeds ``limit`` bytes (checked as it grows, so a bomb stops early).
+
+    Parameters
+    ----------
+    data : bytes
+        One or more concatenated zstd frames (empty input gives empty output).
+    limit : int or None, default None
+        Largest decompressed size accepted, in bytes; ``None`` means
+        :data:`saturation.streams.MAX_FILE_BYTES` (64 GiB unless the environment variable
+        ``SATURATION_MAX_FILE_BYTES`` sets it).
+
+    Returns
+    -------
+    bytes
+        The decompressed frames, concatenated.
+
+    Raises
+    ------
+    ValueError
+        On a corrupt or truncated stream; :class:`saturation.streams.TooLargeError` (a
+        ValueError) when the output would exceed ``limit``.
+    """
     limit = streams.MAX_FILE_BYTES if limit is None else limit
     chunks: list[bytes] = []
     total = 0
@@ -353,7 +374,37 @@ def read_trials_report(
     strict: bool = True,
     rejects: PathArg | None = None,
 ) -> tuple[xr.Dataset, Validated]:
-    """Like :func:`read_trials` but also return the validation result (problems, rejects)."""
+    """Like :func:`read_trials` but also return the validation result (problems, rejects).
+
+    Parameters
+    ----------
+    paths : path or iterable of paths
+        Files (``.csv``, ``.parquet``, ``.jsonl``/``.ndjson``, optionally ``.zst``) or
+        directories (searched recursively). All are read and concatenated.
+    strict : bool, default True
+        Raise :class:`~saturation.validate.TrialValidationError` listing every problem;
+        with ``strict=False`` rows with problems are rejected and counted instead.
+    rejects : path, optional
+        CSV side file for rejected rows (columns source, location, reasons, raw), written
+        once validation passes (always in lenient mode), even when empty and before the
+        error for having no valid rows.
+
+    Returns
+    -------
+    (xarray.Dataset, Validated)
+        The trial Dataset of :func:`read_trials` and the
+        :class:`~saturation.validate.Validated` result (typed kept rows, rejected rows
+        with reasons, problems, accounting, levels, extra and renamed columns).
+
+    Raises
+    ------
+    TrialValidationError
+        In strict mode on any problem, and in either mode when no valid row remains.
+    FileNotFoundError
+        If a path does not exist or a directory holds no table files.
+    ValueError
+        If a file's suffix is not a supported table format.
+    """
     files = expand_paths(paths)
     valid = validate_trials([_read_raw(p) for p in files], strict=strict)
     if rejects is not None:
@@ -385,6 +436,23 @@ def write_atomic(path: PathArg, data: bytes | str) -> Path:
     A failed write (full disk, no permission) raises ``OSError`` with a one-line message
     naming ``path``; the previous file, if any, is left as it was and no partial file
     remains.
+
+    Parameters
+    ----------
+    path : path
+        File to write (replaced if it exists); its directory must exist.
+    data : bytes or str
+        Content; a ``str`` is encoded as UTF-8.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    OSError
+        If the file cannot be written.
     """
     payload = data.encode() if isinstance(data, str) else data
     try:
@@ -402,6 +470,16 @@ def netcdf_bytes(obj: xr.Dataset | Any) -> bytes:
     HDF5 failing mid-file on a full disk leaves half-open handles (and can crash the
     interpreter at exit); a failed plain write is a clean ``OSError``. The cost is one
     copy of the file in memory.
+
+    Parameters
+    ----------
+    obj : xarray.Dataset or arviz.InferenceData
+        What to serialise; an InferenceData is written as its groups' DataTree.
+
+    Returns
+    -------
+    bytes
+        The netCDF4 file's content.
     """
     buf = io.BytesIO()
     with _local_write_lock():
@@ -425,18 +503,66 @@ def _local_write_lock() -> contextlib.AbstractContextManager[Any]:
 
 def write_netcdf(obj: xr.Dataset | Any, path: PathArg) -> Path:
     """Write a Dataset or an InferenceData to netCDF atomically (:func:`netcdf_bytes`,
-    :func:`write_atomic`)."""
+    :func:`write_atomic`).
+
+    Parameters
+    ----------
+    obj : xarray.Dataset or arviz.InferenceData
+        What to write.
+    path : path
+        Target file (conventionally ``.nc``); replaced if it exists.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    OSError
+        If the file cannot be written.
+    """
     return write_atomic(path, netcdf_bytes(obj))
 
 
 def write_trials(ds: xr.Dataset, path: PathArg) -> Path:
     """Write a trial Dataset to netCDF (atomic, :func:`write_netcdf`); :func:`open_trials`
-    reads it back losslessly."""
+    reads it back losslessly.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A trial Dataset (from :func:`read_trials` or a simulator), attrs included.
+    path : path
+        Target netCDF file (conventionally ``.nc``); replaced if it exists.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    OSError
+        If the file cannot be written.
+    """
     return write_netcdf(ds, path)
 
 
 def open_trials(path: PathArg) -> xr.Dataset:
-    """Open a trial Dataset written by :func:`write_trials` (loaded into memory)."""
+    """Open a trial Dataset written by :func:`write_trials` (loaded into memory).
+
+    Parameters
+    ----------
+    path : path
+        netCDF file written by :func:`write_trials` (read with the h5netcdf engine).
+
+    Returns
+    -------
+    xarray.Dataset
+        The trial Dataset as written (dims ``trial`` and ``level``, the coordinates,
+        variables and ``attrs`` of :func:`read_trials`), fully loaded; the file is closed.
+    """
     with xr.open_dataset(path, engine="h5netcdf") as ds:
         return ds.load()
 
@@ -475,7 +601,32 @@ def _to_jsonl(frame: pd.DataFrame) -> bytes:
 
 
 def write_table(ds_or_frame: xr.Dataset | pd.DataFrame, path: PathArg) -> Path:
-    """Write trials in the public table format chosen by the suffix (csv/parquet/jsonl[.zst])."""
+    """Write trials in the public table format chosen by the suffix (csv/parquet/jsonl[.zst]).
+
+    Parameters
+    ----------
+    ds_or_frame : xarray.Dataset or pandas.DataFrame
+        A trial Dataset, flattened to one row per trial (:func:`trials_to_frame`:
+        columns run, step, instance_id, sample, the optional coords present, graded,
+        reward, ``<level>_<field>`` per level and the extra trial variables), or a frame
+        already in that table format, written as is (without its index).
+    path : path
+        Target file; the suffix (``.csv``, ``.parquet``, ``.jsonl`` or ``.ndjson``,
+        optionally followed by ``.zst`` for zstd compression) picks the format.
+        Replaced atomically if it exists.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    ValueError
+        If the suffix is not a supported table format.
+    OSError
+        If the file cannot be written.
+    """
     path = Path(path)
     frame = trials_to_frame(ds_or_frame) if isinstance(ds_or_frame, xr.Dataset) else ds_or_frame
     fmt, compressed = table_format(path)

@@ -38,6 +38,35 @@ class LevelSpec:
     ``fp_prob`` moves linearly from ``fp_prob_start`` to ``fp_prob_end`` until the change
     point. The hit-rate location is solved per step so that E[F1] equals the hinge
     exactly; precision, recall and counts follow (their expectations are in the truth).
+
+    Parameters
+    ----------
+    name : str
+        Level name: the ``level`` coordinate and the ``<name>_<field>`` column prefix.
+    start : float
+        Expected F1 at the study's first step (the hinge's ``start``, at ``t0 = first_step``).
+    early_slope : float
+        Change of expected F1 per step before the change point.
+    late_slope : float
+        Change of expected F1 per step after the change point (0: a flat plateau).
+    changepoint : float
+        Step at which the slope changes (same units as the step coordinate).
+    jump : float, default 0.0
+        Step change of expected F1 at the change point (0: continuous hinge).
+    n_gold_mean : float, default 1.1
+        Mean number of gold locations per task (1 + Poisson(``n_gold_mean`` - 1)).
+    fp_prob_start : float, default 0.2
+        Probability that an answer adds spurious locations, at the first step.
+    fp_prob_end : float, default 0.05
+        The same probability at the change point and after it.
+    fp_extra : float, default 0.5
+        Poisson mean of the spurious locations beyond the first (an answer with spurious
+        locations has 1 + Poisson(``fp_extra``) of them).
+
+    Notes
+    -----
+    The expected F1 must stay strictly inside (0, the largest F1 reachable with these
+    spurious-location settings) at every step, else the simulators raise ``ValueError``.
     """
 
     name: str
@@ -61,6 +90,50 @@ class PlateauSpec:
     hit-rate location is solved so that the population mean F1 follows the hinge exactly.
     ``n_graded`` (optional) fixes the number of graded trials exactly; otherwise each
     rollout is ungraded with probability ``ungraded_rate``.
+
+    Parameters
+    ----------
+    levels : tuple of LevelSpec, default one level ``file``
+        The localisation levels, in the order of the ``level`` dimension (coarse to fine;
+        the last one is the finest, used by ``answer_locations``). The default is
+        ``LevelSpec("file", 0.80, 0.004, 0.0, 40.0)``: F1 0.80 rising 0.004 per step to a
+        flat plateau from step 40.
+    run : str, default "sim-plateau"
+        Value of the ``run`` coordinate of every trial.
+    dataset : str, default "simulated"
+        Value of the ``dataset`` coordinate of every trial.
+    n_steps : int, default 91
+        Number of consecutive training steps simulated.
+    first_step : int, default 0
+        Number of the first step; the steps are ``first_step .. first_step + n_steps - 1``
+        and the hinges start (``t0``) there.
+    prompts_per_step : int, default 64
+        Distinct tasks (prompt groups) per step, drawn without repeats within a step in
+        epochs over the shuffled pool; must not exceed ``pool_size``.
+    samples_per_prompt : int, default 8
+        Rollouts per prompt (the ``sample`` coordinate, ``0 .. samples_per_prompt - 1``).
+    pool_size : int, default 9263
+        Number of distinct tasks (instance ids ``task-00000``, ...), each with its own
+        difficulty and gold-location counts.
+    ungraded_rate : float, default 0.08
+        Probability that a rollout is ungraded (``graded`` false, reward 0, level metrics
+        NaN); ignored when ``n_graded`` is given.
+    n_graded : int or None, default None
+        If given, exactly this many trials are graded (the ungraded ones drawn at random);
+        must lie in ``[0, n_steps * prompts_per_step * samples_per_prompt]``.
+    task_sd : float, default 1.0
+        Standard deviation of the per-task effect on the hit-rate logit (shared by steps
+        and levels).
+    step_sd : float, default 0.1
+        Standard deviation of the per-step effect on the hit-rate logit, shared by the levels.
+    level_step_sd : float, default 0.05
+        Standard deviation of the per-(level, step) effect on the hit-rate logit.
+    answer_locations : tuple of (float, float) or None, default None
+        If given, ``(extra_start, extra_end)``: add a trial variable ``n_locations``
+        (location entries in the answer) = the last level's ``n_pred`` + Poisson(extra),
+        with extra moving linearly from ``extra_start`` at the first step to
+        ``extra_end`` at that level's change point (constant after it). NaN on ungraded
+        trials.
     """
 
     levels: tuple[LevelSpec, ...] = (LevelSpec("file", 0.80, 0.004, 0.0, 40.0),)
@@ -210,6 +283,13 @@ def _ungraded_mask(rng: np.random.Generator, n: int, rate: Any, n_graded: int | 
 def simulate_plateau(spec: PlateauSpec | None = None, seed: int = 0) -> tuple[xr.Dataset, dict[str, Any]]:
     """Simulate a plateau study (graded trials with per-level localisation metrics).
 
+    Parameters
+    ----------
+    spec : PlateauSpec, optional
+        The study to simulate; ``None`` (the default) means ``PlateauSpec()``.
+    seed : int, default 0
+        Seed of the random generator; the same spec and seed give identical output.
+
     Returns
     -------
     (xarray.Dataset, dict)
@@ -217,6 +297,28 @@ def simulate_plateau(spec: PlateauSpec | None = None, seed: int = 0) -> tuple[xr
         truth: per-level hinge parameters, value at start / change point / end,
         headroom, and ``curves`` (an xarray Dataset of expected per-step f1, precision,
         recall, n_pred, n_gold over dims step, level).
+
+        The Dataset has dims ``trial`` (``n_steps * prompts_per_step *
+        samples_per_prompt``) and ``level`` (``spec.levels`` in order); trial coords
+        run, step, instance_id, sample, phase (``"train"``) and dataset; variables
+        ``graded``, ``reward`` (mean F1 over the levels on graded trials, 0 on ungraded
+        ones), per level ``f1``, ``precision``, ``recall``, ``n_pred``, ``n_gold``,
+        ``n_tp`` (dims trial, level; NaN on ungraded trials) and, with
+        ``answer_locations``, ``n_locations`` (dim trial). ``attrs`` hold the row
+        accounting and ``simulator``, ``seed``, ``spec`` (its repr).
+
+        The truth dict has keys ``spec`` (the spec as a dict), ``levels`` (per level
+        name: the :class:`LevelSpec` fields but ``name``, ``value_at_changepoint`` (the
+        hinge at the change point, before any jump), ``end`` (expected F1 at the last
+        step), ``headroom`` (1 - end) and ``late_gain`` (late slope x steps after the
+        change point)), ``curves`` (also ``n_locations`` over step with
+        ``answer_locations``) and ``seed``.
+
+    Raises
+    ------
+    ValueError
+        If a level's expected F1 is unreachable, ``prompts_per_step`` exceeds
+        ``pool_size`` or ``n_graded`` is out of range.
     """
     spec = spec or PlateauSpec()
     rng = np.random.default_rng(seed)
@@ -330,6 +432,20 @@ class ArmSpec:
     (marginal) ungraded rate and graded-only mean reward, linearly interpolated.
     ``n_trials`` rollouts are laid out in full steps of prompts x samples, the last
     step partial if needed.
+
+    Parameters
+    ----------
+    name : str
+        Arm name: the ``arm`` coordinate; the run is ``<run_prefix>-<name>``.
+    n_trials : int
+        Number of rollouts of the arm (they fill ``ceil(n_trials / (prompts_per_step x
+        samples_per_prompt))`` steps).
+    ungraded : tuple of (step, value) pairs
+        Knots of the population ungraded rate, each value strictly inside (0, 1);
+        linear between knots, constant beyond the ends.
+    graded_reward : tuple of (step, value) pairs
+        Knots of the population mean reward of graded rollouts, each value strictly
+        inside (0, 1); linear between knots, constant beyond the ends.
     """
 
     name: str
@@ -347,6 +463,36 @@ class TransferSpec:
     each other, so all-rollout reward = (1 - ungraded) x graded-only holds in
     expectation). Graded rewards are Beta with mean from the curve and precision
     ``reward_concentration``; ``step_sd`` adds per-(arm, step) logit noise.
+
+    Parameters
+    ----------
+    arms : tuple of ArmSpec, default arms ``base`` and ``s85``
+        The arms; the first one is the reference the crossover steps are measured
+        against. The default: two arms of 10240 rollouts, ``base`` (ungraded rate 0.40
+        to 0.30, graded-only reward 0.40 to 0.55 over steps 1-20) and ``s85`` (ungraded
+        rate 0.40, graded-only reward 0.50 to 0.45).
+    run_prefix : str, default "sim-transfer"
+        Prefix of the run names: arm ``a`` is run ``<run_prefix>-a``.
+    dataset : str, default "simulated"
+        Value of the ``dataset`` coordinate of every trial.
+    first_step : int, default 1
+        Number of every arm's first step.
+    prompts_per_step : int, default 64
+        Distinct tasks per step (no repeats within a step); must not exceed ``pool_size``.
+    samples_per_prompt : int, default 8
+        Rollouts per prompt (the ``sample`` coordinate).
+    pool_size : int, default 2088
+        Number of distinct tasks (instance ids ``task-00000``, ...); every arm sees the
+        same task sequence.
+    task_sd : float, default 0.8
+        Standard deviation of the per-task effect on the logit of the graded-only reward.
+    ungraded_task_sd : float, default 0.8
+        Standard deviation of the per-task effect on the logit of the ungraded probability.
+    reward_concentration : float, default 4.0
+        Precision phi of the Beta graded reward: Beta(mu phi, (1 - mu) phi).
+    step_sd : float, default 0.05
+        Standard deviation of the per-(arm, step) logit noise, drawn separately for the
+        reward and the ungraded probability.
     """
 
     arms: tuple[ArmSpec, ...] = (
@@ -394,12 +540,38 @@ def crossover_step(gap: np.ndarray, steps: np.ndarray) -> float:
 def simulate_transfer(spec: TransferSpec | None = None, seed: int = 0) -> tuple[xr.Dataset, dict[str, Any]]:
     """Simulate a multi-arm transfer study on a shared task pool.
 
+    Parameters
+    ----------
+    spec : TransferSpec, optional
+        The study to simulate; ``None`` (the default) means ``TransferSpec()``.
+    seed : int, default 0
+        Seed of the random generator; the same spec and seed give identical output.
+
     Returns
     -------
     (xarray.Dataset, dict)
         Trials with coords run, arm, step, instance_id, sample (no levels) and the truth:
         ``curves`` (see :func:`transfer_truth_curves`), the first-4-step means per arm
         and the true all-rollout crossover step of every arm against the first arm.
+
+        The Dataset has dims ``trial`` (the arms' ``n_trials`` summed, arm after arm)
+        and ``level`` (empty); trial coords run, arm, step, instance_id, sample, phase
+        (``"train"``) and dataset; variables ``graded`` and ``reward`` (in [0, 1], 0 on
+        ungraded trials). ``attrs`` hold the row accounting and ``simulator``, ``seed``,
+        ``spec``.
+
+        The truth dict has keys ``spec`` (the spec as a dict), ``reference`` (the first
+        arm's name), ``curves`` (dims arm, step: ``ungraded_rate``, ``graded_only``,
+        ``all_rollout`` and ``observed``, whether the arm has trials at that step),
+        ``first_4_steps`` (``{variable: {arm: mean over the first 4 steps}}``),
+        ``crossover_step`` (``{arm: step}`` for every arm but the reference, over the
+        steps both arms observe; NaN if the gap never stays negative) and ``seed``.
+
+    Raises
+    ------
+    ValueError
+        If a knot value is not strictly inside (0, 1) or ``prompts_per_step`` exceeds
+        ``pool_size``.
     """
     spec = spec or TransferSpec()
     rng = np.random.default_rng(seed)
@@ -482,6 +654,31 @@ class SeriesSpec:
     solved so that E[1 - (1 - p)^k] follows ``pass_at_k`` knots; each prompt draws
     ``k`` binary rollouts. Logged mean reward and pass@k are the batch estimates.
     Entropy follows ``entropy`` knots plus Gaussian noise ``entropy_sd``.
+
+    Parameters
+    ----------
+    run : str, default "sim-series"
+        Name of the run (the ``run`` coordinate).
+    n_steps : int, default 35
+        Number of consecutive steps.
+    first_step : int, default 1
+        Number of the first step; the steps are ``first_step .. first_step + n_steps - 1``.
+    k : int, default 8
+        Rollouts per prompt, and the k of pass@k.
+    prompts_per_step : int, default 64
+        Prompts per step (the batch behind each logged value).
+    reward : tuple of (step, value) pairs, default ``((1, 0.30), (15, 0.50), (35, 0.50))``
+        Knots of the expected mean reward (per-rollout success rate) m, inside (0, 1);
+        linear between knots, constant beyond the ends.
+    pass_at_k : tuple of (step, value) pairs, default ``((1, 0.62), (35, 0.64))``
+        Knots of the expected pass@k; at every step it must lie strictly between m and
+        1 - (1 - m)^k, else ``ValueError``.
+    entropy : tuple of (step, value) pairs, default ``((1, 0.08), (35, 0.08))``
+        Knots of the expected policy entropy.
+    entropy_sd : float, default 0.002
+        Standard deviation of the Gaussian noise added to the entropy at each step.
+    metadata : dict of str to str, default empty
+        Extra attributes copied into the simulated Dataset's ``attrs``.
     """
 
     run: str = "sim-series"
@@ -499,12 +696,25 @@ class SeriesSpec:
 def simulate_series(spec: SeriesSpec | None = None, seed: int = 0) -> tuple[xr.Dataset, dict[str, Any]]:
     """Simulate per-step training-metric series (mean reward, pass@k, policy entropy).
 
+    Parameters
+    ----------
+    spec : SeriesSpec, optional
+        The run to simulate; ``None`` (the default) means ``SeriesSpec()``.
+    seed : int, default 0
+        Seed of the random generator; the same spec and seed give identical output.
+
     Returns
     -------
     (xarray.Dataset, dict)
         Dims (run, step); variables ``reward_mean``, ``pass_at_k`` (attr ``k``),
         ``policy_entropy`` with the SkyRL metric names in ``attrs['metric_name']`` of
         each variable. Truth: the expected curves.
+
+        The ``run`` dim has the one run ``spec.run``; Dataset ``attrs`` hold
+        ``simulator``, ``seed``, ``spec`` and ``spec.metadata``. The truth dict has keys
+        ``spec`` (the spec as a dict), ``curves`` (dim step: ``reward_mean``,
+        ``pass_at_k``, ``policy_entropy`` and the Beta ``concentration`` kappa) and
+        ``seed``.
     """
     spec = spec or SeriesSpec()
     rng = np.random.default_rng(seed)
@@ -555,6 +765,21 @@ def simulate_series_runs(specs: Sequence[SeriesSpec], seed: int = 0) -> tuple[xr
     Run ``i`` of ``specs`` is simulated with seed ``seed + i``; the runs are joined on
     their steps (outer join: a run's missing steps are NaN) and each variable keeps the
     first run's attributes. Truth: each run's truth under its ``spec.run``.
+
+    Parameters
+    ----------
+    specs : sequence of SeriesSpec
+        One spec per run, with distinct ``run`` names.
+    seed : int, default 0
+        Seed of the first run; run ``i`` uses ``seed + i``.
+
+    Returns
+    -------
+    (xarray.Dataset, dict)
+        Dims (run, step), the runs in the order of ``specs`` and the union of their
+        steps; variables ``reward_mean``, ``pass_at_k``, ``policy_entropy`` as in
+        :func:`simulate_series`. The truth dict maps each ``spec.run`` to that run's
+        :func:`simulate_series` truth.
     """
     parts, truths = [], {}
     for i, spec in enumerate(specs):
@@ -572,11 +797,24 @@ def simulate_prompt_groups(spec: SeriesSpec | None = None, seed: int = 0) -> tup
     prompts (new instance ids each step) with p ~ Beta(m kappa, (1 - m) kappa) and ``k``
     binary rollouts each (reward 0/1, all graded).
 
+    Parameters
+    ----------
+    spec : SeriesSpec, optional
+        The run to simulate (its entropy fields are unused); ``None`` (the default)
+        means ``SeriesSpec()``.
+    seed : int, default 0
+        Seed of the random generator; the same spec and seed give identical output.
+
     Returns
     -------
     (xarray.Dataset, dict)
         Trial Dataset (coords run, step, instance_id, sample) and the truth: curves of
         pass@1 (``reward_mean``) and ``pass_at_k`` per step, the concentration, ``k``.
+
+        The Dataset has dims ``trial`` (``n_steps * prompts_per_step * k``) and ``level``
+        (empty), instance ids ``prompt-<step index>-<prompt>``, variables ``graded``
+        (all true) and ``reward`` (0 or 1). The truth dict has keys ``k``, ``seed`` and
+        ``curves`` (dim step: ``reward_mean``, ``pass_at_k``, ``concentration``).
     """
     spec = spec or SeriesSpec()
     rng = np.random.default_rng(seed)

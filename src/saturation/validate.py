@@ -44,9 +44,18 @@ class Problem:
 class TrialValidationError(ValueError):
     """Raised once with every problem found in the input.
 
+    The message counts the problems and lists the first :data:`MAX_PROBLEMS_SHOWN` of
+    them, one a line.
+
+    Parameters
+    ----------
+    problems : sequence of Problem
+        Every problem found, in the order found.
+
     Attributes
     ----------
     problems : list of Problem
+        The same problems, as a list (all of them, also those the message leaves out).
     """
 
     def __init__(self, problems: Sequence[Problem]):
