@@ -3,25 +3,25 @@
 from __future__ import annotations
 
 import json
+import re
+import warnings
 from pathlib import Path
 
 import pytest
 
 from saturation.cli import main
 from saturation.io import write_table
-from saturation.report import run_report, table_latex, table_markdown
+from saturation.report import run_report
 from saturation.simulate import simulate_transfer
+from saturation.tables import table_latex, table_markdown
 
 TINY = "[sampler]\ndraws = 200\nchains = 2\nseed = 3\n"
 
 
-def _specs(root: Path) -> Path:
-    # same shapes as the transfer tests, so the compiled model is reused
-    from models.test_transfer import CROSSING
-
+def _specs(root: Path, crossing_spec) -> Path:
     specs = root / "specs"
     specs.mkdir()
-    ds, _ = simulate_transfer(CROSSING, seed=2)
+    ds, _ = simulate_transfer(crossing_spec, seed=2)  # the transfer tests' scenario: same model shapes
     write_table(ds, specs / "transfer.csv.zst")
     (specs / "plateau.toml").write_text(f"""
 [analysis]
@@ -75,7 +75,7 @@ seed = 1
 
 
 @pytest.mark.filterwarnings("ignore::saturation.models.ConvergenceWarning")
-def test_small_report_end_to_end_and_cache(tmp_path, monkeypatch):
+def test_small_report_end_to_end_and_cache(tmp_path, monkeypatch, crossing_spec):
     from saturation.models import transfer
 
     real = transfer.diagnostics
@@ -84,7 +84,7 @@ def test_small_report_end_to_end_and_cache(tmp_path, monkeypatch):
         return {**real(idata, names), "converged": False, "rhat_max": 1.2}
 
     monkeypatch.setattr(transfer, "diagnostics", failing)
-    specs = _specs(tmp_path)
+    specs = _specs(tmp_path, crossing_spec)
     out = tmp_path / "report"
     rep = run_report([specs], out=out, progress=False)
     names = {s.name: s for s in rep.sections}
@@ -102,11 +102,19 @@ def test_small_report_end_to_end_and_cache(tmp_path, monkeypatch):
     assert len(names["plateau"].figures) == 5 and "plateau/loo.md" in names["plateau"].tables
     assert "plateau/published_vs_bayes.md" in names["plateau"].tables
     assert "Published" in text and "SYNTHETIC" in text
-    # a fit that did not converge: the report must say so loudly
-    assert not names["transfer"].converged
-    assert "NOT CONVERGED" in text and "WARNING" in text
+    # a fit that did not converge (made-up diagnostics): its section, REPORT.md and results.json say so
+    bad = names["transfer"]
+    assert not bad.converged and bad.diagnostics["rhat_max"] == 1.2
+    assert any("transfer fit" in w and "DID NOT CONVERGE: R-hat max 1.200" in w for w in bad.warnings), bad.warnings
+    listed = re.search(r"> \*\*WARNING: \d+ fit\(s\) did not converge \(([^)]*)\)", text)
+    assert listed and "transfer" in listed.group(1).split(", ")
+    md = _md_section(text, bad.title)
+    assert "R-hat max 1.200" in md and "**NOT CONVERGED - do not read these numbers**" in md
+    assert "> **WARNING: this fit did not meet the convergence thresholds" in md
     results = json.loads((out / "results.json").read_text())
     assert set(results["analyses"]) == set(names)
+    assert results["analyses"]["transfer"]["converged"] is False
+    assert results["analyses"]["transfer"]["diagnostics"]["rhat_max"] == 1.2
     plateau = results["analyses"]["plateau"]["results"]["plateau"]
     assert plateau["levels"]["file"]["changepoint"]["hdi"][0] is not None
     # the headline and the sentences come from the model's verdicts (one rule)
@@ -131,6 +139,59 @@ def test_small_report_end_to_end_and_cache(tmp_path, monkeypatch):
     assert not forced.sections[0].cached
     # same seed and inputs, same numbers
     assert forced.sections[0].results["plateau"] == names["plateau"].results["plateau"]
+
+
+def _md_section(text: str, title: str) -> str:
+    """The REPORT.md section of the analysis titled ``title`` (its heading to the next one)."""
+    start = re.search(rf"^## \d+ {re.escape(title)}$", text, flags=re.MULTILINE)
+    assert start, title
+    end = text.find("\n## ", start.end())
+    return text[start.start() : None if end < 0 else end]
+
+
+def test_non_convergence_is_flagged_in_every_output_from_made_up_diagnostics(tmp_path, monkeypatch, capsys):
+    """The plumbing without a fit: an analysis whose (made-up) diagnostics have R-hat 1.2 is
+    flagged in its section record, REPORT.md (contents warning naming it, its section, its
+    sampler warning), results.json and the exit code (3); a converged one beside it is not."""
+    from saturation import report
+
+    def made_up(spec, ds, reference, out):
+        ok = spec.name == "good"
+        if not ok:
+            warnings.warn("made-up: the chains disagree", UserWarning, stacklevel=1)
+        diag = {"rhat_max": 1.003, "ess_bulk_min": 900.0, "ess_tail_min": 800.0, "divergences": 0}
+        if not ok:
+            diag = {"rhat_max": 1.2, "ess_bulk_min": 35.0, "ess_tail_min": 30.0, "divergences": 4}
+        diag["converged"] = ok
+        return {"verdict": f"{spec.name} verdict.", "details": [], "results": {}, "diagnostics": diag}
+
+    monkeypatch.setitem(report.RUNNERS, "series", made_up)
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    for name in ("good", "bad"):
+        (specs / f"{name}.toml").write_text(
+            f'[analysis]\nkind = "series"\ntitle = "Analysis {name}"\n[data]\nseries = "embedded:code-contests"\n{TINY}'
+        )
+    out = tmp_path / "r"
+    assert main(["report", str(specs), "--out", str(out), "--no-progress"]) == 3
+    assert "WARNING: fits that did not converge: bad;" in capsys.readouterr().err
+    text = (out / "REPORT.md").read_text()
+    assert "> **WARNING: 1 fit(s) did not converge (bad)." in text
+    bad, good = _md_section(text, "Analysis bad"), _md_section(text, "Analysis good")
+    assert "R-hat max 1.200" in bad and "divergences 4" in bad
+    assert "**NOT CONVERGED - do not read these numbers**" in bad
+    assert "> **WARNING: this fit did not meet the convergence thresholds" in bad
+    assert "> warning: made-up: the chains disagree" in bad
+    assert "R-hat max 1.003" in good and ": converged." in good and "WARNING" not in good and "warning" not in good
+    results = json.loads((out / "results.json").read_text())["analyses"]
+    assert results["bad"]["converged"] is False and results["bad"]["diagnostics"]["rhat_max"] == 1.2
+    assert results["good"]["converged"] is True
+    record = json.loads((out / "bad" / "section.json").read_text())
+    assert record["converged"] is False and record["warnings"] == ["made-up: the chains disagree"]
+    # the converged analysis alone: no warning anywhere, exit code 0
+    assert main(["report", str(specs / "good.toml"), "--out", str(tmp_path / "r2"), "--no-progress"]) == 0
+    assert "WARNING" not in (tmp_path / "r2" / "REPORT.md").read_text()
+    assert "did not converge" not in capsys.readouterr().err
 
 
 def test_report_cli_and_spec_errors(tmp_path, capsys):

@@ -46,8 +46,10 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -55,13 +57,27 @@ import pandas as pd
 import xarray as xr
 from scipy import stats
 
-from saturation import __version__
+from saturation import __version__, curves
 from saturation import schema as S
-from saturation.io import write_atomic, write_netcdf
-from saturation.models import learning
+from saturation.cluster import map_tasks
+from saturation.curves import effective_spread, hinge_through
+from saturation.io import dataset_from_frame, write_atomic, write_netcdf
+from saturation.models import (
+    ConvergenceWarning,
+    PlateauPriors,
+    SamplerConfig,
+    StepData,
+    fit_plateau,
+    fit_transfer,
+    learning,
+)
 from saturation.models.plateau import STOPPED_VERDICTS as STOPPED
-from saturation.models.plateau import VERDICTS
-from saturation.models.transfer import TransferPriors
+from saturation.models.plateau import VERDICTS, candidate_grid
+from saturation.models.sampling import interval
+from saturation.models.transfer import RW_SD_SHAPE, TransferPriors, knot_basis, population
+from saturation.plots import BAND_ALPHA, PAGE, colour, save_figure, style
+from saturation.replica import SWESMITH_SPEC, load_reference
+from saturation.simulate import PlateauSpec, simulate_plateau
 from saturation.tables import write_tables
 
 SBC_PARAMS = ("changepoint", "start", S.VALUE_AT_CHANGEPOINT, "late_slope", "tau")
@@ -115,7 +131,6 @@ class PlateauSetting:
         return (*(f"{p}[{lv}]" for lv in self.levels for p in SBC_PARAMS), S.CHANGEPOINT_SPREAD)
 
     def priors(self, *, for_fit: bool) -> Any:
-        from saturation.models import PlateauPriors
 
         late = self.fit_late_slope_sd if (for_fit and self.fit_late_slope_sd is not None) else self.late_slope_sd
         return PlateauPriors(
@@ -131,7 +146,6 @@ class PlateauSetting:
 
 
 def _step_data(y: np.ndarray, setting: PlateauSetting) -> Any:
-    from saturation.models import StepData
 
     steps = np.arange(setting.n_steps, dtype=float)
     y = np.atleast_2d(y)
@@ -149,9 +163,6 @@ def _step_data(y: np.ndarray, setting: PlateauSetting) -> Any:
 def _fit(y: np.ndarray, setting: PlateauSetting, seed: int) -> Any:
     """Fit with the exact sampler; its convergence flag is recorded per task (with a few
     hundred independent draws R-hat fluctuates around 1.01 by chance), not warned about."""
-    import warnings
-
-    from saturation.models import ConvergenceWarning, SamplerConfig, fit_plateau
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -165,7 +176,6 @@ def _fit(y: np.ndarray, setting: PlateauSetting, seed: int) -> Any:
 
 
 def _prior_draw(setting: PlateauSetting, rng: np.random.Generator) -> dict[str, float]:
-    from saturation.models.plateau import candidate_grid
 
     steps = np.arange(setting.n_steps, dtype=float)
     grid = candidate_grid(steps, setting.min_segment)
@@ -183,8 +193,6 @@ def _prior_draw_levels(setting: PlateauSetting, rng: np.random.Generator) -> dic
     spread s ~ HalfNormal(spread_sd), level change points on the grid with weights
     exp(-(c - c0)^2 / 2(s^2 + 0.25)) (the model's own ``curves.effective_spread``); the other
     parameters per level from their priors."""
-    from saturation.curves import effective_spread
-    from saturation.models.plateau import candidate_grid
 
     grid = candidate_grid(np.arange(setting.n_steps, dtype=float), setting.min_segment)
     c0 = float(rng.choice(grid))
@@ -211,7 +219,6 @@ def _level_theta(theta: dict[str, float], level: str) -> dict[str, float]:
 def simulate_means(theta: dict[str, float], setting: PlateauSetting, rng: np.random.Generator) -> np.ndarray:
     """Per-step means from the model's likelihood: hinge curve (the same function the
     model uses) plus N(0, se^2 + tau^2) noise."""
-    from saturation.curves import hinge_through
 
     t = np.arange(setting.n_steps, dtype=float)
     mu = hinge_through(
@@ -289,7 +296,6 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
 def _rank_and_cover(draws: np.ndarray, truth: float, hdi: Any, rng: np.random.Generator) -> tuple[int, bool]:
     """Rank of the truth among the draws (ties, e.g. of a discrete change point, broken at
     random) and whether it lies inside ``hdi`` (default: the draws' 94 % HDI)."""
-    from saturation.models.sampling import interval
 
     less, ties = int(np.sum(draws < truth)), int(np.sum(draws == truth))
     lo, hi = hdi if hdi is not None else interval(draws)["hdi"]
@@ -372,7 +378,6 @@ class NUTSDraws:
         return self.chains * len(range(0, self.draws, self.thin))
 
     def sampler(self) -> Any:
-        from saturation.models import SamplerConfig
 
         return SamplerConfig(draws=self.draws, tune=self.tune, chains=self.chains, target_accept=self.target_accept)
 
@@ -435,9 +440,6 @@ def simulate_transfer_prior(setting: TransferSetting, rng: np.random.Generator) 
     between knots by the model's own interpolation (``transfer.knot_basis``); population
     curves by the fit's ``transfer.population``.
     """
-    from saturation import curves
-    from saturation.io import dataset_from_frame
-    from saturation.models.transfer import RW_SD_SHAPE, knot_basis, population
 
     arms = ("base", "s85")
     pri = setting.priors()
@@ -518,10 +520,6 @@ def _transfer_draws(post: xr.Dataset, setting: TransferSetting) -> dict[str, np.
 
 def run_transfer_task(task: dict[str, Any]) -> dict[str, Any]:
     """One transfer-model SBC simulation (plain dict in and out, deterministic given its seed)."""
-    import warnings
-
-    from saturation.models import ConvergenceWarning, fit_transfer
-    from saturation.models.sampling import interval
 
     setting = replace(TransferSetting(**task["setting"]), start_mu=tuple(task["setting"]["start_mu"]))
     rng = np.random.default_rng([task["seed"], task["sim"], 3])
@@ -581,8 +579,6 @@ def simulate_pass_at_k_prior(setting: PassAtKSetting, rng: np.random.Generator) 
     ``kappa_t`` (the model's own ``learning.pass_at_k_predictors``), per prompt p ~ Beta(mu kappa, (1 - mu)
     kappa), rollouts ~ Bernoulli(p) (reward 1/0, all graded). The truth holds the
     parameters and the curve ends the fit reports (at eps = 0, k = samples_per_prompt)."""
-    from saturation import curves
-    from saturation.io import dataset_from_frame
 
     priors = learning.PASS_AT_K_PRIORS
     theta = {name: float(rng.normal(mu, sd)) for name, (mu, sd) in priors.items() if name != "sigma"}
@@ -618,10 +614,6 @@ def simulate_pass_at_k_prior(setting: PassAtKSetting, rng: np.random.Generator) 
 
 def run_pass_at_k_task(task: dict[str, Any]) -> dict[str, Any]:
     """One pass@k-model SBC simulation (plain dict in and out, deterministic given its seed)."""
-    import warnings
-
-    from saturation.models import ConvergenceWarning
-    from saturation.models.sampling import interval
 
     setting = PassAtKSetting(**task["setting"])
     rng = np.random.default_rng([task["seed"], task["sim"], 4])
@@ -698,7 +690,6 @@ def study_levels(changepoint: float = STUDY_SPLIT, *, rising: bool = False) -> t
     published early slope x 46) reached at ``changepoint``, its late slopes, the replica's
     answer-size settings; ``rising``: the early slope for the whole run (no change point),
     started lower so that the line ends where the study's early segment ends."""
-    from saturation.replica import SWESMITH_SPEC, load_reference
 
     ref = load_reference()["saturation"]["levels"]
     out = []
@@ -725,10 +716,6 @@ def study_levels(changepoint: float = STUDY_SPLIT, *, rising: bool = False) -> t
 
 def run_trials_task(task: dict[str, Any]) -> dict[str, Any]:
     """One per-trial simulation and its default fit(s): per-level coverage and verdicts."""
-    import warnings
-
-    from saturation.models import ConvergenceWarning, SamplerConfig, fit_plateau
-    from saturation.simulate import PlateauSpec, simulate_plateau
 
     fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in task["setting"].items()}
     setting = TrialsSetting(**fields)
@@ -942,7 +929,6 @@ def execute(
     """Run the simulation tasks with :func:`saturation.cluster.map_tasks` (LocalCluster by
     default, ``"tcp://host:port"`` for an existing cluster, ``"sync"`` in this process);
     returns ``(results, failures)`` with every task in exactly one of them."""
-    from saturation.cluster import map_tasks
 
     labels = [f"{_label(t)}-{t['seed']}" for t in tasks]
     return map_tasks(run_task, tasks, labels, scheduler=scheduler, workers=workers, progress=progress)
@@ -1119,8 +1105,6 @@ def plot_ranks(ds: xr.Dataset) -> Any:
     """SBC rank histograms per parameter with the 94 % band of a uniform histogram."""
     import matplotlib.pyplot as plt
 
-    from saturation.plots import BAND_ALPHA, PAGE, colour, style
-
     params = list(ds["param"].values)
     n, n_ranks, bins = _rank_bins(ds)
     with style():
@@ -1187,11 +1171,8 @@ def calibrate(
 def write_outputs(cal: Calibration, out: str | Any) -> list[Any]:
     """Write ``calibration.nc``, ``verdict.{csv,md,tex}``, ``ranks.{pdf,png}`` and
     ``calibration.json`` into ``out``; return the paths."""
-    from pathlib import Path
 
     import matplotlib.pyplot as plt
-
-    from saturation.plots import save_figure
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

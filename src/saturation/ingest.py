@@ -43,6 +43,7 @@ from saturation import localization as L
 from saturation import schema as S
 from saturation import streams
 from saturation import trajectory as T
+from saturation.io import dataset_from_frame
 from saturation.progress import Progress
 from saturation.series import label_metrics, metric_variable_names, read_metrics_csv
 from saturation.skyrl import (
@@ -52,6 +53,7 @@ from saturation.skyrl import (
     read_console_log,
 )
 from saturation.streams import TruncatedStreamError
+from saturation.wandb_history import read_wandb_run, require_wandb
 
 TRAJ_RE = re.compile(
     r"(?:^|/)step_(?P<step>\d+|None)/(?P<phase>train|eval)/(?P<name>[^/]+)\.(?P<ext>json|error)"
@@ -540,8 +542,6 @@ def _read_logs(c: RunContents, bar: Progress, problems: list[str]) -> tuple[list
         bar.update(nbytes=logs[-1].bytes_read)
     wandb_logs = []
     for wdir in c.wandb_runs:
-        from saturation.wandb_history import read_wandb_run
-
         bar.set_label(f"ingest {wdir.name}")
         wandb_logs.append(read_wandb_run(wdir))
         problems.extend(wandb_logs[-1].problems)
@@ -696,8 +696,6 @@ def ingest_runs(
     for path in [*map(Path, index), *(p for c in contents for p in c.index)]:
         index_map.update(read_index(path, problems))
     if any(c.wandb_runs for c in contents):
-        from saturation.wandb_history import require_wandb
-
         require_wandb([str(r) for c in contents for r in c.wandb_runs])
     n_files = sum(
         len(c.trajectories)
@@ -800,7 +798,6 @@ def ingest_runs(
 
 
 def _trials_dataset(rows: _Rows, sources: Sequence[str]) -> xr.Dataset:
-    from saturation.io import dataset_from_frame
 
     frame = pd.DataFrame(rows.cols)
     if S.ARM in frame and frame[S.ARM].isna().any():

@@ -25,6 +25,8 @@ from matplotlib.figure import Figure
 
 from saturation import schema as S
 from saturation.io import write_atomic
+from saturation.models.plateau import curve_draws, plateau_frame
+from saturation.models.transfer import transfer_frame
 
 #: Okabe-Ito colours (colour-blind safe), in the order levels/arms/runs are drawn
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
@@ -85,7 +87,12 @@ def _panels(ax: Axes | None, n: int, width: float, height: float, *, sharey: boo
 
 
 def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
-    """Write ``stem.pdf`` (vector) and ``stem.png`` (300 dpi); return both paths."""
+    """Write ``stem.pdf`` (vector, TrueType fonts) and ``stem.png`` (300 dpi); return both paths.
+
+    Saved inside :func:`style`: the PDF font type (42, TrueType: journals reject Type 3)
+    and the tight bounding box are savefig-time settings, so they must be in force here,
+    not only while drawing.
+    """
     stem = Path(stem)
     out = []
     pdf, png = stem.with_suffix(".pdf"), stem.with_suffix(".png")
@@ -94,7 +101,8 @@ def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
         (png, {"dpi": 300}),
     ):
         buf = io.BytesIO()
-        fig.savefig(buf, format=path.suffix[1:], **kwargs)
+        with style():
+            fig.savefig(buf, format=path.suffix[1:], **kwargs)
         write_atomic(path, buf.getvalue())
     out += [pdf, png]
     return out
@@ -107,7 +115,6 @@ def colour(i: int) -> str:
 # ====================================================================== plateau
 def plateau_data(fit: Any) -> pd.DataFrame:
     """Per (level, step): observed mean, posterior mean curve, 94 % band, P(change point)."""
-    from saturation.models.plateau import plateau_frame
 
     return plateau_frame(fit)
 
@@ -255,7 +262,6 @@ def ppc_data(fit: Any, *, seed: int = 0) -> pd.DataFrame:
     observed mean, the predictive mean and 94 % interval, and whether it covers the data.
 
     Replicates: mean curve + N(0, s_t^2/n_t + tau^2) per step and draw."""
-    from saturation.models.plateau import curve_draws
 
     if fit.config.likelihood != "gaussian":
         raise ValueError("the posterior predictive check is implemented for the Gaussian likelihood")
@@ -478,7 +484,6 @@ def plot_entropy(series: xr.Dataset, diag: Any, *, ax: Axes | None = None, entro
 def transfer_data(fit: Any) -> pd.DataFrame:
     """Per (arm, step, quantity): empirical value, posterior mean and 94 % band, gap to
     the reference with its band."""
-    from saturation.models.transfer import transfer_frame
 
     return transfer_frame(fit)
 

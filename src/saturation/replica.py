@@ -31,7 +31,9 @@ import pandas as pd
 import xarray as xr
 
 from saturation import schema as S
-from saturation.io import write_atomic
+from saturation.aggregate import aggregate
+from saturation.frequentist import split_ols
+from saturation.io import decompress, read_trials, write_atomic, write_table
 from saturation.series import read_metrics_csv, write_metrics_csv
 from saturation.simulate import (
     ArmSpec,
@@ -39,6 +41,7 @@ from saturation.simulate import (
     PlateauSpec,
     SeriesSpec,
     TransferSpec,
+    level_curves,
     simulate_plateau,
     simulate_series_runs,
     simulate_transfer,
@@ -172,7 +175,6 @@ def code_contests_checks(ds: xr.Dataset) -> list[str]:
     reward's first and last three steps average 0.47 and 0.41 +- 0.03, its entropy's
     first and last five 0.074 and 0.062 +- 0.004.
     """
-    from saturation.frequentist import split_ols
 
     problems = []
     base = ds.sel({S.RUN: "code-contests-base"}).dropna(S.STEP)
@@ -228,7 +230,6 @@ def load_embedded(name: str) -> xr.Dataset:
 
     The returned Dataset is labelled SYNTHETIC in ``attrs['synthetic']``.
     """
-    from saturation.io import read_trials
 
     if name in EMBEDDED_TRIALS:
         return _label(read_trials(data_dir() / EMBEDDED_TRIALS[name]), name)
@@ -246,7 +247,6 @@ def load_reference() -> dict[str, Any]:
 # ------------------------------------------------------------------ build data/
 def build_embedded(outdir: str | Path) -> dict[str, Any]:
     """Regenerate every embedded file deterministically into ``outdir``; return the manifest."""
-    from saturation.io import write_table
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -270,7 +270,6 @@ def build_embedded(outdir: str | Path) -> dict[str, Any]:
 
 def content_hash(path: str | Path) -> str:
     """SHA-256 of a file's content after zstd decompression (if compressed)."""
-    from saturation.io import decompress
 
     data = Path(path).read_bytes()
     if str(path).endswith(".zst"):
@@ -325,8 +324,6 @@ def reproduction_table(
     :func:`truth_table`. Transfer: first-4-step means per
     arm (0.02) and the by-step rows (reported, not toleranced: single steps are noisy).
     """
-    from saturation.aggregate import aggregate
-    from saturation.frequentist import split_ols
 
     rows: list[dict[str, Any]] = []
     plateau = plateau if plateau is not None else load_embedded("swesmith")
@@ -447,7 +444,6 @@ def reproduction_table(
 def truth_table(reference: dict[str, Any]) -> pd.DataFrame:
     """The replica's generator (expected curves, no noise) against the published
     precision / recall / counts at the first and last step: the calibration itself."""
-    from saturation.simulate import level_curves
 
     steps = np.arange(SWESMITH_SPEC.first_step, SWESMITH_SPEC.first_step + SWESMITH_SPEC.n_steps)
     sd = float(np.sqrt(SWESMITH_SPEC.task_sd**2 + SWESMITH_SPEC.step_sd**2 + SWESMITH_SPEC.level_step_sd**2))
@@ -466,7 +462,6 @@ def truth_table(reference: dict[str, Any]) -> pd.DataFrame:
 
 def _per_step_mean(ds: xr.Dataset, var: str) -> np.ndarray:
     """Graded-only per-step mean of a per-trial variable."""
-    from saturation.aggregate import aggregate
 
     return aggregate(ds, by=(S.STEP,))[f"{var}_mean"].to_numpy()
 

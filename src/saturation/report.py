@@ -30,11 +30,28 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from saturation import __version__
+from saturation import __version__, plots
 from saturation import schema as S
+from saturation.cluster import map_tasks
+from saturation.frequentist import split_ols
 from saturation.io import write_atomic, write_netcdf
+from saturation.models import (
+    PlateauPriors,
+    SamplerConfig,
+    TransferPriors,
+    compare_plateau_models,
+    fit_plateau,
+    fit_transfer,
+    step_data,
+)
+from saturation.models.learning import diagnose_cardinality, diagnose_entropy, diagnose_reliability
+from saturation.models.plateau import DEFAULT_ROPE_RELATIVE, STOPPED_VERDICTS
+from saturation.models.sampling import interval, merge_diagnostics, nuisance_text, with_overrides
+from saturation.models.transfer import default_sampler
+from saturation.plots import save_figure
 from saturation.progress import Progress
-from saturation.spec import Spec, data_hash, default_spec_dir, load_data, load_specs
+from saturation.replica import load_reference
+from saturation.spec import Spec, data_hash, data_path, default_spec_dir, load_data, load_spec, load_specs
 from saturation.summary import format_interval, json_safe
 from saturation.tables import write_tables
 
@@ -81,9 +98,6 @@ def _inside(value: float, e: dict[str, Any] | None) -> bool | None:
 def _sampler(spec: Spec) -> Any:
     """The spec's sampler settings on top of the model's own defaults (the transfer model's:
     ``transfer.default_sampler``)."""
-    from saturation.models import SamplerConfig
-    from saturation.models.sampling import with_overrides
-    from saturation.models.transfer import default_sampler
 
     base = default_sampler(spec.model.get("task_effects", "sampled")) if spec.kind == "transfer" else SamplerConfig()
     return with_overrides(base, {k: v for k, v in spec.sampler.items() if k != "seed"})  # the seed is the spec's
@@ -110,8 +124,6 @@ class _Out:
     def figure(self, fig: Any, name: str) -> None:
         import matplotlib.pyplot as plt
 
-        from saturation.plots import save_figure
-
         save_figure(fig, self.dir / name)
         plt.close(fig)
         self.figures.append(self.rel(self.dir / f"{name}.png"))
@@ -124,10 +136,6 @@ class _Out:
 
 # ------------------------------------------------------------------ analyses
 def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
-    from saturation import plots
-    from saturation.frequentist import split_ols
-    from saturation.models import PlateauPriors, compare_plateau_models, fit_plateau, step_data
-    from saturation.models.plateau import DEFAULT_ROPE_RELATIVE
 
     m = spec.model
     kw = {
@@ -313,7 +321,6 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
 
 def _study_sentence(sat: dict[str, Any], est: dict[str, Any], breakpoint: float | None) -> str:
     """One sentence: what the study said about the plateau and whether these verdicts agree."""
-    from saturation.models.plateau import STOPPED_VERDICTS
 
     levels = [lv for lv in est["levels"] if lv in sat["levels"]]
     stopped = [lv for lv in levels if est["levels"][lv]["verdict"] in STOPPED_VERDICTS]
@@ -331,8 +338,6 @@ def _study_sentence(sat: dict[str, Any], est: dict[str, Any], breakpoint: float 
 
 
 def _diagnose(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
-    from saturation import plots
-    from saturation.models.learning import diagnose_cardinality
 
     s = _sampler(spec)
     diag = diagnose_cardinality(
@@ -400,8 +405,6 @@ def _diagnose(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
 
 
 def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
-    from saturation import plots
-    from saturation.models.learning import diagnose_entropy, diagnose_reliability
 
     m, s = spec.model, _sampler(spec)
     runs = m.get("runs")
@@ -498,14 +501,11 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
         )
         + "."
     )
-    from saturation.models.sampling import merge_diagnostics
 
     diags = [p.diagnostics for p in parts]
     details = [v for p in parts for v in p.verdicts.values()]
     results = {p.name: p.to_dict() for p in parts}
     if m.get("plateau_run") and m.get("plateau_after") is not None:
-        from saturation.models import fit_plateau
-
         after = float(m["plateau_after"])
         fit = fit_plateau(series, response=pass1, run=m["plateau_run"], breakpoint=after, seed=spec.seed, sampler=s)
         out.idata(fit.idata, "plateau_after_fit")
@@ -526,9 +526,6 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
 
 
 def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
-    from saturation import plots
-    from saturation.models import TransferPriors, fit_transfer
-    from saturation.models.sampling import interval
 
     m = spec.model
     fit = fit_transfer(
@@ -628,8 +625,6 @@ RUNNERS: dict[str, Callable[..., dict[str, Any]]] = {
 
 # ------------------------------------------------------------------ running
 def _reference(spec: Spec) -> tuple[dict[str, Any] | None, str]:
-    from saturation.replica import load_reference
-    from saturation.spec import data_path
 
     ref = spec.data.get("reference")
     if not ref:
@@ -699,7 +694,6 @@ def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, f
 
 def _analysis_task(task: dict[str, Any]) -> Section:
     """One analysis as a self-contained task (for :func:`saturation.cluster.map_tasks`)."""
-    from saturation.spec import load_spec
 
     return run_analysis(load_spec(task["spec"]), Path(task["out"]), data=task["data"], force=task["force"])
 
@@ -824,8 +818,6 @@ def _run_report(
             logged(sections[-1])
             bar.update()
     else:
-        from saturation.cluster import map_tasks
-
         tasks = [
             {
                 "spec": str(spec.path.resolve()),
@@ -852,7 +844,6 @@ def _run_report(
     seconds = time.perf_counter() - start
     report = Report(out, sections, seconds, failures)
     write_report_md(report)
-    from saturation.io import write_atomic
 
     write_atomic(
         out / "results.json",
@@ -898,7 +889,6 @@ def _anchor(title: str) -> str:
 
 def write_report_md(report: Report) -> Path:
     """REPORT.md: contents, then one section per analysis."""
-    from saturation.models.sampling import nuisance_text
 
     lines = [
         "# saturation report",

@@ -34,7 +34,11 @@ from typing import Any
 
 import xarray as xr
 
+from saturation import replica
 from saturation import schema as S
+from saturation.io import expand_paths, open_trials, read_trials
+from saturation.models import PlateauPriors, TransferPriors
+from saturation.replica import EMBEDDED_SERIES, EMBEDDED_TRIALS
 from saturation.series import read_metrics_csv
 
 KINDS = ("plateau", "diagnose", "series", "transfer")
@@ -151,7 +155,6 @@ def _type_ok(value: Any, kind: str) -> bool:
 
 
 def _prior_keys(kind: str) -> dict[str, str]:
-    from saturation.models import PlateauPriors, TransferPriors
 
     cls = {"plateau": PlateauPriors, "transfer": TransferPriors}.get(kind)
     if cls is None:
@@ -185,7 +188,6 @@ def data_path(value: str, spec_path: Path) -> Path | None:
 
 
 def _check_data(where: str, spec_path: Path, kind: str, data: dict[str, Any], problems: list[str]) -> None:
-    from saturation.replica import EMBEDDED_SERIES, EMBEDDED_TRIALS
 
     needed = "series" if kind == "series" else "trials"
     if needed not in data:
@@ -306,7 +308,6 @@ def default_spec_dir() -> Path:
 
 def _source(spec: Spec, key: str, override: str | Path | None) -> tuple[str | None, Path]:
     """(embedded name or None, path) of the spec's ``trials``/``series`` data."""
-    from saturation import replica
 
     value = str(override) if override is not None else spec.data[key]
     if value.startswith(EMBEDDED):
@@ -320,8 +321,6 @@ def _source(spec: Spec, key: str, override: str | Path | None) -> tuple[str | No
 
 def data_hash(spec: Spec, key: str, override: str | Path | None = None) -> str:
     """Content hash of the spec's data (cheap: the data are not parsed)."""
-    from saturation import replica
-    from saturation.io import expand_paths
 
     name, path = _source(spec, key, override)
     if name is not None:
@@ -336,8 +335,6 @@ def load_inputs(paths: Sequence[str | Path] | None, *, default: str, kind: str =
     """The one data loader of the CLI and the specs: no paths, the embedded data set
     ``default``; one ``.nc``, a trial Dataset written by ``saturation ingest``; ``kind``
     "series", a metrics CSV; else graded-trial tables (files or directories)."""
-    from saturation import replica
-    from saturation.io import open_trials, read_trials
 
     if not paths:
         return replica.load_embedded(default)

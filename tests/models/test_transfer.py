@@ -36,12 +36,7 @@ def _spec(arms, n_steps=24, prompts=48, samples=4):
     )
 
 
-CROSSING = _spec(
-    (
-        ("base", ((1, 0.40), (24, 0.25)), ((1, 0.40), (24, 0.60))),
-        ("s85", ((1, 0.40), (24, 0.40)), ((1, 0.55), (24, 0.45))),
-    )
-)
+# the crossing scenario (the recovery test's) is the ``crossing_spec`` fixture of tests/conftest.py
 NO_CROSSING = _spec(
     (
         ("base", ((1, 0.40), (24, 0.35)), ((1, 0.40), (24, 0.50))),
@@ -54,8 +49,8 @@ def _inside(e, value):
     return e["hdi"][0] <= value <= e["hdi"][1]
 
 
-def test_transfer_data_accounts_for_every_trial():
-    ds, _ = simulate_transfer(CROSSING, seed=1)
+def test_transfer_data_accounts_for_every_trial(crossing_spec):
+    ds, _ = simulate_transfer(crossing_spec, seed=1)
     data = transfer_data(ds)
     assert data.n.sum() == ds.sizes[S.TRIAL]
     assert data.n_graded.sum() + data.n_ungraded.sum() == ds.sizes[S.TRIAL]
@@ -77,10 +72,10 @@ def test_knot_basis_interpolates_linearly():
     np.testing.assert_allclose(basis @ values, np.interp(steps, knots, values))
 
 
-def test_walk_parametrisation_follows_trials_per_knot():
+def test_walk_parametrisation_follows_trials_per_knot(crossing_spec):
     """auto: centred with >= 400 trials per knot and arm (the recovery scenario: 24 steps x 192
     trials, 7 knots), non-centred below (the same design with 12 trials per step)."""
-    rich = transfer_data(simulate_transfer(CROSSING, seed=1)[0])
+    rich = transfer_data(simulate_transfer(crossing_spec, seed=1)[0])
     assert resolve_walk(rich, TransferConfig()) == "centred"
     thin_spec = _spec(
         ((name, u, g) for name, u, g in (("base", ((1, 0.4),), ((1, 0.4),)), ("s85", ((1, 0.4),), ((1, 0.5),)))),
@@ -107,8 +102,8 @@ def test_crossover_steps_vectorised_matches_definition():
 
 
 @pytest.mark.slow
-def test_recovers_initial_advantage_and_crossover():
-    ds, truth = simulate_transfer(CROSSING, seed=2)
+def test_recovers_initial_advantage_and_crossover(crossing_spec):
+    ds, truth = simulate_transfer(crossing_spec, seed=2)
     fit = fit_transfer(ds, seed=1, sampler=LONG)
     assert fit.diagnostics["converged"], fit.diagnostics
     ini = fit.estimands["initial"]["s85"]
@@ -149,21 +144,36 @@ def test_no_crossover_when_the_arm_stays_ahead():
 
 @pytest.mark.filterwarnings("ignore::saturation.models.ConvergenceWarning")
 @pytest.mark.slow
-def test_transfer_command_writes_the_json_contract(tmp_path, capsys):
-    """Short chains: the contract (JSON shape, exit code = converged flag) is under test here."""
+@pytest.mark.parametrize("converged", [True, False], ids=["converged", "not-converged"])
+def test_transfer_command_writes_the_json_contract(tmp_path, capsys, monkeypatch, crossing_spec, converged):
+    """Short chains: the contract (JSON shape, exit code = converged flag) is under test here, so
+    the convergence verdict is made up (the real diagnostics with the flag, R-hat and ESS
+    replaced) and the exit code, the printed verdict and the JSON must follow it."""
     import json
 
     from saturation.cli import main
     from saturation.io import write_table
+    from saturation.models import transfer
 
-    ds, _ = simulate_transfer(CROSSING, seed=2)  # same shapes as the recovery test: cached model
+    real = transfer.diagnostics
+    made_up = (
+        {"converged": True, "rhat_max": 1.001, "ess_bulk_min": 5000.0}
+        if converged
+        else {"converged": False, "rhat_max": 1.2}
+    )
+    monkeypatch.setattr(transfer, "diagnostics", lambda idata, names: {**real(idata, names), **made_up})
+    ds, _ = simulate_transfer(crossing_spec, seed=2)  # same shapes as the recovery test: cached model
     path = write_table(ds, tmp_path / "t.csv")
     rc = main(
         ["transfer", str(path), "--seed", "1", "--draws", "300", "--tune", "300", "--json", str(tmp_path / "t.json")]
     )
     out = capsys.readouterr().out
     d = json.loads((tmp_path / "t.json").read_text())
-    assert rc == (0 if d["diagnostics"]["converged"] else 3), out  # 3: ran, did not converge
+    assert d["diagnostics"]["converged"] is converged and d["diagnostics"]["rhat_max"] == made_up["rhat_max"]
+    if converged:
+        assert rc == 0 and "-> converged" in out, out
+    else:
+        assert rc == 3 and "R-hat max 1.200" in out and "NOT CONVERGED: do not use these numbers" in out, out
     assert "crossover step" in out and "diagnostics: R-hat max" in out
     assert set(d) >= {"data", "reference", "arms", "initial", "crossover_step", "by_step", "diagnostics"}
     ini = d["initial"]["s85"]

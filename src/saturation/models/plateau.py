@@ -39,8 +39,16 @@ from scipy import special, stats
 
 from saturation import curves
 from saturation import schema as S
+from saturation.aggregate import aggregate
 from saturation.frequentist import davies_test
-from saturation.models._exact import hinge_line_log_bf, sample_gaussian_exact, sample_rows
+from saturation.models._exact import (
+    curve_prior,
+    design,
+    hinge_line_log_bf,
+    log_evidence,
+    sample_gaussian_exact,
+    sample_rows,
+)
 from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
@@ -359,7 +367,6 @@ def step_data(
     StepData
         One row per level, one column per step with data.
     """
-    from saturation.aggregate import aggregate
 
     summary: dict[str, Any] = {"response": response}
     if S.TRIAL in data.dims:
@@ -1615,7 +1622,6 @@ def exact_loo(data: StepData, kind: str, config: PlateauConfig | None = None) ->
     numpy.ndarray
         (levels, steps) pointwise log predictive densities :math:`\\log p(y_i \\mid y_{-i})`.
     """
-    from saturation.models._exact import curve_prior, design, log_evidence
 
     config = config or PlateauConfig()
     if config.likelihood != "gaussian":

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass, replace
 from typing import Any
 
 import arviz as az
 import numpy as np
 import pymc as pm
+from scipy.special import ndtri
+from scipy.stats import rankdata
 
 from saturation import __version__
 from saturation import schema as S
@@ -68,7 +71,6 @@ OVERRIDABLE = ("draws", "tune", "chains", "sampler", "target_accept", "low_rank"
 def with_overrides(base: SamplerConfig, overrides: dict[str, Any]) -> SamplerConfig:
     """``base`` (a model's default sampler) with the given settings replaced; ``None``
     values (an option not given) keep the default. The CLI and the report both use it."""
-    from dataclasses import replace
 
     unknown = sorted(set(overrides) - set(OVERRIDABLE))
     if unknown:
@@ -110,7 +112,6 @@ def sample_model(
     ``auto`` is the sampler used when ``config.sampler == "auto"``. Returns the
     InferenceData (posterior + sample_stats), timings in seconds and the sampler used.
     """
-    import time
 
     sampler = auto if config.sampler == "auto" else config.sampler
     if sampler == "numpyro" and "numpyro" not in available_samplers():
@@ -178,8 +179,6 @@ def _split(x: np.ndarray) -> np.ndarray:
 def _z_scale(x: np.ndarray) -> np.ndarray:
     """Rank-normalise every variable over all its (pooled) draws: average ranks of ties,
     Blom offset 3/8, normal quantiles."""
-    from scipy.special import ndtri
-    from scipy.stats import rankdata
 
     flat = x.reshape(-1, x.shape[-1])
     rank = rankdata(flat, method="average", axis=0)
