@@ -19,6 +19,7 @@ from saturation.models.learning import (
     fit_pass_at_k,
     group_counts,
 )
+from saturation.series import read_metrics_csv
 from saturation.simulate import (
     LevelSpec,
     PlateauSpec,
@@ -187,12 +188,12 @@ def test_metrics_csv_errors_name_line_and_field(tmp_path):
         "run,step,reward/avg_raw_reward,reward/avg_pass_at_8\na,1,0.3,0.6\na,2,oops,0.6\na,2,0.4,0.7\na,x,0.4,0.7\n"
     )
     with pytest.raises(ValueError) as exc:
-        replica.read_metrics_csv(path)
+        read_metrics_csv(path)
     msg = str(exc.value)
     assert "line 3, field 'reward/avg_raw_reward'" in msg
     assert "line 4: duplicate (run, step) = (a, 2)" in msg
     assert "line 5, field 'step'" in msg
     path.write_text("run,step,reward/avg_raw_reward,reward/avg_pass_at_8\na,1,0.3,0.6\na,2,,0.7\n")
-    ds = replica.read_metrics_csv(path)
+    ds = read_metrics_csv(path)
     assert ds["pass_at_k"].attrs == {"metric_name": "reward/avg_pass_at_8", "k": 8}
     assert np.isnan(ds["reward_mean"].sel(run="a", step=2))
