@@ -91,3 +91,27 @@ def test_public_api_docstrings_are_complete():
         if errors:
             problems[name] = errors
     assert not problems, problems
+
+
+def test_plateau_defaults_have_one_home():
+    """fit_plateau's keyword defaults are PlateauConfig's field defaults, and the CLI's
+    plateau options default to the same values (the spec passes only what it sets)."""
+    import dataclasses
+    import inspect
+
+    from saturation.cli import build_parser
+    from saturation.models.plateau import PlateauConfig, fit_plateau
+
+    fields = {f.name: f.default for f in dataclasses.fields(PlateauConfig) if f.default is not dataclasses.MISSING}
+    params = inspect.signature(fit_plateau).parameters
+    shared = set(fields) & set(params) - {"continuity"}  # continuity: None = by the break, resolved in the config
+    assert shared >= {"response", "breakpoint", "shared", "likelihood", "rope", "rope_relative", "headroom_ceiling"}
+    assert {k: params[k].default for k in shared} == {k: fields[k] for k in shared}
+    args = build_parser().parse_args(["plateau"])
+    assert (args.response, args.rope, args.rope_relative, args.likelihood, not args.separate) == (
+        fields["response"],
+        fields["rope"],
+        fields["rope_relative"],
+        fields["likelihood"],
+        fields["shared"],
+    )

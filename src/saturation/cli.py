@@ -864,7 +864,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="hinge (continuous) or jump (split model); default: jump for --breakpoint, else hinge",
     )
     p.add_argument("--likelihood", choices=list(S.LIKELIHOODS), default="gaussian")
-    p.add_argument("--rope", type=float, default=0.01, help="late-gain ROPE in metric units (default 0.01)")
+    p.add_argument(
+        "--rope",
+        type=float,
+        default=S.DEFAULT_ROPE,
+        help=f"late-gain ROPE in metric units (default {S.DEFAULT_ROPE:g})",
+    )
     p.add_argument(
         "--rope-relative",
         type=float,
@@ -886,9 +891,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("trials", nargs="*", metavar="TRIALS", help="trial tables or a .nc Dataset")
     p.add_argument("--metrics", metavar="CSV", help="per-step metrics CSV (columns run, step, metric names)")
     p.add_argument("--run", help="run of the trials to analyse when they hold several")
-    p.add_argument("--pass-rope", type=float, default=0.05, help="ROPE on the pass@k change (default 0.05)")
     p.add_argument(
-        "--entropy-rope", type=float, default=0.05, help="ROPE on the relative entropy change (default 0.05)"
+        "--pass-rope",
+        type=float,
+        default=S.PASS_AT_K_ROPE,
+        help=f"ROPE on the pass@k change (default {S.PASS_AT_K_ROPE:g})",
+    )
+    p.add_argument(
+        "--entropy-rope",
+        type=float,
+        default=S.ENTROPY_ROPE_RELATIVE,
+        help=f"ROPE on the relative entropy change (default {S.ENTROPY_ROPE_RELATIVE:g})",
     )
     p.add_argument(
         "--groups",

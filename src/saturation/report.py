@@ -45,7 +45,7 @@ from saturation.models import (
     step_data,
 )
 from saturation.models.learning import diagnose_cardinality, diagnose_entropy, diagnose_reliability
-from saturation.models.plateau import DEFAULT_ROPE_RELATIVE, STOPPED_VERDICTS
+from saturation.models.plateau import STOPPED_VERDICTS
 from saturation.models.sampling import interval, merge_diagnostics, nuisance_text, with_overrides
 from saturation.models.transfer import default_sampler
 from saturation.plots import save_figure
@@ -138,18 +138,10 @@ class _Out:
 def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
 
     m = spec.model
-    kw = {
-        "levels": m.get("levels"),
-        "response": m.get("response", S.F1),
-        "run": m.get("run"),
-        "breakpoint": m.get("breakpoint"),
-        "shared": m.get("shared", True),
-        "continuity": m.get("continuity"),
-        "likelihood": m.get("likelihood", "gaussian"),
-        "rope": m.get("rope", 0.01),
-        "rope_relative": m.get("rope_relative", DEFAULT_ROPE_RELATIVE),
-        "priors": PlateauPriors(**spec.priors),
-    }
+    # only what the spec sets: every default is fit_plateau's own (PlateauConfig's)
+    keys = ("levels", "response", "run", "breakpoint", "shared", "continuity", "likelihood", "rope", "rope_relative")
+    kw = {k: m[k] for k in keys if k in m}
+    kw["priors"] = PlateauPriors(**spec.priors)
     sampler = _sampler(spec)
     fit = fit_plateau(ds, seed=spec.seed, sampler=sampler, **kw)
     est = fit.to_dict()
@@ -163,7 +155,7 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
                 "level": level,
                 "verdict": e["verdict"],
                 "change point": (
-                    f"known ({kw['breakpoint']:g})"
+                    f"known ({fit.config.breakpoint:g})"
                     if not e["changepoint"]
                     else "none inside the run"
                     if e["verdict"] == "no change point"
@@ -184,7 +176,7 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
             }
         )
         where = (
-            f"known break {kw['breakpoint']:g}"
+            f"known break {fit.config.breakpoint:g}"
             if not e["changepoint"]
             else "no change point inside the run"
             if e["verdict"] == "no change point"
@@ -208,31 +200,31 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
     write_atomic(out.dir / "estimates_tidy.csv", tidy.to_csv(index=False, lineterminator="\n"))
     together = est.get("together")
     verdict = est["summary"] + "."
-    if reference and "saturation" in reference and kw["response"] == S.F1:
-        verdict = _study_sentence(reference["saturation"], est, kw["breakpoint"]) + " " + verdict
+    if reference and "saturation" in reference and fit.config.response == S.F1:
+        verdict = _study_sentence(reference["saturation"], est, fit.config.breakpoint) + " " + verdict
     if together:
         verdict += (
             f" The change points lie within 2 steps of each other with P = {together['p_range_le_2_steps']:.2f}"
             f" (range {format_interval(together['changepoint_range'], 1)} steps)."
         )
-    if reference and "saturation" in reference and kw["response"] == S.F1:
+    if reference and "saturation" in reference and fit.config.response == S.F1:
         sat = reference["saturation"]
         split = float(sat["split_step"])
-        sd = step_data(ds, response=S.F1, levels=list(est["levels"]), run=kw["run"])
+        sd = step_data(ds, response=S.F1, levels=list(est["levels"]), run=kw.get("run"))
         # like with like: the study's split OLS against the package's own split OLS and the
         # Bayesian split model at the same step (not the hinge, whose slopes are other estimands)
         split_fit = (
             fit
-            if kw["breakpoint"] == split and fit.config.continuity == "jump"
+            if fit.config.breakpoint == split and fit.config.continuity == "jump"
             else fit_plateau(
                 sd,
                 breakpoint=split,
                 continuity="jump",
                 seed=spec.seed,
                 sampler=sampler,
-                rope=kw["rope"],
-                rope_relative=kw["rope_relative"],
-                priors=kw["priors"],
+                rope=fit.config.rope,
+                rope_relative=fit.config.rope_relative,
+                priors=fit.config.priors,
             )
         )
         ref_rows = []
@@ -262,7 +254,7 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
             f"Published split-OLS slopes (split at step {split:g}) next to split OLS on these data and the "
             f"Bayesian split model at step {split:g}",
         )
-        if kw["breakpoint"] is None and est["levels"] and all(e["changepoint"] for e in est["levels"].values()):
+        if fit.config.breakpoint is None and est["levels"] and all(e["changepoint"] for e in est["levels"].values()):
             cps = ", ".join(f"{lv} {e['changepoint']['mean']:.0f}" for lv, e in est["levels"].items())
             verdicts.append(
                 f"Why the change points ({cps}) are not {split:g}: the study split its regression at step {split:g} "
@@ -276,7 +268,7 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
                     else "."
                 )
             )
-    ylabel = "graded-only mean F1" if kw["response"] == S.F1 else kw["response"]
+    ylabel = "graded-only mean F1" if fit.config.response == S.F1 else fit.config.response
     figs = {
         "curves": lambda: plots.plot_plateau(fit, ylabel=ylabel),
         "slopes": lambda: plots.plot_slopes(fit),
@@ -292,17 +284,7 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
         results["ppc_coverage"] = ppc.groupby("level")["covered"].mean().to_dict()
     if "loo" in spec.figures:
         models = tuple(m.get("compare", ["hinge", "linear", "exponential"]))
-        cmp_kw = {k: v for k, v in kw.items() if k not in ("levels", "response", "run")}
-        table, fits = compare_plateau_models(
-            ds,
-            models=models,
-            seed=spec.seed,
-            sampler=sampler,
-            levels=kw["levels"],
-            response=kw["response"],
-            run=kw["run"],
-            **cmp_kw,
-        )
+        table, fits = compare_plateau_models(ds, models=models, seed=spec.seed, sampler=sampler, **kw)
         loo = plots.loo_data(table)
         out.table(loo, "loo", "LOO comparison (ArviZ)")
         out.figure(plots.plot_loo(table), "loo")
@@ -418,7 +400,7 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
         runs=runs,
         pass1=pass1,
         passk=passk,
-        rope=m.get("pass_rope", 0.05),
+        rope=m.get("pass_rope", S.PASS_AT_K_ROPE),
         seed=spec.seed,
         draws=s.draws,
         chains=s.chains,
@@ -432,7 +414,7 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
             runs=runs,
             entropy=entropy,
             reward=pass1,
-            rope_relative=m.get("entropy_rope", 0.05),
+            rope_relative=m.get("entropy_rope", S.ENTROPY_ROPE_RELATIVE),
             seed=spec.seed,
             draws=s.draws,
             chains=s.chains,

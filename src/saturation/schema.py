@@ -101,6 +101,12 @@ LIKELIHOODS: Final = ("gaussian", "binomial", "zoib")
 #: default relative ROPE of the plateau verdict: the late gain is also "flat" within this
 #: share of the early gain (docs/calibration.md); here so that the CLI need not import models
 DEFAULT_ROPE_RELATIVE: Final = 0.2
+#: the plateau model's absolute late-gain ROPE (metric units); the learning diagnostics'
+#: ROPEs on the pass@k change and on the relative entropy change. One home for the
+#: defaults of the model functions, the specs and the CLI.
+DEFAULT_ROPE: Final = 0.01
+PASS_AT_K_ROPE: Final = 0.05
+ENTROPY_ROPE_RELATIVE: Final = 0.05
 CONTINUITIES: Final = ("hinge", "jump")
 #: samplers: "auto" picks the fastest that works ("exact" for the Gaussian plateau model,
 #: else "nutpie"); "exact" = independent draws without MCMC (Gaussian plateau model only);

@@ -3,7 +3,8 @@ r"""Learning diagnostics: what did RL actually teach?
 Three questions, each answered with posteriors and a verdict sentence:
 
 1. :func:`diagnose_cardinality` - real localisation skill or a cardinality prior? Per level,
-   linear trends of precision, recall, predicted and gold counts (and predicted locations
+   trends (one-level change-point fits, start -> end) of precision, recall, predicted and
+   gold counts (and predicted locations
    per answer); real skill needs precision to rise while recall does not fall; a model
    that only learned to name fewer locations trades recall for precision.
 2. :func:`diagnose_reliability` (logged series) and :func:`fit_pass_at_k` (trials with
@@ -49,9 +50,9 @@ from saturation.models.sampling import (
 #: posterior probability needed for a verdict
 P_DECIDE = 0.95
 #: pass@k counts as unchanged when |end - start| < this (absolute, pass@k units)
-PASS_AT_K_ROPE = 0.05
+PASS_AT_K_ROPE = S.PASS_AT_K_ROPE
 #: entropy counts as stable when |end - start| / start < this
-ENTROPY_ROPE_RELATIVE = 0.05
+ENTROPY_ROPE_RELATIVE = S.ENTROPY_ROPE_RELATIVE
 #: two change points "coincide" when they are at most this many steps apart
 TOGETHER_STEPS = 3
 #: variables of the cardinality diagnostic (per level) and the per-answer count
@@ -132,7 +133,7 @@ def diagnose_cardinality(
 ) -> Diagnosis:
     """Real localisation skill or a cardinality prior?
 
-    Per level, linear trends (start -> end, slope, 94 % HDIs) of precision, recall,
+    Per level, trends (a one-level change-point fit: start -> end, slopes, 94 % HDIs) of precision, recall,
     predicted count and gold count from the graded trials, the predicted/gold ratio at
     the start and end, and, when the trials carry ``n_locations``, the predicted
     locations per answer.
@@ -240,7 +241,7 @@ def diagnose_reliability(
 ) -> Diagnosis:
     """Reliability (pass@1 = mean reward) vs capability (pass@k) from logged series.
 
-    Per run: linear trends of both series, and a plateau fit of pass@1 (unknown change
+    Per run: trends (one-level change-point fits) of both series, and a plateau fit of pass@1 (unknown change
     point, exact Gaussian sampler). Verdict (P = posterior probability of the start -> end
     change, ROPE ``rope`` on pass@k):
 
@@ -483,7 +484,7 @@ def diagnose_entropy(
 ) -> Diagnosis:
     """Did policy entropy collapse, and did it turn together with the reward?
 
-    Per run: linear trend of entropy (P(decline), decline and relative decline with
+    Per run: the trend (a one-level change-point fit) of entropy (P(decline), decline and relative decline with
     HDIs), trend of the reward, and plateau fits (unknown change point, exact sampler) of
     both; P(the two change points are at most ``TOGETHER_STEPS`` apart).
 

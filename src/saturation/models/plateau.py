@@ -64,7 +64,7 @@ LIKELIHOODS = S.LIKELIHOODS
 BOUNDED_STATS = ("n0", "n1", "slogy", "slog1my")
 #: default region of practical equivalence: the late segment gains less than this (metric
 #: units) over the whole late window
-DEFAULT_ROPE = 0.01
+DEFAULT_ROPE = S.DEFAULT_ROPE
 #: default relative ROPE: the late gain is also "flat" when it is within this share of the
 #: early gain (docs/calibration.md "Verdicts" for how it was chosen)
 DEFAULT_ROPE_RELATIVE = S.DEFAULT_ROPE_RELATIVE

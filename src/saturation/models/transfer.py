@@ -742,7 +742,7 @@ def population(
 
 def population_curves(idata: az.InferenceData) -> dict[str, np.ndarray]:
     """Per-draw population curves (samples, arm, step): ungraded rate, graded-only and
-    all-rollout reward, averaged over task effects and step noise."""
+    all-rollout reward, averaged over the task effects (the model has no step-noise term)."""
     post = idata.posterior.stack(sample=("chain", "draw"))
     args = []
     for part in PARTS:
