@@ -403,6 +403,14 @@ class PlateauPriors:
         HalfNormal scale of the step overdispersion (default the range).
     spread_sd : float
         HalfNormal scale, in steps, of the spread of pooled level change points.
+    log_kappa_mu, log_kappa_sd : float
+        Binomial likelihood: Normal prior of the beta-binomial log concentration.
+    log_phi_mu, log_phi_sd : float
+        ZOIB likelihood: Normal prior of the interior Beta's log precision.
+    tau_logit_sd : float
+        ZOIB: HalfNormal scale of the logit-scale step offsets.
+    interior_shift_sd, interior_weight_mu, interior_weight_sd : float
+        ZOIB: Normal priors of the interior mean's shift and its weight on the curve.
 
     Notes
     -----
@@ -449,6 +457,14 @@ class PlateauPriors:
     jump_sd: float | None = None
     tau_sd: float | None = None
     spread_sd: float = 5.0
+    log_kappa_mu: float = float(np.log(200.0))
+    log_kappa_sd: float = 1.5
+    log_phi_mu: float = float(np.log(5.0))
+    log_phi_sd: float = 1.5
+    tau_logit_sd: float = 0.5
+    interior_shift_sd: float = 1.5
+    interior_weight_mu: float = 0.5
+    interior_weight_sd: float = 0.5
 
     def resolve(
         self, data: StepData, likelihood: str = "gaussian", grid: np.ndarray | None = None
@@ -711,13 +727,21 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
             params["tau"] = pm.HalfNormal("tau", d["prior_tau_sd"], dims=S.LEVEL)[:, None, None]
             params["var_mean"] = d["var_mean"][:, None, :]
         elif config.likelihood == "binomial":
-            params["kappa"] = pt.exp(pm.Normal("log_kappa", np.log(200.0), 1.5, dims=S.LEVEL))[:, None, None]
+            params["kappa"] = pt.exp(
+                pm.Normal("log_kappa", config.priors.log_kappa_mu, config.priors.log_kappa_sd, dims=S.LEVEL)
+            )[:, None, None]
         else:
             params["boundary"] = pm.Beta("boundary", 1.0, 1.0, dims=S.LEVEL)[:, None, None]
-            params["phi"] = pt.exp(pm.Normal("log_phi", np.log(5.0), 1.5, dims=S.LEVEL))[:, None, None]
-            tau_logit = pm.HalfNormal("tau_logit", 0.5, dims=S.LEVEL)
-            params["interior_shift"] = pm.Normal("interior_shift", 0.0, 1.5, dims=S.LEVEL)[:, None, None]
-            params["interior_weight"] = pm.Normal("interior_weight", 0.5, 0.5, dims=S.LEVEL)[:, None, None]
+            params["phi"] = pt.exp(
+                pm.Normal("log_phi", config.priors.log_phi_mu, config.priors.log_phi_sd, dims=S.LEVEL)
+            )[:, None, None]
+            tau_logit = pm.HalfNormal("tau_logit", config.priors.tau_logit_sd, dims=S.LEVEL)
+            params["interior_shift"] = pm.Normal("interior_shift", 0.0, config.priors.interior_shift_sd, dims=S.LEVEL)[
+                :, None, None
+            ]
+            params["interior_weight"] = pm.Normal(
+                "interior_weight", config.priors.interior_weight_mu, config.priors.interior_weight_sd, dims=S.LEVEL
+            )[:, None, None]
             offset_z = pm.Normal("step_offset_z", 0.0, 1.0, dims=(S.LEVEL, S.STEP))
             params["step_offset"] = (tau_logit[:, None] * offset_z)[:, None, :]
         if config.likelihood == "gaussian" and not known:
