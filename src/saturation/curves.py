@@ -88,7 +88,7 @@ def _exp(x: Any) -> Any:
     """exp for NumPy values and PyTensor tensors alike."""
     if isinstance(x, np.ndarray | float | int | np.floating):
         return np.exp(x)
-    import pytensor.tensor as pt
+    import pytensor.tensor as pt  # deferred: curves stays numpy-only for the simulators and the CLI
 
     return pt.exp(x)
 

@@ -22,6 +22,7 @@ accounted for; a malformed or truncated block is reported with ``file:line`` and
 from __future__ import annotations
 
 import ast
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -552,7 +553,6 @@ def metrics_dataset(logs: list[ConsoleLog]) -> xr.Dataset:
     ``reward_mean``, ``pass_at_k``, ``policy_entropy``), the original key in
     ``attrs['metric_name']``; the run's configuration overrides in the Dataset attrs
     (``config/<run>``) and the line accounting in ``attrs['accounting']``."""
-    import json
 
     runs = [log.run for log in logs]
     if len(set(runs)) != len(runs):

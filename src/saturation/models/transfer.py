@@ -53,6 +53,7 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
+from saturation.summary import format_interval
 
 #: posterior probability of a positive initial gap for "starts ahead" (1 - it: "behind")
 LEAD_PROB = 0.95
@@ -582,7 +583,6 @@ class TransferFit:
         the CLI (:data:`LEAD_PROB`: the arm "starts ahead of" the reference when P(initial
         all-rollout gap > 0) >= 0.95, "behind" when <= 0.05, else "level with"; a crossover
         is named when P(no crossover) < 0.5)."""
-        from saturation.summary import format_interval
 
         ref, k = self.config.reference, self.config.first_steps
         out = {}
