@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import hashlib
+import inspect
 import json
 import os
 import time
@@ -390,17 +391,17 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
 
     m, s = spec.model, _sampler(spec)
     runs = m.get("runs")
-    pass1, passk, entropy = (
-        m.get("pass1", "reward_mean"),
-        m.get("passk", "pass_at_k"),
-        m.get("entropy", "policy_entropy"),
-    )
+    # the series' names: the spec's, else the diagnostics' own defaults
+    rel_defaults = inspect.signature(diagnose_reliability).parameters
+    pass1 = m.get("pass1", rel_defaults["pass1"].default)
+    passk = m.get("passk", rel_defaults["passk"].default)
+    entropy = m.get("entropy", inspect.signature(diagnose_entropy).parameters["entropy"].default)
     rel = diagnose_reliability(
         series,
         runs=runs,
         pass1=pass1,
         passk=passk,
-        rope=m.get("pass_rope", S.PASS_AT_K_ROPE),
+        **({"rope": m["pass_rope"]} if "pass_rope" in m else {}),
         seed=spec.seed,
         draws=s.draws,
         chains=s.chains,
@@ -414,7 +415,7 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
             runs=runs,
             entropy=entropy,
             reward=pass1,
-            rope_relative=m.get("entropy_rope", S.ENTROPY_ROPE_RELATIVE),
+            **({"rope_relative": m["entropy_rope"]} if "entropy_rope" in m else {}),
             seed=spec.seed,
             draws=s.draws,
             chains=s.chains,
@@ -509,19 +510,10 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
 
 def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
 
-    m = spec.model
-    fit = fit_transfer(
-        ds,
-        reference=m.get("reference", "base"),
-        arms=m.get("arms"),
-        first_steps=m.get("first_steps", 4),
-        knot_every=m.get("knot_every", 4.0),
-        walk=m.get("walk", "auto"),
-        task_effects=m.get("task_effects", "sampled"),
-        priors=TransferPriors(**spec.priors),
-        sampler=_sampler(spec),
-        seed=spec.seed,
-    )
+    # only what the spec sets: every default is fit_transfer's own
+    keys = ("reference", "arms", "first_steps", "knot_every", "walk", "task_effects")
+    kw = {k: spec.model[k] for k in keys if k in spec.model}
+    fit = fit_transfer(ds, priors=TransferPriors(**spec.priors), sampler=_sampler(spec), seed=spec.seed, **kw)
     est = fit.to_dict()
     out.idata(fit.idata, "transfer_fit")
     ref = est["reference"]
