@@ -89,10 +89,19 @@ def _trend_summary(d: dict[str, np.ndarray]) -> dict[str, Any]:
     }
 
 
-def _idata(
-    trends: dict[str, dict[str, np.ndarray]], chains: int, name: str, config: dict[str, Any], diag: dict[str, Any]
-) -> az.InferenceData:
-    """Trend draws as one InferenceData (dim ``series``), attrs by ``sampling.stamp_attrs``."""
+def _diagnosis(
+    name: str,
+    verdicts: dict[str, str],
+    numbers: dict[str, Any],
+    trends: dict[str, dict[str, np.ndarray]],
+    diags: list[dict[str, Any]],
+    chains: int,
+    config: dict[str, Any],
+) -> Diagnosis:
+    """The Diagnosis of a trend-based diagnostic: the trend fits' diagnostics merged (and a
+    warning when one did not converge), the trend draws as one InferenceData (dim
+    ``series``, attrs by ``sampling.stamp_attrs``)."""
+    diag = merge_diagnostics(diags)
     names = list(trends)
     post = {
         v: np.stack([trends[n][v] for n in names], axis=-1).reshape(chains, -1, len(names))
@@ -100,7 +109,8 @@ def _idata(
     }
     idata = az.from_dict(posterior=post, coords={"series": names}, dims={v: ["series"] for v in post})
     stamp_attrs(idata, name, {**config, "sampler": "exact"}, {"series": names}, diag)
-    return idata
+    warn_if_not_converged(diag, f"{name} diagnosis")
+    return Diagnosis(name, verdicts, numbers, diag, idata)
 
 
 def _step_stats(data: xr.Dataset, var: str, level: str | None, run: str | None = None) -> StepData:
@@ -186,10 +196,8 @@ def diagnose_cardinality(
     if N_LOCATIONS in trends:
         numbers[N_LOCATIONS] = _trend_summary(trends[N_LOCATIONS])
         verdicts[N_LOCATIONS] = f"predicted locations per answer: {_arrow(numbers[N_LOCATIONS])}."
-    diag = merge_diagnostics(diags)
-    idata = _idata(trends, chains, "cardinality", {"levels": levels, "run": run, "seed": seed, "draws": draws}, diag)
-    warn_if_not_converged(diag, "cardinality diagnosis")
-    return Diagnosis("cardinality", verdicts, numbers, diag, idata)
+    config = {"levels": levels, "run": run, "seed": seed, "draws": draws}
+    return _diagnosis("cardinality", verdicts, numbers, trends, diags, chains, config)
 
 
 def _arrow(tr: dict[str, Any]) -> str:
@@ -269,11 +277,8 @@ def diagnose_reliability(
             f"pass@{k or 'k'} {_arrow(out[passk])} (P(|change| < {rope}) = {probs['p_passk_in_rope']:.2f}); "
             f"pass@1 change point {cp['mean']:.1f} [{cp['hdi'][0]:.0f}, {cp['hdi'][1]:.0f}]."
         )
-    diag = merge_diagnostics(diags)
     config = {"runs": runs, "pass1": pass1, "passk": passk, "rope": rope, "seed": seed, "draws": draws}
-    idata = _idata(trends, chains, "reliability", config, diag)
-    warn_if_not_converged(diag, "reliability diagnosis")
-    return Diagnosis("reliability", verdicts, numbers, diag, idata)
+    return _diagnosis("reliability", verdicts, numbers, trends, diags, chains, config)
 
 
 def _run_trends(
@@ -530,7 +535,6 @@ def diagnose_entropy(
             f"P(decline > {rope_relative:.0%}) = {p_down:.2f}); reward {_arrow(r)}; entropy and reward "
             f"change points within {TOGETHER_STEPS} steps with P = {p_together:.2f}."
         )
-    diag = merge_diagnostics(diags)
     config = {
         "runs": runs,
         "entropy": entropy,
@@ -539,6 +543,4 @@ def diagnose_entropy(
         "seed": seed,
         "draws": draws,
     }
-    idata = _idata(trends, chains, "entropy", config, diag)
-    warn_if_not_converged(diag, "entropy diagnosis")
-    return Diagnosis("entropy", verdicts, numbers, diag, idata)
+    return _diagnosis("entropy", verdicts, numbers, trends, diags, chains, config)
