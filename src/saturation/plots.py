@@ -467,7 +467,7 @@ def _per_run(
 
 
 def plot_pass_at_k(
-    series: xr.Dataset, diag: Any, *, ax: Axes | None = None, pass1: str = "reward_mean", passk: str = "pass_at_k"
+    series: xr.Dataset, diag: Any, *, ax: Axes | None = None, pass1: str = S.REWARD_MEAN, passk: str = S.PASS_AT_K
 ) -> Figure:
     """pass@1 and pass@k per run (one panel each) with the fitted start and end (squares,
     94 % HDI): reliability moves pass@1, capability moves pass@k."""
@@ -475,7 +475,7 @@ def plot_pass_at_k(
     return _per_run(series, diag, ax, [pass1, passk], ["pass@1 (mean reward)", f"pass@{k}"], "success rate")
 
 
-def plot_entropy(series: xr.Dataset, diag: Any, *, ax: Axes | None = None, entropy: str = "policy_entropy") -> Figure:
+def plot_entropy(series: xr.Dataset, diag: Any, *, ax: Axes | None = None, entropy: str = S.POLICY_ENTROPY) -> Figure:
     """Policy entropy per run with the fitted start and end (squares, 94 % HDI)."""
     return _per_run(series, diag, ax, [entropy], ["policy entropy"], "policy entropy")
 

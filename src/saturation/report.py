@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import hashlib
-import inspect
 import json
 import os
 import time
@@ -392,10 +391,8 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
     m, s = spec.model, _sampler(spec)
     runs = m.get("runs")
     # the series' names: the spec's, else the diagnostics' own defaults
-    rel_defaults = inspect.signature(diagnose_reliability).parameters
-    pass1 = m.get("pass1", rel_defaults["pass1"].default)
-    passk = m.get("passk", rel_defaults["passk"].default)
-    entropy = m.get("entropy", inspect.signature(diagnose_entropy).parameters["entropy"].default)
+    pass1, passk = m.get("pass1", S.REWARD_MEAN), m.get("passk", S.PASS_AT_K)
+    entropy = m.get("entropy", S.POLICY_ENTROPY)
     rel = diagnose_reliability(
         series,
         runs=runs,

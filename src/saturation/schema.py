@@ -56,6 +56,11 @@ LEVEL_COLUMN_RE: Final = re.compile(r"^(?P<level>[A-Za-z][A-Za-z0-9_]*?)_(?P<fie
 TRIAL_KEY: Final = (RUN, PHASE, STEP, INSTANCE_ID, SAMPLE)
 
 # ---------------------------------------------------------------- aggregate names
+#: per-step metric series the learning diagnostics read by default (series.SERIES_METRICS
+#: maps them to SkyRL's logged keys)
+REWARD_MEAN: Final = "reward_mean"
+PASS_AT_K: Final = "pass_at_k"
+POLICY_ENTROPY: Final = "policy_entropy"
 #: posterior variable names the plateau model, its simulators and calibrate share
 VALUE_AT_CHANGEPOINT: Final = "value_at_changepoint"
 CHANGEPOINT_SPREAD: Final = "changepoint_spread"

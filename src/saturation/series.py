@@ -33,9 +33,9 @@ from saturation.io import write_atomic
 
 #: netCDF-safe variable name -> metric name as SkyRL logs it
 SERIES_METRICS = {
-    "reward_mean": "reward/avg_raw_reward",
-    "pass_at_k": "reward/avg_pass_at_{k}",
-    "policy_entropy": "policy/policy_entropy",
+    S.REWARD_MEAN: "reward/avg_raw_reward",
+    S.PASS_AT_K: "reward/avg_pass_at_{k}",
+    S.POLICY_ENTROPY: "policy/policy_entropy",
 }
 
 
