@@ -96,14 +96,14 @@ def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
     stem = Path(stem)
     out = []
     pdf, png = stem.with_suffix(".pdf"), stem.with_suffix(".png")
-    for path, kwargs in (
-        (pdf, {"metadata": {"CreationDate": None}}),  # reproducible bytes: no time stamp
-        (png, {"dpi": 300}),
-    ):
-        buf = io.BytesIO()
-        with style():
+    with style():
+        for path, kwargs in (
+            (pdf, {"metadata": {"CreationDate": None}}),  # reproducible bytes: no time stamp
+            (png, {"dpi": 300}),
+        ):
+            buf = io.BytesIO()
             fig.savefig(buf, format=path.suffix[1:], **kwargs)
-        write_atomic(path, buf.getvalue())
+            write_atomic(path, buf.getvalue())
     out += [pdf, png]
     return out
 
