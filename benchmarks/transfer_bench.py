@@ -1,6 +1,6 @@
 """Benchmark the transfer fit on the embedded SWE-Gym replica and print its reproduction table.
 
-    python benchmarks/transfer_bench.py [--reference data/reference.json] [--draws N] [--task-effects sampled]
+    python benchmarks/transfer_bench.py [--reference PATH] [--draws N] [--task-effects integrated|sampled]
 
 Prints cold time (build + compile + sample), warm time (cached compiled model, second
 seed), sampling time, min bulk ESS, ESS/s, max R-hat and divergences; then, as Markdown,
@@ -43,7 +43,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reference", default=str(Path(__file__).parents[1] / "data" / "reference.json"))
     ap.add_argument("--draws", type=int, help="draws per chain (default: the model's)")
-    ap.add_argument("--task-effects", choices=S.TASK_EFFECTS, default="sampled")
+    ap.add_argument("--task-effects", choices=S.TASK_EFFECTS, default="integrated")
     args = ap.parse_args()
     ref = json.loads(Path(args.reference).read_text())["transfer"]
     ds = load_embedded("swegym")

@@ -109,7 +109,7 @@ def test_transfer_prior_simulator_is_paired_and_follows_its_truth():
     from saturation import schema as S
     from saturation.io import trials_to_frame
 
-    s = TransferSetting(task_sd=1e-9, reward_sd=1e-9)
+    s = TransferSetting(task_sd=1e-9, reward_task_sd=1e-9, reward_sd=1e-9)
     ds, truth = simulate_transfer_prior(s, np.random.default_rng(3))
     assert set(truth) == set(TRANSFER_PARAMS)
     frame = trials_to_frame(ds)

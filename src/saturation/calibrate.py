@@ -399,6 +399,7 @@ class TransferSetting(NUTSDraws):
     intercept_sd: float = TransferPriors.intercept_sd
     rw_sd: float = TransferPriors.rw_sd
     task_sd: float = TransferPriors.task_sd
+    reward_task_sd: float = TransferPriors.reward_task_sd
     reward_sd: float = TransferPriors.reward_sd
     first_steps: int = 4
     #: 4 x 2000 draws: with 1000 the task-effect sds' bulk ESS fell below 400 in about a
@@ -416,6 +417,7 @@ class TransferSetting(NUTSDraws):
             intercept_sd=self.intercept_sd,
             rw_sd=self.rw_sd,
             task_sd=self.task_sd,
+            reward_task_sd=self.reward_task_sd,
             reward_sd=self.reward_sd,
             start_mu=(float(self.start_mu[0]), float(self.start_mu[1])),
         )
@@ -435,7 +437,8 @@ def simulate_transfer_prior(setting: TransferSetting, rng: np.random.Generator) 
     Knot values: a Gaussian random walk per arm and part (first knot ~ N(start_mu,
     intercept_sd), increments ~ N(0, rw_sd_a), rw_sd_a ~ Gamma(shape, shape / rw_sd));
     task effects: zero-sum normal over the scheduled tasks times task sd ~ HalfNormal;
-    ungraded ~ Bernoulli, graded reward ~ Normal(expit(.), reward_sd_a), reward_sd_a ~
+    ungraded ~ Bernoulli(expit(. + ungraded task effect)), graded reward ~ Normal(expit(.) +
+    reward task effect, reward_sd_a), reward_sd_a ~
     HalfNormal(reward_sd); every width from ``setting.priors()``, the fit's own. Curves
     between knots by the model's own interpolation (``transfer.knot_basis``); population
     curves by the fit's ``transfer.population``.
@@ -455,7 +458,7 @@ def simulate_transfer_prior(setting: TransferSetting, rng: np.random.Generator) 
         inc = rng.normal(size=(len(arms), len(knots) - 1)) * rw_sd[:, None]
         kv = np.concatenate([first[:, None], first[:, None] + np.cumsum(inc, axis=1)], axis=1)
         curve[part] = kv @ basis.T  # (arm, step)
-        task_sd[part] = abs(rng.normal(0.0, pri.task_sd))
+        task_sd[part] = abs(rng.normal(0.0, pri.task_sd if part == "ungraded" else pri.reward_task_sd))
         z = rng.standard_normal(len(used))
         task_effect[part] = np.zeros(setting.pool_size)
         task_effect[part][used] = task_sd[part] * (z - z.mean())
@@ -470,7 +473,7 @@ def simulate_transfer_prior(setting: TransferSetting, rng: np.random.Generator) 
             truth["reward_knot_last"] = float(kv[0, -1])
     reward_sd = np.abs(rng.normal(0.0, pri.reward_sd, size=len(arms)))
     truth["reward_sd"] = float(reward_sd[0])
-    all_rollout = population(curve["ungraded"], task_sd["ungraded"], curve["reward"], task_sd["reward"])[S.ALL_ROLLOUT]
+    all_rollout = population(curve["ungraded"], task_sd["ungraded"], curve["reward"])[S.ALL_ROLLOUT]
     k = setting.first_steps
     truth["initial_gap_all_rollout"] = float((all_rollout[1, :k] - all_rollout[0, :k]).mean())
     rows = []
@@ -478,7 +481,7 @@ def simulate_transfer_prior(setting: TransferSetting, rng: np.random.Generator) 
         for j, step in enumerate(steps):
             task = np.repeat(schedule[j], setting.samples_per_prompt)
             p_u = curves.expit(curve["ungraded"][a, j] + task_effect["ungraded"][task])
-            mu = curves.expit(curve["reward"][a, j] + task_effect["reward"][task])
+            mu = curves.expit(curve["reward"][a, j]) + task_effect["reward"][task]  # reward-scale effects
             ungraded = rng.random(len(task)) < p_u
             reward = rng.normal(mu, reward_sd[a])
             rows.append(

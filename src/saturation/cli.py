@@ -933,16 +933,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="parametrisation of the knot random walks (default auto: centred with at least "
         "400 trials per knot and arm, else non-centred)",
     )
-    integrated = S.TRANSFER_SAMPLER["integrated"]
+    sampled = S.TRANSFER_SAMPLER["sampled"]
     p.add_argument(
         "--task-effects",
         choices=S.TASK_EFFECTS,
-        default="sampled",
-        help="sampled (default): every task effect a parameter; integrated (experimental): task "
-        "effects integrated out per task by quadrature (no funnel when a task sd is near zero; "
-        f"default draws/tune then {integrated['draws']}/{integrated['tune']})",
+        default="integrated",
+        help="integrated (default): task effects integrated out per task (exact for the reward, "
+        "quadrature for the ungraded indicator; about 50 parameters, no funnel when a task sd is near "
+        "zero); sampled: every task effect a parameter, the same model (the slow cross-check; default "
+        f"draws/tune then {sampled['draws']}/{sampled['tune']})",
     )
-    _add_sampler_args(p, defaults=tuple(S.TRANSFER_SAMPLER["sampled"][k] for k in ("draws", "tune", "chains")))
+    _add_sampler_args(p, defaults=tuple(S.TRANSFER_SAMPLER["integrated"][k] for k in ("draws", "tune", "chains")))
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")
     p.add_argument("--idata", metavar="PATH", help="write the InferenceData (netCDF)")
     p.set_defaults(func=_cmd_transfer)

@@ -99,7 +99,7 @@ def _sampler(spec: Spec) -> Any:
     """The spec's sampler settings on top of the model's own defaults (the transfer model's:
     ``transfer.default_sampler``)."""
 
-    base = default_sampler(spec.model.get("task_effects", "sampled")) if spec.kind == "transfer" else SamplerConfig()
+    base = default_sampler(spec.model.get("task_effects", "integrated")) if spec.kind == "transfer" else SamplerConfig()
     return with_overrides(base, {k: v for k, v in spec.sampler.items() if k != "seed"})  # the seed is the spec's
 
 

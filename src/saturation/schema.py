@@ -122,11 +122,11 @@ WALKS: Final = ("auto", "centred", "non-centred")
 #: transfer model: task effects sampled (default) or integrated out per task by quadrature
 #: (models.marginal)
 TASK_EFFECTS: Final = ("sampled", "integrated")
-#: the transfer model's sampler defaults per task_effects (models.transfer.DEFAULT_SAMPLER and
+#: the transfer model's sampler defaults per task_effects (models.transfer.SAMPLED_SAMPLER and
 #: INTEGRATED_SAMPLER; here so the CLI's help can show them without importing PyMC)
 TRANSFER_SAMPLER: Final = {
     "sampled": {"draws": 1000, "tune": 1000, "chains": 4, "target_accept": 0.9},
-    "integrated": {"draws": 1000, "tune": 500, "chains": 4, "target_accept": 0.9},
+    "integrated": {"draws": 800, "tune": 500, "chains": 4, "target_accept": 0.8},
 }
 #: the models `saturation calibrate` checks (calibrate.MODELS; the CLI lists them without importing it)
 CALIBRATION_MODELS: Final = ("plateau", "transfer", "pass-at-k", "plateau-trials")

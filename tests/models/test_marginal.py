@@ -1,5 +1,6 @@
-"""Task effects integrated out by adaptive Gauss-Hermite quadrature: value against a dense
-grid, gradient against finite differences, the same in PyTensor's C and numba modes."""
+"""Task effects integrated out of the transfer likelihood: the value against a dense grid, the
+exact gradient against finite differences, the pattern reduction against no reduction, the
+same numbers in PyTensor's Python and numba modes, the task sd -> 0 limit."""
 
 from __future__ import annotations
 
@@ -9,102 +10,177 @@ import pytensor.tensor as pt
 import pytest
 from scipy.special import expit, logsumexp
 
-from saturation.models.marginal import NODES, TaskMarginal, log_task_marginal, task_segments
+from saturation.models.marginal import (
+    MARGINAL_DATA,
+    NODES,
+    TransferMarginal,
+    binomial_patterns,
+    log_transfer_marginal,
+    task_segments,
+    transfer_marginal_kernel,
+)
 
-GRID = np.linspace(-12.0, 12.0, 4001)
+GRID = np.linspace(-12.0, 12.0, 8001)
+RGRID = np.linspace(-2.5, 2.5, 8001)
 
 
-def _problem(kind: str, seed: int = 1, n_tasks: int = 40, n_groups: int = 110):
+def _problem(
+    seed: int = 1, n_tasks: int = 40, n_cells: int = 12, n_arms: int = 2, rollouts: int = 8, extra_groups: int = 3
+):
+    """Groups of (task, cell), unique per pair (one arm, one step of one task), ungraded
+    counts and graded rewards' sufficient statistics."""
     rng = np.random.default_rng(seed)
-    task = rng.integers(0, n_tasks, n_groups)
-    task[:n_tasks] = np.arange(n_tasks)  # every task has a group
-    c = rng.normal(-0.4, 0.6, n_groups)
-    n = np.full(n_groups, 8.0)
-    if kind == "binomial":
-        a, b = rng.binomial(8, 0.35, n_groups).astype(float), n
-        d = prec = np.ones(n_groups)
+    task = np.concatenate([np.arange(n_tasks), rng.integers(0, n_tasks, extra_groups * n_tasks)])
+    cell = rng.integers(0, n_cells, len(task))
+    keep = np.unique(task * 1000 + cell, return_index=True)[1]
+    task, cell = task[keep], cell[keep]
+    n = rng.integers(1, rollouts + 1, len(task)).astype(float)
+    k = rng.binomial(n.astype(int), 0.35).astype(float)
+    gn = n - k
+    y = [rng.normal(0.45, 0.2, int(m)) for m in gn]
+    data = {
+        "task": task,
+        "cell": cell,
+        "arm": cell % n_arms,
+        "k": k,
+        "n": n,
+        "gn": gn,
+        "gs": np.array([v.sum() for v in y]),
+        "gq": np.array([(v**2).sum() for v in y]),
+        "n_tasks": n_tasks,
+    }
+    params = {"cu": rng.normal(-0.5, 0.6, n_cells), "cr": rng.normal(0.0, 0.5, n_cells), "prec": np.array([20.0, 30.0])}
+    return data, params
+
+
+def _inputs(data, *, dedupe: bool = True) -> list[np.ndarray]:
+    """The kernel's data inputs in MARGINAL_DATA order (``dedupe=False``: one pattern per task)."""
+    order, start, end = task_segments(data["task"], data["n_tasks"])
+    if dedupe:
+        pat = binomial_patterns(data["cell"], data["k"], data["n"], data["task"], data["n_tasks"])
     else:
-        a = rng.integers(0, 9, n_groups).astype(float)  # graded count, may be 0
-        mu = expit(c + rng.normal(0, 0.5, n_groups))
-        y = [rng.normal(m, 0.2, int(k)) for m, k in zip(mu, a, strict=True)]
-        b = np.array([v.sum() for v in y])
-        d = np.array([(v**2).sum() for v in y])
-        prec = np.full(n_groups, 1 / 0.2**2)
-    return task, c, a, b, d, prec
+        pat = {
+            "u_cell": data["cell"][order],
+            "u_k": data["k"][order],
+            "u_n": data["n"][order],
+            "u_start": start,
+            "u_end": end,
+            "u_weight": np.ones(data["n_tasks"]),
+        }
+    reward = {
+        "cell": data["cell"][order],
+        "g_arm": data["arm"][order],
+        "g_n": data["gn"][order],
+        "g_sum": data["gs"][order],
+        "g_sumsq": data["gq"][order],
+        "task_start": start,
+        "task_end": end,
+    }
+    return [{**pat, **reward}[name] for name in MARGINAL_DATA]
 
 
-def _brute(kind, task, c, a, b, d, prec, tau):
-    """log of the integral on a dense grid (trapezoid-free Riemann sum; the integrand is ~0 at
-    the ends)."""
-    x = c[:, None] + GRID[None, :]
-    if kind == "binomial":
-        ll = a[:, None] * x - b[:, None] * np.logaddexp(0, x)
-    else:
-        r = expit(x)
-        ll = -0.5 * prec[:, None] * (d[:, None] - 2 * r * b[:, None] + a[:, None] * r * r)
-    tot = np.zeros((task.max() + 1, len(GRID)))
-    np.add.at(tot, task, ll)
-    lp = -0.5 * (GRID / tau) ** 2 - np.log(tau) - 0.5 * np.log(2 * np.pi)
-    return float(logsumexp(tot + lp, axis=1).sum() + tot.shape[0] * np.log(GRID[1] - GRID[0]))
+def _kernel(params, inputs, tau_u, tau_r, nodes=NODES):
+    z, w = np.polynomial.hermite.hermgauss(nodes)
+    return transfer_marginal_kernel(params["cu"], params["cr"], tau_u, tau_r, params["prec"], *inputs, z, w)
 
 
-def _compiled(kind, task, a, b, d, mode):
-    order, start, end = task_segments(task, task.max() + 1)
-    cv, tau, pv = pt.dvector("c"), pt.dscalar("tau"), pt.dvector("prec")
-    out = log_task_marginal(kind, cv, tau, a[order], b[order], d[order], pv, start, end)
-    grads = pytensor.grad(out, [cv, tau, pv])
-    return order, pytensor.function([cv, tau, pv], [out, *grads], mode=mode)
+def _brute(data, params, tau_u, tau_r):
+    """Both integrals on dense grids (Riemann sums; the integrands are ~0 at the ends)."""
+    x = params["cu"][data["cell"]][:, None] + GRID[None, :]
+    ll = data["k"][:, None] * x - data["n"][:, None] * np.logaddexp(0, x)
+    tot = np.zeros((data["n_tasks"], len(GRID)))
+    np.add.at(tot, data["task"], ll)
+    prior = -0.5 * (GRID / tau_u) ** 2 - np.log(tau_u) - 0.5 * np.log(2 * np.pi) + np.log(GRID[1] - GRID[0])
+    ungraded = logsumexp(tot + prior, axis=1).sum()
+    mu = expit(params["cr"])[data["cell"]][:, None] + RGRID[None, :]
+    lam = params["prec"][data["arm"]][:, None]
+    gn, gs, gq = (data[v][:, None] for v in ("gn", "gs", "gq"))
+    ll = 0.5 * gn * np.log(lam / (2 * np.pi)) - 0.5 * lam * (gq - 2 * mu * gs + gn * mu * mu)
+    tot = np.zeros((data["n_tasks"], len(RGRID)))
+    np.add.at(tot, data["task"], ll)
+    prior = -0.5 * (RGRID / tau_r) ** 2 - np.log(tau_r) - 0.5 * np.log(2 * np.pi) + np.log(RGRID[1] - RGRID[0])
+    return float(ungraded + logsumexp(tot + prior, axis=1).sum())
 
 
-@pytest.mark.parametrize("kind", ["binomial", "gaussian"])
-@pytest.mark.parametrize("tau", [0.05, 0.5, 1.2])
-def test_value_matches_a_dense_grid(kind, tau):
-    task, c, a, b, d, prec = _problem(kind)
-    order, f = _compiled(kind, task, a, b, d, "FAST_RUN")
-    value = f(c[order], tau, prec[order])[0]
-    ref = _brute(kind, task, c, a, b, d, prec, tau)
-    # per task the 7-node rule is accurate to ~1e-4 on these small tasks; at a wide task sd the
-    # reward likelihood's flat tail (expit saturates) is harder: 6e-4 per task at sd 1.2
-    per_task = 1e-3 if tau > 1 else 2e-4
-    assert value == pytest.approx(ref, abs=per_task * (task.max() + 1))
+@pytest.mark.parametrize(("tau_u", "tau_r"), [(0.05, 0.02), (0.5, 0.1), (1.2, 0.3)])
+def test_value_matches_a_dense_grid(tau_u, tau_r):
+    data, params = _problem()
+    value = _kernel(params, _inputs(data), tau_u, tau_r)[0]
+    ref = _brute(data, params, tau_u, tau_r)
+    # the reward part is exact; the 5-node rule on these small binomial tasks errs by well under
+    # 1e-3 per task (1e-5 at sd 0.5); 7 nodes are closer still
+    assert value == pytest.approx(ref, abs=1e-3 * data["n_tasks"])
+    assert abs(_kernel(params, _inputs(data), tau_u, tau_r, nodes=7)[0] - ref) <= abs(value - ref) + 1e-9
 
 
-@pytest.mark.parametrize("kind", ["binomial", "gaussian"])
-def test_gradient_matches_finite_differences(kind):
-    task, c, a, b, d, prec = _problem(kind, seed=2)
-    order, f = _compiled(kind, task, a, b, d, "FAST_RUN")
-    c, prec, tau, eps = c[order], prec[order], 0.6, 1e-6
-    _, dc, dtau, dprec = f(c, tau, prec)
-    for j in (0, 7, 50):
-        e = np.zeros_like(c)
-        e[j] = eps
-        fd = (f(c + e, tau, prec)[0] - f(c - e, tau, prec)[0]) / (2 * eps)
-        assert dc[j] == pytest.approx(fd, rel=2e-3, abs=1e-5)
-    fd_tau = (f(c, tau + eps, prec)[0] - f(c, tau - eps, prec)[0]) / (2 * eps)
-    # the quadrature's centre and scale are held fixed in the gradient: exact to quadrature error
-    assert dtau == pytest.approx(fd_tau, rel=2e-3)
-    if kind == "gaussian":
-        e = np.zeros_like(prec)
-        e[3] = 1e-3
-        fd_prec = (f(c, tau, prec + e)[0] - f(c, tau, prec - e)[0]) / 2e-3
-        assert dprec[3] == pytest.approx(fd_prec, rel=2e-3)
+def test_gradient_is_exact():
+    """The gradient of the value the kernel returns (not of the integral): finite differences
+    agree to their own error, including the centre's and the scale's dependence on the inputs."""
+    data, params = _problem(seed=2)
+    inputs = _inputs(data)
+    tau_u, tau_r, eps = 0.6, 0.15, 1e-6
+    _, d_cu, d_cr, d_tu, d_tr, d_prec = _kernel(params, inputs, tau_u, tau_r)
+
+    def f(name=None, i=0, delta=0.0, tu=tau_u, tr=tau_r):
+        p = {k: v.copy() for k, v in params.items()}
+        if name:
+            p[name][i] += delta
+        return _kernel(p, inputs, tu, tr)[0]
+
+    for name, grad in (("cu", d_cu), ("cr", d_cr), ("prec", d_prec)):
+        for i in range(len(grad)):
+            step = eps * max(1.0, abs(params[name][i]))
+            fd = (f(name, i, step) - f(name, i, -step)) / (2 * step)
+            assert grad[i] == pytest.approx(fd, rel=1e-6, abs=1e-6), (name, i)
+    assert d_tu == pytest.approx((f(tu=tau_u + eps) - f(tu=tau_u - eps)) / (2 * eps), rel=1e-6)
+    assert d_tr == pytest.approx((f(tr=tau_r + eps) - f(tr=tau_r - eps)) / (2 * eps), rel=1e-6)
 
 
-def test_numba_mode_equals_python_mode():
-    task, c, a, b, d, prec = _problem("binomial", seed=3)
-    order, f_c = _compiled("binomial", task, a, b, d, "FAST_RUN")
-    _, f_n = _compiled("binomial", task, a, b, d, "NUMBA")
-    for x, y in zip(f_c(c[order], 0.7, prec[order]), f_n(c[order], 0.7, prec[order]), strict=True):
-        np.testing.assert_allclose(x, y, rtol=1e-12)
+def test_patterns_change_nothing_but_the_cost():
+    """Tasks with identical (cell, ungraded, rollouts) groups are computed once and weighted:
+    value and gradient equal the unreduced computation."""
+    data, params = _problem(seed=5, n_tasks=300, n_cells=6, rollouts=2, extra_groups=1)
+    reduced, full = _inputs(data), _inputs(data, dedupe=False)
+    assert len(reduced[MARGINAL_DATA.index("u_start")]) < 0.8 * data["n_tasks"]  # there are duplicates
+    assert reduced[MARGINAL_DATA.index("u_weight")].sum() == data["n_tasks"]
+    for a, b in zip(_kernel(params, reduced, 0.7, 0.2), _kernel(params, full, 0.7, 0.2), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-10)
 
 
-def test_tiny_task_sd_is_the_likelihood_without_task_effects():
+def test_tiny_task_sds_are_the_likelihood_without_task_effects():
     """At task sd -> 0 the integral is the likelihood at theta = 0 (no funnel, finite gradient)."""
-    task, c, a, b, d, prec = _problem("binomial", seed=4)
-    order, f = _compiled("binomial", task, a, b, d, "FAST_RUN")
-    value, dc, dtau, _ = f(c[order], 1e-4, prec[order])
-    assert value == pytest.approx(float((a * c - b * np.logaddexp(0, c)).sum()), abs=1e-3)
-    assert np.isfinite(dc).all() and np.isfinite(dtau)
+    data, params = _problem(seed=4)
+    value, d_cu, d_cr, d_tu, d_tr, _ = _kernel(params, _inputs(data), 1e-5, 1e-6)
+    cu, mu, lam = params["cu"][data["cell"]], expit(params["cr"])[data["cell"]], params["prec"][data["arm"]]
+    plain = (data["k"] * cu - data["n"] * np.logaddexp(0, cu)).sum() + (
+        0.5 * data["gn"] * np.log(lam / (2 * np.pi))
+        - 0.5 * lam * (data["gq"] - 2 * mu * data["gs"] + data["gn"] * mu**2)
+    ).sum()
+    assert value == pytest.approx(plain, abs=1e-4)
+    assert np.isfinite(d_cu).all() and np.isfinite(d_cr).all() and np.isfinite(d_tu) and np.isfinite(d_tr)
+
+
+def test_extreme_curves_stay_finite():
+    """Far from any posterior (warm-up): cells at logit +-40 and a wide task sd."""
+    data, params = _problem(seed=6)
+    params["cu"][:3] = [40.0, -40.0, 25.0]
+    out = _kernel(params, _inputs(data), 4.0, 0.5)
+    assert all(np.isfinite(np.asarray(v)).all() for v in out)
+
+
+def test_op_in_python_and_numba_modes_equals_the_kernel():
+    data, params = _problem(seed=3)
+    inputs = _inputs(data)
+    cu, cr, tu, tr, prec = pt.dvector("cu"), pt.dvector("cr"), pt.dscalar("tu"), pt.dscalar("tr"), pt.dvector("prec")
+    # data as shared variables, as pm.Data gives them (constants would be baked into the numba code)
+    out = log_transfer_marginal(cu, cr, tu, tr, prec, *(pytensor.shared(v) for v in inputs))
+    grads = pytensor.grad(out, [cu, cr, tu, tr, prec])
+    want = _kernel(params, inputs, 0.7, 0.2)
+    for mode in ("FAST_RUN", "NUMBA"):
+        f = pytensor.function([cu, cr, tu, tr, prec], [out, *grads], mode=mode)
+        got = f(params["cu"], params["cr"], 0.7, 0.2, params["prec"])
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-12)
 
 
 def test_segments_and_argument_checks():
@@ -112,8 +188,8 @@ def test_segments_and_argument_checks():
     np.testing.assert_array_equal(np.array([2, 0, 2, 1, 0])[order], [0, 0, 1, 2, 2])
     np.testing.assert_array_equal(start, [0, 2, 3, 5])
     np.testing.assert_array_equal(end, [2, 3, 5, 5])  # task 3 has no group: empty segment
-    with pytest.raises(ValueError, match="kind must be one of"):
-        TaskMarginal("poisson")
     with pytest.raises(ValueError, match="nodes"):
-        TaskMarginal("binomial", nodes=0)
+        TransferMarginal(nodes=0)
+    with pytest.raises(TypeError, match="takes 18 inputs"):
+        TransferMarginal().make_node(np.zeros(2))
     assert NODES >= 5

@@ -12,15 +12,15 @@ from saturation import schema as S
 from saturation.io import trials_to_frame
 from saturation.models import fit_transfer, transfer_data, transfer_frame
 from saturation.models.transfer import (
-    DEFAULT_SAMPLER,
+    SAMPLED_SAMPLER,
     TransferConfig,
     knot_basis,
     resolve_walk,
 )
 from saturation.simulate import ArmSpec, TransferSpec, simulate_transfer
 
-#: the crossing scenario's R-hat sat at 1.010 with 1000 + 1000 after the likelihood rewrite
-LONG = replace(DEFAULT_SAMPLER, draws=1500, tune=1500)
+#: the sampled form, the cross-check: the crossing scenario's R-hat sat at 1.010 with 1000 + 1000
+LONG_SAMPLED = replace(SAMPLED_SAMPLER, draws=1500, tune=1500)
 
 
 def _spec(arms, n_steps=24, prompts=48, samples=4):
@@ -104,7 +104,7 @@ def test_crossover_steps_vectorised_matches_definition():
 @pytest.mark.slow
 def test_recovers_initial_advantage_and_crossover(crossing_spec):
     ds, truth = simulate_transfer(crossing_spec, seed=2)
-    fit = fit_transfer(ds, seed=1, sampler=LONG)
+    fit = fit_transfer(ds, seed=1)
     assert fit.diagnostics["converged"], fit.diagnostics
     ini = fit.estimands["initial"]["s85"]
     t4 = truth["first_4_steps"]
@@ -140,6 +140,44 @@ def test_no_crossover_when_the_arm_stays_ahead():
     assert fit.estimands["crossover_step"]["s85"]["p_no_crossover"] > 0.9
     last = fit.estimands["last_step"]["s85"]["delta_all_rollout"]
     assert last["hdi"][0] > 0
+
+
+def _task_sd_zero(spec):
+    return replace(spec, task_sd=0.0, ungraded_task_sd=0.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [2, 3])
+def test_converges_and_recovers_when_the_task_sds_are_zero(crossing_spec, seed):
+    """Data without any task effect (the funnel of the sampled form): the default fit converges
+    (R-hat <= 1.01, ESS, no divergence) and still covers the truth."""
+    ds, truth = simulate_transfer(_task_sd_zero(crossing_spec), seed=seed)
+    fit = fit_transfer(ds, seed=1)
+    assert fit.diagnostics["converged"], fit.diagnostics
+    assert fit.diagnostics["divergences"] == 0
+    t4 = truth["first_4_steps"]["all_rollout"]
+    assert _inside(fit.estimands["initial"]["s85"]["delta_all_rollout"], t4["s85"] - t4["base"])
+    assert _inside(fit.estimands["crossover_step"]["s85"], truth["crossover_step"]["s85"])
+    # the simulator's per-step noise (sd 0.03, logit) is all a task effect can pick up here
+    assert fit.estimands["task_effect_sd"]["reward"]["mean"] < 0.05
+
+
+@pytest.mark.slow
+def test_integrated_equals_sampled_task_effects(crossing_spec):
+    """The same model two ways: task effects integrated out (exact / quadrature) and sampled one
+    by one. Every reported quantity agrees to Monte Carlo error."""
+    ds, _ = simulate_transfer(crossing_spec, seed=2)
+    integrated = fit_transfer(ds, seed=1)
+    sampled = fit_transfer(ds, seed=1, task_effects="sampled", sampler=LONG_SAMPLED)
+    assert integrated.diagnostics["converged"] and sampled.diagnostics["converged"]
+    a, b = integrated.summary().set_index(["arm", "estimand"]), sampled.summary().set_index(["arm", "estimand"])
+    for key in a.index:
+        # Monte Carlo sd of a mean with ESS >= 400 in both fits: sd / 20 each; 4 of them is generous
+        tol = 4 * max(a.loc[key, "sd"], 1e-3) / 20 * np.sqrt(2) if np.isfinite(a.loc[key, "sd"]) else 0.03
+        assert a.loc[key, "mean"] == pytest.approx(b.loc[key, "mean"], abs=tol), key
+    for part in ("ungraded", "reward"):
+        ia, sa = integrated.estimands["task_effect_sd"][part], sampled.estimands["task_effect_sd"][part]
+        assert ia["mean"] == pytest.approx(sa["mean"], abs=4 * ia["sd"] / 20 * np.sqrt(2) + 1e-3), part
 
 
 @pytest.mark.filterwarnings("ignore::saturation.models.ConvergenceWarning")

@@ -1,38 +1,56 @@
-"""Task effects integrated out: one fused kernel per likelihood, as a PyTensor Op.
+"""Task effects integrated out of the transfer model's likelihood.
 
-The transfer model gives every task :math:`i` a Gaussian effect :math:`\\theta_i` on the
-logit scale, shared by all the (arm, step) groups of rollouts of that task. Sampling the
-thousands of effects made NUTS slow and, when a task sd is near zero, put it in a funnel.
-Here each task's effect is integrated out numerically, so the sampler sees only the curves
-and the sds:
+The transfer model gives every task :math:`i` one effect per part, shared by all the (arm,
+step) groups :math:`g` of rollouts of that task (paired design). Sampling thousands of
+effects made NUTS slow and, when a task sd is near zero, put it in a funnel. Here each
+task's effect is integrated out, so the sampler sees only the curves and the sds.
+
+**Graded reward** (Gaussian, task effect on the reward scale): exact. With group means
+:math:`\\mu_g`, per-trial precision :math:`\\lambda_g`, graded count :math:`n_g`, sum
+:math:`S_g` and sum of squares :math:`Q_g`,
 
 .. math::
 
-    \\log p(y \\mid c, \\sigma_\\theta) = \\sum_i \\log \\int \\prod_{g \\in i}
-        p(y_g \\mid c_g + \\theta)\\, N(\\theta; 0, \\sigma_\\theta^2)\\, d\\theta
+    \\log \\int \\prod_{g \\in i} \\prod_{j} N(y_{gj}; \\mu_g + \\theta, \\lambda_g^{-1})
+        N(\\theta; 0, \\tau^2) d\\theta = \\sum_{g \\in i} \\big[\\tfrac{n_g}{2}
+        \\log\\tfrac{\\lambda_g}{2\\pi} - \\tfrac{\\lambda_g}{2} (Q_g - 2\\mu_g S_g + n_g\\mu_g^2)\\big]
+        - \\tfrac12 \\log(1 + A_i\\tau^2) + \\frac{\\tau^2 B_i^2}{2 (1 + A_i \\tau^2)}
 
-by adaptive Gauss-Hermite quadrature per task: centred at the mode of the integrand
-(Newton steps from 0 for the binomial, Fisher scoring for the Gaussian-on-logit reward),
-scaled by the curvature there, ``nodes`` nodes. The value and its gradient in every input
-are computed in one pass (numba), so the Op costs a few transcendental functions per group
-and node. The gradient holds the quadrature's centre and scale fixed: the integral does not
-depend on them (only its quadrature error does), so it is the gradient of the integral to
-quadrature accuracy; NUTS stays exact for the value it evaluates, because leapfrog steps
-with any position-dependent force are reversible and volume-preserving.
+with :math:`A_i = \\sum_g \\lambda_g n_g` and :math:`B_i = \\sum_g \\lambda_g (S_g - n_g
+\\mu_g)` (compound symmetry; O(groups)).
 
-Likelihoods (per group :math:`g`, predictor :math:`x = c_g + \\theta`):
+**Ungraded indicator** (binomial, task effect on the logit scale): adaptive Gauss-Hermite
+quadrature per task: Newton's method from 0 to the mode
+:math:`\\hat\\theta_i` of :math:`h_i(\\theta) = \\sum_g [k_g (c_g + \\theta) - n_g
+\\log(1 + e^{c_g + \\theta})] - \\theta^2 / 2\\tau^2` (to a step below ``NEWTON_TOL``), nodes
+:math:`\\hat\\theta_i + s_i z_q` with :math:`s_i = (2 / H_i)^{1/2}`, :math:`H_i =
+-h_i''(\\hat\\theta_i)`:
 
-- ``"binomial"``: :math:`k_g x - n_g \\log(1 + e^x)` (``a`` = k, ``b`` = n; the
-  coefficient :math:`\\binom{n}{k}` is a constant and left out);
-- ``"gaussian"``: graded rewards :math:`y \\sim N(\\operatorname{expit}(x), 1/\\lambda_g)`
-  from each group's count, sum and sum of squares (``a`` = n, ``b`` = sum, ``d`` = sum of
-  squares, ``prec`` = :math:`\\lambda_g`): :math:`-\\tfrac12 \\lambda_g (d - 2 r b + a r^2)`
-  with :math:`r = \\operatorname{expit}(x)` (the :math:`\\log \\lambda` terms do not involve
-  :math:`\\theta` and are added by the model).
+.. math::
+
+    \\log \\int e^{h_i(\\theta)} \\frac{d\\theta}{\\sqrt{2\\pi}\\tau} \\approx \\log s_i
+        + \\operatorname{logsumexp}_q \\big(\\log w_q + z_q^2 + h_i(\\hat\\theta_i + s_i z_q)\\big)
+        - \\log \\tau - \\tfrac12 \\log 2\\pi .
+
+Its gradient is the exact gradient of this value: the partial derivatives at fixed centre
+and scale plus their dependence on the inputs through the mode and the curvature
+(implicit differentiation of :math:`h_i'(\\hat\\theta_i) = 0`:
+:math:`\\partial\\hat\\theta_i/\\partial c_g = -v_g / H_i` with :math:`v_g = n_g r_g (1 -
+r_g)`, :math:`\\partial\\hat\\theta_i/\\partial\\tau = 2\\hat\\theta_i / (\\tau^3 H_i)`), so NUTS
+integrates the Hamiltonian of the value it evaluates. Tasks whose groups agree in (cell,
+ungraded count, rollouts) have the same integral: it is computed once per distinct pattern
+and weighted (:func:`binomial_patterns`). The binomial coefficient :math:`\\binom{n}{k}`
+is a constant and left out.
+
+Both parts, their values and exact gradients, come from one numba kernel
+(:func:`transfer_marginal_kernel`) wrapped as one PyTensor Op whose inputs are the per-cell
+curves, the two task sds and the per-arm reward precisions, so the sampler's graph stays
+small (knots -> curves -> this Op).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,21 +62,36 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 from pytensor.link.numba.dispatch.basic import register_funcify_default_op_cache_key
 
-KINDS = ("binomial", "gaussian")
-#: quadrature nodes per task and steps to the mode. Measured against a 2,001-point grid at
-#: 20 posterior draws of the embedded SWE-Gym replica (2,058 tasks): with 5 nodes the summed
-#: error is -0.007 (sd 0.001 across draws) for the ungraded part and -0.14 (sd 0.01) for the
-#: reward part, 7 nodes -9e-5 / -0.01, 3 nodes -0.45 / -1.8; 3 and 5 steps agree to 1e-6.
-#: What matters for the posterior is how much the error varies across draws. Far from the
-#: posterior (small, skewed tasks at task sd 1.2, tests/models/test_marginal.py) 5 nodes err by
-#: 2e-3 per task on the reward part (the expit saturates: a flat tail), 7 nodes by 6e-4. With 5
-#: nodes one NUTS chain on the embedded replica got stuck in warm-up (the gradient holds the
-#: quadrature's centre fixed, so a larger quadrature error is a less conservative force); 7 nodes
-#: sampled normally.
-NODES = 7
-NEWTON_STEPS = 3
-#: each Newton / scoring step is clipped to this many logits (robust far from the mode)
+#: quadrature nodes per task. Summed error against a 6,001-point grid on the embedded SWE-Gym
+#: replica (2,058 tasks, the curves at a typical posterior value): at task sd 0.5 - 1 node
+#: (Laplace) -6.6, 3 nodes -0.44, 5 nodes -0.008, 7 nodes 1e-4; at task sd 1.5 - 5 nodes
+#: -0.47, 7 nodes -0.036 (docs/transfer.md). What matters for the posterior is how the error
+#: changes with the parameters; 5 nodes keep that far below the posterior sd.
+NODES = 5
+#: Newton's method stops when its step is below this (the error left is about its square)
+NEWTON_TOL = 1e-7
+NEWTON_MAX_ITER = 60
+#: each Newton step is clipped to this many logits (robust far from the mode)
 MAX_STEP = 2.0
+#: the kernel's data inputs in order (binomial part by distinct task pattern, reward part by task)
+MARGINAL_DATA = (
+    "u_cell",
+    "u_k",
+    "u_n",
+    "u_start",
+    "u_end",
+    "u_weight",
+    "cell",
+    "g_arm",
+    "g_n",
+    "g_sum",
+    "g_sumsq",
+    "task_start",
+    "task_end",
+)
+INT_DATA = (0, 3, 4, 6, 7, 11, 12)
+#: numba fast-math flags without "nnan"/"ninf": the kernel relies on IEEE inf (1 / inf = 0)
+FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
 
 def task_segments(task_idx: np.ndarray, n_tasks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -70,186 +103,332 @@ def task_segments(task_idx: np.ndarray, n_tasks: int) -> tuple[np.ndarray, np.nd
     return order, (end - counts).astype(np.int64), end.astype(np.int64)
 
 
-# the one exception to the complexity limit (ARCHITECTURE.md): a fused numba loop, value and
-# gradient of every task's integral in one pass; split, it would be several passes over the data
-@numba.njit(cache=True, fastmath=True)
-def marginal_kernel(  # noqa: C901
-    gaussian: bool,
-    c: np.ndarray,
+@numba.njit(cache=True, fastmath=FASTMATH, inline="always")
+def _gaussian_task(
+    first: int,
+    last: int,
+    mu: np.ndarray,
+    cell: np.ndarray,
+    lam: np.ndarray,
+    gn: np.ndarray,
+    gs: np.ndarray,
+    gq: np.ndarray,
     tau: float,
-    a: np.ndarray,
-    b: np.ndarray,
-    d: np.ndarray,
+    d_mu: np.ndarray,
+    d_lam: np.ndarray,
+) -> tuple[float, float]:
+    """One task's exact Gaussian marginal (module docstring): its value and d/dtau; adds
+    d/dmu (per cell) and d/dlambda (per group) into ``d_mu`` and ``d_lam``."""
+    t2 = tau * tau
+    a_i, b_i, value = 0.0, 0.0, 0.0
+    for j in range(first, last):
+        m = mu[cell[j]]
+        a_i += lam[j] * gn[j]
+        b_i += lam[j] * (gs[j] - gn[j] * m)
+        value -= 0.5 * lam[j] * (gq[j] - 2.0 * m * gs[j] + gn[j] * m * m)
+    den = 1.0 + a_i * t2
+    value += -0.5 * math.log(den) + 0.5 * t2 * b_i * b_i / den
+    d_b = t2 * b_i / den
+    d_a = -0.5 * t2 / den - 0.5 * t2 * t2 * b_i * b_i / (den * den)
+    for j in range(first, last):
+        m = mu[cell[j]]
+        resid = gs[j] - gn[j] * m
+        d_mu[cell[j]] += lam[j] * resid - lam[j] * gn[j] * d_b
+        ssr = gq[j] - 2.0 * m * gs[j] + gn[j] * m * m
+        d_lam[j] += -0.5 * ssr + d_a * gn[j] + d_b * resid
+    d_tau = -a_i * tau / den + tau * b_i * b_i / den - a_i * tau * t2 * b_i * b_i / (den * den)
+    return value, d_tau
+
+
+@numba.njit(cache=True, fastmath=FASTMATH, inline="always")
+def _binomial_task(
+    first: int,
+    last: int,
+    c: np.ndarray,
+    ec: np.ndarray,
+    cell: np.ndarray,
+    k: np.ndarray,
+    n: np.ndarray,
+    tau: float,
+    weight: float,
+    z: np.ndarray,
+    logw: np.ndarray,
+    work: np.ndarray,
+    r_node: np.ndarray,
+    d_c: np.ndarray,
+) -> tuple[float, float]:
+    """One task's adaptive Gauss-Hermite binomial marginal (module docstring): its value and
+    exact d/dtau; adds ``weight`` times the exact d/dc (per cell) into ``d_c``. ``ec`` = exp(c) per cell;
+    ``work`` (4, nodes) and ``r_node`` (groups of the widest task, nodes) are scratch."""
+    nodes = z.shape[0]
+    p0 = 1.0 / (tau * tau)
+    post, slope, shift, e_mode = work[0], work[1], work[2], work[3]
+    # Newton's method for the mode of h_i (strictly concave: the prior term)
+    th = 0.0
+    for _ in range(NEWTON_MAX_ITER):
+        et = math.exp(min(max(th, -700.0), 700.0))
+        g, h = -p0 * th, p0
+        for j in range(first, last):
+            e = min(ec[cell[j]] * et, 1e300)
+            r = e / (1.0 + e)
+            g += k[j] - n[j] * r
+            h += n[j] * r * (1.0 - r)
+        step = min(max(g / h, -MAX_STEP), MAX_STEP)
+        th += step
+        if abs(step) < NEWTON_TOL:
+            break
+    # curvature H at the mode and its derivative along theta (m3 = sum of v (1 - 2 r))
+    et = math.exp(min(max(th, -700.0), 700.0))
+    h, m3 = p0, 0.0
+    for jj in range(last - first):
+        e = min(ec[cell[first + jj]] * et, 1e300)
+        e_mode[jj] = e
+        r = e / (1.0 + e)
+        v = n[first + jj] * r * (1.0 - r)
+        h += v
+        m3 += v * (1.0 - 2.0 * r)
+    s = math.sqrt(2.0 / h)
+    top = -1e300
+    for q in range(nodes):
+        shift[q] = math.exp(s * z[q])
+    for q in range(nodes):
+        t = th + s * z[q]
+        acc, hp = logw[q] - 0.5 * p0 * t * t, -p0 * t
+        for jj in range(last - first):
+            j = first + jj
+            e = min(e_mode[jj] * shift[q], 1e300)
+            r = e / (1.0 + e)
+            r_node[jj, q] = r
+            x = c[cell[j]] + t
+            acc += k[j] * x - n[j] * (math.log1p(e) if e < 1e30 else x)
+            hp += k[j] - n[j] * r
+        post[q], slope[q] = acc, hp
+        top = max(top, acc)
+    ssum = 0.0
+    for q in range(nodes):
+        post[q] = math.exp(post[q] - top)
+        ssum += post[q]
+    # -log tau - log(2 pi) / 2 is added by the caller, once for all patterns
+    value = top + math.log(ssum * s)
+    # partial derivatives at fixed centre and scale ...
+    d_th, d_s, d_tau = 0.0, 1.0 / s, 0.0
+    for q in range(nodes):
+        post[q] /= ssum
+        t = th + s * z[q]
+        d_th += post[q] * slope[q]
+        d_s += post[q] * slope[q] * z[q]
+        d_tau += post[q] * t * t * p0 / tau
+    # ... plus the centre's and the scale's dependence on the inputs (implicit function)
+    ds_dh = -s / (2.0 * h)
+    dth_dtau = 2.0 * th * p0 / (tau * h)
+    d_tau += d_th * dth_dtau + d_s * ds_dh * (m3 * dth_dtau - 2.0 * p0 / tau)
+    for jj in range(last - first):
+        j = first + jj
+        r0 = e_mode[jj] / (1.0 + e_mode[jj])
+        v = n[j] * r0 * (1.0 - r0)
+        dth = -v / h
+        fixed = 0.0
+        for q in range(nodes):
+            fixed += post[q] * (k[j] - n[j] * r_node[jj, q])
+        d_c[cell[j]] += weight * (fixed + d_th * dth + d_s * ds_dh * (v * (1.0 - 2.0 * r0) + m3 * dth))
+    return value, d_tau
+
+
+@numba.njit(cache=True, fastmath=FASTMATH)
+def transfer_marginal_kernel(
+    cu: np.ndarray,
+    cr: np.ndarray,
+    tau_u: float,
+    tau_r: float,
     prec: np.ndarray,
+    u_cell: np.ndarray,
+    u_k: np.ndarray,
+    u_n: np.ndarray,
+    u_start: np.ndarray,
+    u_end: np.ndarray,
+    u_weight: np.ndarray,
+    cell: np.ndarray,
+    arm: np.ndarray,
+    gn: np.ndarray,
+    gs: np.ndarray,
+    gq: np.ndarray,
     start: np.ndarray,
     end: np.ndarray,
     z: np.ndarray,
     w: np.ndarray,
-    newton_steps: int,
-) -> tuple[float, np.ndarray, float, np.ndarray]:
-    """Log marginal likelihood of all tasks and its gradient in ``c``, ``tau`` and ``prec``
-    (``z``, ``w``: Gauss-Hermite nodes and weights).
+) -> tuple[float, np.ndarray, np.ndarray, float, float, np.ndarray]:
+    """Both parts' log marginal likelihood, task effects integrated out, and its exact gradient.
 
-    Cost per group: one ``exp`` per Newton step, then at the nodes ``exp(c + theta + s z_q) =
-    exp(c + theta) exp(s z_q)`` by multiplication (one ``exp`` per task and node) and, for the
-    binomial, one ``log1p`` per node; every loop runs over all groups (long, branch-light).
+    Parameters
+    ----------
+    cu, cr : ndarray
+        Per (arm, step) cell: the ungraded and the reward curve (logit scale).
+    tau_u, tau_r : float
+        Task-effect sds (ungraded: logit scale; reward: reward scale).
+    prec : ndarray
+        Per arm: the per-trial reward precision.
+    u_cell, u_k, u_n, u_start, u_end, u_weight : ndarray
+        Binomial part, by distinct task pattern (:func:`binomial_patterns`): per group its
+        cell, ungraded count and rollouts; pattern ``p`` owns groups ``[u_start[p],
+        u_end[p])`` and stands for ``u_weight[p]`` tasks.
+    cell, arm, gn, gs, gq : ndarray
+        Reward part, per group (ordered by task): its cell and arm, graded count, sum and sum
+        of squares of the graded rewards.
+    start, end : ndarray of int
+        Task ``i`` owns reward groups ``[start[i], end[i])``.
+    z, w : ndarray
+        Gauss-Hermite nodes and weights of the binomial part.
+
+    Returns
+    -------
+    tuple
+        value, d/dcu, d/dcr, d/dtau_u, d/dtau_r, d/dprec.
     """
-    n_groups = c.shape[0]
-    n_tasks = start.shape[0]
-    nodes = z.shape[0]
-    p0 = 1.0 / (tau * tau)
-    task = np.empty(n_groups, dtype=np.int64)
+    n_cells, nodes = cu.shape[0], z.shape[0]
+    widest = 1
+    for p in range(u_start.shape[0]):
+        widest = max(widest, u_end[p] - u_start[p])
+    work = np.empty((4, max(nodes, widest)))
+    r_node = np.empty((widest, nodes))
+    logw = np.log(w) + z * z
+    ec = np.exp(np.minimum(np.maximum(cu, -700.0), 700.0))
+    mu = 1.0 / (1.0 + np.exp(-cr))
+    lam = prec[arm]
+    d_cu, d_mu, d_lam = np.zeros(n_cells), np.zeros(n_cells), np.zeros(cell.shape[0])
+    total, d_tau_u, d_tau_r = 0.0, 0.0, 0.0
+    for p in range(u_start.shape[0]):
+        value, dt = _binomial_task(
+            u_start[p], u_end[p], cu, ec, u_cell, u_k, u_n, tau_u, u_weight[p], z, logw, work, r_node, d_cu
+        )
+        total += u_weight[p] * value
+        d_tau_u += u_weight[p] * dt
+    for i in range(start.shape[0]):
+        value, dt = _gaussian_task(start[i], end[i], mu, cell, lam, gn, gs, gq, tau_r, d_mu, d_lam)
+        total += value
+        d_tau_r += dt
+    # the binomial normalising constant per pattern and the reward's sum_g n_g/2 log(lam_g / 2 pi)
+    total += (-math.log(tau_u) - 0.5 * math.log(2.0 * math.pi)) * u_weight.sum()
+    d_tau_u -= u_weight.sum() / tau_u
+    d_prec = np.zeros(prec.shape[0])
+    graded = np.zeros(prec.shape[0])
+    for j in range(cell.shape[0]):
+        d_prec[arm[j]] += d_lam[j]
+        graded[arm[j]] += gn[j]
+    for a in range(prec.shape[0]):
+        total += 0.5 * graded[a] * math.log(prec[a] / (2.0 * math.pi))
+        d_prec[a] += 0.5 * graded[a] / prec[a]
+    return total, d_cu, d_mu * mu * (1.0 - mu), d_tau_u, d_tau_r, d_prec
+
+
+def binomial_patterns(
+    cell: np.ndarray, k: np.ndarray, n: np.ndarray, task_idx: np.ndarray, n_tasks: int
+) -> dict[str, np.ndarray]:
+    """The binomial part's tasks reduced to their distinct (cell, ungraded, rollouts) patterns:
+    tasks whose groups agree in all three have the same integral, computed once and weighted
+    by their number (exact; on the embedded SWE-Gym replica 2,058 tasks give 1,334 patterns).
+
+    Returns
+    -------
+    dict
+        ``u_cell``, ``u_k``, ``u_n`` per group of a pattern, ``u_start``, ``u_end`` and
+        ``u_weight`` per pattern (:func:`transfer_marginal_kernel`'s inputs).
+    """
+    order, start, end = task_segments(task_idx, n_tasks)
+    cell, k, n = np.asarray(cell)[order], np.asarray(k, float)[order], np.asarray(n, float)[order]
+    seen: dict[tuple[Any, ...], int] = {}
+    groups: list[list[tuple[int, float, float]]] = []
+    weight: list[float] = []
     for i in range(n_tasks):
-        for j in range(start[i], end[i]):
-            task[j] = i
-    theta = np.zeros(n_tasks)
-    g = np.empty(n_tasks)
-    h = np.empty(n_tasks)
-    ex = np.empty(n_groups)  # exp(c + theta) of every group at the current theta
-    for step in range(newton_steps + 1):
-        for i in range(n_tasks):
-            g[i] = -p0 * theta[i]
-            h[i] = p0
-        for j in range(n_groups):
-            e = np.exp(c[j] + theta[task[j]])
-            ex[j] = e
-            e = min(e, 1e300)
-            r = e / (1.0 + e)
-            if gaussian:
-                dr = r * (1.0 - r)
-                g[task[j]] += prec[j] * (b[j] - a[j] * r) * dr
-                h[task[j]] += prec[j] * a[j] * dr * dr
-            else:
-                g[task[j]] += a[j] - b[j] * r
-                h[task[j]] += b[j] * r * (1.0 - r)
-        if step < newton_steps:
-            for i in range(n_tasks):
-                theta[i] += min(max(g[i] / h[i], -MAX_STEP), MAX_STEP)
-    # nodes theta_iq = theta_i + scale_i z_q; ex holds exp(c + theta) at the final theta
-    scale = np.empty(n_tasks)
-    shift = np.empty((n_tasks, nodes))  # exp(scale_i z_q)
-    terms = np.empty((n_tasks, nodes))
-    log_norm = -np.log(tau) - 0.5 * np.log(2.0 * np.pi)
-    for i in range(n_tasks):
-        scale[i] = np.sqrt(2.0 / h[i])
-        for q in range(nodes):
-            tq = theta[i] + scale[i] * z[q]
-            shift[i, q] = np.exp(scale[i] * z[q])
-            terms[i, q] = np.log(w[q]) + z[q] * z[q] - 0.5 * p0 * tq * tq + log_norm
-    score = np.empty((n_groups, nodes))
-    dlam = np.empty((n_groups, nodes)) if gaussian else np.empty((0, nodes))
-    # branch-free inner loops over the nodes (e capped at 1e300: r = 1 instead of inf / inf)
-    if gaussian:
-        for j in range(n_groups):
-            i = task[j]
-            for q in range(nodes):
-                e = min(ex[j] * shift[i, q], 1e300)
-                r = e / (1.0 + e)
-                sq = d[j] - 2.0 * r * b[j] + a[j] * r * r
-                terms[i, q] += -0.5 * prec[j] * sq
-                score[j, q] = prec[j] * (b[j] - a[j] * r) * r * (1.0 - r)
-                dlam[j, q] = -0.5 * sq
-    else:
-        for j in range(n_groups):
-            i = task[j]
-            base = c[j] + theta[i]
-            for q in range(nodes):
-                e = min(ex[j] * shift[i, q], 1e300)
-                terms[i, q] += a[j] * (base + scale[i] * z[q]) - b[j] * np.log1p(e)
-                score[j, q] = a[j] - b[j] * (e / (1.0 + e))
-    total = 0.0
-    dtau = 0.0
-    post = np.empty((n_tasks, nodes))  # posterior weight of every node
-    for i in range(n_tasks):
-        m = terms[i, 0]
-        for q in range(1, nodes):
-            m = max(m, terms[i, q])
-        ssum = 0.0
-        for q in range(nodes):
-            post[i, q] = np.exp(terms[i, q] - m)
-            ssum += post[i, q]
-        total += m + np.log(ssum) + np.log(scale[i])
-        for q in range(nodes):
-            post[i, q] /= ssum
-            tq = theta[i] + scale[i] * z[q]
-            dtau += post[i, q] * (tq * tq * p0 / tau - 1.0 / tau)
-    dc = np.zeros(n_groups)
-    dprec = np.zeros(n_groups)
-    for j in range(n_groups):
-        i = task[j]
-        for q in range(nodes):
-            dc[j] += post[i, q] * score[j, q]
-            if gaussian:
-                dprec[j] += post[i, q] * dlam[j, q]
-    return total, dc, dtau, dprec
+        rows = sorted(
+            zip(
+                cell[start[i] : end[i]].tolist(),
+                k[start[i] : end[i]].tolist(),
+                n[start[i] : end[i]].tolist(),
+                strict=True,
+            )
+        )
+        key = tuple(rows)
+        if key in seen:
+            weight[seen[key]] += 1.0
+        else:
+            seen[key] = len(groups)
+            groups.append(rows)
+            weight.append(1.0)
+    sizes = np.array([len(g) for g in groups], dtype=np.int64)
+    flat = np.array([row for g in groups for row in g], dtype=float).reshape(-1, 3)
+    u_end = np.cumsum(sizes)
+    return {
+        "u_cell": flat[:, 0].astype(np.int64),
+        "u_k": flat[:, 1],
+        "u_n": flat[:, 2],
+        "u_start": u_end - sizes,
+        "u_end": u_end,
+        "u_weight": np.array(weight),
+    }
 
 
-class TaskMarginal(Op):
-    """PyTensor Op: ``(c, tau, a, b, d, prec, start, end) -> (logp, dlogp/dc, dlogp/dtau,
-    dlogp/dprec)``; see the module docstring. Only the first output is meant to be used; the
-    others are its gradient (the Op's ``grad``)."""
+class TransferMarginal(Op):
+    """PyTensor Op ``(cu, cr, tau_u, tau_r, prec, *data) -> (logp, *gradient)`` around
+    :func:`transfer_marginal_kernel`. Only the first output is meant to be used; the others are
+    its gradient (the Op's ``grad``)."""
 
-    __props__ = ("kind", "nodes", "newton_steps")
+    __props__ = ("nodes",)
+    #: number of differentiable inputs (cu, cr, tau_u, tau_r, prec); the rest are data
+    N_PARAMS = 5
+    N_DATA = 13
 
-    def __init__(self, kind: str, nodes: int = NODES, newton_steps: int = NEWTON_STEPS):
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    def __init__(self, nodes: int = NODES):
         if not 1 <= nodes <= 20:
             raise ValueError(f"nodes must be in 1..20, got {nodes}")
-        self.kind, self.nodes, self.newton_steps = kind, int(nodes), int(newton_steps)
+        self.nodes = int(nodes)
         #: Gauss-Hermite nodes and weights (not a prop: derived from ``nodes``)
         self.rule = np.polynomial.hermite.hermgauss(self.nodes)
 
     def make_node(self, *inputs: Any) -> Apply:
-        """Inputs: c, tau, a, b, d, prec, start, end."""
-        if len(inputs) != 8:
-            raise TypeError(f"TaskMarginal takes 8 inputs, got {len(inputs)}")
-        floats = [pt.as_tensor_variable(v).astype("float64") for v in inputs[:6]]
-        ints = [pt.as_tensor_variable(v).astype("int64") for v in inputs[6:]]
-        c_, tau_ = floats[0], floats[1]
-        if c_.ndim != 1 or tau_.ndim != 0:
-            raise ValueError("TaskMarginal: c must be a vector and tau a scalar")
-        outputs = [pt.dscalar(), pt.dvector(), pt.dscalar(), pt.dvector()]
-        return Apply(self, [*floats, *ints], outputs)
+        """Inputs: cu, cr, tau_u, tau_r, prec, then the data of :func:`transfer_marginal_kernel`."""
+        if len(inputs) != self.N_PARAMS + self.N_DATA:
+            raise TypeError(f"TransferMarginal takes {self.N_PARAMS + self.N_DATA} inputs, got {len(inputs)}")
+        floats = [pt.as_tensor_variable(v).astype("float64") for v in inputs[:5]]
+        data = [pt.as_tensor_variable(v) for v in inputs[5:]]
+        data = [v.astype("int64") if i in INT_DATA else v.astype("float64") for i, v in enumerate(data)]
+        if floats[0].ndim != 1 or floats[1].ndim != 1 or floats[2].ndim != 0 or floats[3].ndim != 0:
+            raise ValueError("TransferMarginal: cu, cr must be vectors, tau_u, tau_r scalars")
+        outputs = [pt.dscalar(), pt.dvector(), pt.dvector(), pt.dscalar(), pt.dscalar(), pt.dvector()]
+        return Apply(self, [*floats, *data], outputs)
 
     def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
-        c, tau, a, b, d, prec, start, end = inputs
+        cu, cr, tau_u, tau_r, prec, *data = inputs
         z, w = self.rule
-        value, dc, dtau, dprec = marginal_kernel(
-            self.kind == "gaussian", c, float(tau), a, b, d, prec, start, end, z, w, self.newton_steps
-        )
-        output_storage[0][0] = np.asarray(value)
-        output_storage[1][0] = dc
-        output_storage[2][0] = np.asarray(dtau)
-        output_storage[3][0] = dprec
+        out = transfer_marginal_kernel(cu, cr, float(tau_u), float(tau_r), prec, *data, z, w)
+        for slot, value in zip(output_storage, out, strict=True):
+            slot[0] = np.asarray(value)
 
     def grad(self, inputs: Sequence[Any], output_grads: Sequence[Any]) -> list[Any]:
         # first-order only: the extra outputs are the gradient of the first
-        _, dc, dtau, dprec = self.make_node(*inputs).outputs
+        _, *grads = self.make_node(*inputs).outputs
         g = output_grads[0]
-        data = [DisconnectedType()() for _ in range(5)]  # a, b, d, start, end are data
-        return [g * dc, g * dtau, data[0], data[1], data[2], g * dprec, data[3], data[4]]
+        return [g * v for v in grads] + [DisconnectedType()() for _ in range(self.N_DATA)]
 
     def connection_pattern(self, node: Apply) -> list[list[bool]]:
-        # every output depends on c, tau and prec (the data inputs carry no gradient)
-        return [[i in (0, 1, 5)] * 4 for i in range(8)]
+        # every output depends on the parameters (the data inputs carry no gradient)
+        return [[i < self.N_PARAMS] * 6 for i in range(self.N_PARAMS + self.N_DATA)]
 
 
-@register_funcify_default_op_cache_key(TaskMarginal)
-def _numba_task_marginal(op: TaskMarginal, node: Any = None, **kwargs: Any) -> Any:
-    gaussian, steps = op.kind == "gaussian", op.newton_steps
+@register_funcify_default_op_cache_key(TransferMarginal)
+def _numba_transfer_marginal(op: TransferMarginal, node: Any = None, **kwargs: Any) -> Any:
     z, w = op.rule
 
     @numba.njit
-    def task_marginal(c, tau, a, b, d, prec, start, end):
-        value, dc, dtau, dprec = marginal_kernel(gaussian, c, tau.item(), a, b, d, prec, start, end, z, w, steps)
-        return np.asarray(value), dc, np.asarray(dtau), dprec
+    def transfer_marginal(cu, cr, tau_u, tau_r, prec, d0, d1, d2, d3, d4, d5, d6, d7, d8, d9, d10, d11, d12):
+        value, d_cu, d_cr, d_tu, d_tr, d_prec = transfer_marginal_kernel(
+            cu, cr, tau_u.item(), tau_r.item(), prec, d0, d1, d2, d3, d4, d5, d6, d7, d8, d9, d10, d11, d12, z, w
+        )
+        return np.asarray(value), d_cu, d_cr, np.asarray(d_tu), np.asarray(d_tr), d_prec
 
-    return task_marginal
+    return transfer_marginal
 
 
-def log_task_marginal(
-    kind: str, c: Any, tau: Any, a: Any, b: Any, d: Any, prec: Any, start: Any, end: Any, *, nodes: int = NODES
-) -> Any:
-    """The summed log marginal likelihood (a PyTensor scalar) of groups ordered by task."""
-    return TaskMarginal(kind, nodes).make_node(c, tau, a, b, d, prec, start, end).outputs[0]
+def log_transfer_marginal(cu: Any, cr: Any, tau_u: Any, tau_r: Any, prec: Any, *data: Any, nodes: int = NODES) -> Any:
+    """The transfer model's log likelihood (a PyTensor scalar) with both parts' task effects
+    integrated out; ``data`` = :data:`MARGINAL_DATA` in that order (:func:`transfer_marginal_kernel`)."""
+    return TransferMarginal(nodes).make_node(cu, cr, tau_u, tau_r, prec, *data).outputs[0]

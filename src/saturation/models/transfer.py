@@ -8,25 +8,30 @@ one step of one arm):
     k^{ungraded}_{ati} &\\sim \\mathrm{Binomial}(n_{ati}, u_{ati}), \\quad
         \\operatorname{logit} u_{ati} = \\alpha^u_a + f^u_a(t) + \\theta^u_i \\\\
     y_{atij} \\mid \\text{graded} &\\sim \\mathcal N\\big(r_{ati},\\; \\sigma_a^2\\big),
-        \\quad \\operatorname{logit} r_{ati} = \\alpha^r_a + f^r_a(t) + \\theta^r_i
+        \\quad r_{ati} = \\operatorname{expit}(\\alpha^r_a + f^r_a(t)) + \\theta^r_i
 
 with :math:`f_a` piecewise linear between knots (every ``knot_every`` steps) whose values
 follow a Gaussian random walk (:math:`f_a(\\text{first knot}) = 0`, increments
 :math:`N(0, \\sigma^f_a)`; sampled as the knot values :math:`\\alpha_a + f_a(\\text{knot})`
-themselves) and task effects :math:`\\theta_i \\sim N(0, \\sigma_\\theta)` shared by every arm (paired
-design). The graded-reward likelihood is per trial, Gaussian (a quasi-likelihood for the
-mean of rewards in [0, 1]; a Beta-type variance r(1 - r)/(1 + phi) was tried and made the
-posterior stiff near 0 and 1), evaluated exactly from each group's (count, sum, sum of
-squares).
+themselves) and task effects :math:`\\theta^u_i \\sim N(0, \\tau_u^2)` (logit scale),
+:math:`\\theta^r_i \\sim N(0, \\tau_r^2)` (reward scale), shared by every arm (paired design).
+The graded-reward likelihood is per trial, Gaussian (a quasi-likelihood for the mean of
+rewards in [0, 1]; a Beta-type variance r(1 - r)/(1 + phi) was tried and made the posterior
+stiff near 0 and 1), evaluated exactly from each group's (count, sum, sum of squares). Its
+task effects sit on the reward scale so that the reward part is conditionally Gaussian and
+they are integrated out exactly (:mod:`saturation.models.marginal`); the ungraded part's are
+integrated by adaptive quadrature. ``task_effects="sampled"`` samples every effect instead
+(the same model; the slow cross-check).
 
 Which tasks a step drew is the main source of step-to-step variation in RL batches; the
 task effects absorb it, so no separate per-step noise term is fitted (one was tried: it
 competed with the random walk and tripled the sampling cost).
 
-Population curves average over tasks (Gauss-Hermite):
-:math:`\\bar u_{at} = E[\\operatorname{expit}(\\alpha^u_a + f^u_a(t) + \\sigma_\\theta Z)]`, likewise
-:math:`\\bar r_{at}`, and the all-rollout reward
-:math:`(1 - \\bar u_{at})\\,\\bar r_{at}` (the two task effects are independent).
+Population curves average over tasks: :math:`\\bar u_{at} =
+E[\\operatorname{expit}(\\alpha^u_a + f^u_a(t) + \\tau_u Z)]` (Gauss-Hermite),
+:math:`\\bar r_{at} = \\operatorname{expit}(\\alpha^r_a + f^r_a(t))` (the reward-scale effects
+average to zero), and the all-rollout reward :math:`(1 - \\bar u_{at})\\,\\bar r_{at}` (the two
+task effects are independent).
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ import xarray as xr
 
 from saturation import curves
 from saturation import schema as S
-from saturation.models.marginal import log_task_marginal, task_segments
+from saturation.models.marginal import MARGINAL_DATA, binomial_patterns, log_transfer_marginal, task_segments
 from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
@@ -60,22 +65,23 @@ LEAD_PROB = 0.95
 #: the three per-step quantities compared between arms
 QUANTITIES = (S.ALL_ROLLOUT, S.GRADED_ONLY, S.UNGRADED_RATE)
 PARTS = ("ungraded", "reward")
-#: default sampler (sampled task effects, ``schema.TRANSFER_SAMPLER``): with the curves
+#: sampler for ``task_effects="sampled"`` (``schema.TRANSFER_SAMPLER``): with the curves
 #: parametrised by their knot values (nearly independent a posteriori) a diagonal mass matrix
 #: suffices; measured on the embedded replica (4 chains x 1000 + 1000): min bulk ESS 1308, 0
 #: divergences, 70 s of sampling, against 795 and 215 s for the earlier intercept + increments
 #: form with nutpie's low-rank adaptation
-DEFAULT_SAMPLER = SamplerConfig(**S.TRANSFER_SAMPLER["sampled"], low_rank=False)  # type: ignore[arg-type]
-#: sampler for ``task_effects="integrated"``: about 50 parameters, 13 leapfrog steps per draw at
-#: target_accept 0.9 on the embedded replica (7 at 0.8, but then a flat arm's centred knot walk
-#: diverged: docs/transfer.md), 500 tuning draws suffice
+SAMPLED_SAMPLER = SamplerConfig(**S.TRANSFER_SAMPLER["sampled"], low_rank=False)  # type: ignore[arg-type]
+#: sampler for ``task_effects="integrated"`` (the default): about 50 parameters, 7 leapfrog steps
+#: per draw at target_accept 0.8 on the embedded replica and the test scenarios, 0 divergences
+#: with the Gamma(8) random-walk-sd prior (docs/transfer.md); 4 x (500 + 800) keeps R-hat
+#: clear of 1.01 (with 600 draws it reached 1.0098 on one scenario)
 INTEGRATED_SAMPLER = SamplerConfig(**S.TRANSFER_SAMPLER["integrated"], low_rank=False)  # type: ignore[arg-type]
 
 
 def default_sampler(task_effects: str) -> SamplerConfig:
     """The sampler settings a fit with these ``task_effects`` uses unless told otherwise
     (shared by :func:`fit_transfer`, the CLI and the report)."""
-    return INTEGRATED_SAMPLER if task_effects == "integrated" else DEFAULT_SAMPLER
+    return INTEGRATED_SAMPLER if task_effects == "integrated" else SAMPLED_SAMPLER
 
 
 #: R-hat bound for the thousands of per-task nuisance effects (reported separately). With
@@ -83,10 +89,12 @@ def default_sampler(task_effects: str) -> SamplerConfig:
 #: while every structural parameter and reported curve was <= 1.005 (embedded replica); the
 #: structural parameters and the reported curves keep the 1.01 bound.
 TASK_EFFECT_RHAT_MAX = 1.02
-#: shape of the Gamma prior of the random-walk sds (mean ``TransferPriors.rw_sd``): 4 keeps
-#: them away from 0 (P(sd < rw_sd / 5) ~ 1 %), where a flat arm's centred knot values would
-#: otherwise form a funnel (shape 2 left divergences at sd ~ 0.01 on a simulated flat arm)
-RW_SD_SHAPE = 4.0
+#: shape of the Gamma prior of the random-walk sds (mean ``TransferPriors.rw_sd``): 8 keeps
+#: them away from 0 (P(sd < rw_sd / 2.5) ~ 1 %), where a flat arm's centred knot values would
+#: otherwise form a funnel: with integrated task effects shape 4 left 2-10 divergences per fit
+#: on the crossing scenario (all at the flat arm's smallest sds, also at target_accept 0.95),
+#: shape 8 none (docs/transfer.md)
+RW_SD_SHAPE = 8.0
 #: walk="auto" samples the knots centred when every arm has this many trials per knot
 CENTRED_TRIALS_PER_KNOT = 400
 
@@ -259,9 +267,10 @@ class TransferPriors:
     Intercepts ~ N(logit of the reference arm's empirical first-step value, ``intercept_sd``);
     random-walk increments between knots ~ N(0, sigma_f), sigma_f ~
     Gamma(4, 4 / ``rw_sd``) (mean ``rw_sd``; zero-avoiding, which removes the funnel a
-    half-normal left at sigma_f -> 0); task-effect sd ~
-    HalfNormal(``task_sd``) (non-centred effects); per-trial reward sd per arm ~
-    HalfNormal(``reward_sd``). Calibrate's simulator reads these same fields.
+    half-normal left at sigma_f -> 0); ungraded task-effect sd (logit scale) ~
+    HalfNormal(``task_sd``); reward task-effect sd (reward scale) ~
+    HalfNormal(``reward_task_sd``); per-trial reward sd per arm ~ HalfNormal(``reward_sd``).
+    Calibrate's simulator reads these same fields.
 
     Parameters
     ----------
@@ -270,7 +279,9 @@ class TransferPriors:
     rw_sd : float
         Prior mean of the random-walk increment sd between knots.
     task_sd : float
-        HalfNormal scale of the task-effect sds.
+        HalfNormal scale of the ungraded part's task-effect sd (logit scale).
+    reward_task_sd : float
+        HalfNormal scale of the reward part's task-effect sd (reward scale).
     reward_sd : float
         HalfNormal scale of the per-trial reward sd per arm.
     start_mu : tuple of float, optional
@@ -281,6 +292,7 @@ class TransferPriors:
     intercept_sd: float = 1.5
     rw_sd: float = 0.25
     task_sd: float = 1.0
+    reward_task_sd: float = 0.25
     reward_sd: float = 0.5
     #: fixed prior means of the first knot (logit ungraded rate, logit graded-only reward)
     #: instead of the data-centred ones (simulation-based calibration needs data-free priors)
@@ -297,11 +309,10 @@ class TransferConfig:
     knot_every: float = 4.0
     #: parametrisation of the knot random walks: "centred", "non-centred" or "auto"
     walk: str = "auto"
-    #: "sampled" (default): every task effect a parameter (thousands); "integrated"
-    #: (experimental): integrated out per task by adaptive Gauss-Hermite quadrature
-    #: (models.marginal: ~50 parameters, no funnel when a task sd is near zero; docs/transfer.md
-    #: has the measured trade-offs and the open problems)
-    task_effects: str = "sampled"
+    #: "integrated" (default): integrated out per task (models.marginal: exact for the reward,
+    #: adaptive Gauss-Hermite for the ungraded indicator; ~50 parameters, no funnel when a task
+    #: sd is near zero); "sampled": every task effect a parameter (thousands; the cross-check)
+    task_effects: str = "integrated"
     priors: TransferPriors = field(default_factory=TransferPriors)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
 
@@ -386,6 +397,7 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
     }
     if integrated:
         values.update(task_start=task_start, task_end=task_end)
+        values.update(binomial_patterns(cell, data.n_ungraded, data.n, data.task_idx, len(data.tasks)))
     pri = config.priors
     coords = {
         S.ARM: data.arms,
@@ -397,7 +409,7 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
     }
     with pm.Model(coords=coords) as model:
         d = {name: pm.Data(name, v) for name, v in values.items()}
-        lin: dict[str, Any] = {}
+        curves_: dict[str, Any] = {}
         task_sds: dict[str, Any] = {}
         for p_i, part in enumerate(PARTS):
             rw_sd = pm.Gamma(f"{part}_rw_sd", alpha=RW_SD_SHAPE, beta=RW_SD_SHAPE / pri.rw_sd, dims=S.ARM)
@@ -426,61 +438,43 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
             pm.Deterministic(f"{part}_intercept", knot_vals[:, 0], dims=S.ARM)
             pm.Deterministic(f"{part}_rw_increment", pt.diff(knot_vals, axis=1), dims=(S.ARM, "increment"))
             curve = pm.Deterministic(f"{part}_curve", pt.dot(knot_vals, d["basis"].T), dims=(S.ARM, S.STEP))
-            task_sd = pm.HalfNormal(f"{part}_task_sd", pri.task_sd)
-            # one flat (arm, step) index: 1-D gathers keep the gradient's scatter-add fast
-            lin[part] = curve.flatten()[d["cell"]]
-            task_sds[part] = task_sd
-            if not integrated:
-                # zero-sum: the mean task effect would otherwise trade off against the intercepts
-                task_z = pm.ZeroSumNormal(f"{part}_task_z", sigma=1.0, dims="task")
-                lin[part] = lin[part] + task_sd * task_z[d["task_idx"]]
+            task_sds[part] = pm.HalfNormal(f"{part}_task_sd", pri.task_sd if part == "ungraded" else pri.reward_task_sd)
+            curves_[part] = curve.flatten()  # one (arm, step) cell index: 1-D gathers are fast
+        reward_sd = pm.HalfNormal("reward_sd", pri.reward_sd, dims=S.ARM)
         if integrated:
-            _integrated_likelihood(d, lin, task_sds, pri.reward_sd)
+            pm.Potential(
+                "likelihood",
+                log_transfer_marginal(
+                    curves_["ungraded"],
+                    curves_["reward"],
+                    task_sds["ungraded"],
+                    task_sds["reward"],
+                    reward_sd**-2,
+                    *(d[name] for name in MARGINAL_DATA),
+                ),
+            )
             return model, values
+        prec = (reward_sd**-2)[d["g_arm"]]
+        mu = pm.math.sigmoid(curves_["reward"][d["cell"]])  # per group, without its task's effect
+        # sampled: zero-sum effects (the mean task effect would otherwise trade off against the
+        # intercepts), non-centred
+        effect = {
+            part: task_sds[part] * pm.ZeroSumNormal(f"{part}_task_z", sigma=1.0, dims="task")[d["task_idx"]]
+            for part in PARTS
+        }
         # binomial log-likelihood without its constant coefficient C(n, k): three lgamma per
         # group per gradient were half of the cost of every evaluation
-        x = lin["ungraded"]
+        x = curves_["ungraded"][d["cell"]] + effect["ungraded"]
         k = d["n_ungraded"]
         # k log sigmoid(x) + (n - k) log sigmoid(-x) = k x - n softplus(x): one softplus per group
         pm.Potential("ungraded", (k * x - d["n"] * pt.softplus(x)).sum())
-        r = pm.math.sigmoid(lin["reward"])
-        reward_sd = pm.HalfNormal("reward_sd", pri.reward_sd, dims=S.ARM)
-        prec = (reward_sd**-2)[d["g_arm"]]
+        r = mu + effect["reward"]
         sq = d["g_sumsq"] - 2 * r * d["g_sum"] + d["g_n"] * r * r
         # sum_groups g_n log(2 pi sd^2) = sum_arms (graded trials of the arm) log(2 pi sd_arm^2)
         pm.Potential(
             "graded_reward", -0.5 * (d["arm_graded"] * pt.log(2 * np.pi * reward_sd**2)).sum() - 0.5 * (sq * prec).sum()
         )
     return model, values
-
-
-def _integrated_likelihood(
-    d: dict[str, Any], lin: dict[str, Any], task_sd: dict[str, Any], reward_sd_scale: float
-) -> None:
-    """Both likelihood terms with the task effects theta_i ~ N(0, task_sd^2) integrated out per
-    task (adaptive Gauss-Hermite quadrature, :mod:`saturation.models.marginal`); inside the model
-    context."""
-    ones = pt.ones_like(d["n"])
-    seg = (d["task_start"], d["task_end"])
-    pm.Potential(
-        "ungraded",
-        log_task_marginal("binomial", lin["ungraded"], task_sd["ungraded"], d["n_ungraded"], d["n"], ones, ones, *seg),
-    )
-    reward_sd = pm.HalfNormal("reward_sd", reward_sd_scale, dims=S.ARM)
-    pm.Potential(
-        "graded_reward",
-        -0.5 * (d["arm_graded"] * pt.log(2 * np.pi * reward_sd**2)).sum()
-        + log_task_marginal(
-            "gaussian",
-            lin["reward"],
-            task_sd["reward"],
-            d["g_n"],
-            d["g_sum"],
-            d["g_sumsq"],
-            (reward_sd**-2)[d["g_arm"]],
-            *seg,
-        ),
-    )
 
 
 # ====================================================================== fit
@@ -633,7 +627,7 @@ def fit_transfer(
     first_steps: int = 4,
     knot_every: float = 4.0,
     walk: str = "auto",
-    task_effects: str = "sampled",
+    task_effects: str = "integrated",
     priors: TransferPriors | None = None,
     sampler: SamplerConfig | None = None,
     seed: int = 0,
@@ -656,11 +650,12 @@ def fit_transfer(
         Parametrisation of the knot random walks (same model, different geometry for the
         sampler); "auto" picks by trials per knot (:func:`resolve_walk`). The stored config
         names the one used.
-    task_effects : {"sampled", "integrated"}
-        Sample every task effect (default) or integrate them out per task by adaptive
-        Gauss-Hermite quadrature (:mod:`saturation.models.marginal`: the same model with about
-        50 parameters instead of thousands and no funnel when a task sd is near zero; then
-        ``sampler`` defaults to ``INTEGRATED_SAMPLER``).
+    task_effects : {"integrated", "sampled"}
+        Integrate the task effects out per task (default; :mod:`saturation.models.marginal`:
+        exact for the reward part, adaptive Gauss-Hermite quadrature with an exact gradient for
+        the ungraded part; about 50 parameters and no funnel when a task sd is near zero) or
+        sample every one of them (the same model with thousands of parameters: the slow
+        cross-check; then ``sampler`` defaults to ``SAMPLED_SAMPLER``).
     priors : TransferPriors, optional
         Prior settings (default :class:`TransferPriors`).
     sampler : SamplerConfig, optional
@@ -728,15 +723,14 @@ def fit_transfer(
     return fit
 
 
-def population(
-    ungraded_curve: Any, ungraded_task_sd: Any, reward_curve: Any, reward_task_sd: Any
-) -> dict[str, np.ndarray]:
-    """Population ungraded rate, graded-only and all-rollout reward from logit curves and
-    task-effect sds (broadcast together): logit-normal means over the task effects, and
-    (1 - ungraded) x graded-only (the two task effects are independent). Shared by the fit
-    and the calibration simulator."""
+def population(ungraded_curve: Any, ungraded_task_sd: Any, reward_curve: Any) -> dict[str, np.ndarray]:
+    """Population ungraded rate, graded-only and all-rollout reward from the logit curves
+    (broadcast together): the ungraded rate is the logit-normal mean over the ungraded task
+    effects, the graded-only reward the expit of its curve (its task effects are on the reward
+    scale and average to zero), the all-rollout reward (1 - ungraded) x graded-only (the two
+    task effects are independent). Shared by the fit and the calibration simulator."""
     u = curves.logitnormal_mean(ungraded_curve, ungraded_task_sd)
-    r = curves.logitnormal_mean(reward_curve, reward_task_sd)
+    r = curves.expit(reward_curve)
     return {S.UNGRADED_RATE: u, S.GRADED_ONLY: r, S.ALL_ROLLOUT: (1 - u) * r}
 
 
@@ -744,13 +738,8 @@ def population_curves(idata: az.InferenceData) -> dict[str, np.ndarray]:
     """Per-draw population curves (samples, arm, step): ungraded rate, graded-only and
     all-rollout reward, averaged over the task effects (the model has no step-noise term)."""
     post = idata.posterior.stack(sample=("chain", "draw"))
-    args = []
-    for part in PARTS:
-        args += [
-            post[f"{part}_curve"].transpose("sample", S.ARM, S.STEP).to_numpy(),
-            post[f"{part}_task_sd"].to_numpy()[:, None, None],
-        ]
-    return population(*args)
+    curve = {part: post[f"{part}_curve"].transpose("sample", S.ARM, S.STEP).to_numpy() for part in PARTS}
+    return population(curve["ungraded"], post["ungraded_task_sd"].to_numpy()[:, None, None], curve["reward"])
 
 
 def _estimands(idata: az.InferenceData, data: TransferData, config: TransferConfig) -> dict[str, Any]:
