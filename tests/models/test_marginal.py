@@ -16,6 +16,7 @@ from saturation.models.marginal import (
     TransferMarginal,
     binomial_patterns,
     log_transfer_marginal,
+    pack_marginal_data,
     task_segments,
     transfer_marginal_kernel,
 )
@@ -25,7 +26,13 @@ RGRID = np.linspace(-2.5, 2.5, 8001)
 
 
 def _problem(
-    seed: int = 1, n_tasks: int = 40, n_cells: int = 12, n_arms: int = 2, rollouts: int = 8, extra_groups: int = 3
+    seed: int = 1,
+    n_tasks: int = 40,
+    n_cells: int = 12,
+    n_arms: int = 2,
+    rollouts: int = 8,
+    extra_groups: int = 3,
+    fixed_n: bool = False,
 ):
     """Groups of (task, cell), unique per pair (one arm, one step of one task), ungraded
     counts and graded rewards' sufficient statistics."""
@@ -34,7 +41,8 @@ def _problem(
     cell = rng.integers(0, n_cells, len(task))
     keep = np.unique(task * 1000 + cell, return_index=True)[1]
     task, cell = task[keep], cell[keep]
-    n = rng.integers(1, rollouts + 1, len(task)).astype(float)
+    # fixed_n: every group the same rollouts (the kernel then takes one log per node, not per group)
+    n = np.full(len(task), float(rollouts)) if fixed_n else rng.integers(1, rollouts + 1, len(task)).astype(float)
     k = rng.binomial(n.astype(int), 0.35).astype(float)
     gn = n - k
     y = [rng.normal(0.45, 0.2, int(m)) for m in gn]
@@ -102,9 +110,10 @@ def _brute(data, params, tau_u, tau_r):
     return float(ungraded + logsumexp(tot + prior, axis=1).sum())
 
 
+@pytest.mark.parametrize("fixed_n", [False, True], ids=["varying-rollouts", "same-rollouts"])
 @pytest.mark.parametrize(("tau_u", "tau_r"), [(0.05, 0.02), (0.5, 0.1), (1.2, 0.3)])
-def test_value_matches_a_dense_grid(tau_u, tau_r):
-    data, params = _problem()
+def test_value_matches_a_dense_grid(tau_u, tau_r, fixed_n):
+    data, params = _problem(fixed_n=fixed_n)
     value = _kernel(params, _inputs(data), tau_u, tau_r)[0]
     ref = _brute(data, params, tau_u, tau_r)
     # the reward part is exact; the 5-node rule on these small binomial tasks errs by well under
@@ -113,10 +122,11 @@ def test_value_matches_a_dense_grid(tau_u, tau_r):
     assert abs(_kernel(params, _inputs(data), tau_u, tau_r, nodes=7)[0] - ref) <= abs(value - ref) + 1e-9
 
 
-def test_gradient_is_exact():
+@pytest.mark.parametrize("fixed_n", [False, True], ids=["varying-rollouts", "same-rollouts"])
+def test_gradient_is_exact(fixed_n):
     """The gradient of the value the kernel returns (not of the integral): finite differences
     agree to their own error, including the centre's and the scale's dependence on the inputs."""
-    data, params = _problem(seed=2)
+    data, params = _problem(seed=2, fixed_n=fixed_n)
     inputs = _inputs(data)
     tau_u, tau_r, eps = 0.6, 0.15, 1e-6
     _, d_cu, d_cr, d_tu, d_tr, d_prec = _kernel(params, inputs, tau_u, tau_r)
@@ -172,8 +182,12 @@ def test_op_in_python_and_numba_modes_equals_the_kernel():
     data, params = _problem(seed=3)
     inputs = _inputs(data)
     cu, cr, tu, tr, prec = pt.dvector("cu"), pt.dvector("cr"), pt.dscalar("tu"), pt.dscalar("tr"), pt.dvector("prec")
-    # data as shared variables, as pm.Data gives them (constants would be baked into the numba code)
-    out = log_transfer_marginal(cu, cr, tu, tr, prec, *(pytensor.shared(v) for v in inputs))
+    # packed data as shared variables, as pm.Data gives them (constants would be baked into the
+    # numba code)
+    packed = pack_marginal_data(dict(zip(MARGINAL_DATA, inputs, strict=True)))
+    out = log_transfer_marginal(
+        cu, cr, tu, tr, prec, *(pytensor.shared(packed[k]) for k in ("m_float", "m_int", "m_layout"))
+    )
     grads = pytensor.grad(out, [cu, cr, tu, tr, prec])
     want = _kernel(params, inputs, 0.7, 0.2)
     for mode in ("FAST_RUN", "NUMBA"):
@@ -190,6 +204,6 @@ def test_segments_and_argument_checks():
     np.testing.assert_array_equal(end, [2, 3, 5, 5])  # task 3 has no group: empty segment
     with pytest.raises(ValueError, match="nodes"):
         TransferMarginal(nodes=0)
-    with pytest.raises(TypeError, match="takes 18 inputs"):
+    with pytest.raises(TypeError, match="takes 8 inputs"):
         TransferMarginal().make_node(np.zeros(2))
     assert NODES >= 5

@@ -141,6 +141,32 @@ def _gaussian_task(
 
 
 @numba.njit(cache=True, fastmath=FASTMATH, inline="always")
+def _newton_mode(
+    first: int, last: int, ec: np.ndarray, cell: np.ndarray, k: np.ndarray, n: np.ndarray, p0: float
+) -> float:
+    """The mode of h_i (module docstring) by Newton's method from 0, to a step below
+    ``NEWTON_TOL`` (h_i is strictly concave: the prior term)."""
+    # et tracks exp(theta), updated by exp(step) (a Taylor polynomial for small steps: they are most)
+    th, et = 0.0, 1.0
+    for _ in range(NEWTON_MAX_ITER):
+        g, h = -p0 * th, p0
+        for j in range(first, last):
+            e = min(ec[cell[j]] * et, 1e300)
+            r = e / (1.0 + e)
+            g += k[j] - n[j] * r
+            h += n[j] * r * (1.0 - r)
+        step = min(max(g / h, -MAX_STEP), MAX_STEP)
+        th += step
+        if abs(step) < NEWTON_TOL:
+            break
+        if abs(step) < 0.03:  # error below step**6 / 720 < 1e-12 (relative)
+            et *= 1.0 + step * (1.0 + step / 2.0 * (1.0 + step / 3.0 * (1.0 + step / 4.0 * (1.0 + step / 5.0))))
+        else:
+            et = math.exp(min(max(th, -700.0), 700.0))
+    return th
+
+
+@numba.njit(cache=True, fastmath=FASTMATH, inline="always")
 def _binomial_task(
     first: int,
     last: int,
@@ -163,20 +189,7 @@ def _binomial_task(
     nodes = z.shape[0]
     p0 = 1.0 / (tau * tau)
     post, slope, shift, e_mode = work[0], work[1], work[2], work[3]
-    # Newton's method for the mode of h_i (strictly concave: the prior term)
-    th = 0.0
-    for _ in range(NEWTON_MAX_ITER):
-        et = math.exp(min(max(th, -700.0), 700.0))
-        g, h = -p0 * th, p0
-        for j in range(first, last):
-            e = min(ec[cell[j]] * et, 1e300)
-            r = e / (1.0 + e)
-            g += k[j] - n[j] * r
-            h += n[j] * r * (1.0 - r)
-        step = min(max(g / h, -MAX_STEP), MAX_STEP)
-        th += step
-        if abs(step) < NEWTON_TOL:
-            break
+    th = _newton_mode(first, last, ec, cell, k, n, p0)
     # curvature H at the mode and its derivative along theta (m3 = sum of v (1 - 2 r))
     et = math.exp(min(max(th, -700.0), 700.0))
     h, m3 = p0, 0.0
@@ -189,19 +202,37 @@ def _binomial_task(
         m3 += v * (1.0 - 2.0 * r)
     s = math.sqrt(2.0 / h)
     top = -1e300
-    for q in range(nodes):
+    # exp(s z_q): the rule is symmetric (z_{Q-1-q} = -z_q), so half of them by division
+    for q in range((nodes + 1) // 2):
         shift[q] = math.exp(s * z[q])
+        shift[nodes - 1 - q] = 1.0 / shift[q]
+    # the linear part sum_g k_g (c_g + t) and whether every group has the same rollouts
+    kc, k_all, same_n = 0.0, 0.0, True
+    for j in range(first, last):
+        kc += k[j] * c[cell[j]]
+        k_all += k[j]
+        same_n = same_n and n[j] == n[first]
     for q in range(nodes):
         t = th + s * z[q]
-        acc, hp = logw[q] - 0.5 * p0 * t * t, -p0 * t
+        acc, hp = logw[q] - 0.5 * p0 * t * t + kc + k_all * t, k_all - p0 * t
+        prod = 1.0
         for jj in range(last - first):
             j = first + jj
             e = min(e_mode[jj] * shift[q], 1e300)
             r = e / (1.0 + e)
             r_node[jj, q] = r
-            x = c[cell[j]] + t
-            acc += k[j] * x - n[j] * (math.log1p(e) if e < 1e30 else x)
-            hp += k[j] - n[j] * r
+            hp -= n[j] * r
+            if e >= 1e30:  # log1p(e) = x to double precision
+                acc -= n[j] * (c[cell[j]] + t)
+            elif same_n:  # n log prod (1 + e): one log per node instead of one per group
+                prod *= 1.0 + e
+            else:
+                acc -= n[j] * math.log1p(e)
+            if prod > 1e200:
+                acc -= n[first] * math.log(prod)
+                prod = 1.0
+        if prod != 1.0:
+            acc -= n[first] * math.log(prod)
         post[q], slope[q] = acc, hp
         top = max(top, acc)
     ssum = 0.0
@@ -367,6 +398,51 @@ def binomial_patterns(
     }
 
 
+def pack_marginal_data(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The kernel's 13 data arrays (:data:`MARGINAL_DATA`) packed into one float and one int
+    array plus their lengths: nutpie hands every shared array to the compiled model on each
+    evaluation, and 13 of them cost more than the kernel's own arithmetic."""
+    floats = [np.asarray(arrays[name], dtype=np.float64) for i, name in enumerate(MARGINAL_DATA) if i not in INT_DATA]
+    ints = [np.asarray(arrays[name], dtype=np.int64) for i, name in enumerate(MARGINAL_DATA) if i in INT_DATA]
+    return {
+        "m_float": np.concatenate(floats),
+        "m_int": np.concatenate(ints),
+        "m_layout": np.array([len(arrays[name]) for name in MARGINAL_DATA], dtype=np.int64),
+    }
+
+
+@numba.njit(cache=True)
+def _unpack(floats: np.ndarray, ints: np.ndarray, layout: np.ndarray) -> tuple[Any, ...]:
+    """Views of the 13 arrays :func:`pack_marginal_data` packed (MARGINAL_DATA order)."""
+    f0 = 0
+    i0 = 0
+    out_f = []
+    out_i = []
+    for j in range(layout.shape[0]):
+        m = layout[j]
+        if j == 0 or j == 3 or j == 4 or j == 6 or j == 7 or j == 11 or j == 12:  # INT_DATA
+            out_i.append((i0, i0 + m))
+            i0 += m
+        else:
+            out_f.append((f0, f0 + m))
+            f0 += m
+    return (
+        ints[out_i[0][0] : out_i[0][1]],
+        floats[out_f[0][0] : out_f[0][1]],
+        floats[out_f[1][0] : out_f[1][1]],
+        ints[out_i[1][0] : out_i[1][1]],
+        ints[out_i[2][0] : out_i[2][1]],
+        floats[out_f[2][0] : out_f[2][1]],
+        ints[out_i[3][0] : out_i[3][1]],
+        ints[out_i[4][0] : out_i[4][1]],
+        floats[out_f[3][0] : out_f[3][1]],
+        floats[out_f[4][0] : out_f[4][1]],
+        floats[out_f[5][0] : out_f[5][1]],
+        ints[out_i[5][0] : out_i[5][1]],
+        ints[out_i[6][0] : out_i[6][1]],
+    )
+
+
 class TransferMarginal(Op):
     """PyTensor Op ``(cu, cr, tau_u, tau_r, prec, *data) -> (logp, *gradient)`` around
     :func:`transfer_marginal_kernel`. Only the first output is meant to be used; the others are
@@ -375,7 +451,8 @@ class TransferMarginal(Op):
     __props__ = ("nodes",)
     #: number of differentiable inputs (cu, cr, tau_u, tau_r, prec); the rest are data
     N_PARAMS = 5
-    N_DATA = 13
+    #: packed data: floats, ints, layout (:func:`pack_marginal_data`)
+    N_DATA = 3
 
     def __init__(self, nodes: int = NODES):
         if not 1 <= nodes <= 20:
@@ -385,21 +462,21 @@ class TransferMarginal(Op):
         self.rule = np.polynomial.hermite.hermgauss(self.nodes)
 
     def make_node(self, *inputs: Any) -> Apply:
-        """Inputs: cu, cr, tau_u, tau_r, prec, then the data of :func:`transfer_marginal_kernel`."""
+        """Inputs: cu, cr, tau_u, tau_r, prec, then the packed data (:func:`pack_marginal_data`)."""
         if len(inputs) != self.N_PARAMS + self.N_DATA:
             raise TypeError(f"TransferMarginal takes {self.N_PARAMS + self.N_DATA} inputs, got {len(inputs)}")
         floats = [pt.as_tensor_variable(v).astype("float64") for v in inputs[:5]]
         data = [pt.as_tensor_variable(v) for v in inputs[5:]]
-        data = [v.astype("int64") if i in INT_DATA else v.astype("float64") for i, v in enumerate(data)]
+        data = [data[0].astype("float64"), data[1].astype("int64"), data[2].astype("int64")]
         if floats[0].ndim != 1 or floats[1].ndim != 1 or floats[2].ndim != 0 or floats[3].ndim != 0:
             raise ValueError("TransferMarginal: cu, cr must be vectors, tau_u, tau_r scalars")
         outputs = [pt.dscalar(), pt.dvector(), pt.dvector(), pt.dscalar(), pt.dscalar(), pt.dvector()]
         return Apply(self, [*floats, *data], outputs)
 
     def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
-        cu, cr, tau_u, tau_r, prec, *data = inputs
+        cu, cr, tau_u, tau_r, prec, floats, ints, layout = inputs
         z, w = self.rule
-        out = transfer_marginal_kernel(cu, cr, float(tau_u), float(tau_r), prec, *data, z, w)
+        out = transfer_marginal_kernel(cu, cr, float(tau_u), float(tau_r), prec, *_unpack(floats, ints, layout), z, w)
         for slot, value in zip(output_storage, out, strict=True):
             slot[0] = np.asarray(value)
 
@@ -419,7 +496,8 @@ def _numba_transfer_marginal(op: TransferMarginal, node: Any = None, **kwargs: A
     z, w = op.rule
 
     @numba.njit
-    def transfer_marginal(cu, cr, tau_u, tau_r, prec, d0, d1, d2, d3, d4, d5, d6, d7, d8, d9, d10, d11, d12):
+    def transfer_marginal(cu, cr, tau_u, tau_r, prec, floats, ints, layout):
+        d0, d1, d2, d3, d4, d5, d6, d7, d8, d9, d10, d11, d12 = _unpack(floats, ints, layout)
         value, d_cu, d_cr, d_tu, d_tr, d_prec = transfer_marginal_kernel(
             cu, cr, tau_u.item(), tau_r.item(), prec, d0, d1, d2, d3, d4, d5, d6, d7, d8, d9, d10, d11, d12, z, w
         )
@@ -430,5 +508,5 @@ def _numba_transfer_marginal(op: TransferMarginal, node: Any = None, **kwargs: A
 
 def log_transfer_marginal(cu: Any, cr: Any, tau_u: Any, tau_r: Any, prec: Any, *data: Any, nodes: int = NODES) -> Any:
     """The transfer model's log likelihood (a PyTensor scalar) with both parts' task effects
-    integrated out; ``data`` = :data:`MARGINAL_DATA` in that order (:func:`transfer_marginal_kernel`)."""
+    integrated out; ``data`` = the packed (floats, ints, layout) of :func:`pack_marginal_data`."""
     return TransferMarginal(nodes).make_node(cu, cr, tau_u, tau_r, prec, *data).outputs[0]

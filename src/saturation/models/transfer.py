@@ -49,7 +49,7 @@ import xarray as xr
 
 from saturation import curves
 from saturation import schema as S
-from saturation.models.marginal import MARGINAL_DATA, binomial_patterns, log_transfer_marginal, task_segments
+from saturation.models.marginal import binomial_patterns, log_transfer_marginal, pack_marginal_data, task_segments
 from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
@@ -396,8 +396,11 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
         ),
     }
     if integrated:
-        values.update(task_start=task_start, task_end=task_end)
-        values.update(binomial_patterns(cell, data.n_ungraded, data.n, data.task_idx, len(data.tasks)))
+        # the kernel's arrays packed into three (pack_marginal_data): nutpie passes every shared
+        # array on every evaluation, and 13 of them cost ~0.5 ms per evaluation
+        kernel = {**values, "task_start": task_start, "task_end": task_end}
+        kernel.update(binomial_patterns(cell, data.n_ungraded, data.n, data.task_idx, len(data.tasks)))
+        values = {"basis": basis, "prior_mu": values["prior_mu"], **pack_marginal_data(kernel)}
     pri = config.priors
     coords = {
         S.ARM: data.arms,
@@ -435,9 +438,9 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
                     pt.concatenate([first, first + pt.cumsum(rw_sd[:, None] * z[:, 1:], axis=1)], axis=1),
                     dims=(S.ARM, "knot"),
                 )
-            pm.Deterministic(f"{part}_intercept", knot_vals[:, 0], dims=S.ARM)
-            pm.Deterministic(f"{part}_rw_increment", pt.diff(knot_vals, axis=1), dims=(S.ARM, "increment"))
-            curve = pm.Deterministic(f"{part}_curve", pt.dot(knot_vals, d["basis"].T), dims=(S.ARM, S.STEP))
+            # intercept, increments and curve are recorded after sampling (derived_draws): as
+            # Deterministics each one was numba code nutpie compiled for every new model
+            curve = pt.dot(knot_vals, d["basis"].T)
             task_sds[part] = pm.HalfNormal(f"{part}_task_sd", pri.task_sd if part == "ungraded" else pri.reward_task_sd)
             curves_[part] = curve.flatten()  # one (arm, step) cell index: 1-D gathers are fast
         reward_sd = pm.HalfNormal("reward_sd", pri.reward_sd, dims=S.ARM)
@@ -450,7 +453,9 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
                     task_sds["ungraded"],
                     task_sds["reward"],
                     reward_sd**-2,
-                    *(d[name] for name in MARGINAL_DATA),
+                    d["m_float"],
+                    d["m_int"],
+                    d["m_layout"],
                 ),
             )
             return model, values
@@ -701,6 +706,7 @@ def fit_transfer(
         config.task_effects,
     )
     idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=config.sampler)
+    derived_draws(idata, values["basis"], data.steps)
     estimands = _estimands(idata, data, config)
     structural = [f"{part}_{v}" for part in PARTS for v in ("knot", "rw_sd", "task_sd")]
     diag = diagnostics(idata, [*structural, "reward_sd", *(f"population_{q}" for q in QUANTITIES)])
@@ -721,6 +727,23 @@ def fit_transfer(
     fit = TransferFit(idata, config, data, estimands, diag, timings)
     warn_if_not_converged(diag, f"transfer fit (arms {data.arms}, reference {config.reference})")
     return fit
+
+
+def derived_draws(idata: az.InferenceData, basis: np.ndarray, steps: np.ndarray) -> None:
+    """Add each part's intercept (first knot), random-walk increments and per-step curve
+    (the knot values interpolated, ``basis``: steps x knots) to the posterior, computed from
+    the knot draws; done after sampling because as Deterministics they were numba code that
+    nutpie compiled for every new model (4 of 29 s on the embedded replica)."""
+    post = idata.posterior
+    for part in PARTS:
+        knots = post[f"{part}_knot"].transpose("chain", "draw", S.ARM, "knot")
+        values = knots.to_numpy()
+        base = {c: knots[c] for c in ("chain", "draw", S.ARM)}
+        post[f"{part}_intercept"] = knots.isel(knot=0, drop=True)
+        post[f"{part}_rw_increment"] = xr.DataArray(
+            values[..., 1:] - values[..., :-1], coords={**base, "increment": knots["knot"].to_numpy()[1:]}
+        )
+        post[f"{part}_curve"] = xr.DataArray(values @ basis.T, coords={**base, S.STEP: steps})
 
 
 def population(ungraded_curve: Any, ungraded_task_sd: Any, reward_curve: Any) -> dict[str, np.ndarray]:
