@@ -267,7 +267,7 @@ class TransferPriors:
 
     Intercepts ~ N(logit of the reference arm's empirical first-step value, ``intercept_sd``);
     random-walk increments between knots ~ N(0, sigma_f), sigma_f ~
-    Gamma(4, 4 / ``rw_sd``) (mean ``rw_sd``; zero-avoiding, which removes the funnel a
+    Gamma(8, 8 / ``rw_sd``) (``RW_SD_SHAPE``; mean ``rw_sd``; zero-avoiding, which removes the funnel a
     half-normal left at sigma_f -> 0); ungraded task-effect sd (logit scale) ~
     HalfNormal(``task_sd``); reward task-effect sd (reward scale) ~
     HalfNormal(``reward_task_sd``); per-trial reward sd per arm ~ HalfNormal(``reward_sd``).
