@@ -65,7 +65,7 @@ def _inputs(data, *, dedupe: bool = True) -> list[np.ndarray]:
     """The kernel's data inputs in MARGINAL_DATA order (``dedupe=False``: one pattern per task)."""
     order, start, end = task_segments(data["task"], data["n_tasks"])
     if dedupe:
-        pat = binomial_patterns(data["cell"], data["k"], data["n"], data["task"], data["n_tasks"])
+        pat = binomial_patterns(data["cell"][order], data["k"][order], data["n"][order], start, end)
     else:
         pat = {
             "u_cell": data["cell"][order],

@@ -352,11 +352,18 @@ def transfer_marginal_kernel(
 
 
 def binomial_patterns(
-    cell: np.ndarray, k: np.ndarray, n: np.ndarray, task_idx: np.ndarray, n_tasks: int
+    cell: np.ndarray, k: np.ndarray, n: np.ndarray, start: np.ndarray, end: np.ndarray
 ) -> dict[str, np.ndarray]:
     """The binomial part's tasks reduced to their distinct (cell, ungraded, rollouts) patterns:
     tasks whose groups agree in all three have the same integral, computed once and weighted
     by their number (exact; on the embedded SWE-Gym replica 2,058 tasks give 1,334 patterns).
+
+    Parameters
+    ----------
+    cell, k, n : ndarray
+        Per group, ordered by task (:func:`task_segments`): its cell, ungraded count and rollouts.
+    start, end : ndarray of int
+        Task ``i`` owns groups ``[start[i], end[i])``.
 
     Returns
     -------
@@ -364,12 +371,11 @@ def binomial_patterns(
         ``u_cell``, ``u_k``, ``u_n`` per group of a pattern, ``u_start``, ``u_end`` and
         ``u_weight`` per pattern (:func:`transfer_marginal_kernel`'s inputs).
     """
-    order, start, end = task_segments(task_idx, n_tasks)
-    cell, k, n = np.asarray(cell)[order], np.asarray(k, float)[order], np.asarray(n, float)[order]
+    cell, k, n = np.asarray(cell), np.asarray(k, float), np.asarray(n, float)
     seen: dict[tuple[Any, ...], int] = {}
     groups: list[list[tuple[int, float, float]]] = []
     weight: list[float] = []
-    for i in range(n_tasks):
+    for i in range(len(start)):
         rows = sorted(
             zip(
                 cell[start[i] : end[i]].tolist(),
@@ -400,46 +406,39 @@ def binomial_patterns(
 
 def pack_marginal_data(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The kernel's 13 data arrays (:data:`MARGINAL_DATA`) packed into one float and one int
-    array plus their lengths: nutpie hands every shared array to the compiled model on each
-    evaluation, and 13 of them cost more than the kernel's own arithmetic."""
-    floats = [np.asarray(arrays[name], dtype=np.float64) for i, name in enumerate(MARGINAL_DATA) if i not in INT_DATA]
-    ints = [np.asarray(arrays[name], dtype=np.int64) for i, name in enumerate(MARGINAL_DATA) if i in INT_DATA]
-    return {
-        "m_float": np.concatenate(floats),
-        "m_int": np.concatenate(ints),
-        "m_layout": np.array([len(arrays[name]) for name in MARGINAL_DATA], dtype=np.int64),
-    }
+    array plus each array's [start, end) in its buffer (``m_layout``, 13 x 2): nutpie hands
+    every shared array to the compiled model on each evaluation, and 13 of them cost more
+    than the kernel's own arithmetic."""
+    buffers: dict[bool, list[np.ndarray]] = {True: [], False: []}
+    layout = np.empty((len(MARGINAL_DATA), 2), dtype=np.int64)
+    filled = {True: 0, False: 0}
+    for i, name in enumerate(MARGINAL_DATA):
+        is_int = i in INT_DATA
+        values = np.asarray(arrays[name], dtype=np.int64 if is_int else np.float64)
+        buffers[is_int].append(values)
+        layout[i] = filled[is_int], filled[is_int] + len(values)
+        filled[is_int] += len(values)
+    return {"m_float": np.concatenate(buffers[False]), "m_int": np.concatenate(buffers[True]), "m_layout": layout}
 
 
 @numba.njit(cache=True)
-def _unpack(floats: np.ndarray, ints: np.ndarray, layout: np.ndarray) -> tuple[Any, ...]:
-    """Views of the 13 arrays :func:`pack_marginal_data` packed (MARGINAL_DATA order)."""
-    f0 = 0
-    i0 = 0
-    out_f = []
-    out_i = []
-    for j in range(layout.shape[0]):
-        m = layout[j]
-        if j == 0 or j == 3 or j == 4 or j == 6 or j == 7 or j == 11 or j == 12:  # INT_DATA
-            out_i.append((i0, i0 + m))
-            i0 += m
-        else:
-            out_f.append((f0, f0 + m))
-            f0 += m
+def _unpack(floats: np.ndarray, ints: np.ndarray, at: np.ndarray) -> tuple[Any, ...]:
+    """Views of the 13 arrays :func:`pack_marginal_data` packed, in MARGINAL_DATA order (which
+    buffer each comes from is INT_DATA's; numba needs the heterogeneous tuple spelled out)."""
     return (
-        ints[out_i[0][0] : out_i[0][1]],
-        floats[out_f[0][0] : out_f[0][1]],
-        floats[out_f[1][0] : out_f[1][1]],
-        ints[out_i[1][0] : out_i[1][1]],
-        ints[out_i[2][0] : out_i[2][1]],
-        floats[out_f[2][0] : out_f[2][1]],
-        ints[out_i[3][0] : out_i[3][1]],
-        ints[out_i[4][0] : out_i[4][1]],
-        floats[out_f[3][0] : out_f[3][1]],
-        floats[out_f[4][0] : out_f[4][1]],
-        floats[out_f[5][0] : out_f[5][1]],
-        ints[out_i[5][0] : out_i[5][1]],
-        ints[out_i[6][0] : out_i[6][1]],
+        ints[at[0, 0] : at[0, 1]],
+        floats[at[1, 0] : at[1, 1]],
+        floats[at[2, 0] : at[2, 1]],
+        ints[at[3, 0] : at[3, 1]],
+        ints[at[4, 0] : at[4, 1]],
+        floats[at[5, 0] : at[5, 1]],
+        ints[at[6, 0] : at[6, 1]],
+        ints[at[7, 0] : at[7, 1]],
+        floats[at[8, 0] : at[8, 1]],
+        floats[at[9, 0] : at[9, 1]],
+        floats[at[10, 0] : at[10, 1]],
+        ints[at[11, 0] : at[11, 1]],
+        ints[at[12, 0] : at[12, 1]],
     )
 
 

@@ -400,7 +400,7 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
         # the kernel's arrays packed into three (pack_marginal_data): nutpie passes every shared
         # array on every evaluation, and 13 of them cost ~0.5 ms per evaluation
         kernel = {**values, "task_start": task_start, "task_end": task_end}
-        kernel.update(binomial_patterns(cell, data.n_ungraded, data.n, data.task_idx, len(data.tasks)))
+        kernel.update(binomial_patterns(values["cell"], values["n_ungraded"], values["n"], task_start, task_end))
         values = {"basis": basis, "prior_mu": values["prior_mu"], **pack_marginal_data(kernel)}
     pri = config.priors
     coords = {
