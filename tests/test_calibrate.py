@@ -213,7 +213,8 @@ def test_calibrate_command(tmp_path, capsys):
     assert json.loads((out / "calibration.json").read_text())["sims"] == 10
     for model in ("transfer", "pass-at-k"):
         assert main(["calibrate", model, "--misspecify-late-slope-sd", "0.1", "--scheduler", "sync"]) == 2
-        assert "plateau model only" in capsys.readouterr().out
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and "plateau model only" in err
     assert main(["calibrate", "transfer", "--levels", "3", "--scheduler", "sync"]) == 2
     with pytest.raises(SystemExit) as info:  # argparse: --levels must be at least 1
         main(["calibrate", "plateau", "--levels", "0", "--scheduler", "sync"])

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from saturation import schema as S
-from saturation.cli import main
+from saturation.cli import EMBEDDED_LEVELS, main
 from saturation.io import open_trials
 
 
@@ -20,6 +20,7 @@ def test_simulate_then_ingest_then_describe(tmp_path, capsys):
     assert main(["ingest", str(out), "-o", str(nc), "--json", str(tmp_path / "ingest.json")]) == 0
     printed = capsys.readouterr().out
     assert "rows read 46592: kept 46592" in printed
+    assert f"46592 trials, levels {', '.join(truth['levels'])}" in printed and "np.str_" not in printed
     ds = open_trials(nc)
     assert ds.sizes[S.TRIAL] == 46592
     report = json.loads((tmp_path / "ingest.json").read_text())
@@ -67,6 +68,7 @@ def test_describe_defaults_to_embedded_synthetic_data(capsys, tmp_path):
     assert swesmith["synthetic"]
     assert swesmith["runs"][0]["n_graded"] == 42511
     assert swesmith["levels"] == ["file", "module", "entity"]
+    assert swesmith["levels"] == list(EMBEDDED_LEVELS["swesmith"])  # what `plateau --levels` checks against
     arms = {r["arm"]: r["n_trials"] for r in d["embedded: swegym"]["runs"]}
     assert arms == {"base": 20156, "s85": 19034}
 
@@ -235,3 +237,333 @@ def test_scenario_names_are_the_registry():
     from saturation.scenarios import SCENARIOS
 
     assert tuple(SCENARIOS) == S.SCENARIO_NAMES
+
+
+# ------------------------------------------------------------------ help texts and defaults
+def _parsers():
+    """(prog, parser) of ``saturation`` and of every subcommand, from the real parser."""
+    import argparse
+
+    from saturation.cli import build_parser
+
+    parser = build_parser()
+    yield "saturation", parser
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    yield from ((f"saturation {name}", p) for name, p in sub.choices.items())
+
+
+def test_every_option_has_help_and_shows_its_default():
+    """Every option and positional of every subcommand (all but -h) has a help text, and one
+    with a meaningful default (not None / False) names it: "(default X)"."""
+    import argparse
+
+    problems, seen = [], 0
+    for prog, parser in _parsers():
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
+                continue
+            seen += 1
+            name = f"{prog} {'/'.join(action.option_strings) or action.dest}"
+            text = action.help or ""
+            if not text.strip() or text == argparse.SUPPRESS:
+                problems.append(f"{name}: no help")
+                continue
+            default = action.default
+            if default is None or default is False or default == argparse.SUPPRESS:
+                continue
+            shown = {str(default)} | ({f"{default:g}"} if isinstance(default, float) else set())
+            if "default" not in text or not any(s in text for s in shown):
+                problems.append(f"{name}: default {default!r} not in its help {text!r}")
+    assert seen > 80
+    assert problems == []
+
+
+def test_every_subcommand_has_a_help_line():
+    import argparse
+
+    from saturation.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert {a.dest: bool(a.help) for a in sub._choices_actions} == dict.fromkeys(sub.choices, True)
+
+
+def test_sampler_help_says_what_auto_means_for_each_model():
+    helps = {
+        prog: {a.dest: a for a in p._actions}["sampler"]
+        for prog, p in _parsers()
+        if "sampler" in {a.dest for a in p._actions}
+    }
+    assert set(helps) == {"saturation plateau", "saturation transfer"}
+    plateau, transfer = helps["saturation plateau"], helps["saturation transfer"]
+    assert "auto (default): exact" in plateau.help and "gaussian" in plateau.help and "nutpie" in plateau.help
+    assert "exact" in plateau.choices
+    assert transfer.help.startswith("auto (default): nutpie") and "exact" not in transfer.choices
+    assert "for --likelihood" not in transfer.help
+
+
+# ------------------------------------------------------------------ checks before the data are read
+def _no_load(monkeypatch):
+    """The data loader and the fits fail the test if called (the check must come first)."""
+    import saturation.cli as cli
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the data were loaded before the arguments were checked")
+
+    monkeypatch.setattr(cli, "_load_trials_arg", loaded)
+
+
+def _small_table(path, levels=("file",), arms=("a",)):
+    """A tiny trial table with per-level F1 columns and an arm column: CSV as written, any
+    other suffix (.csv.zst, .jsonl, .parquet) through ``write_table``."""
+    from saturation.io import read_trials, write_table
+
+    rows = ["run,step,instance_id,sample,graded,reward" + "".join(f",{lvl}_f1" for lvl in levels) + ",arm"]
+    for arm in arms:
+        for step in range(8):
+            for task in range(3):
+                f1 = min(1.0, 0.1 * step + 0.05 * task)
+                rows.append(f"r-{arm},{step},t{task},0,true,{f1}" + f",{f1}" * len(levels) + f",{arm}")
+    csv = path.with_name(path.name.split(".")[0] + ".csv")
+    csv.write_text("\n".join(rows) + "\n")
+    return csv if path == csv else write_table(read_trials(csv), path)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["plateau", "--levels", "foo"], "unknown level(s) foo; have file, module, entity"),
+        (["plateau", "--levels", "file,,entity"], "--levels file,,entity: empty name in the comma-separated list"),
+        (["plateau", "--levels", "file,file"], "--levels: file given more than once"),
+        (
+            ["plateau", "--sampler", "exact", "--likelihood", "binomial"],
+            "--sampler exact draws the Gaussian plateau model only",
+        ),
+        (["plateau", "--response", "reward", "--levels", "file"], "--levels applies to a per-level response"),
+        (["transfer", "--arms", "s85"], "--arms s85: a transfer analysis compares at least two arms"),
+        (["transfer", "--arms", "base,s85", "--reference", "x"], "--reference x is not one of --arms base, s85"),
+        (["simulate", "nope", "{tmp}/x.csv"], "unknown scenario nope; choose from plateau, transfer, series"),
+    ],
+)
+def test_option_errors_come_before_the_data_load(argv, message, tmp_path, monkeypatch, capsys):
+    _no_load(monkeypatch)
+    assert main([a.replace("{tmp}", str(tmp_path)) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {message}"), err
+    assert len(err.strip().splitlines()) == 1 and "'" not in err and "[" not in err
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".csv.zst", ".nc"])
+def test_unknown_level_of_a_file_is_found_from_its_header(suffix, tmp_path, monkeypatch, capsys):
+    """CSV headers (plain or zstd) and a netCDF Dataset's level coordinate name the levels: an
+    unknown level is an error before the rows are read."""
+    path = tmp_path / f"t{suffix}"
+    if suffix == ".nc":
+        from saturation.io import read_trials, write_trials
+
+        write_trials(read_trials(_small_table(tmp_path / "t.csv", ("file", "entity"))), path)
+    else:
+        assert _small_table(path, ("file", "entity")) == path
+    _no_load(monkeypatch)
+    assert main(["plateau", str(path), "--levels", "entity,foo,bar"]) == 2
+    assert capsys.readouterr().err == "error: unknown level(s) foo, bar; have file, entity\n"
+
+
+def test_option_errors_do_not_wait_for_the_scientific_stack():
+    """A usage error is reported without importing numpy, xarray or PyMC (a fresh interpreter:
+    the session's own imports do not count)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from saturation.cli import main\n"
+        "codes = [main(['plateau', '--levels', 'foo']), main(['plateau', 'no/such.csv']),\n"
+        "         main(['transfer', '--arms', 'base']), main(['simulate', 'nope', 'x.csv'])]\n"
+        "heavy = [m for m in ('numpy', 'xarray', 'pymc', 'pytensor') if m in sys.modules]\n"
+        "print(codes, heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "[2, 2, 2, 2] []", out.stderr
+
+
+def test_plateau_checks_needing_the_data_come_before_the_fit(tmp_path, monkeypatch, capsys):
+    """JSON lines name their levels only in the rows: checked after the load, before the fit."""
+    import saturation.models
+
+    def fitted(*args, **kwargs):
+        raise AssertionError("fitted before the levels were checked")
+
+    monkeypatch.setattr(saturation.models, "fit_plateau", fitted)
+    path = _small_table(tmp_path / "t.jsonl", ("file", "entity"))
+    assert main(["plateau", str(path), "--levels", "foo"]) == 2
+    assert capsys.readouterr().err == "error: unknown level(s) foo; have file, entity\n"
+    assert main(["plateau", str(path), "--response", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --response nosuch: no such variable in the trials; per level: f1, precision, ")
+    assert err.endswith("; per trial: graded, reward\n")
+    assert "'" not in err and "[" not in err
+
+
+def test_transfer_checks_needing_the_data_come_before_the_fit(tmp_path, monkeypatch, capsys):
+    import saturation.models
+
+    def fitted(*args, **kwargs):
+        raise AssertionError("fitted before the arms were checked")
+
+    monkeypatch.setattr(saturation.models, "fit_transfer", fitted)
+    path = _small_table(tmp_path / "t.csv", arms=("base", "s85"))
+    assert main(["transfer", str(path), "--arms", "base,s90"]) == 2
+    assert capsys.readouterr().err == "error: unknown arm(s) s90; the data has base, s85\n"
+    assert main(["transfer", str(path), "--reference", "ref"]) == 2
+    assert capsys.readouterr().err == "error: --reference ref is not an arm of the data; it has base, s85\n"
+    one = _small_table(tmp_path / "one.csv")
+    (tmp_path / "noarm.csv").write_text(
+        "\n".join(",".join(line.split(",")[:-1]) for line in one.read_text().splitlines()) + "\n"
+    )
+    assert main(["transfer", str(tmp_path / "noarm.csv")]) == 2
+    assert "needs trials with an arm column" in capsys.readouterr().err
+
+
+def test_numbers_out_of_range_are_usage_errors(capsys):
+    for argv in (
+        ["plateau", "--rope", "0"],
+        ["plateau", "--rope-relative", "-0.1"],
+        ["plateau", "--breakpoint", "-1"],
+        ["plateau", "--breakpoint", "nan"],
+        ["diagnose", "--pass-rope", "0"],
+        ["diagnose", "--success-threshold", "inf"],
+        ["transfer", "--knot-every", "0"],
+        ["transfer", "--sampler", "exact"],
+        ["calibrate", "plateau", "--misspecify-late-slope-sd", "-1"],
+    ):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 2, argv
+        assert "error: argument" in capsys.readouterr().err
+
+
+def test_fit_outputs_are_checked_before_the_data_load(tmp_path, monkeypatch, capsys):
+    _no_load(monkeypatch)
+    for command in ("plateau", "transfer", "describe", "diagnose"):
+        assert main([command, "--json", str(tmp_path / "no" / "x.json")]) == 1, command
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and "does not exist" in err and len(err.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------ missing inputs: exit 2, one line
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plateau", "{missing}"],
+        ["transfer", "{missing}"],
+        ["describe", "{missing}"],
+        ["diagnose", "{missing}"],
+        ["diagnose", "--metrics", "{missing}"],
+        ["ingest", "{missing}", "-o", "{tmp}/o.nc"],
+        ["report", "{missing}", "--out", "{tmp}/r"],
+        ["report", "--data", "{missing}", "--out", "{tmp}/r"],
+    ],
+)
+def test_a_missing_input_is_a_usage_error_naming_the_file(argv, tmp_path, monkeypatch, capsys):
+    from saturation.cli import EXIT_USAGE
+
+    _no_load(monkeypatch)
+    missing = tmp_path / "no" / "such.csv"
+    argv = [a.replace("{missing}", str(missing)).replace("{tmp}", str(tmp_path)) for a in argv]
+    assert main(argv) == EXIT_USAGE
+    err = capsys.readouterr().err
+    flag = "--metrics " if "--metrics" in argv else "--data " if "--data" in argv else ""
+    assert err == f"error: {flag}{missing}: no such file or directory\n"
+    assert not (tmp_path / "o.nc").exists() and not (tmp_path / "r").exists()
+
+
+# ------------------------------------------------------------------ plain messages
+def test_key_errors_print_their_message_with_plain_names():
+    from saturation.cli import _error_of
+
+    code, message = _error_of(KeyError("unknown level(s) ['foo']; have ['file', 'module', 'entity']"), str, str)
+    assert (code, message) == (2, "unknown level(s) foo; have file, module, entity")
+    assert _error_of(KeyError("unknown arm(s) [np.str_('x')]; the data has ['base']"), str, str)[1] == (
+        "unknown arm(s) x; the data has base"
+    )
+    assert _error_of(KeyError("needs an 'arm' coordinate"), str, str)[1] == "needs an 'arm' coordinate"
+    assert _error_of(KeyError("f1_n"), str, str)[1] == "unknown name 'f1_n'"  # a bare key, not a message
+
+
+def test_a_key_error_from_a_command_is_one_plain_line(monkeypatch, capsys):
+    import saturation.cli as cli
+
+    def broken(args):
+        raise KeyError("unknown arm(s) ['s90']; the data has ['base', 's85']")
+
+    monkeypatch.setattr(cli, "_cmd_describe", broken)
+    assert main(["describe"]) == 2
+    assert capsys.readouterr().err == "error: unknown arm(s) s90; the data has base, s85\n"
+
+
+def test_names_are_printed_plain():
+    import numpy as np
+
+    from saturation.cli import _names
+
+    assert _names([np.str_("base"), np.str_("s85")]) == "base, s85"
+    assert _names(np.array(["file", "module"], dtype=object)) == "file, module"
+
+
+def test_transfer_summary_prints_arms_as_plain_names(tmp_path, monkeypatch, capsys):
+    """The printed summary of a transfer fit (a stand-in for the fit: the printing is under
+    test), and the arms of the real data step: plain str, never np.str_."""
+    import types
+
+    import numpy as np
+
+    import saturation.models
+    from saturation.io import read_trials
+    from saturation.models.transfer import transfer_data
+
+    path = _small_table(tmp_path / "t.csv", arms=("base", "s85"))
+    assert all(type(a) is str for a in transfer_data(read_trials(path)).arms)
+
+    ci = {"mean": 0.1, "sd": 0.01, "hdi": [0.08, 0.12]}
+    out = {
+        "data": {"n_trials": 48, "n_groups": 48, "synthetic": ""},
+        "reference": "base",
+        "arms": ["s85"],
+        "initial": {
+            "s85": {
+                "steps": [0, 1],
+                "delta_all_rollout": ci,
+                "delta_graded_only": ci,
+                "delta_ungraded_rate": ci,
+                "p_positive": 0.9,
+            }
+        },
+        "crossover_step": {"s85": {"mean": None, "p_no_crossover": 1.0}},
+        "last_step": {"s85": {"step": 7, "delta_all_rollout": ci}},
+        "verdicts": {"s85": "s85 starts ahead of base"},
+        "diagnostics": {"rhat_max": 1.0, "ess_bulk_min": 1000.0, "divergences": 0, "converged": True},
+    }
+    fit = types.SimpleNamespace(
+        to_dict=lambda: out,
+        data=types.SimpleNamespace(arms=[np.str_("base"), np.str_("s85")]),
+        timings={"compile": 0.0, "sample": 0.0, "sampler": "nutpie"},
+    )
+    monkeypatch.setattr(saturation.models, "fit_transfer", lambda *a, **k: fit)
+    assert main(["transfer", str(path)]) == 0
+    printed = capsys.readouterr().out
+    assert "transfer model: arms base, s85, reference base" in printed and "np.str_" not in printed
+
+
+# ------------------------------------------------------------------ no third-party warnings
+def test_importing_the_models_prints_no_third_party_warnings():
+    """``python -W default -c "import saturation.models"`` prints nothing; nor does the first
+    read of PyTensor's BLAS flag, which is where a pip-installed PyTensor warns that it found no
+    BLAS (the first graph a fit compiles reads it)."""
+    import subprocess
+    import sys
+
+    code = "import saturation.models\nimport pytensor\npytensor.config.blas__ldflags\n"
+    out = subprocess.run(
+        [sys.executable, "-W", "default", "-c", code], capture_output=True, text=True, check=True, timeout=300
+    )
+    assert out.stderr == ""

@@ -387,24 +387,6 @@ def test_scan_classifies_files(tmp_path):
         scan_run_dir(tmp_path / "nothing")
 
 
-def test_progress_bar_draws_and_finishes(tmp_path):
-    import io
-
-    from saturation.progress import Progress
-
-    stream = io.StringIO()
-    bar = Progress(4, "ingest", enabled=True, stream=stream)
-    for _ in range(4):
-        bar.update(nbytes=3e6)
-    assert bar.close() >= 0
-    text = stream.getvalue()
-    assert "ingest [########################] 100% 4/4" in text and text.endswith("\n")
-    assert " MB/s " in text
-    quiet = io.StringIO()
-    Progress(4, "x", enabled=False, stream=quiet).close()
-    assert quiet.getvalue() == ""
-
-
 def test_wandb_run_is_read_from_its_history_file(tmp_path):
     pytest.importorskip("wandb")  # the test extra installs it; without it the next test applies
     from skyrl_fixtures import wandb_expected, wandb_run_dir

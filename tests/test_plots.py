@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.colors import to_rgb
 from matplotlib.container import BarContainer, ErrorbarContainer
 from matplotlib.figure import Figure
 
@@ -122,8 +123,8 @@ def transfer_fit():
         post[f"{part}_task_sd"] = (("chain", "draw"), rng.uniform(0.2, 0.6, (2, 50)))
     idata = az.InferenceData(posterior=xr.Dataset(post, coords=coords))
     crossover = {
-        "s85": {"mass": {"3": 0.2, "4": 0.5, "5": 0.1}, "p_no_crossover": 0.2},
-        "s70": {"mass": {"2": 0.05, "6": 0.15}, "p_no_crossover": 0.8},
+        "s85": {"mass": {"3": 0.2, "4": 0.5, "5": 0.1}, "p_no_crossover": 0.2, "mean": 4.0, "hdi": [3.0, 5.0]},
+        "s70": {"mass": {"2": 0.05, "6": 0.15}, "p_no_crossover": 0.8, "mean": 5.0, "hdi": [2.0, 6.0]},
     }
     return SimpleNamespace(
         idata=idata, data=data, config=TransferConfig(reference="base"), estimands={"crossover_step": crossover}
@@ -230,8 +231,10 @@ def test_plot_plateau_draws_one_panel_pair_per_level(plateau_fit):
 
 
 def test_plot_plateau_marks_a_known_break(break_fit):
+    """A known break has no change-point posterior: one row of panels, no P = 1 spike."""
     fig = _new_figure(plots.plot_plateau, break_fit, ylabel="F1")
-    for top in fig.axes[: len(break_fit.data.levels)]:
+    assert len(fig.axes) == len(break_fit.data.levels)
+    for top in fig.axes:
         dashed = [line for line in top.lines if line.get_linestyle() == "--"]
         assert len(top.lines) == 3 and len(dashed) == 1  # curve, points, the break (no change-point line)
         np.testing.assert_allclose(dashed[0].get_xdata(), [6, 6])
@@ -259,20 +262,35 @@ def test_slopes_data_is_the_fits_estimands(plateau_fit):
         assert (row.mean, row.hdi_low, row.hdi_high) == (e["mean"], *e["hdi"])
 
 
+def _label_power(ax, prefix):
+    """The power of ten a slope axis is drawn in, read from its label ("early slope
+    ($10^{-2}$ f1 / step)"); the axis must carry no offset text."""
+    fig = ax.get_figure()
+    fig.canvas.draw()
+    assert ax.xaxis.get_offset_text().get_text() == ""
+    m = re.fullmatch(rf"{prefix}slope \((?:\$10\^\{{(-?\d+)\}}\$ )?f1 / step\)", ax.get_xlabel())
+    assert m, ax.get_xlabel()
+    return int(m.group(1) or 0)
+
+
 def test_plot_slopes_one_panel_per_segment(plateau_fit):
     frame = plots.slopes_data(plateau_fit)
     levels = plateau_fit.data.levels
     ys = np.arange(len(levels))[::-1]
     fig = _new_figure(plots.plot_slopes, plateau_fit)
     assert len(fig.axes) == 2
+    powers = []
     for seg, ax in zip(("early", "late"), fig.axes, strict=True):
         sub = _by(frame, segment=seg).set_index("level").loc[levels]
-        _assert_xy(_line(ax, f"{seg} segment"), sub["mean"], ys)
+        scale = 10.0 ** _label_power(ax, f"{seg} ")
+        powers.append(scale)
+        _assert_xy(_line(ax, f"{seg} segment"), sub["mean"] / scale, ys)
         (hdis,) = [c for c in ax.collections if isinstance(c, LineCollection)]
         seg_xy = np.array(hdis.get_segments())
         np.testing.assert_allclose(seg_xy[:, :, 1], np.column_stack([ys, ys]))
-        np.testing.assert_allclose(seg_xy[:, :, 0], sub[["hdi_low", "hdi_high"]].to_numpy())
-        assert ax.get_xlabel() == f"{seg} slope per step"
+        np.testing.assert_allclose(seg_xy[:, :, 0], sub[["hdi_low", "hdi_high"]].to_numpy() / scale)
+        # the drawn numbers are in [-10, 10): the power of ten took the rest
+        assert np.abs(seg_xy[:, :, 0]).max() < 10
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == levels
 
 
@@ -283,10 +301,13 @@ def test_plot_slopes_into_an_axes(plateau_fit):
     ax = _into_ax(plots.plot_slopes, plateau_fit)
     hdis = [c for c in ax.collections if isinstance(c, LineCollection)]
     assert len(hdis) == 2
+    scale = 10.0 ** _label_power(ax, "")
     for seg, shift, coll in zip(("early", "late"), (0.12, -0.12), hdis, strict=True):
         sub = _by(frame, segment=seg).set_index("level").loc[levels]
-        _assert_xy(_line(ax, f"{seg} segment"), sub["mean"], ys + shift)
-        np.testing.assert_allclose(np.array(coll.get_segments())[:, :, 0], sub[["hdi_low", "hdi_high"]].to_numpy())
+        _assert_xy(_line(ax, f"{seg} segment"), sub["mean"] / scale, ys + shift)
+        np.testing.assert_allclose(
+            np.array(coll.get_segments())[:, :, 0], sub[["hdi_low", "hdi_high"]].to_numpy() / scale
+        )
     assert _legend(ax) == ["early segment", "late segment"]
     assert [t.get_text() for t in ax.get_yticklabels()] == levels
 
@@ -364,6 +385,21 @@ def test_loo_data_keeps_the_table_with_the_model_as_a_column(loo_table):
     assert "loo_method" not in plain and "caveat" not in plain
 
 
+def test_plot_loo_marks_unreliable_psis_estimates(loo_table):
+    """Models whose PSIS-LOO has Pareto k > 0.7 get a cross on their ELPD and say so."""
+    table = loo_table.copy()
+    table["loo_method"] = "PSIS"
+    table["warning"] = [True, False][: len(table)] + [False] * (len(table) - 2)
+    frame = plots.loo_data(table)
+    ys = np.arange(len(frame))[::-1]
+    ax = _new_figure(plots.plot_loo, table).axes[0]
+    (cross,) = [line for line in ax.lines if line.get_marker() == "x"]
+    assert cross.get_label() == "Pareto k > 0.7 (unreliable)"
+    _assert_xy(cross, frame["elpd_loo"][frame["warning"]], ys[frame["warning"].to_numpy()])
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels[0].endswith("(PSIS, k > 0.7)") and not labels[1].endswith("k > 0.7)")
+
+
 @pytest.mark.parametrize("method", [True, False], ids=["with-loo-method", "without"])
 def test_plot_loo_draws_elpd_and_differences(loo_table, method):
     table = loo_table if method else loo_table.drop(columns=["loo_method", "caveat"])
@@ -431,15 +467,21 @@ def test_series_data_is_the_long_form_of_the_series(series):
 
 
 def _assert_series(ax, frame, diag, run, variables, labels):
+    """Observed series and the fitted trend band: the band is the diagnosis' own (and its
+    ends are the reported start and end)."""
     for var, label in zip(variables, labels, strict=True):
         sub = _by(frame, run=run, variable=var)
-        line = _line(ax, label)
-        _assert_xy(line, sub[S.STEP], sub["value"])
-        ends = [c for c in ax.containers if c.lines[0].get_color() == line.get_color()]
+        observed = _line(ax, f"{label}, observed")
+        _assert_xy(observed, sub[S.STEP], sub["value"])
+        trend = _line(ax, f"{label}, trend (94 % HDI)")
+        band = diag.bands[f"{var}/{run}"]
+        _assert_xy(trend, band["step"], band["mean"])
+        rgb = to_rgb(trend.get_color())
+        (coll,) = [c for c in ax.collections if np.allclose(c.get_facecolor()[0][:3], rgb)]
+        _assert_band(coll, band["step"], band["hdi_low"], band["hdi_high"])
         num = diag.numbers["runs"][run][var]
-        for c, when, step in zip(ends, ("start", "end"), (sub[S.STEP].iloc[0], sub[S.STEP].iloc[-1]), strict=True):
-            _assert_errorbars(c, [step], [num[when]["mean"]], [num[when]["hdi"][0]], [num[when]["hdi"][1]])
-        assert len(ends) == 2
+        np.testing.assert_allclose(band["mean"].iloc[[0, -1]], [num["start"]["mean"], num["end"]["mean"]])
+        np.testing.assert_allclose(band["step"], sub[S.STEP])
 
 
 @pytest.mark.parametrize("kind", ["pass_at_k", "entropy"])
@@ -455,12 +497,17 @@ def test_plot_per_run_series_panels_and_into_an_axes(series, reliability, entrop
     assert [ax.get_title() for ax in fig.axes] == runs
     for run, ax in zip(runs, fig.axes, strict=True):
         _assert_series(ax, frame, diag, run, variables, labels)
-        in_errorbars = {id(line) for c in ax.containers for line in (c.lines[0], *c.lines[1])}
-        assert len([line for line in ax.lines if id(line) not in in_errorbars]) == len(variables)
+        assert len(ax.lines) == 2 * len(variables) and len(ax.collections) == len(variables)
+    # one legend for all panels, in the figure
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        f"{lab}, {what}" for lab in labels for what in ("observed", "trend (94 % HDI)")
+    ]
     ax = _into_ax(plot, series, diag)
     for run in runs:
         _assert_series(ax, frame, diag, run, variables, [f"{run} {lab}" for lab in labels])
-    assert _legend(ax) == [f"{run} {lab}" for run in runs for lab in labels]
+    assert _legend(ax) == [
+        f"{run} {lab}, {what}" for run in runs for lab in labels for what in ("observed", "trend (94 % HDI)")
+    ]
 
 
 # ---------------------------------------------------------------- transfer
@@ -475,28 +522,37 @@ def test_transfer_data_skips_steps_without_trials_and_gaps_to_the_reference(tran
 
 
 def test_plot_transfer_curves_gaps_and_crossover(transfer_fit):
-    frame = _by(plots.transfer_data(transfer_fit), quantity=S.ALL_ROLLOUT)
-    arms = list(dict.fromkeys(frame["arm"]))
+    """Top row: the three quantities' curves per arm; bottom row: the gaps to the reference;
+    the crossover HDI shaded on the all-rollout gap, for arms that probably cross."""
+    full = plots.transfer_data(transfer_fit)
+    arms = list(dict.fromkeys(full["arm"]))
     others = [a for a in arms if a != "base"]
     fig = _new_figure(plots.plot_transfer, transfer_fit)
-    curves, gaps, crossing = fig.axes
-    assert _legend(curves) == arms and len(curves.collections) == len(arms)
-    for i, arm in enumerate(arms):
-        sub = _by(frame, arm=arm)
-        _assert_band(curves.collections[i], sub["step"], sub["hdi_low"], sub["hdi_high"])
-        _assert_xy(_line(curves, arm), sub["step"], sub["mean"])
-        _assert_xy(curves.lines[2 * i + 1], sub["step"], sub["empirical"])
-    assert _legend(gaps) == [f"{a} - base" for a in others] and len(gaps.collections) == len(others)
-    for i, arm in enumerate(others):
-        sub = _by(frame, arm=arm)
-        _assert_band(gaps.collections[i], sub["step"], sub["gap_hdi_low"], sub["gap_hdi_high"])
-        _assert_xy(_line(gaps, f"{arm} - base"), sub["step"], sub["gap_mean"])
-    assert len(crossing.containers) == len(others)
-    for arm, bars in zip(others, crossing.containers, strict=True):
-        est = transfer_fit.estimands["crossover_step"][arm]
-        assert bars.get_label() == f"{arm}: P(none) = {est['p_no_crossover']:.2f}"
-        np.testing.assert_allclose([b.get_x() + b.get_width() / 2 for b in bars], [int(s) for s in est["mass"]])
-        np.testing.assert_allclose([b.get_height() for b in bars], list(est["mass"].values()))
+    assert len(fig.axes) == 6
+    top, bottom = fig.axes[:3], fig.axes[3:]
+    for c, q in enumerate(plots.TRANSFER_LABELS):
+        frame = _by(full, quantity=q)
+        curves, gaps = top[c], bottom[c]
+        assert curves.get_ylabel() == plots.TRANSFER_LABELS[q]
+        assert len(curves.collections) == len(arms)
+        for i, arm in enumerate(arms):
+            sub = _by(frame, arm=arm)
+            _assert_band(curves.collections[i], sub["step"], sub["hdi_low"], sub["hdi_high"])
+            _assert_xy(_line(curves, arm), sub["step"], sub["mean"])
+            _assert_xy(curves.lines[2 * i + 1], sub["step"], sub["empirical"])
+        assert len(gaps.collections) == len(others)
+        for i, arm in enumerate(others):
+            sub = _by(frame, arm=arm)
+            _assert_band(gaps.collections[i], sub["step"], sub["gap_hdi_low"], sub["gap_hdi_high"])
+            _assert_xy(_line(gaps, f"{arm} - base"), sub["step"], sub["gap_mean"])
+        spans = [p for p in gaps.patches if p.get_width() > 0]
+        if q == S.ALL_ROLLOUT:  # s85 crosses with P = 0.8, s70 with P = 0.2: only s85's HDI is shaded
+            (span,) = spans
+            np.testing.assert_allclose([span.get_x(), span.get_x() + span.get_width()], [3.0, 5.0])
+        else:
+            assert spans == []
+    assert _legend(top[0]) == arms and top[0].get_legend().get_title().get_text() == "94 % HDI bands"
+    assert _legend(bottom[0]) == [f"{a} - base" for a in others]
 
 
 def test_plot_transfer_into_an_axes_draws_the_curves_of_one_quantity(transfer_fit):
@@ -568,3 +624,82 @@ def test_the_font_check_sees_truetype_when_saved_inside_the_style(tmp_path, plat
         pdf = plots.save_figure(fig, tmp_path / "curves")[0].read_bytes()
     fonts = _font_subtypes(pdf)
     assert "Type3" not in fonts and "CIDFontType2" in fonts, fonts
+
+
+# ---------------------------------------------------------------- no overlapping text
+def _texts(fig):
+    """Every drawn, non-empty text of the figure with its window bounding box: titles,
+    labels, legends, annotations, and the tick labels of ticks inside the view (matplotlib
+    keeps label objects for ticks outside it that are never drawn)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    tick_labels, drawn = set(), []
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            pad = 1e-9 * max(abs(lo), abs(hi), 1.0)
+            for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]:
+                tick_labels |= {id(tick.label1), id(tick.label2)}
+                if lo - pad <= tick.get_loc() <= hi + pad:
+                    drawn += [lab for lab in (tick.label1, tick.label2) if lab.get_visible()]
+    texts = [t for t in fig.findobj(plt.Text) if id(t) not in tick_labels] + drawn
+    out = []
+    for t in texts:
+        if t.get_visible() and t.get_text().strip():
+            bb = t.get_window_extent(renderer)
+            if bb.width > 0 and bb.height > 0:
+                out.append((t, bb))
+    return out
+
+
+def _overlaps(fig, tol=1.0):
+    texts = _texts(fig)
+    bad = []
+    for i, (a, ba) in enumerate(texts):
+        for b, bb in texts[i + 1 :]:
+            w = min(ba.x1, bb.x1) - max(ba.x0, bb.x0)
+            h = min(ba.y1, bb.y1) - max(ba.y0, bb.y0)
+            if w > tol and h > tol:
+                bad.append((a.get_text(), b.get_text()))
+    return bad
+
+
+def test_overlap_check_finds_overlapping_text():
+    fig, ax = plt.subplots()
+    ax.text(0.5, 0.5, "one label")
+    ax.text(0.5, 0.5, "another")
+    assert _overlaps(fig) == [("one label", "another")]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        "plateau",
+        "plateau_break",
+        "slopes",
+        "plateaued_by",
+        "ppc",
+        "loo",
+        "cardinality",
+        "pass_at_k",
+        "entropy",
+        "transfer",
+    ],
+)
+def test_no_text_overlaps_in_any_figure(make, request):
+    """Labels, ticks, titles and legends of every figure keep clear of each other."""
+    get = request.getfixturevalue
+    figures = {
+        "plateau": lambda: plots.plot_plateau(get("plateau_fit"), ylabel="graded-only mean F1"),
+        "plateau_break": lambda: plots.plot_plateau(get("break_fit"), ylabel="graded-only mean F1"),
+        "slopes": lambda: plots.plot_slopes(get("plateau_fit")),
+        "plateaued_by": lambda: plots.plot_plateaued_by(get("plateau_fit")),
+        "ppc": lambda: plots.plot_ppc(get("outlier_fit")),
+        "loo": lambda: plots.plot_loo(get("loo_table")),
+        "cardinality": lambda: plots.plot_cardinality(get("cardinality")),
+        "pass_at_k": lambda: plots.plot_pass_at_k(get("series"), get("reliability")),
+        "entropy": lambda: plots.plot_entropy(get("series"), get("entropy")),
+        "transfer": lambda: plots.plot_transfer(get("transfer_fit")),
+    }
+    fig = figures[make]()
+    assert _overlaps(fig) == []

@@ -37,7 +37,7 @@ LAYERS = [
     ["series", "tables", "models", "models.learning"],
     ["plots", "simulate", "skyrl"],
     ["replica", "wandb_history", ""],  # "": the package itself (saturation/__init__.py)
-    ["calibrate", "spec", "ingest", "scenarios"],
+    ["calibrate", "spec", "ingest", "scenarios", "report_html"],
     ["report"],
     ["cli"],
 ]

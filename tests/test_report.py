@@ -7,6 +7,7 @@ import re
 import warnings
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from saturation.cli import main
@@ -123,9 +124,35 @@ def test_small_report_end_to_end_and_cache(tmp_path, monkeypatch, crossing_spec)
         assert any(d.startswith(f"{level}: {e['verdict']} ({e['reason']})") for d in names["plateau"].details)
     assert "The study found every level" in names["plateau"].verdict
     assert set(results["analyses"]["plateau"]["results"]["ppc_coverage"]) == {"file", "module"}
+    # every figure has a caption that says what is drawn, with the band level
+    for s in rep.sections:
+        for j, fig in enumerate(s.figures, 1):
+            caption = s.captions[fig]
+            assert len(caption) > 60 and f"*Figure {rep.sections.index(s) + 1}.{j}. {caption}*" in text
+        banded = [f for f in s.figures if not f.endswith(("plateaued_by.png", "loo.png"))]  # no bands there
+        assert all("94 %" in s.captions[f] for f in banded), s.name
+    # contents lines end at a sentence, never inside a number
+    contents = text.split("## Contents", 1)[1].split("\n## ", 1)[0]
+    for line in (ln for ln in contents.splitlines() if ln[:1].isdigit()):
+        assert not re.search(r"\d\.$", line), line
+    # the CSVs hold numbers; formatted intervals only in .md / .tex
+    est = pd.read_csv(out / "plateau" / "estimates.csv")
+    for col in ("early slope mean", "early slope hdi_low", "early slope hdi_high", "late gain mean"):
+        assert pd.api.types.is_float_dtype(est[col]), col
+    assert not est.map(lambda v: isinstance(v, str) and "[" in v).any().any()
+    assert "[" in (out / "plateau" / "estimates.md").read_text()
+    assert (out / "REPORT.html").read_text().count("data:image/png;base64,") == sum(
+        len(s.figures) for s in rep.sections
+    )
+    fitted = {s.name: s.seconds for s in rep.sections}
 
     again = run_report([specs], out=out, progress=False)
     assert all(s.cached for s in again.sections)
+    # a cached re-run keeps the original fit times and says it reused them
+    assert {s.name: s.seconds for s in again.sections} == fitted
+    text = (out / "REPORT.md").read_text()
+    assert f"Fitted in {fitted['transfer']:.1f} s on " in text and "reused from the cache in this run" in text
+    assert f"{len(fitted)} of {len(fitted)} analyses reused from the cache" in text
     assert (
         json.loads((out / "results.json").read_text())["analyses"]["plateau"]["results"]
         == results["analyses"]["plateau"]["results"]

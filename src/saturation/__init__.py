@@ -8,9 +8,23 @@ __version__ = "0.1.0"
 
 import sys
 import types
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from saturation.schema import HDI_PROB
+
+# A pip-installed PyTensor warns, the first time it rewrites a graph (not on import: when
+# ``pytensor.config.blas__ldflags`` is first read, e.g. as nutpie compiles a model), that it
+# found no BLAS to link its C code against. The default samplers do not run that C code (the
+# exact draws are numpy, nutpie compiles to numba); ``--sampler pymc`` does, where a missing
+# BLAS costs speed, not accuracy. Silenced for exactly that message from exactly that module;
+# the flag itself is left alone, so a BLAS that PyTensor does find is still used.
+warnings.filterwarnings(
+    "ignore",
+    message="PyTensor could not link to a BLAS installation",
+    category=UserWarning,
+    module=r"pytensor\.link\.c\.cmodule",
+)
 
 #: public names -> the module that owns them, imported on first use (PEP 562): importing
 #: ``saturation`` (and so ``saturation --help``) does not pull in pandas, xarray and SciPy

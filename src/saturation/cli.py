@@ -1,12 +1,15 @@
 """Command-line interface: ``saturation <command> ...``.
 
-Exit codes: 0 success, 1 invalid data (validation report printed), 2 usage error.
+Exit codes (``EXIT_CODES``, shown by ``saturation --help``): 0 success; 1 invalid data or an
+I/O fault; 2 usage (a bad option or value, an unknown name, a missing input path); 3 a fit did
+not converge; 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -22,10 +25,59 @@ if TYPE_CHECKING:
 # numpy, xarray, pandas, PyMC and ArviZ are imported by the commands that need them, not here:
 # `saturation --help` then takes 0.05 s instead of 1.8-12 s (docs/performance.md)
 
-#: exit codes (docs/cli.md): 0 success; 1 invalid data or an I/O fault (the message names the
-#: file); 2 usage (a bad option or spec); 3 a fit ran but did not converge (its numbers are
-#: written, flagged, and must not be used)
+#: exit codes (docs/cli.md, EXIT_CODES): 0 success; 1 invalid data or an I/O fault (the message
+#: names the file); 2 usage (a bad option, value or spec, an unknown name, a missing input path);
+#: 3 a fit ran but did not converge (its numbers are written, flagged, and must not be used)
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_NOT_CONVERGED = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130
+#: the epilog of ``saturation --help`` (and so of docs/cli-reference.md)
+EXIT_CODES = (
+    f"exit codes: {EXIT_OK} success; {EXIT_DATA} invalid data or an I/O fault (every problem printed, "
+    f"naming the file); {EXIT_USAGE} usage: a bad option or value, an unknown name (level, arm, "
+    f"scenario, variable) or a missing input path, found before the data are read where it can be; "
+    f"{EXIT_NOT_CONVERGED} a fit ran but did not converge (its numbers are written, flagged NOT "
+    f"CONVERGED, and must not be used); {EXIT_INTERRUPTED} interrupted. An error is one line "
+    "'error: ...' on stderr; --debug (anywhere on the command line) shows the traceback instead."
+)
+
+
+class UsageError(Exception):
+    """A bad option, value, name or input path (exit code 2, a one-line message)."""
+
+
+def _names(values: Any) -> str:
+    """Names as plain text: ``file, module, entity`` (never a list's or numpy's repr)."""
+    return ", ".join(str(v) for v in values)
+
+
+#: a Python list of quoted names in a message (``['a', 'b']``, ``[np.str_('a')]``)
+_NAME_LIST_RE = re.compile(r"\[((?:np\.str_\()?'[^'\[\]]*'\)?(?:, (?:np\.str_\()?'[^'\[\]]*'\)?)*)\]")
+
+
+def _plain_names(message: str) -> str:
+    """``"unknown level(s) ['foo']; have ['file', 'module']"`` -> ``unknown level(s) foo; have file, module``."""
+    return _NAME_LIST_RE.sub(lambda m: ", ".join(re.findall(r"'([^']*)'", m.group(1))), message)
+
+
+def _split_names(text: str | None, flag: str) -> list[str] | None:
+    """A comma-separated option value as names (None: not given); empty or repeated names are
+    usage errors."""
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",")]
+    if not all(names):
+        raise UsageError(f"{flag} {text}: empty name in the comma-separated list")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise UsageError(f"{flag}: {_names(repeated)} given more than once")
+    return names
+
+
+def _require_inputs(paths: Sequence[str] | None, flag: str = "") -> None:
+    """Every input path must exist (a usage error, before anything is imported or read)."""
+    for path in paths or []:
+        if not Path(path).exists():
+            raise UsageError(f"{flag + ' ' if flag else ''}{path}: no such file or directory")
 
 
 def _print(msg: str = "") -> None:
@@ -46,6 +98,9 @@ def _write_json(obj: Any, path: str) -> None:
 
 # ------------------------------------------------------------------ simulate
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    if args.scenario not in S.SCENARIO_NAMES:
+        raise UsageError(f"unknown scenario {args.scenario}; choose from {_names(S.SCENARIO_NAMES)}")
+    _check_outputs([], [args.out, args.truth])
     from saturation.io import table_format, write_netcdf, write_table, write_trials
     from saturation.scenarios import scenario
     from saturation.series import write_metrics_csv
@@ -168,16 +223,16 @@ def _cmd_ingest_runs(args: argparse.Namespace) -> int:
         return EXIT_DATA
     if res.trials is not None and args.output:
         write_trials(res.trials, args.output)
-        _print(f"wrote {args.output}: {res.trials.sizes['trial']} trials, levels {list(res.trials[S.LEVEL].values)}")
+        _print(f"wrote {args.output}: {res.trials.sizes['trial']} trials, levels {_names(res.trials[S.LEVEL].values)}")
     if res.metrics is not None:
         if args.metrics_out:
             write_metrics(res.metrics, args.metrics_out)
             _print(
-                f"wrote {args.metrics_out}: per-step metrics, runs {list(res.metrics[S.RUN].values)}, "
+                f"wrote {args.metrics_out}: per-step metrics, runs {_names(res.metrics[S.RUN].values)}, "
                 f"{res.metrics.sizes[S.STEP]} steps, {len(res.metrics.data_vars)} metrics"
             )
         else:
-            _print(f"per-step metrics of runs {list(res.metrics[S.RUN].values)} found; write them with --metrics-out")
+            _print(f"per-step metrics of runs {_names(res.metrics[S.RUN].values)} found; write them with --metrics-out")
     _print(f"done in {acc['seconds']:.1f} s ({acc['megabytes']:.0f} MB)")
     return EXIT_OK
 
@@ -186,16 +241,12 @@ def _check_outputs(inputs: Sequence[str], outputs: Sequence[str | None]) -> None
     """Before anything is read or written: every output must be writable (its directory
     exists, it is not a directory) and none may be an input or land inside a directory of
     input tables (it would be read next time)."""
-    from saturation.ingest import looks_like_run_dir
-
     resolved = {Path(p).resolve() for p in inputs}
     for out in outputs:
         if not out or out == "-":
             continue
         target = Path(out).resolve()
-        if target in resolved or any(
-            i.is_dir() and i in target.parents and not looks_like_run_dir(i) for i in resolved
-        ):
+        if target in resolved or any(i.is_dir() and i in target.parents and not _is_run_dir(i) for i in resolved):
             raise ValueError(f"{out}: the output would overwrite or land among the inputs; choose another path")
         if target.is_dir():
             raise ValueError(f"{out}: is a directory; give a file path")
@@ -203,11 +254,18 @@ def _check_outputs(inputs: Sequence[str], outputs: Sequence[str | None]) -> None
             raise ValueError(f"{out}: its directory {target.parent} does not exist")
 
 
+def _is_run_dir(path: Path) -> bool:
+    from saturation.ingest import looks_like_run_dir
+
+    return looks_like_run_dir(path)
+
+
 def _cmd_ingest(args: argparse.Namespace) -> int:
+    _require_inputs(args.inputs)
+    _check_outputs(args.inputs, [args.output, args.metrics_out, args.json, args.rejects])
     from saturation.ingest import looks_like_run_dir
     from saturation.io import read_trials_report, write_trials
 
-    _check_outputs(args.inputs, [args.output, args.metrics_out, args.json, args.rejects])
     runs = [looks_like_run_dir(p) for p in args.inputs]
     if any(runs):
         if not all(runs):
@@ -233,7 +291,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         _print_problems(
             valid.problems, f"{len(valid.problems)} problem(s); rejected rows with reasons: {rejects}", f"in {rejects}"
         )
-    _print(f"wrote {args.output}: {ds.sizes.get('trial', 0)} trials, levels {list(ds[S.LEVEL].values)}")
+    _print(f"wrote {args.output}: {ds.sizes.get('trial', 0)} trials, levels {_names(ds[S.LEVEL].values)}")
     if args.json:
         _write_json(
             {
@@ -329,6 +387,8 @@ def _print_description(name: str, d: dict[str, Any]) -> None:
 
 
 def _cmd_describe(args: argparse.Namespace) -> int:
+    _require_inputs(args.trials)
+    _check_outputs(args.trials, [args.json])
     from saturation import replica
 
     # loaded one at a time, each described as soon as it is read (the first lines come early)
@@ -360,11 +420,119 @@ def _fmt(e: dict[str, Any] | None, digits: int = 4) -> str:
     return format_interval(e, digits)
 
 
+#: the levels of the embedded trial sets the commands default to (tests/test_cli.py checks
+#: them against the data), so that a level name can be checked before the data are loaded
+EMBEDDED_LEVELS = {"swesmith": S.CANONICAL_LEVELS}
+
+
+def _csv_header_levels(path: Path) -> set[str] | None:
+    """The level names of a CSV table's header (its first non-blank line; ``.zst`` streamed),
+    as the reader derives them (``validate._level_columns``); None if it cannot be read."""
+    import contextlib
+    import csv
+    from collections.abc import Generator
+    from typing import cast
+
+    from saturation import streams
+
+    try:
+        lines = cast("Generator[tuple[int, str], None, None]", streams.iter_lines(path))
+        with contextlib.closing(lines):  # the file is closed after its first line
+            for _, line in lines:
+                if line is streams.OVERLONG:
+                    return None
+                text = line.removeprefix("\ufeff")
+                if text.strip():
+                    header = next(csv.reader([text], strict=True))
+                    return {m["level"] for h in header if (m := S.LEVEL_COLUMN_RE.match(h.strip()))}
+    except Exception:  # an unreadable file: the loader reports it properly
+        return None
+    return None
+
+
+def _peek_levels(paths: list[str] | None, default: str) -> list[str] | None:
+    """The level names of the input without reading its rows: the embedded data's, a netCDF
+    Dataset's level coordinate (opened lazily) or the union of CSV headers. None when only the
+    rows tell (JSON lines, parquet, an unreadable file): then the loaded data are checked."""
+    if not paths:
+        known = EMBEDDED_LEVELS.get(default)
+        return list(known) if known is not None else None
+    if len(paths) == 1 and paths[0].endswith(".nc"):
+        try:
+            import xarray as xr
+
+            with xr.open_dataset(paths[0], engine="h5netcdf") as ds:
+                return [str(v) for v in ds[S.LEVEL].to_numpy()] if S.LEVEL in ds.dims else []
+        except Exception:  # not a trial Dataset: the loader reports it
+            return None
+    from saturation.io import expand_paths, table_format
+
+    found: set[str] = set()
+    for path in expand_paths(paths):
+        fmt, _ = table_format(path)
+        levels = _csv_header_levels(path) if fmt == "csv" else None
+        if levels is None:
+            return None
+        found |= levels
+    return S.level_order(found)
+
+
+def _check_levels(levels: list[str], have: list[str], response: str) -> None:
+    if response in have:  # a trial variable: it is its own (only) level
+        if levels != [response]:
+            raise UsageError(
+                f"--levels applies to a per-level response ({_names(S.LEVEL_FIELDS)}); --response {response} "
+                "is a trial variable"
+            )
+        return
+    unknown = [lvl for lvl in levels if lvl not in have]
+    if unknown:
+        raise UsageError(f"unknown level(s) {_names(unknown)}; have {_names(have) or 'none'}")
+
+
+def _check_plateau_args(args: argparse.Namespace) -> list[str] | None:
+    """Everything about the plateau options that can be checked before the data are read;
+    returns the levels asked for."""
+    levels = _split_names(args.levels, "--levels")
+    if args.sampler == "exact" and args.likelihood != "gaussian":
+        raise UsageError(
+            f"--sampler exact draws the Gaussian plateau model only; --likelihood {args.likelihood} "
+            "needs auto (nutpie), nutpie, pymc or numpyro"
+        )
+    _check_sampler_installed(args.sampler)
+    _require_inputs(args.trials)
+    _check_outputs(args.trials, [args.json, args.idata])
+    if levels and args.response not in S.LEVEL_FIELDS:  # per-level variables are exactly these
+        _check_levels(levels, [args.response], args.response)
+    elif levels:
+        have = _peek_levels(args.trials, "swesmith")
+        if have is not None:
+            _check_levels(levels, have, args.response)
+    return levels
+
+
+def _check_plateau_data(ds: xr.Dataset, levels: list[str] | None, response: str) -> None:
+    """The cheap checks that need the loaded trials (before the aggregation and the fit)."""
+    if S.TRIAL not in ds.dims:
+        return
+    if response not in ds.data_vars:
+        per_level = [str(v) for v in ds.data_vars if S.LEVEL in ds[v].dims]
+        per_trial = [str(v) for v in ds.data_vars if S.LEVEL not in ds[v].dims]
+        raise UsageError(
+            f"--response {response}: no such variable in the trials; per level: {_names(per_level) or 'none'}; "
+            f"per trial: {_names(per_trial)}"
+        )
+    if levels:
+        by_level = S.LEVEL in ds[response].dims
+        _check_levels(levels, [str(v) for v in ds[S.LEVEL].to_numpy()] if by_level else [response], response)
+
+
 def _cmd_plateau(args: argparse.Namespace) -> int:
+    levels = _check_plateau_args(args)
+    ds = _load_trials_arg(args.trials, "swesmith")
+    _check_plateau_data(ds, levels, args.response)
     from saturation.models import fit_plateau
 
-    ds = _load_trials_arg(args.trials, "swesmith")
-    levels = args.levels.split(",") if args.levels else None
     sampler = _sampler_args(args)
     fit = fit_plateau(
         ds,
@@ -434,6 +602,9 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ diagnose
 def _cmd_diagnose(args: argparse.Namespace) -> int:
+    _require_inputs(args.trials)
+    _require_inputs([args.metrics] if args.metrics else [], "--metrics")
+    _check_outputs([*args.trials, *([args.metrics] if args.metrics else [])], [args.json])
     from saturation import replica
     from saturation.models.learning import (
         diagnose_cardinality,
@@ -499,21 +670,44 @@ def _sampler_args(args: argparse.Namespace, base: Any = None) -> Any:
     return with_overrides(base or SamplerConfig(), {**given, "sampler": args.sampler, "progress": args.progress})
 
 
-def _add_sampler_args(p: argparse.ArgumentParser, defaults: Any = (1000, 1000, 4)) -> None:
+#: what ``--sampler auto`` means per fitting command (models.plateau.fit_plateau and
+#: models.sampling.sample_model: "auto" is nutpie unless the exact draws apply)
+SAMPLER_HELP = {
+    "plateau": "auto (default): exact independent draws, no MCMC, for --likelihood gaussian, nutpie's NUTS for "
+    "binomial and zoib; exact: gaussian only; nutpie, pymc: NUTS; numpyro: NUTS in JAX (needs numpyro and "
+    "jax installed)",
+    "transfer": "auto (default): nutpie's NUTS; pymc: PyMC's NUTS; numpyro: NUTS in JAX (needs numpyro and jax "
+    "installed); the exact sampler exists for the Gaussian plateau model only",
+}
+
+
+def _check_sampler_installed(sampler: str) -> None:
+    import importlib.util
+
+    if sampler == "numpyro" and any(importlib.util.find_spec(m) is None for m in ("numpyro", "jax")):
+        raise UsageError("--sampler numpyro needs numpyro and jax installed (not dependencies of saturation)")
+
+
+def _add_sampler_args(p: argparse.ArgumentParser, model: str, defaults: Any = (1000, 1000, 4)) -> None:
     draws, tune, chains = defaults
     p.add_argument(
         "--seed", type=int, default=0, help="seeds the sampler: same seed and data, same numbers (default 0)"
     )
-    p.add_argument("--draws", type=_positive, help=f"draws per chain (default {draws})")
-    p.add_argument("--tune", type=_non_negative, help=f"tuning draws per chain (default {tune})")
-    p.add_argument("--chains", type=_positive, help=f"chains (default {chains})")
+    p.add_argument("--draws", type=_positive, metavar="N", help=f"draws per chain (default {draws})")
+    unused = "; unused by the exact draws" if model == "plateau" else ""
+    p.add_argument("--tune", type=_non_negative, metavar="N", help=f"tuning draws per chain (default {tune}{unused})")
+    p.add_argument("--chains", type=_positive, metavar="N", help=f"chains (default {chains})")
     p.add_argument(
         "--sampler",
-        choices=S.SAMPLERS,
+        choices=[s for s in S.SAMPLERS if model == "plateau" or s != "exact"],
         default="auto",
-        help="auto: exact independent draws for the Gaussian plateau model, else nutpie",
+        help=SAMPLER_HELP[model],
     )
-    p.add_argument("--progress", action="store_true", help="show the sampler's progress bar")
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="live progress of the compile and the draws on stderr (status lines every 10 s when not a terminal)",
+    )
 
 
 def _print_diagnostics(d: dict[str, Any], timings: dict[str, Any]) -> None:
@@ -527,12 +721,43 @@ def _print_diagnostics(d: dict[str, Any], timings: dict[str, Any]) -> None:
     _print(f"time: compile {timings['compile']:.1f} s, sampling {timings['sample']:.1f} s ({timings['sampler']})")
 
 
+def _check_transfer_args(args: argparse.Namespace) -> list[str] | None:
+    """The transfer options that can be checked before the data are read; returns the arms."""
+    arms = _split_names(args.arms, "--arms")
+    if arms is not None:
+        if len(arms) < 2:
+            raise UsageError(f"--arms {args.arms}: a transfer analysis compares at least two arms")
+        if args.reference not in arms:
+            raise UsageError(f"--reference {args.reference} is not one of --arms {_names(arms)}")
+    _check_sampler_installed(args.sampler)
+    _require_inputs(args.trials)
+    _check_outputs(args.trials, [args.json, args.idata])
+    return arms
+
+
+def _check_transfer_data(ds: xr.Dataset, arms: list[str] | None, reference: str) -> None:
+    """The cheap checks that need the loaded trials (before the model is built)."""
+    if S.TRIAL not in ds.dims:
+        return
+    if S.ARM not in ds.coords:
+        raise UsageError("a transfer analysis needs trials with an arm column; these have none")
+    import numpy as np
+
+    have = [str(a) for a in np.unique(ds[S.ARM].to_numpy().astype(str))]
+    unknown = [a for a in arms or [] if a not in have]
+    if unknown:
+        raise UsageError(f"unknown arm(s) {_names(unknown)}; the data has {_names(have)}")
+    if reference not in have:  # with --arms it is one of them (checked before the load)
+        raise UsageError(f"--reference {reference} is not an arm of the data; it has {_names(have)}")
+
+
 def _cmd_transfer(args: argparse.Namespace) -> int:
+    arms = _check_transfer_args(args)
+    ds = _load_trials_arg(args.trials, "swegym")
+    _check_transfer_data(ds, arms, args.reference)
     from saturation.models import fit_transfer
     from saturation.models.transfer import default_sampler
 
-    ds = _load_trials_arg(args.trials, "swegym")
-    arms = args.arms.split(",") if args.arms else None
     fit = fit_transfer(
         ds,
         reference=args.reference,
@@ -548,7 +773,7 @@ def _cmd_transfer(args: argparse.Namespace) -> int:
     if out["data"].get("synthetic"):
         _print(f"NOTE: {out['data']['synthetic']}")
     _print(
-        f"transfer model: arms {fit.data.arms}, reference {out['reference']}, "
+        f"transfer model: arms {_names(fit.data.arms)}, reference {out['reference']}, "
         f"{out['data']['n_trials']} trials ({out['data']['n_groups']} arm x step x task groups), "
         f"{int(S.HDI_PROB * 100)}% HDI; gaps are arm - reference"
     )
@@ -576,6 +801,9 @@ def _cmd_transfer(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ report
 def _cmd_report(args: argparse.Namespace) -> int:
+    _require_inputs(args.specs)
+    if args.data is not None and not args.data.startswith("embedded:"):  # spec.EMBEDDED (not imported: slow)
+        _require_inputs([args.data], "--data")
     from saturation.report import run_report
 
     _print(f"saturation report -> {args.out}/")
@@ -612,11 +840,9 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from saturation.progress import Progress
 
     if args.model != "plateau" and (args.misspecify_late_slope_sd or args.levels != 1):
-        _print("--misspecify-late-slope-sd and --levels apply to the plateau model only")
-        return EXIT_USAGE
+        raise UsageError("--misspecify-late-slope-sd and --levels apply to the plateau model only")
     if args.levels < 1:
-        _print(f"--levels must be >= 1, got {args.levels}")
-        return EXIT_USAGE
+        raise UsageError(f"--levels must be >= 1, got {args.levels}")
     from saturation.calibrate import TrialsSetting
 
     trials = args.model == "plateau-trials"
@@ -648,18 +874,20 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {"n_levels": args.levels} if args.levels > 1 else {}
     if args.misspecify_late_slope_sd:
         overrides["fit_late_slope_sd"] = args.misspecify_late_slope_sd
-    cal = calibrate(
-        args.model,
-        sims=args.sims,
-        null_sims=args.null_sims,
-        power_sims=args.power_sims,
-        seed=args.seed,
-        scheduler=args.scheduler,
-        workers=args.workers,
-        progress=tick,
-        **overrides,
-    )
-    bar.close()
+    try:
+        cal = calibrate(
+            args.model,
+            sims=args.sims,
+            null_sims=args.null_sims,
+            power_sims=args.power_sims,
+            seed=args.seed,
+            scheduler=args.scheduler,
+            workers=args.workers,
+            progress=tick,
+            **overrides,
+        )
+    finally:
+        bar.close()
     write_outputs(cal, args.out)
     table = cal.table
     for row in table.itertuples(index=False):
@@ -708,10 +936,38 @@ _positive = _bounded_int(1)
 _non_negative = _bounded_int(0)
 
 
+def _real(minimum: float | None = None, *, inclusive: bool = True) -> Any:
+    """An argparse type: a finite number, at least (``inclusive``) or above ``minimum``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if minimum is not None and (value < minimum if inclusive else value <= minimum):
+            raise argparse.ArgumentTypeError(f"{value:g} must be {'>=' if inclusive else '>'} {minimum:g}")
+        return value
+
+    return parse
+
+
+_finite = _real()
+_positive_real = _real(0.0, inclusive=False)
+_non_negative_real = _real(0.0)
+
+
+PROGRESS_HELP = (
+    "progress on stderr: a live bar on a terminal, else periodic status lines (default: on; --no-progress: none)"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="saturation",
         description="Bayesian analysis of RL training dynamics (plateaus, change points, transfer).",
+        epilog=EXIT_CODES,
     )
     parser.add_argument("--version", action="version", version=f"saturation {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
@@ -732,13 +988,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the analyses as dask tasks: 'local' (a LocalCluster) or tcp://host:port "
         "(default: one after the other in this process)",
     )
-    p.add_argument("--workers", type=_positive, default=2, help="LocalCluster worker processes (default 2)")
     p.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress bar (default: when stderr is a terminal)",
+        "--workers", type=_positive, default=2, metavar="N", help="LocalCluster worker processes (default 2)"
     )
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help=PROGRESS_HELP)
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser(
@@ -753,20 +1006,32 @@ def build_parser() -> argparse.ArgumentParser:
         "data that is not the model, --sims per cell, --null-sims rising lines, --power-sims "
         "study-shaped data sets)",
     )
-    p.add_argument("--sims", type=_positive, default=200, help="SBC simulations (default 200)")
+    p.add_argument("--sims", type=_positive, default=200, metavar="N", help="SBC simulations (default 200)")
     p.add_argument(
-        "--null-sims", type=_non_negative, default=100, help="steadily rising null simulations per rise (default 100)"
+        "--null-sims",
+        type=_non_negative,
+        default=100,
+        metavar="N",
+        help="plateau: steadily rising null simulations per rise (default 100)",
     )
     p.add_argument(
-        "--power-sims", type=_non_negative, default=50, help="true-plateau simulations per effect size (default 50)"
+        "--power-sims",
+        type=_non_negative,
+        default=50,
+        metavar="N",
+        help="plateau: true-plateau simulations per effect size (default 50)",
     )
     p.add_argument(
         "--scheduler",
         metavar="ADDRESS",
         help="dask scheduler (tcp://host:port); default: a LocalCluster on this machine; 'sync': no dask",
     )
-    p.add_argument("--workers", type=_positive, default=2, help="LocalCluster worker processes (default 2)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--workers", type=_positive, default=2, metavar="N", help="LocalCluster worker processes (default 2)"
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="seeds the simulations and the fits: same seed, same numbers (default 0)"
+    )
     p.add_argument("--out", default="calibration", metavar="DIR", help="output directory (default calibration/)")
     p.add_argument(
         "--levels",
@@ -777,17 +1042,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--misspecify-late-slope-sd",
-        type=float,
+        type=_positive_real,
         metavar="SD",
-        help="fit with this late-slope prior sd instead of the simulating one (shows a failing check)",
+        help="plateau: fit with this late-slope prior sd instead of the simulating one (shows a failing check)",
     )
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help=PROGRESS_HELP)
     p.set_defaults(func=_cmd_calibrate)
 
     p = sub.add_parser("simulate", help="write a simulated data set with known truth")
-    p.add_argument("scenario", help="one of: " + ", ".join(S.SCENARIO_NAMES))
-    p.add_argument("out", help="output file (.csv/.parquet/.jsonl[.zst] or .nc)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("scenario", metavar="SCENARIO", help="one of: " + ", ".join(S.SCENARIO_NAMES))
+    p.add_argument(
+        "out",
+        metavar="OUT",
+        help="output file: trials as .csv/.parquet/.jsonl (each optionally .zst) or .nc; series as a "
+        "metrics CSV or .nc",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seeds the simulation: same seed, same data (default 0)")
     p.add_argument("--truth", metavar="PATH", help="also write the truth as JSON")
     p.set_defaults(func=_cmd_simulate)
 
@@ -830,12 +1100,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="run directories: processes parsing trajectory files (default: the CPUs available)",
     )
-    p.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress bar (default: when stderr is a terminal)",
-    )
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help=PROGRESS_HELP)
     p.add_argument(
         "--lenient",
         action="store_true",
@@ -852,10 +1117,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plateau", help="Bayesian change-point / plateau analysis (default: embedded SWE-smith)")
     p.add_argument("trials", nargs="*", metavar="TRIALS", help="trial tables or a .nc Dataset")
-    p.add_argument("--levels", help="comma-separated levels (default: all)")
-    p.add_argument("--response", default=S.F1, help="per-level variable or trial variable (default f1)")
+    p.add_argument(
+        "--levels", metavar="L1,L2", help="comma-separated levels to fit, e.g. file,module (default: all levels)"
+    )
+    p.add_argument(
+        "--response",
+        default=S.F1,
+        metavar="NAME",
+        help="per-level variable (f1, precision, recall, ...) or trial variable (e.g. reward) (default f1)",
+    )
     p.add_argument("--run", help="run to analyse when the data hold several")
-    p.add_argument("--breakpoint", type=float, help="known break step (default: unknown, marginalised)")
+    p.add_argument(
+        "--breakpoint",
+        type=_non_negative_real,
+        metavar="STEP",
+        help="known break step (default: unknown, marginalised over every candidate step)",
+    )
     p.add_argument("--separate", action="store_true", help="separate change points per level (default: pooled)")
     p.add_argument(
         "--continuity",
@@ -863,22 +1140,29 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="hinge (continuous) or jump (split model); default: jump for --breakpoint, else hinge",
     )
-    p.add_argument("--likelihood", choices=list(S.LIKELIHOODS), default="gaussian")
+    p.add_argument(
+        "--likelihood",
+        choices=list(S.LIKELIHOODS),
+        default="gaussian",
+        help="gaussian (default): per-step means with their sampling variance and overdispersion; binomial: "
+        "beta-binomial success counts of a 0/1 response; zoib: zero-one-inflated Beta on per-trial values in "
+        "[0, 1] (docs/plateau.md)",
+    )
     p.add_argument(
         "--rope",
-        type=float,
+        type=_positive_real,
         default=S.DEFAULT_ROPE,
         help=f"late-gain ROPE in metric units (default {S.DEFAULT_ROPE:g})",
     )
     p.add_argument(
         "--rope-relative",
-        type=float,
+        type=_non_negative_real,
         default=S.DEFAULT_ROPE_RELATIVE,
         metavar="SHARE",
         help=f"also flat when the late gain is within +-SHARE x the early gain (default "
         f"{S.DEFAULT_ROPE_RELATIVE}; 0: off)",
     )
-    _add_sampler_args(p)
+    _add_sampler_args(p, "plateau")
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")
     p.add_argument("--idata", metavar="PATH", help="write the InferenceData (netCDF)")
     p.set_defaults(func=_cmd_plateau)
@@ -893,13 +1177,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", help="run of the trials to analyse when they hold several")
     p.add_argument(
         "--pass-rope",
-        type=float,
+        type=_positive_real,
+        metavar="DELTA",
         default=S.PASS_AT_K_ROPE,
         help=f"ROPE on the pass@k change (default {S.PASS_AT_K_ROPE:g})",
     )
     p.add_argument(
         "--entropy-rope",
-        type=float,
+        type=_positive_real,
+        metavar="SHARE",
         default=S.ENTROPY_ROPE_RELATIVE,
         help=f"ROPE on the relative entropy change (default {S.ENTROPY_ROPE_RELATIVE:g})",
     )
@@ -910,22 +1196,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--success-threshold",
-        type=float,
+        type=_finite,
         default=1.0,
-        help="a trial succeeds when graded and reward >= this (default 1.0)",
+        metavar="REWARD",
+        help="--groups: a trial succeeds when graded and reward >= this (default 1.0)",
     )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--draws", type=_positive, default=1000)
-    p.add_argument("--chains", type=_positive, default=4)
+    p.add_argument(
+        "--seed", type=int, default=0, help="seeds the samplers: same seed and data, same numbers (default 0)"
+    )
+    p.add_argument("--draws", type=_positive, default=1000, metavar="N", help="draws per chain (default 1000)")
+    p.add_argument("--chains", type=_positive, default=4, metavar="N", help="chains (default 4)")
     p.add_argument("--json", metavar="PATH", help="write verdicts and numbers as JSON ('-' for stdout)")
     p.set_defaults(func=_cmd_diagnose)
 
     p = sub.add_parser("transfer", help="hierarchical multi-arm transfer analysis (default: embedded SWE-Gym)")
     p.add_argument("trials", nargs="*", metavar="TRIALS", help="trial tables or a .nc Dataset (needs an arm column)")
-    p.add_argument("--reference", default="base", help="reference arm (default base)")
-    p.add_argument("--arms", help="comma-separated arms to include (default: all)")
-    p.add_argument("--first-steps", type=_positive, default=4, help="initial window in steps (default 4)")
-    p.add_argument("--knot-every", type=float, default=4.0, help="knot spacing of the arm curves (default 4)")
+    p.add_argument("--reference", default="base", metavar="ARM", help="reference arm (default base)")
+    p.add_argument(
+        "--arms", metavar="A1,A2", help="comma-separated arms to include, the reference among them (default: all)"
+    )
+    p.add_argument("--first-steps", type=_positive, default=4, metavar="N", help="initial window in steps (default 4)")
+    p.add_argument(
+        "--knot-every",
+        type=_positive_real,
+        default=4.0,
+        metavar="STEPS",
+        help="knot spacing of the arm curves, in steps (default 4)",
+    )
     p.add_argument(
         "--walk",
         choices=S.WALKS,
@@ -943,7 +1240,9 @@ def build_parser() -> argparse.ArgumentParser:
         "zero); sampled: every task effect a parameter, the same model (the slow cross-check; default "
         f"draws/tune then {sampled['draws']}/{sampled['tune']})",
     )
-    _add_sampler_args(p, defaults=tuple(S.TRANSFER_SAMPLER["integrated"][k] for k in ("draws", "tune", "chains")))
+    _add_sampler_args(
+        p, "transfer", defaults=tuple(S.TRANSFER_SAMPLER["integrated"][k] for k in ("draws", "tune", "chains"))
+    )
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")
     p.add_argument("--idata", metavar="PATH", help="write the InferenceData (netCDF)")
     p.set_defaults(func=_cmd_transfer)
@@ -956,30 +1255,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in argv  # accepted anywhere, not only before the command
     args = parser.parse_args([a for a in argv if a != "--debug"])
     args.debug = debug
-    from saturation.spec import SpecError
-    from saturation.validate import TrialValidationError
-
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
         print("interrupted (outputs are written atomically: none is left half-written)", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:
         if args.debug:
             raise
-        code, message = _error_of(exc, TrialValidationError, SpecError)
+        code, message = _error_of(exc, *_error_classes())
         print(f"error: {message}", file=sys.stderr)
         return code
 
 
+class _NotRaised(Exception):
+    """Stands for an error class whose module was never imported (so it cannot have been raised)."""
+
+
+def _error_classes() -> tuple[type, type]:
+    """TrialValidationError and SpecError, looked up without importing their modules:
+    ``saturation.spec`` imports PyMC (seconds), which a usage error must not wait for."""
+    validate, spec = sys.modules.get("saturation.validate"), sys.modules.get("saturation.spec")
+    return (
+        getattr(validate, "TrialValidationError", _NotRaised),
+        getattr(spec, "SpecError", _NotRaised),
+    )
+
+
 def _error_of(exc: Exception, validation: type, spec: type) -> tuple[int, str]:
     """The exit code and one-line message of an error (no traceback; ``--debug`` shows it)."""
+    if isinstance(exc, UsageError):
+        return EXIT_USAGE, str(exc)
     if isinstance(exc, validation):
         return EXIT_DATA, str(exc)
     if isinstance(exc, spec):
         return EXIT_USAGE, str(exc)
     if isinstance(exc, KeyError):
-        return EXIT_USAGE, f"unknown name {exc}"
+        # str(KeyError) is the repr of its argument: quotes around the whole message
+        key = exc.args[0] if exc.args else ""
+        if isinstance(key, str) and " " in key:  # a message ("unknown arm(s) ['x']; ..."), names made plain
+            return EXIT_USAGE, _plain_names(key)
+        return EXIT_USAGE, f"unknown name {key!r}"  # a bare key
     if isinstance(exc, OSError):  # a missing, unreadable or unwritable path, a full disk
         where = f"{exc.filename}: " if exc.filename else ""
         return EXIT_DATA, f"{where}{exc.strerror or exc}"

@@ -715,62 +715,66 @@ def ingest_runs(
     csvs: list[xr.Dataset] = []
     per_dir: list[dict[str, Any]] = []
     seen_runs: dict[str, Path] = {}
-    for root, c in zip(dirs, contents, strict=True):
-        logs, wandb_logs = _read_logs(c, bar, problems)
-        run = _dir_identity(root, [*logs, *wandb_logs], labels, index_map)
-        if run in seen_runs:
-            raise ValueError(
-                f"run directories {seen_runs[run]} and {root} have the same run identity {run!r}; "
-                "give each a label (labels= / --label DIR=NAME)"
+    try:  # the display is closed (its status lines stop) even when a directory fails
+        for root, c in zip(dirs, contents, strict=True):
+            logs, wandb_logs = _read_logs(c, bar, problems)
+            run = _dir_identity(root, [*logs, *wandb_logs], labels, index_map)
+            if run in seen_runs:
+                raise ValueError(
+                    f"run directories {seen_runs[run]} and {root} have the same run identity {run!r}; "
+                    "give each a label (labels= / --label DIR=NAME)"
+                )
+            seen_runs[run] = root
+            # wandb first: its values are unrounded, the console's are rounded to 4 places
+            training = [log for log in [*wandb_logs, *logs] if _is_training(log)]
+            if training:
+                train_logs[run] = _merge_logs(training, run)
+            only_step = _eval_only_step(root, [log for log in logs if log.eval_only])
+            for log in logs:
+                if log.eval_only:
+                    name_steps = CKPT_STEP_RE.findall(Path(log.path).name)
+                    step = int(name_steps[-1]) if name_steps else only_step
+                    eval_logs.append((log, index_map.get(Path(log.path).name, run), step))
+            only = EVAL_ONLY_STEP if only_step is None else only_step
+            start = rows.n
+            rejected_before = rows.rejected
+            tasks = [
+                T.TrajectoryTask(
+                    str(path), only if phase == "eval_only" else step, phase, name, ext, run, include_added
+                )
+                for path, step, phase, name, ext in c.trajectories
+            ]
+            bar.set_label(f"ingest {root.name} trajectories")
+            results = T.read_trajectories(
+                tasks, workers=workers, executor=executor, progress=lambda n, b: bar.update(n, nbytes=b)
             )
-        seen_runs[run] = root
-        # wandb first: its values are unrounded, the console's are rounded to 4 places
-        training = [log for log in [*wandb_logs, *logs] if _is_training(log)]
-        if training:
-            train_logs[run] = _merge_logs(training, run)
-        only_step = _eval_only_step(root, [log for log in logs if log.eval_only])
-        for log in logs:
-            if log.eval_only:
-                name_steps = CKPT_STEP_RE.findall(Path(log.path).name)
-                step = int(name_steps[-1]) if name_steps else only_step
-                eval_logs.append((log, index_map.get(Path(log.path).name, run), step))
-        only = EVAL_ONLY_STEP if only_step is None else only_step
-        start = rows.n
-        rejected_before = rows.rejected
-        tasks = [
-            T.TrajectoryTask(str(path), only if phase == "eval_only" else step, phase, name, ext, run, include_added)
-            for path, step, phase, name, ext in c.trajectories
-        ]
-        bar.set_label(f"ingest {root.name} trajectories")
-        results = T.read_trajectories(
-            tasks, workers=workers, executor=executor, progress=lambda n, b: bar.update(n, nbytes=b)
-        )
-        _add_trajectory_rows(tasks, results, rows, problems)
-        eval_traj_keys = {(t.phase, t.step) for t in tasks if t.phase != "train"}
-        superseded = _add_eval_dump_rows(c, only, run, include_added, eval_traj_keys, rows, problems, bar)
-        eval_points += _eval_aggregate_points(c, only, run, root.name, index_map, problems, bar)
-        csvs += _read_metrics_csvs(c, problems, bar)
-        bar.update(len(c.index))
-        arm = next((arms[k] for k in (str(root), root.name) if k in arms), None)
-        if arm is not None:
-            rows.cols.setdefault(S.ARM, [None] * rows.n)
-            for i in range(start, rows.n):
-                rows.cols[S.ARM][i] = arm
-        per_dir.append(
-            {
-                "dir": str(root),
-                "run": run,
-                **c.summary(),
-                "ignored": [str(p) for p in c.ignored],
-                "trials": rows.n - start,
-                "rejected": rows.rejected - rejected_before,
-                "eval_dump_rows_superseded": superseded,
-                "eval_only_step": only_step,
-                "console_logs": [log.accounting() for log in logs],
-                "wandb_runs_read": [log.accounting() for log in wandb_logs],
-            }
-        )
-    elapsed = bar.close()
+            _add_trajectory_rows(tasks, results, rows, problems)
+            eval_traj_keys = {(t.phase, t.step) for t in tasks if t.phase != "train"}
+            superseded = _add_eval_dump_rows(c, only, run, include_added, eval_traj_keys, rows, problems, bar)
+            eval_points += _eval_aggregate_points(c, only, run, root.name, index_map, problems, bar)
+            csvs += _read_metrics_csvs(c, problems, bar)
+            bar.update(len(c.index))
+            arm = next((arms[k] for k in (str(root), root.name) if k in arms), None)
+            if arm is not None:
+                rows.cols.setdefault(S.ARM, [None] * rows.n)
+                for i in range(start, rows.n):
+                    rows.cols[S.ARM][i] = arm
+            per_dir.append(
+                {
+                    "dir": str(root),
+                    "run": run,
+                    **c.summary(),
+                    "ignored": [str(p) for p in c.ignored],
+                    "trials": rows.n - start,
+                    "rejected": rows.rejected - rejected_before,
+                    "eval_dump_rows_superseded": superseded,
+                    "eval_only_step": only_step,
+                    "console_logs": [log.accounting() for log in logs],
+                    "wandb_runs_read": [log.accounting() for log in wandb_logs],
+                }
+            )
+    finally:
+        elapsed = bar.close()
     metrics = _metrics(train_logs, eval_logs, eval_points, csvs, problems)
     if strict and problems:
         raise IngestError(problems)

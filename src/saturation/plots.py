@@ -136,31 +136,40 @@ def plot_plateau(fit: Any, *, ax: Axes | None = None, ylabel: str | None = None)
             ax.set_ylabel(ylabel)
             ax.legend()
             return fig
+        known = fit.config.breakpoint is not None  # no change-point posterior to draw
         fig, axes = plt.subplots(
-            2,
+            1 if known else 2,
             len(levels),
-            figsize=(PAGE if len(levels) > 1 else COLUMN, 2.6),
-            height_ratios=(3, 1),
-            sharex=True,
+            figsize=(PAGE if len(levels) > 1 else COLUMN, 2.0 if known else 2.7),
             squeeze=False,
+            sharex=True,
             layout="constrained",
+            height_ratios=None if known else (3, 1),
         )
         for i, level in enumerate(levels):
             sub = frame[frame["level"] == level]
-            top, bottom = axes[0, i], axes[1, i]
+            top = axes[0, i]
             _curve(top, sub, colour(i), None)
             top.set_title(level)
             est = fit.estimands["levels"][level]
+            if known:
+                top.axvline(fit.config.breakpoint, color="0.3", lw=0.7, ls="--", label="known break")
+                top.set_xlabel("step")
+                if i == 0:
+                    top.set_ylabel(ylabel)
+                continue
+            bottom = axes[1, i]
             if est.get("changepoint"):
                 for a in (top, bottom):
                     a.axvline(est["changepoint"]["mean"], color="0.3", lw=0.7, ls=":")
-            if fit.config.breakpoint is not None:
-                top.axvline(fit.config.breakpoint, color="0.3", lw=0.7, ls="--")
             bottom.bar(sub["step"], sub["p_changepoint"], width=1.0, color=colour(i), alpha=0.7)
+            bottom.set_ylim(0, 1)
+            bottom.set_yticks([0, 0.5, 1])
             bottom.set_xlabel("step")
             if i == 0:
                 top.set_ylabel(ylabel)
-                bottom.set_ylabel("P(change pt)")
+                bottom.set_ylabel("P(change\npoint)", fontsize=7)
+        fig.align_ylabels(axes[:, 0])
         axes[0, 0].legend(loc="lower right")
     return fig
 
@@ -217,19 +226,33 @@ def plot_slopes(fit: Any, *, ax: Axes | None = None) -> Figure:
             fig, _ = _figure(ax, COLUMN, 2.0)
             panels = [("early", ax), ("late", ax)]
         ys = np.arange(len(levels))[::-1]
+        unit = f"{fit.data.response} / step"
+        # one power of ten per axes, in the label ("10^-4 f1 / step"), never as offset text
+        scales = {
+            id(a): _power(frame.loc[frame["segment"].isin([g for g, b in panels if b is a]), ["hdi_low", "hdi_high"]])
+            for _, a in panels
+        }
         for k, (seg, a) in enumerate(panels):
             sub = frame[frame["segment"] == seg].set_index("level").loc[levels]
+            e = scales[id(a)]
             shift = 0.0 if ax is None else (0.12 if seg == "early" else -0.12)
-            a.hlines(ys + shift, sub["hdi_low"], sub["hdi_high"], color=colour(k), lw=1.5)
-            a.plot(sub["mean"], ys + shift, "o", color=colour(k), label=f"{seg} segment")
+            a.hlines(ys + shift, sub["hdi_low"] / 10.0**e, sub["hdi_high"] / 10.0**e, color=colour(k), lw=1.5)
+            a.plot(sub["mean"] / 10.0**e, ys + shift, "o", color=colour(k), label=f"{seg} segment")
             a.axvline(0, color="0.4", lw=0.7)
-            a.set_xlabel(f"{seg} slope per step")
-            a.ticklabel_format(axis="x", style="sci", scilimits=(-2, 2))
+            scale = f"$10^{{{e}}}$ " if e else ""
+            a.set_xlabel(f"{seg + ' ' if ax is None else ''}slope ({scale}{unit})")
         panels[0][1].set_yticks(ys, levels)
         if ax is not None:
             ax.legend()
         fig.suptitle(f"slopes ({HDI_LABEL})", fontsize=8)
     return fig
+
+
+def _power(values: Any) -> int:
+    """The power of ten (a multiple of 1, at most 0) that brings the largest |value| into [1, 10)."""
+    arr = np.abs(np.asarray(values, dtype=float))
+    top = float(np.nanmax(arr)) if arr.size and np.isfinite(arr).any() else 0.0
+    return min(int(np.floor(np.log10(top))), 0) if top > 0 else 0
 
 
 def plateaued_by_data(fit: Any) -> pd.DataFrame:
@@ -329,6 +352,11 @@ def plot_loo(table: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
         fig, ax = _figure(ax, COLUMN, 0.5 + 0.3 * len(frame))
         ys = np.arange(len(frame))[::-1]
         ax.errorbar(frame["elpd_loo"], ys, xerr=frame["se"], fmt="o", color=colour(0), label="ELPD +- SE")
+        bad = frame["warning"].astype(bool).to_numpy()
+        if bad.any():  # PSIS with Pareto k > 0.7: the estimate itself is unreliable
+            ax.plot(
+                frame["elpd_loo"][bad], ys[bad], "x", color="black", ms=6, mew=1.0, label="Pareto k > 0.7 (unreliable)"
+            )
         best = frame["elpd_loo"].iloc[0]
         ax.errorbar(
             best - frame["elpd_diff"],
@@ -339,9 +367,12 @@ def plot_loo(table: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
             label="best - difference +- SE",
         )
         labels = (
-            [f"{m} ({how})" for m, how in zip(frame["model"], frame["loo_method"], strict=True)]
+            [
+                f"{m} ({how}{', k > 0.7' if b else ''})"
+                for m, how, b in zip(frame["model"], frame["loo_method"], bad, strict=True)
+            ]
             if "loo_method" in frame
-            else list(frame["model"])
+            else [f"{m}{' (k > 0.7)' if b else ''}" for m, b in zip(frame["model"], bad, strict=True)]
         )
         ax.set_yticks(ys, labels)
         ax.set_xlabel("ELPD (LOO; higher is better)")
@@ -420,9 +451,20 @@ def series_data(series: xr.Dataset, variables: list[str]) -> pd.DataFrame:
 def _series_panel(
     ax: Axes, series: xr.Dataset, diag: Any, run: Any, variables: list[str], labels: list[str], colours: list[str]
 ) -> None:
+    """Observed series (thin line and points) and the fitted trend (posterior mean and 94 %
+    band, from the diagnosis' one-series change-point fits); without a band, the fitted
+    start and end as squares with their HDIs."""
+    bands = getattr(diag, "bands", {}) or {}
     for var, label, colour in zip(variables, labels, colours, strict=True):
         sub = series[var].sel({S.RUN: run}).dropna(S.STEP)
-        ax.plot(sub[S.STEP], sub, "-", color=colour, lw=0.9, alpha=0.75, label=label)
+        ax.plot(
+            sub[S.STEP], sub, "o-", color=colour, lw=0.5, ms=1.8, alpha=0.55, mec="none", label=f"{label}, observed"
+        )
+        band = bands.get(f"{var}/{run}")
+        if band is not None:
+            ax.fill_between(band["step"], band["hdi_low"], band["hdi_high"], color=colour, alpha=BAND_ALPHA, lw=0)
+            ax.plot(band["step"], band["mean"], "-", color=colour, lw=1.3, label=f"{label}, trend ({HDI_LABEL})")
+            continue
         num = diag.numbers["runs"].get(str(run), {}).get(var)
         if num:
             steps = sub[S.STEP].to_numpy()
@@ -460,9 +502,10 @@ def _per_run(
             if ax is None:
                 axs[r].set_title(str(run))
         axs[0].set_ylabel(ylabel)
-        axs[0].legend(
-            fontsize=6, loc="lower left", bbox_to_anchor=(0.0, 1.08) if ax is None else (0.0, 1.0), ncols=len(variables)
-        )
+        if ax is None:  # one legend for all panels, above them (constrained layout makes room)
+            fig.legend(*axs[0].get_legend_handles_labels(), loc="outside upper center", ncols=2, fontsize=6)
+        else:
+            axs[0].legend(fontsize=6, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=len(variables))
     return fig
 
 
@@ -488,50 +531,71 @@ def transfer_data(fit: Any) -> pd.DataFrame:
     return transfer_frame(fit)
 
 
+#: the transfer model's three reported quantities and their axis labels
+TRANSFER_LABELS = {
+    S.ALL_ROLLOUT: "all-rollout reward",
+    S.GRADED_ONLY: "graded-only reward",
+    "ungraded_rate": "ungraded rate",
+}
+
+
 def plot_transfer(fit: Any, *, ax: Axes | None = None, quantity: str = S.ALL_ROLLOUT) -> Figure:
-    """Per-arm curves of ``quantity`` (band + empirical points), each arm's gap to the
-    reference (band, zero line) and the crossover-step posterior. With ``ax``: the curves only."""
+    """Per-arm population curves (posterior mean, 94 % band, empirical points) of the three
+    quantities, all-rollout reward, graded-only reward and ungraded rate (top row), and each
+    arm's gap to the reference (bottom row, zero line). The all-rollout gap panel shades the
+    crossover step's 94 % HDI. With ``ax``: the curves of ``quantity`` only."""
     import matplotlib.pyplot as plt
 
-    frame = transfer_data(fit)
-    frame = frame[frame["quantity"] == quantity]
-    arms = list(dict.fromkeys(frame["arm"]))
+    full = transfer_data(fit)
     ref = fit.config.reference
     with style():
-        if ax is None:
-            fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(PAGE, 2.1), layout="constrained")
-        else:
-            fig, a1 = _figure(ax, COLUMN, 2.1)
-            a2 = a3 = None
-        for i, arm in enumerate(arms):
-            sub = frame[frame["arm"] == arm]
-            a1.fill_between(sub["step"], sub["hdi_low"], sub["hdi_high"], color=colour(i), alpha=BAND_ALPHA, lw=0)
-            a1.plot(sub["step"], sub["mean"], color=colour(i), label=arm)
-            a1.plot(sub["step"], sub["empirical"], "o", color=colour(i), ms=2, alpha=0.6, mec="none")
-            if a2 is not None and arm != ref:
-                g = sub.dropna(subset=["gap_mean"])
-                a2.fill_between(g["step"], g["gap_hdi_low"], g["gap_hdi_high"], color=colour(i), alpha=BAND_ALPHA, lw=0)
-                a2.plot(g["step"], g["gap_mean"], color=colour(i), label=f"{arm} - {ref}")
-            if a3 is not None and arm != ref:
-                mass = fit.estimands["crossover_step"][arm]["mass"]
-                steps = np.array([int(s) for s in mass])
-                a3.bar(
-                    steps,
-                    list(mass.values()),
-                    width=1.0,
-                    color=colour(i),
-                    alpha=0.7,
-                    label=f"{arm}: P(none) = {fit.estimands['crossover_step'][arm]['p_no_crossover']:.2f}",
+        if ax is not None:
+            fig, _ = _figure(ax, COLUMN, 2.1)
+            _transfer_curves(ax, full[full["quantity"] == quantity], quantity)
+            ax.legend(title=f"{HDI_LABEL} bands")
+            return fig
+        quantities = list(TRANSFER_LABELS)
+        fig, axes = plt.subplots(2, 3, figsize=(PAGE, 3.9), sharex=True, layout="constrained")
+        for c, q in enumerate(quantities):
+            frame = full[full["quantity"] == q]
+            _transfer_curves(axes[0, c], frame, q)
+            axes[0, c].set_xlabel("")  # shared with the gap panel below
+            gap_ax = axes[1, c]
+            for i, arm in enumerate(dict.fromkeys(frame["arm"])):
+                if arm == ref:
+                    continue
+                g = frame[frame["arm"] == arm].dropna(subset=["gap_mean"])
+                gap_ax.fill_between(
+                    g["step"], g["gap_hdi_low"], g["gap_hdi_high"], color=colour(i), alpha=BAND_ALPHA, lw=0
                 )
-        a1.set_xlabel("step")
-        a1.set_ylabel(quantity.replace("_", "-") + " reward")
-        a1.legend()
-        if a2 is not None and a3 is not None:
-            a2.axhline(0, color="0.4", lw=0.7)
-            a2.set_xlabel("step")
-            a2.set_ylabel(f"gap to {ref}")
-            a2.legend()
-            a3.set_xlabel("crossover step")
-            a3.set_ylabel("posterior probability")
-            a3.legend(fontsize=6, loc="upper left")
+                gap_ax.plot(g["step"], g["gap_mean"], color=colour(i), label=f"{arm} - {ref}")
+                cross = fit.estimands["crossover_step"][arm]
+                if q == S.ALL_ROLLOUT and cross.get("hdi") and cross["p_no_crossover"] < 0.5:
+                    gap_ax.axvspan(*cross["hdi"], color=colour(i), alpha=0.12, lw=0)
+                    gap_ax.axvline(cross["mean"], color=colour(i), lw=0.7, ls=":")
+                    gap_ax.text(
+                        cross["hdi"][1] + 0.5,
+                        0.97,
+                        f"crossover {cross['mean']:.0f} [{cross['hdi'][0]:.0f}, {cross['hdi'][1]:.0f}]",
+                        transform=gap_ax.get_xaxis_transform(),
+                        fontsize=6,
+                        va="top",
+                        color=colour(i),
+                    )
+            gap_ax.axhline(0, color="0.4", lw=0.7)
+            gap_ax.set_xlabel("step")
+            gap_ax.set_ylabel(f"gap to {ref}, {TRANSFER_LABELS[q].split()[0]}")
+        axes[0, 0].legend(loc="upper left", title=f"{HDI_LABEL} bands")
+        axes[1, 0].legend(loc="lower left")
+        fig.align_ylabels(axes[:, 0])
     return fig
+
+
+def _transfer_curves(ax: Axes, frame: pd.DataFrame, quantity: str) -> None:
+    for i, arm in enumerate(dict.fromkeys(frame["arm"])):
+        sub = frame[frame["arm"] == arm]
+        ax.fill_between(sub["step"], sub["hdi_low"], sub["hdi_high"], color=colour(i), alpha=BAND_ALPHA, lw=0)
+        ax.plot(sub["step"], sub["mean"], color=colour(i), label=str(arm))
+        ax.plot(sub["step"], sub["empirical"], "o", color=colour(i), ms=2, alpha=0.6, mec="none")
+    ax.set_xlabel("step")
+    ax.set_ylabel(TRANSFER_LABELS.get(quantity, quantity))

@@ -31,6 +31,7 @@ import pandas as pd
 import xarray as xr
 
 from saturation import __version__, plots
+from saturation import progress as progress_
 from saturation import schema as S
 from saturation.cluster import map_tasks
 from saturation.frequentist import split_ols
@@ -51,9 +52,17 @@ from saturation.models.transfer import default_sampler
 from saturation.plots import save_figure
 from saturation.progress import Progress
 from saturation.replica import load_reference
+from saturation.report_html import (
+    anchor,
+    figure_caption,
+    first_sentence,
+    fit_time_text,
+    run_time_text,
+    write_report_html,
+)
 from saturation.spec import Spec, data_hash, data_path, default_spec_dir, load_data, load_spec, load_specs
 from saturation.summary import format_interval, json_safe
-from saturation.tables import write_tables
+from saturation.tables import interval_cell, write_tables
 
 #: warnings that say nothing about a fit (pip-installed PyTensor has no BLAS; models run on numba)
 HARMLESS_WARNINGS = ("PyTensor could not link to a BLAS installation",)
@@ -80,6 +89,10 @@ class Section:
     key: str = ""
     cached: bool = False
     synthetic: str = ""
+    #: when the fit ran (ISO date and time, UTC); a cached section keeps its original one
+    fitted_on: str = ""
+    #: figure path (as in ``figures``) -> caption: what is drawn, the band level, the data
+    captions: dict[str, str] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------ helpers
@@ -113,6 +126,7 @@ class _Out:
         self.tables: list[str] = []
         self.figures: list[str] = []
         self.fits: list[str] = []
+        self.captions: dict[str, str] = {}
 
     def rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
@@ -121,12 +135,17 @@ class _Out:
         write_tables(frame, self.dir / name, caption)
         self.tables.append(self.rel(self.dir / f"{name}.md"))
 
-    def figure(self, fig: Any, name: str) -> None:
+    def figure(self, make: Callable[[], Any], name: str, caption: str) -> None:
+        """Draw (``make()``), save as PDF and PNG, and record the figure with its caption."""
         import matplotlib.pyplot as plt
 
+        progress_.stage(f"figure {name}")
+        fig = make()
         save_figure(fig, self.dir / name)
         plt.close(fig)
-        self.figures.append(self.rel(self.dir / f"{name}.png"))
+        path = self.rel(self.dir / f"{name}.png")
+        self.figures.append(path)
+        self.captions[path] = caption
 
     def idata(self, idata: Any, name: str) -> None:
         path = self.dir / f"{name}.nc"
@@ -159,20 +178,20 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
                     if not e["changepoint"]
                     else "none inside the run"
                     if e["verdict"] == "no change point"
-                    else format_interval(e["changepoint"], 1)
+                    else interval_cell(e["changepoint"], 1)
                 ),
-                "early slope": format_interval(e["early_slope"], 5),
-                "late slope": format_interval(e["late_slope"], 5),
-                "late gain": format_interval(e["late_gain"]),
+                "early slope": interval_cell(e["early_slope"], 5),
+                "late slope": interval_cell(e["late_slope"], 5),
+                "late gain": interval_cell(e["late_gain"]),
                 "late gain 94 % upper": e["late_gain_upper"],
-                "late / early slope": format_interval(ratio, 2),
+                "late / early slope": interval_cell(ratio, 2),
                 "P(late gain in ROPE)": e["p_flat"],
                 "BF change point : line": e["bf_changepoint_vs_line"],
                 "Davies p": e["davies"]["p_value"] if e.get("davies") else None,
                 "BF01 (late = 0)": e["bf01_late_zero"],
-                "start": format_interval(e["start"]),
-                "end": format_interval(e["end"]),
-                "headroom": format_interval(e["headroom"]),
+                "start": interval_cell(e["start"]),
+                "end": interval_cell(e["end"]),
+                "headroom": interval_cell(e["headroom"]),
             }
         )
         where = (
@@ -269,25 +288,62 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
                 )
             )
     ylabel = "graded-only mean F1" if fit.config.response == S.F1 else fit.config.response
+    band = f"{int(S.HDI_PROB * 100)} % HDI"
+    data = _data_text(fit.data.summary, len(fit.data.steps))
+    marks = (
+        f"The dashed line is the known break at step {fit.config.breakpoint:g}."
+        if fit.config.breakpoint is not None
+        else "The dotted line is the posterior mean change point; the lower panels give the change point's "
+        "posterior probability by step."
+    )
+    rope = f"+-{fit.config.rope:g}" + (
+        f" or within +-{fit.config.rope_relative:g} x the early gain" if fit.config.rope_relative else ""
+    )
     figs = {
-        "curves": lambda: plots.plot_plateau(fit, ylabel=ylabel),
-        "slopes": lambda: plots.plot_slopes(fit),
-        "plateaued_by": lambda: plots.plot_plateaued_by(fit),
-        "ppc": lambda: plots.plot_ppc(fit, seed=spec.seed),
+        "curves": (
+            lambda: plots.plot_plateau(fit, ylabel=ylabel),
+            f"{ylabel} by step, one panel per level: observed per-step means (points), the posterior mean curve "
+            f"of the {fit.describe_model()} and its {band} band. {marks} {data}",
+        ),
+        "slopes": (
+            lambda: plots.plot_slopes(fit),
+            f"Early and late slope per level ({fit.config.response} per step; posterior mean and {band}); the two "
+            f"segments are drawn on their own scales, the power of ten is in the axis label. {data}",
+        ),
+        "plateaued_by": (
+            lambda: plots.plot_plateaued_by(fit),
+            f"Posterior probability that each level has plateaued by step t: change point at or before t and the "
+            f"late gain inside the ROPE ({rope}). {data}",
+        ),
+        "ppc": (
+            lambda: plots.plot_ppc(fit, seed=spec.seed),
+            f"Posterior predictive check: observed per-step means (points) against the {band.replace('HDI', '')}"
+            f"predictive interval (band: the mean curve plus the per-step noise); the legend gives the share "
+            f"inside, about 94 % for a calibrated model. {data}",
+        ),
     }
     for name in spec.figures:
         if name in figs:
-            out.figure(figs[name](), name)
+            make, caption = figs[name]
+            out.figure(make, name, caption)
     results: dict[str, Any] = {"plateau": est}
     if "ppc" in spec.figures:
         ppc = plots.ppc_data(fit, seed=spec.seed)
         results["ppc_coverage"] = ppc.groupby("level")["covered"].mean().to_dict()
     if "loo" in spec.figures:
         models = tuple(m.get("compare", ["hinge", "linear", "exponential"]))
+        progress_.stage("LOO comparison")
         table, fits = compare_plateau_models(ds, models=models, seed=spec.seed, sampler=sampler, **kw)
         loo = plots.loo_data(table)
         out.table(loo, "loo", "LOO comparison (ArviZ)")
-        out.figure(plots.plot_loo(table), "loo")
+        out.figure(
+            lambda: plots.plot_loo(table),
+            "loo",
+            f"Leave-one-step-out comparison of {', '.join(loo['model'])}: ELPD per model +- its standard error "
+            "(circles) and the best model's ELPD minus each model's difference +- the difference's standard error "
+            "(triangles); exact LOO where the model allows it, else PSIS (crosses: Pareto k > 0.7, unreliable). "
+            f"{data}",
+        )
         for name, idata in fits.items():
             if name != "hinge":
                 out.idata(idata, f"alternative_{name}")
@@ -299,6 +355,15 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
             + (f" Caveat: {table.attrs['caveat']}." if table.attrs.get("caveat") else "")
         )
     return {"verdict": verdict, "details": verdicts, "diagnostics": fit.diagnostics, "results": results}
+
+
+def _data_text(summary: dict[str, Any], n_steps: int | None) -> str:
+    """ "Data: 42,511 graded trials over 91 steps." from a data summary (what is known)."""
+    n, graded = summary.get("n_trials"), summary.get("n_graded")
+    trials = f"{int(n):,} trials" + (f" ({int(graded):,} graded)" if graded is not None else "") if n else ""
+    parts = [trials, f"{n_steps} steps" if n_steps else ""]
+    text = " over ".join(p for p in parts if p)
+    return f"Data: {text}." if text else ""
 
 
 def _study_sentence(sat: dict[str, Any], est: dict[str, Any], breakpoint: float | None) -> str:
@@ -332,13 +397,13 @@ def _diagnose(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
             {
                 "level": level,
                 "verdict": num["verdict"],
-                "precision start": format_interval(num[S.PRECISION]["start"]),
-                "precision end": format_interval(num[S.PRECISION]["end"]),
-                "recall start": format_interval(num[S.RECALL]["start"]),
-                "recall end": format_interval(num[S.RECALL]["end"]),
+                "precision start": interval_cell(num[S.PRECISION]["start"]),
+                "precision end": interval_cell(num[S.PRECISION]["end"]),
+                "recall start": interval_cell(num[S.RECALL]["start"]),
+                "recall end": interval_cell(num[S.RECALL]["end"]),
                 "P(recall rises)": num[S.RECALL]["p_increase"],
-                "pred/gold start": format_interval(num["pred_over_gold"]["start"], 2),
-                "pred/gold end": format_interval(num["pred_over_gold"]["end"], 2),
+                "pred/gold start": interval_cell(num["pred_over_gold"]["start"], 2),
+                "pred/gold end": interval_cell(num["pred_over_gold"]["end"], 2),
             }
         )
     out.table(pd.DataFrame(rows), "cardinality", "Precision, recall and cardinality per level")
@@ -375,7 +440,13 @@ def _diagnose(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
                 )
         out.table(pd.DataFrame(ref_rows), "published_vs_bayes", "Published precision/recall next to the estimates")
     if "cardinality" in spec.figures:
-        out.figure(plots.plot_cardinality(diag), "cardinality")
+        out.figure(
+            lambda: plots.plot_cardinality(diag),
+            "cardinality",
+            f"Left: precision and recall per level at the first step (open) and the last step (filled), posterior "
+            f"mean and {int(S.HDI_PROB * 100)} % HDI of one-series change-point trends. Right: predicted over gold "
+            f"locations per answer (1: as many predicted as gold). {_data_text(dict(ds.attrs), ds.sizes.get(S.STEP))}",
+        )
     kinds = [f"{lvl}: {num['verdict']}" for lvl, num in diag.numbers["levels"].items()]
     verdict = "; ".join(kinds) + "."
     return {
@@ -424,10 +495,10 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
     for run, num in rel.numbers["runs"].items():
         row = {
             "run": run,
-            "pass@1 start": format_interval(num[pass1]["start"]),
-            "pass@1 end": format_interval(num[pass1]["end"]),
-            f"pass@{k} start": format_interval(num[passk]["start"]),
-            f"pass@{k} end": format_interval(num[passk]["end"]),
+            "pass@1 start": interval_cell(num[pass1]["start"]),
+            "pass@1 end": interval_cell(num[pass1]["end"]),
+            f"pass@{k} start": interval_cell(num[passk]["start"]),
+            f"pass@{k} end": interval_cell(num[passk]["end"]),
             f"P(pass@{k} change in ROPE)": num["p_passk_in_rope"],
             "capability verdict": num["verdict"],
         }
@@ -435,8 +506,8 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
             e = ent.numbers["runs"][run]
             row.update(
                 {
-                    "entropy start": format_interval(e[entropy]["start"], 4),
-                    "entropy end": format_interval(e[entropy]["end"], 4),
+                    "entropy start": interval_cell(e[entropy]["start"], 4),
+                    "entropy end": interval_cell(e[entropy]["end"], 4),
                     "entropy verdict": e["verdict"],
                 }
             )
@@ -470,10 +541,22 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
                 "published_vs_bayes",
                 "Published figures (read from the study's plots, +-0.01) next to the estimates",
             )
+    trend = f"the fitted trend (posterior mean and {int(S.HDI_PROB * 100)} % HDI band of a one-series change-point fit)"
+    runs_text = ", ".join(str(r) for r in (runs or series[S.RUN].values))
     if "pass_at_k" in spec.figures:
-        out.figure(plots.plot_pass_at_k(series, rel, pass1=pass1, passk=passk), "pass_at_k")
+        out.figure(
+            lambda: plots.plot_pass_at_k(series, rel, pass1=pass1, passk=passk),
+            "pass_at_k",
+            f"pass@1 (mean reward, reliability) and pass@{k} (capability) by step, one panel per run ({runs_text}): "
+            f"logged per-step values (thin lines) and {trend}.",
+        )
     if "entropy" in spec.figures and ent is not None:
-        out.figure(plots.plot_entropy(series, ent, entropy=entropy), "entropy")
+        out.figure(
+            lambda: plots.plot_entropy(series, ent, entropy=entropy),
+            "entropy",
+            f"Policy entropy by step, one panel per run ({runs_text}): logged per-step values (thin lines) and "
+            f"{trend}.",
+        )
     verdict = (
         "; ".join(
             f"{run}: {num['verdict']}" + (f", {ent.numbers['runs'][run]['verdict']}" if ent else "")
@@ -520,15 +603,13 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
         rows.append(
             {
                 "arm": arm,
-                f"initial gap (first {est['first_steps']} steps), all-rollout": format_interval(
-                    ini["delta_all_rollout"]
-                ),
+                f"initial gap (first {est['first_steps']} steps), all-rollout": interval_cell(ini["delta_all_rollout"]),
                 "P(initial gap > 0)": ini["p_positive"],
-                "initial gap, graded-only": format_interval(ini["delta_graded_only"]),
-                "initial gap, ungraded rate": format_interval(ini["delta_ungraded_rate"]),
-                "crossover step": format_interval(cross, 1),
+                "initial gap, graded-only": interval_cell(ini["delta_graded_only"]),
+                "initial gap, ungraded rate": interval_cell(ini["delta_ungraded_rate"]),
+                "crossover step": interval_cell(cross, 1),
                 "P(no crossover)": cross["p_no_crossover"],
-                f"gap at step {last['step']}, all-rollout": format_interval(last["delta_all_rollout"]),
+                f"gap at step {last['step']}, all-rollout": interval_cell(last["delta_all_rollout"]),
             }
         )
     details = list(fit.verdicts().values())
@@ -581,7 +662,17 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
                     )
         out.table(pd.DataFrame(ref_rows), "published_vs_bayes", "Published transfer table next to the estimates")
     if "transfer" in spec.figures:
-        out.figure(plots.plot_transfer(fit), "transfer")
+        summ = fit.data.summary
+        out.figure(
+            lambda: plots.plot_transfer(fit),
+            "transfer",
+            f"Top: per-arm population curves ({', '.join(map(str, fit.data.arms))}) of the all-rollout reward, the "
+            f"graded-only reward and the ungraded rate: posterior mean, {int(S.HDI_PROB * 100)} % HDI band, and "
+            f"the empirical per-step values (points). Bottom: each arm's gap to the reference arm {ref} with its "
+            f"{int(S.HDI_PROB * 100)} % HDI; the shaded span on the all-rollout gap is the crossover step's "
+            f"{int(S.HDI_PROB * 100)} % HDI. Data: {summ.get('n_trials', '?')} trials ({summ.get('n_graded', '?')} "
+            f"graded) on {summ.get('n_tasks', '?')} tasks, steps {summ['steps'][0]}-{summ['steps'][1]}.",
+        )
     verdict = " ".join(details)
     return {"verdict": verdict, "details": details, "diagnostics": fit.diagnostics, "results": json_safe(est)}
 
@@ -625,6 +716,7 @@ def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, f
         if old is not None and old.key == key and all((out_dir / f).exists() for f in files):
             old.cached = True
             return old
+    progress_.stage("load data")
     ds = load_data(spec, key_name, data)
     out = _Out(out_dir, spec.name)
     for stale in out.dir.iterdir():
@@ -633,6 +725,7 @@ def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, f
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        progress_.stage("fit")
         res = RUNNERS[spec.kind](spec, ds, reference, out)
     caught_msgs = list(
         dict.fromkeys(
@@ -658,6 +751,8 @@ def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, f
         seconds=round(time.perf_counter() - start, 2),
         key=key,
         synthetic=str(ds.attrs.get(S.ATTR_SYNTHETIC, "")),
+        fitted_on=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        captions=out.captions,
     )
     write_atomic(record, json.dumps(asdict(section), indent=1) + "\n")
     return section
@@ -771,50 +866,57 @@ def _run_report(
     scheduler: str | None,
     workers: int,
 ) -> Report:
-    bar = Progress(len(loaded), "report", enabled=progress)
     start = time.perf_counter()
     sections: list[Section] = []
     failures: list[dict[str, str]] = []
+    with Progress(len(loaded), "report", enabled=progress) as bar:
 
-    def logged(section: Section) -> None:
-        if log:
-            state = "cached" if section.cached else f"{section.seconds:.1f} s"
+        def logged(section: Section) -> None:
+            if not log:
+                return
+            state = f"cached (fitted in {section.seconds:.1f} s)" if section.cached else f"{section.seconds:.1f} s"
             flag = "" if section.converged else "  ** NOT CONVERGED **"
-            log(f"  {section.name} ({section.kind}): {state}{flag}")
+            text = f"  {section.name} ({section.kind}): {state}{flag}"
+            # on a terminal, above the live display (never on the bar's line)
+            if bar.live:
+                bar.log(text)
+            else:
+                log(text)
 
-    if scheduler is None:
-        for spec in loaded:
-            bar.set_label(f"report: {spec.name}")
-            sections.append(run_analysis(spec, out, data=data, force=force))
-            logged(sections[-1])
-            bar.update()
-    else:
-        tasks = [
-            {
-                "spec": str(spec.path.resolve()),
-                "out": str(out.resolve()),
-                "data": None if data is None else str(Path(data).resolve()),
-                "force": force,
-            }
-            for spec in loaded
-        ]
-        sections, failures = map_tasks(
-            _analysis_task,
-            tasks,
-            [spec.name for spec in loaded],
-            scheduler=None if scheduler == "local" else scheduler,
-            workers=workers,
-            progress=lambda done, total: bar.update(done - bar.done),
-        )
-        for section in sections:
-            logged(section)
-        for failure in failures:
-            if log:
-                log(f"  {failure['task']}: FAILED ({failure['error']})")
-    bar.close()
+        if scheduler is None:
+            for spec in loaded:
+                bar.set_item(spec.name)
+                sections.append(run_analysis(spec, out, data=data, force=force))
+                logged(sections[-1])
+                bar.update()
+        else:
+            bar.set_item(f"{len(loaded)} analyses on the cluster")
+            tasks = [
+                {
+                    "spec": str(spec.path.resolve()),
+                    "out": str(out.resolve()),
+                    "data": None if data is None else str(Path(data).resolve()),
+                    "force": force,
+                }
+                for spec in loaded
+            ]
+            sections, failures = map_tasks(
+                _analysis_task,
+                tasks,
+                [spec.name for spec in loaded],
+                scheduler=None if scheduler == "local" else scheduler,
+                workers=workers,
+                progress=lambda done, total: bar.update(done - bar.done),
+            )
+            for section in sections:
+                logged(section)
+            for failure in failures:
+                if log:
+                    log(f"  {failure['task']}: FAILED ({failure['error']})")
     seconds = time.perf_counter() - start
     report = Report(out, sections, seconds, failures)
     write_report_md(report)
+    write_report_html(report)
 
     write_atomic(
         out / "results.json",
@@ -853,11 +955,6 @@ def _run_report(
     return report
 
 
-def _anchor(title: str) -> str:
-    keep = "".join(ch.lower() if ch.isalnum() else "-" if ch in " -" else "" for ch in title)
-    return keep.strip("-")
-
-
 def write_report_md(report: Report) -> Path:
     """REPORT.md: contents, then one section per analysis."""
 
@@ -865,7 +962,7 @@ def write_report_md(report: Report) -> Path:
         "# saturation report",
         "",
         f"Generated by saturation {__version__} on {_dt.date.today().isoformat()} "
-        f"({report.seconds:.1f} s; intervals are {int(S.HDI_PROB * 100)} % highest-density intervals).",
+        f"({run_time_text(report)}; intervals are {int(S.HDI_PROB * 100)} % highest-density intervals).",
         "",
     ]
     synthetic = sorted({s.synthetic for s in report.sections if s.synthetic})
@@ -890,7 +987,7 @@ def write_report_md(report: Report) -> Path:
         ]
     lines += ["## Contents", ""]
     for i, s in enumerate(report.sections, 1):
-        lines.append(f"{i}. [{s.title}](#{_anchor(f'{i} {s.title}')}) - {s.verdict.split('.')[0]}.")
+        lines.append(f"{i}. [{s.title}](#{anchor(f'{i} {s.title}')}) - {first_sentence(s.verdict)}")
     lines.append("")
     for i, s in enumerate(report.sections, 1):
         lines += [f"## {i} {s.title}", ""]
@@ -905,7 +1002,7 @@ def write_report_md(report: Report) -> Path:
             f"**Diagnostics.** R-hat max {d.get('rhat_max', float('nan')):.3f}, min bulk ESS "
             f"{d.get('ess_bulk_min', float('nan')):.0f}, min tail ESS {d.get('ess_tail_min', float('nan')):.0f}, "
             f"divergences {d.get('divergences', 0)}{nuisance_text(d)}: {state}. "
-            f"{'Reused from the cache.' if s.cached else f'Fitted in {s.seconds:.1f} s.'}",
+            f"{fit_time_text(s)}",
             "",
         ]
         if not s.converged:
@@ -926,12 +1023,12 @@ def write_report_md(report: Report) -> Path:
                 path.read_text(),
                 "",
             ]
-        for fig in s.figures:
-            name = Path(fig).stem.replace("_", " ")
+        for j, fig in enumerate(s.figures, 1):
+            caption = figure_caption(s, fig)
             lines += [
-                f"![{s.title}: {name}]({fig})",
+                f"![{s.title}: {Path(fig).stem.replace('_', ' ')}]({fig})",
                 "",
-                f"*Figure: {name}* ([PDF]({Path(fig).with_suffix('.pdf').as_posix()}))",
+                f"*Figure {i}.{j}. {caption}* ([PDF]({Path(fig).with_suffix('.pdf').as_posix()}))",
                 "",
             ]
         if s.fits:

@@ -11,7 +11,42 @@ import pandas as pd
 from saturation.io import write_atomic
 
 
+def interval_cell(e: dict[str, Any] | None, digits: int = 3) -> dict[str, Any] | None:
+    """A table cell holding an interval (``{"mean", "hdi"}``, e.g. from
+    ``sampling.interval``): the CSV gets its numbers in three columns, Markdown and LaTeX
+    the text ``"mean [low, high]"`` to ``digits`` decimals."""
+    if not e or e.get("mean") is None:
+        return None
+    return {"mean": float(e["mean"]), "hdi": [float(e["hdi"][0]), float(e["hdi"][1])], "digits": digits}
+
+
+def _is_interval(value: Any) -> bool:
+    return isinstance(value, dict) and "mean" in value and "hdi" in value
+
+
+def numeric_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every interval column split into numeric ``<col> mean``,
+    ``<col> hdi_low`` and ``<col> hdi_high`` columns (a text cell in such a column, e.g.
+    "known (46)", goes to ``<col> note``): what the CSV holds."""
+    out: dict[str, Any] = {}
+    for col in frame.columns:
+        values = list(frame[col])
+        if not any(_is_interval(v) for v in values):
+            out[col] = frame[col]
+            continue
+        out[f"{col} mean"] = [v["mean"] if _is_interval(v) else np.nan for v in values]
+        out[f"{col} hdi_low"] = [v["hdi"][0] if _is_interval(v) else np.nan for v in values]
+        out[f"{col} hdi_high"] = [v["hdi"][1] if _is_interval(v) else np.nan for v in values]
+        notes = [None if _is_interval(v) or v is None else str(v) for v in values]
+        if any(notes):
+            out[f"{col} note"] = notes
+    return pd.DataFrame(out, index=frame.index)
+
+
 def _cell(value: Any, digits: int = 4) -> str:
+    if _is_interval(value):
+        d = value.get("digits", 3)
+        return f"{value['mean']:.{d}f} [{value['hdi'][0]:.{d}f}, {value['hdi'][1]:.{d}f}]"
     if value is None or (isinstance(value, float) and not np.isfinite(value)):
         return ""
     if isinstance(value, bool | np.bool_):
@@ -32,6 +67,7 @@ def table_markdown(frame: pd.DataFrame) -> str:
 
 
 def _tex(text: str) -> str:
+    """``text`` with LaTeX's special characters escaped (text mode)."""
     for a, b in (
         ("\\", r"\textbackslash{}"),
         ("&", r"\&"),
@@ -43,32 +79,47 @@ def _tex(text: str) -> str:
         ("$", r"\$"),
         ("~", r"\textasciitilde{}"),
         ("^", r"\^{}"),
+        ("<", r"\textless{}"),
+        (">", r"\textgreater{}"),
+        ("|", r"\textbar{}"),
     ):
         text = text.replace(a, b)
     return text
 
 
+def _tex_cell(value: Any) -> str:
+    """A number as siunitx's ``\num{...}`` (``9e-05`` becomes 9 x 10^-5, not raw text);
+    everything else as escaped text."""
+    if isinstance(value, float | np.floating | int | np.integer) and not isinstance(value, bool | np.bool_):
+        text = _cell(value)
+        return f"\\num{{{text}}}" if text else ""
+    return _tex(_cell(value))
+
+
 def table_latex(frame: pd.DataFrame, caption: str = "") -> str:
-    """A booktabs ``tabular`` (needs ``\\usepackage{booktabs}``); text columns left,
-    numeric columns right aligned."""
+    """A booktabs ``tabular`` (needs ``\\usepackage{booktabs,siunitx}``: numbers are
+    ``\\num{}``); text columns left, numeric columns right aligned; special characters
+    escaped."""
     align = "".join("r" if pd.api.types.is_numeric_dtype(frame[c]) else "l" for c in frame.columns)
     lines = [
         f"% {caption}" if caption else "% table",
+        "% needs \\usepackage{booktabs,siunitx}",
         f"\\begin{{tabular}}{{{align}}}",
         "\\toprule",
         " & ".join(_tex(str(c)) for c in frame.columns) + " \\\\",
         "\\midrule",
     ]
-    lines += [" & ".join(_tex(_cell(v)) for v in row) + " \\\\" for row in frame.itertuples(index=False)]
+    lines += [" & ".join(_tex_cell(v) for v in row) + " \\\\" for row in frame.itertuples(index=False)]
     lines += ["\\bottomrule", "\\end{tabular}"]
     return "\n".join(lines) + "\n"
 
 
 def write_tables(frame: pd.DataFrame, stem: Path, caption: str = "") -> list[Path]:
-    """Write ``stem.csv`` (full precision), ``stem.md`` and ``stem.tex`` (atomically; a result
-    table, not a trial table: that is :func:`saturation.io.write_table`)."""
+    """Write ``stem.csv`` (numbers only, full precision: interval cells split by
+    :func:`numeric_frame`), ``stem.md`` and ``stem.tex`` (formatted text), atomically. A
+    result table, not a trial table: that is :func:`saturation.io.write_table`."""
     paths = [stem.with_suffix(".csv"), stem.with_suffix(".md"), stem.with_suffix(".tex")]
-    write_atomic(paths[0], frame.to_csv(index=False, lineterminator="\n"))
+    write_atomic(paths[0], numeric_frame(frame).to_csv(index=False, lineterminator="\n"))
     write_atomic(paths[1], table_markdown(frame))
     write_atomic(paths[2], table_latex(frame, caption))
     return paths

@@ -24,11 +24,12 @@ posterior probability and documented ROPEs.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import arviz as az
 import numpy as np
+import pandas as pd
 import pymc as pm
 import pytensor.tensor as pt
 import xarray as xr
@@ -65,13 +66,16 @@ def trend_draws(
     sd: StepData, *, seed: int, draws: int = 1000, chains: int = 4
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Posterior draws (samples,) of one series' fitted start, end, change point and
-    slopes (a one-level plateau fit; needs at least 10 steps), and the fit's diagnostics."""
+    slopes (a one-level plateau fit; needs at least 10 steps), and the fit's diagnostics.
+
+    ``"curve"`` holds the fitted mean at every observed step, (samples, steps), and
+    ``"steps"`` those steps: the trend band of the figures."""
     if len(sd.levels) != 1:
         raise ValueError(f"a trend is one series; got levels {sd.levels}")
     fit = fit_plateau(sd, seed=seed, sampler=SamplerConfig(draws=draws, chains=chains))
-    ends = curve_draws(fit, [sd.steps[0], sd.steps[-1]])[:, 0, :]
+    curve = curve_draws(fit)[:, 0, :]
     post = fit.idata.posterior.stack(sample=("chain", "draw")).transpose("sample", ...)
-    out = {"start": ends[:, 0], "end": ends[:, 1]}
+    out = {"start": curve[:, 0], "end": curve[:, -1], "curve": curve, "steps": np.asarray(sd.steps, dtype=float)}
     out.update({v: post[v].to_numpy()[:, 0] for v in ("changepoint", "early_slope", "late_slope")})
     return out, fit.diagnostics
 
@@ -110,7 +114,16 @@ def _diagnosis(
     idata = az.from_dict(posterior=post, coords={"series": names}, dims={v: ["series"] for v in post})
     stamp_attrs(idata, name, {**config, "sampler": "exact"}, {"series": names}, diag)
     warn_if_not_converged(diag, f"{name} diagnosis")
-    return Diagnosis(name, verdicts, numbers, diag, idata)
+    bands = {n: _band(trends[n]) for n in names if "curve" in trends[n]}
+    return Diagnosis(name, verdicts, numbers, diag, idata, bands)
+
+
+def _band(trend: dict[str, np.ndarray]) -> pd.DataFrame:
+    """The fitted trend per step: mean and 94 % HDI (``schema.HDI_PROB``)."""
+    hdi = np.asarray(az.hdi(trend["curve"][None], hdi_prob=S.HDI_PROB))  # (steps, 2)
+    return pd.DataFrame(
+        {"step": trend["steps"], "mean": trend["curve"].mean(axis=0), "hdi_low": hdi[:, 0], "hdi_high": hdi[:, 1]}
+    )
 
 
 def _step_stats(data: xr.Dataset, var: str, level: str | None, run: str | None = None) -> StepData:
@@ -127,6 +140,9 @@ class Diagnosis:
     numbers: dict[str, Any]
     diagnostics: dict[str, Any]
     idata: az.InferenceData
+    #: per series ("<variable>/<run>" or "<variable>/<level>"): the fitted trend by step
+    #: (columns step, mean, hdi_low, hdi_high; 94 % HDI)
+    bands: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdicts": self.verdicts, "numbers": self.numbers, "diagnostics": self.diagnostics}

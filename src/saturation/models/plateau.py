@@ -37,7 +37,7 @@ import pytensor.tensor as pt
 import xarray as xr
 from scipy import special, stats
 
-from saturation import curves
+from saturation import curves, progress
 from saturation import schema as S
 from saturation.aggregate import aggregate
 from saturation.frequentist import davies_test
@@ -1114,6 +1114,7 @@ def fit_plateau(
     pri = config.priors.resolve(sd, config.likelihood, grid=grid)
     hinge_evidence = None
     if config.sampler.sampler in ("auto", "exact") and config.likelihood == "gaussian":
+        progress.stage("sample (exact)")
         idata, timings, hinge_evidence = sample_gaussian_exact(
             y=sd.y,
             var_mean=sd.var_mean,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import asdict, dataclass, is_dataclass, replace
 from typing import Any
 
@@ -16,7 +18,7 @@ import pymc as pm
 from scipy.special import ndtri
 from scipy.stats import rankdata
 
-from saturation import __version__
+from saturation import __version__, progress
 from saturation import schema as S
 
 #: Convergence thresholds reported with every fit.
@@ -120,54 +122,123 @@ def sample_model(
         warnings.warn("nutpie is not installed; falling back to PyMC's NUTS", stacklevel=2)
         sampler = "pymc"
     timings: dict[str, Any] = {"compile": 0.0, "sample": 0.0, "sampler": sampler}
-    if sampler == "nutpie":
-        import nutpie
+    # one display for the whole fit: the caller's (a report, a CLI command), else our own
+    # when the config asks for progress
+    own = progress.Progress(1, "fit") if config.progress and progress.current() is None else None
+    display = progress.current()
+    try:
+        if sampler == "nutpie":
+            import nutpie
 
-        t0 = time.perf_counter()
-        compiled = _COMPILED.get(cache_key) if cache_key is not None else None
-        if compiled is None:
-            compiled = nutpie.compile_pymc_model(model, freeze_model=False)
-            if cache_key is not None:
-                _COMPILED[cache_key] = compiled
-                while len(_COMPILED) > _CACHE_SIZE:
-                    _COMPILED.popitem(last=False)
-        else:
-            _COMPILED.move_to_end(cache_key)
-        compiled = compiled.with_data(**{k: v for k, v in data.items() if k in compiled.shared_data})
-        timings["compile"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        idata = nutpie.sample(
-            compiled,
-            draws=config.draws,
-            tune=config.tune,
-            chains=config.chains,
-            seed=seed,
-            progress_bar=config.progress,
-            save_warmup=False,
-            target_accept=config.target_accept,
-            low_rank_modified_mass_matrix=config.low_rank,
-        )
-        timings["sample"] = time.perf_counter() - t0
-    elif sampler in ("pymc", "numpyro"):
-        t0 = time.perf_counter()
-        extra = {"nuts_sampler": "numpyro", "chain_method": "sequential"} if sampler == "numpyro" else {}
-        with model:
-            pm.set_data(data)
-            idata = pm.sample(
-                draws=config.draws,
-                tune=config.tune,
-                chains=config.chains,
-                random_seed=seed,
-                progressbar=config.progress,
-                target_accept=config.target_accept,
-                compute_convergence_checks=False,
-                cores=min(config.chains, 2),
-                **extra,
-            )
-        timings["sample"] = time.perf_counter() - t0  # numpyro: includes its JAX compile
-    else:  # pragma: no cover - guarded by SamplerConfig users
-        raise ValueError(f"unknown sampler {sampler!r}; choose from {available_samplers()}")
+            t0 = time.perf_counter()
+            compiled = _COMPILED.get(cache_key) if cache_key is not None else None
+            if compiled is None:
+                progress.stage("compile")
+                compiled = nutpie.compile_pymc_model(model, freeze_model=False)
+                if cache_key is not None:
+                    _COMPILED[cache_key] = compiled
+                    while len(_COMPILED) > _CACHE_SIZE:
+                        _COMPILED.popitem(last=False)
+            else:
+                _COMPILED.move_to_end(cache_key)
+            compiled = compiled.with_data(**{k: v for k, v in data.items() if k in compiled.shared_data})
+            timings["compile"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            total = config.chains * (config.draws + config.tune)
+            progress.stage("sample", total=total, unit="draws")
+            with _nutpie_progress(display, config.chains):
+                idata = nutpie.sample(
+                    compiled,
+                    draws=config.draws,
+                    tune=config.tune,
+                    chains=config.chains,
+                    seed=seed,
+                    progress_bar=display is not None,
+                    progress_rate=500,
+                    save_warmup=False,
+                    target_accept=config.target_accept,
+                    low_rank_modified_mass_matrix=config.low_rank,
+                )
+            timings["sample"] = time.perf_counter() - t0
+        elif sampler in ("pymc", "numpyro"):
+            t0 = time.perf_counter()
+            extra = {"nuts_sampler": "numpyro", "chain_method": "sequential"} if sampler == "numpyro" else {}
+            progress.stage(f"sample ({sampler})")
+            with model:
+                pm.set_data(data)
+                idata = pm.sample(
+                    draws=config.draws,
+                    tune=config.tune,
+                    chains=config.chains,
+                    random_seed=seed,
+                    # PyMC's own rich bar cannot run inside our live display
+                    progressbar=config.progress and display is None,
+                    target_accept=config.target_accept,
+                    compute_convergence_checks=False,
+                    cores=min(config.chains, 2),
+                    **extra,
+                )
+            timings["sample"] = time.perf_counter() - t0  # numpyro: includes its JAX compile
+        else:  # pragma: no cover - guarded by SamplerConfig users
+            raise ValueError(f"unknown sampler {sampler!r}; choose from {available_samplers()}")
+    finally:
+        if own is not None:
+            own.close()
     return idata, timings
+
+
+#: what nutpie's progress callback is asked to render: finished and total draws, then
+#: each chain's divergences
+_NUTPIE_TEMPLATE = (
+    "{{ total_finished_draws }} {{ total_draws }}{% for chain in chains %} {{ chain.divergences }}{% endfor %}"
+)
+
+
+@contextlib.contextmanager
+def _nutpie_progress(display: progress.Progress | None, chains: int) -> Iterator[None]:
+    """Route nutpie's progress into ``display`` (draws done, divergences) while sampling.
+
+    nutpie renders progress through a template callback only in notebooks; in a terminal
+    it draws its own bar (which would fight our live display, and prints nothing useful
+    to a log file). Its ``sample`` picks the progress kind from ``nutpie._lib.ProgressType``
+    (nutpie 0.16.8 nutpie/sample.py:451-506, ``_BackgroundSampler.__init__``); for the duration of the call we
+    make the terminal kind the template callback. Should nutpie's internals change, the
+    fit still runs and the display shows the stage without draw counts.
+    """
+    module = sys.modules.get("nutpie.sample")
+    lib: Any = getattr(module, "_lib", None)
+    kinds: Any = getattr(lib, "ProgressType", None)
+    if display is None or lib is None or not hasattr(kinds, "template_callback"):
+        yield
+        return
+
+    def callback(text: str) -> None:
+        try:
+            numbers = [int(x) for x in text.split()]
+        except ValueError:  # pragma: no cover - a template nutpie renders differently
+            return
+        done, divs = numbers[0], sum(numbers[2:])
+        display.advance(done, note=f"{divs} divergences" if divs else "")
+
+    class _Kinds:
+        none = staticmethod(kinds.none)
+        template_callback = staticmethod(kinds.template_callback)
+
+        @staticmethod
+        def indicatif(rate: int) -> Any:
+            return kinds.template_callback(rate, _NUTPIE_TEMPLATE, chains, callback)
+
+    class _Lib:
+        ProgressType = _Kinds
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(lib, name)
+
+    module._lib = _Lib()  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        module._lib = lib  # type: ignore[union-attr]
 
 
 def _split(x: np.ndarray) -> np.ndarray:

@@ -167,7 +167,7 @@ def transfer_data(ds: xr.Dataset, *, arms: list[str] | None = None) -> TransferD
     if S.ARM not in ds.coords:
         raise KeyError("transfer analysis needs an 'arm' coordinate on the trials")
     arm_all = ds[S.ARM].to_numpy().astype(str)
-    present = sorted(set(arm_all))
+    present = sorted(map(str, set(arm_all)))  # plain str, not np.str_ (printed in messages and the CLI)
     arms = list(arms) if arms else present
     unknown = sorted(set(arms) - set(present))
     if unknown:
