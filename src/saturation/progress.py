@@ -241,22 +241,22 @@ class Progress:
 
     def _start_rich(self) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
         from rich.progress import Progress as RichProgress
 
         console = Console(file=self.stream)
         self._rich = RichProgress(
             TextColumn("{task.description}"),
             BarColumn(bar_width=24),
-            MofNCompleteColumn(),
+            TextColumn("{task.fields[count]}"),  # "3/5", "1200/5200 draws"; nothing for a stage without a count
             TimeElapsedColumn(),
             TextColumn("{task.fields[info]}"),
             console=console,
             refresh_per_second=4,
             transient=False,
         )
-        self._main = self._rich.add_task(self._main_text(), total=self.total, info="")
-        self._sub = self._rich.add_task("", total=None, info="", visible=False)
+        self._main = self._rich.add_task(self._main_text(), total=self.total, info="", count="")
+        self._sub = self._rich.add_task("", total=None, info="", count="", visible=False)
         self._rich.start()
 
     def _refresh(self, *, force: bool = False) -> None:
@@ -265,15 +265,24 @@ class Progress:
         if self._rich is None:
             return
         now = time.perf_counter()
-        self._rich.update(self._main, completed=self.done, description=self._main_text(), info=self.item)
+        self._rich.update(
+            self._main,
+            completed=self.done,
+            description=self._main_text(),
+            info=self.item,
+            count=f"{self.done:.0f}/{self.total:.0f}",
+        )
         if self.stage_name:
+            counted = bool(self.stage_total)
+            unit = f" {self.stage_unit}" if self.stage_unit else ""
             self._rich.update(
                 self._sub,
                 visible=True,
                 description=f"  {self.stage_name}",
                 total=self.stage_total,
                 completed=self.stage_done,
-                info=self._stage_text(now, counts=False),
+                count=f"{self.stage_done:.0f}/{self.stage_total:.0f}{unit}" if counted else "",
+                info=self._stage_text(now, counts=False) if counted or self.stage_note else "",
             )
         else:
             self._rich.update(self._sub, visible=False)
