@@ -66,3 +66,36 @@ def test_diagnostics_reports_the_worst_variable():
     d = diagnostics(idata, ["a", "b"])
     assert d["rhat_max"] == pytest.approx(float(az.rhat(idata)["b"].values.max()), rel=1e-9)
     assert not d["converged"] and d["divergences"] == 0
+
+
+@pytest.mark.slow  # two nutpie compiles (about 13 s)
+def test_a_reused_compiled_model_starts_from_this_fits_initial_point():
+    """Same seed and data, same draws, whatever was compiled first in the process: a cached
+    compiled model gets the initial points of the data it is given (the initial point here
+    depends on the data: the prior mean is data, its support point the start)."""
+    import pymc as pm
+
+    from saturation.models.sampling import SamplerConfig, clear_compiled_cache, sample_model
+
+    def model(centre: float) -> pm.Model:
+        with pm.Model() as m:
+            c = pm.Data("centre", np.array(centre))
+            pm.Normal("x", mu=c, sigma=1.0, shape=3)
+        return m
+
+    config = SamplerConfig(draws=60, tune=40, chains=2, sampler="nutpie")
+
+    def draws(centre: float) -> np.ndarray:
+        idata, _ = sample_model(
+            model(centre), cache_key=("test-initial-point",), data={"centre": np.array(centre)}, seed=7, config=config
+        )
+        return idata.posterior["x"].to_numpy()
+
+    clear_compiled_cache()
+    fresh = draws(50.0)  # compiled for this data
+    clear_compiled_cache()
+    draws(0.0)  # compiled for other data first ...
+    reused = draws(50.0)  # ... then reused for this data
+    clear_compiled_cache()
+    np.testing.assert_array_equal(reused, fresh)
+    assert abs(fresh.mean() - 50.0) < 1.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import threading
 import time
 import warnings
 from collections import OrderedDict
@@ -132,6 +133,7 @@ def sample_model(
 
             t0 = time.perf_counter()
             compiled = _COMPILED.get(cache_key) if cache_key is not None else None
+            reused = compiled is not None
             if compiled is None:
                 progress.stage("compile")
                 compiled = nutpie.compile_pymc_model(model, freeze_model=False)
@@ -142,6 +144,8 @@ def sample_model(
             else:
                 _COMPILED.move_to_end(cache_key)
             compiled = compiled.with_data(**{k: v for k, v in data.items() if k in compiled.shared_data})
+            if reused:
+                compiled = _with_initial_points(compiled, model)
             timings["compile"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             total = config.chains * (config.draws + config.tune)
@@ -185,6 +189,35 @@ def sample_model(
         if own is not None:
             own.close()
     return idata, timings
+
+
+def _with_initial_points(compiled: Any, model: pm.Model) -> Any:
+    """A reused compiled model with the initial points of ``model`` (this fit's data).
+
+    ``with_data`` swaps nutpie's copies of the data but keeps the initial-point function
+    of the model first compiled (nutpie 0.16.8 nutpie/compile_pymc.py:128-148; the function
+    is built once, :546-554): a reused model would start its chains from the first data
+    set's initial point, and the same seed and data would give other draws depending on
+    what the process compiled first. The function is rebuilt the way nutpie builds it
+    (PyMC's ``make_initial_point_fn``, support points with jitter on every free variable,
+    transformed values) and flattened in the compiled model's variable order.
+    """
+    import dataclasses
+
+    from pymc.initial_point import make_initial_point_fn
+
+    fn = make_initial_point_fn(
+        model=model, default_strategy="support_point", jitter_rvs=set(model.free_RVs), return_transformed=True
+    )
+    names = list(compiled.shape_info[0])
+    lock = threading.Lock()  # nutpie calls it from its chains' threads (as nutpie's own is locked)
+
+    def initial_point(seed: Any) -> np.ndarray:
+        with lock:
+            point = fn(seed)
+        return np.concatenate([np.asarray(point[n], dtype=np.float64).ravel() for n in names])
+
+    return dataclasses.replace(compiled, initial_point_func=initial_point)
 
 
 #: what nutpie's progress callback is asked to render: finished and total draws, then
