@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import special, stats
+
+# scipy.special, not scipy.stats: the same t and normal tail functions (stats.t calls
+# special.stdtr) without scipy.stats' 0.7 s import, which every command that reads data paid
+from scipy import special
 
 
 def ols_slope(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
@@ -24,7 +27,7 @@ def ols_slope(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
     s2 = float(resid @ resid) / (n - 2)
     se = float(np.sqrt(s2 / sxx))
     t = slope / se if se > 0 else np.inf * np.sign(slope)
-    p = float(2 * stats.t.sf(abs(t), n - 2))
+    p = float(2 * special.stdtr(n - 2, -abs(t)))
 
     def se_fit(x0: float) -> float:
         return float(np.sqrt(s2 * (1 / n + (x0 - x.mean()) ** 2 / sxx)))
@@ -148,11 +151,11 @@ def davies_test(
         m = float(abs(t_stat[i]))
     if n > 300:
         v = float(np.sum(np.abs(np.diff(t_stat))))
-        p_naive = stats.norm.cdf(m) if alternative == "less" else stats.norm.sf(m)
+        p_naive = special.ndtr(m) if alternative == "less" else special.ndtr(-m)
         approx = v * np.exp(-(m**2) / 2) / np.sqrt(8 * np.pi)
     else:
         v = float(np.sum(np.abs(np.diff(np.arcsin(np.sqrt(ratio))))))
-        p_naive = stats.t.cdf(m, df_res) if alternative == "less" else stats.t.sf(m, df_res)
+        p_naive = special.stdtr(df_res, m) if alternative == "less" else special.stdtr(df_res, -m)
         u = m**2 / ((n - 3) + m**2)
         approx = (
             v

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import xarray as xr
-from scipy import special, stats
+from scipy import special
 
 from saturation import curves
 from saturation import schema as S
@@ -24,6 +24,12 @@ from saturation.io import dataset_from_frame
 from saturation.series import SERIES_METRICS
 
 Knots = tuple[tuple[float, float], ...]
+
+
+def _poisson_pmf(k: np.ndarray, mu: float) -> np.ndarray:
+    """Poisson pmf, scipy.stats.poisson's own formula (exp(xlogy(k, mu) - gammaln(k + 1) -
+    mu)) without importing scipy.stats (0.5 s at start-up)."""
+    return np.exp(special.xlogy(k, mu) - special.gammaln(k + 1) - mu)
 
 
 # =========================================================== (a) plateau study
@@ -166,10 +172,10 @@ def _answer_tables(n_gold_mean: float, fp_prob: np.ndarray, fp_extra: float) -> 
     Returns arrays of shape (steps, G, tp) and the gold pmf over G.
     """
     g = np.arange(_NMAX + 1)
-    gold_pmf = np.where(g >= 1, stats.poisson.pmf(np.maximum(g - 1, 0), max(n_gold_mean - 1, 0)), 0.0)
+    gold_pmf = np.where(g >= 1, _poisson_pmf(np.maximum(g - 1, 0), max(n_gold_mean - 1, 0)), 0.0)
     gold_pmf /= gold_pmf.sum()
     f = np.arange(_NMAX + 1)
-    extra = np.where(f >= 1, stats.poisson.pmf(np.maximum(f - 1, 0), fp_extra), 0.0)
+    extra = np.where(f >= 1, _poisson_pmf(np.maximum(f - 1, 0), fp_extra), 0.0)
     fp_pmf = fp_prob[:, None] * extra[None, :] / extra.sum()
     fp_pmf[:, 0] = 1 - fp_prob
     G = g[:, None, None].astype(float)
