@@ -80,7 +80,8 @@ def test_a_reused_compiled_model_starts_from_this_fits_initial_point():
     def model(centre: float) -> pm.Model:
         with pm.Model() as m:
             c = pm.Data("centre", np.array(centre))
-            pm.Normal("x", mu=c, sigma=1.0, shape=3)
+            s = pm.HalfNormal("s", 1.0)  # a transformed variable: the value variable is s_log__
+            pm.Normal("x", mu=c, sigma=s + 0.5, shape=3)
         return m
 
     config = SamplerConfig(draws=60, tune=40, chains=2, sampler="nutpie")

@@ -209,13 +209,17 @@ def _with_initial_points(compiled: Any, model: pm.Model) -> Any:
     fn = make_initial_point_fn(
         model=model, default_strategy="support_point", jitter_rvs=set(model.free_RVs), return_transformed=True
     )
-    names = list(compiled.shape_info[0])
+    # nutpie's order: the free variables' value (transformed) variables (compile_pymc.py:700-712)
+    names = [model.rvs_to_values[v].name for v in model.free_RVs]
     lock = threading.Lock()  # nutpie calls it from its chains' threads (as nutpie's own is locked)
 
     def initial_point(seed: Any) -> np.ndarray:
         with lock:
             point = fn(seed)
-        return np.concatenate([np.asarray(point[n], dtype=np.float64).ravel() for n in names])
+        flat = np.concatenate([np.asarray(point[n], dtype=np.float64).ravel() for n in names])
+        if flat.size != compiled.n_dim:  # pragma: no cover - a nutpie layout this does not know
+            raise ValueError(f"initial point has {flat.size} values, the compiled model {compiled.n_dim}")
+        return flat
 
     return dataclasses.replace(compiled, initial_point_func=initial_point)
 
