@@ -113,3 +113,34 @@ def test_transfer_walk_is_checked(tmp_path):
     path.write_text(text.replace("knot_every = 4.0", 'knot_every = 4.0\nwalk = "sideways"'))
     with pytest.raises(SpecError, match="sideways"):
         load_spec(path)
+
+
+def test_every_shipped_spec_builds_its_one_typed_config():
+    """The spec -> config step resolves every default once, in the config dataclasses: a
+    known break gives the split model, the transfer spec gets the transfer model's sampler
+    defaults under its [sampler] table, a series spec its reliability, entropy and
+    known-break plateau configs."""
+    from saturation.models.learning import CardinalityConfig
+    from saturation.models.plateau import PlateauConfig
+    from saturation.models.transfer import TransferConfig, default_sampler
+    from saturation.spec import SeriesConfig, analysis_config, default_spec_dir, load_spec
+
+    specs = {p.stem: load_spec(p) for p in sorted(default_spec_dir().glob("*.toml"))}
+    configs = {name: analysis_config(spec) for name, spec in specs.items()}
+    unknown = configs["swesmith-plateau"]
+    assert isinstance(unknown, PlateauConfig)
+    assert (unknown.breakpoint, unknown.continuity, unknown.levels) == (None, "hinge", ("file", "module", "entity"))
+    split = configs["swesmith-split46"]
+    assert isinstance(split, PlateauConfig)
+    assert (split.breakpoint, split.continuity, split.shared) == (46, "jump", False)
+    transfer = configs["swegym-transfer"]
+    assert isinstance(transfer, TransferConfig) and transfer.task_effects == "integrated"
+    assert transfer.sampler == default_sampler("integrated")  # the spec sets only the seed
+    cardinality = configs["learning-diagnostics"]
+    assert isinstance(cardinality, CardinalityConfig) and cardinality.levels == ("file", "module", "entity")
+    series = configs["code-contests"]
+    assert isinstance(series, SeriesConfig)
+    assert series.reliability.runs == series.entropy.runs == ("code-contests-base", "code-contests-g1")
+    assert (series.reliability.rope, series.entropy.rope_relative) == (0.05, 0.05)
+    assert series.plateau is not None and series.plateau.breakpoint == 15.0 and series.plateau.continuity == "jump"
+    assert series.plateau_run == "code-contests-base" and series.plateau.response == "reward_mean"

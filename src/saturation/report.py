@@ -37,18 +37,20 @@ from saturation.cluster import map_tasks
 from saturation.frequentist import split_ols
 from saturation.io import write_atomic, write_netcdf
 from saturation.models import (
-    PlateauPriors,
-    SamplerConfig,
-    TransferPriors,
     compare_plateau_models,
     fit_plateau,
     fit_transfer,
     step_data,
 )
-from saturation.models.learning import diagnose_cardinality, diagnose_entropy, diagnose_reliability
-from saturation.models.plateau import STOPPED_VERDICTS
-from saturation.models.sampling import interval, merge_diagnostics, nuisance_text, with_overrides
-from saturation.models.transfer import default_sampler
+from saturation.models.learning import (
+    CardinalityConfig,
+    diagnose_cardinality,
+    diagnose_entropy,
+    diagnose_reliability,
+)
+from saturation.models.plateau import STOPPED_VERDICTS, PlateauConfig
+from saturation.models.sampling import interval, merge_diagnostics, nuisance_text
+from saturation.models.transfer import TransferConfig
 from saturation.plots import save_figure
 from saturation.progress import Progress
 from saturation.replica import load_reference
@@ -60,7 +62,17 @@ from saturation.report_html import (
     run_time_text,
     write_report_html,
 )
-from saturation.spec import Spec, data_hash, data_path, default_spec_dir, load_data, load_spec, load_specs
+from saturation.spec import (
+    SeriesConfig,
+    Spec,
+    analysis_config,
+    data_hash,
+    data_path,
+    default_spec_dir,
+    load_data,
+    load_spec,
+    load_specs,
+)
 from saturation.summary import format_interval, json_safe
 from saturation.tables import interval_cell, write_tables
 
@@ -108,14 +120,6 @@ def _inside(value: float, e: dict[str, Any] | None) -> bool | None:
     return bool(e["hdi"][0] <= value <= e["hdi"][1])
 
 
-def _sampler(spec: Spec) -> Any:
-    """The spec's sampler settings on top of the model's own defaults (the transfer model's:
-    ``transfer.default_sampler``)."""
-
-    base = default_sampler(spec.model.get("task_effects", "integrated")) if spec.kind == "transfer" else SamplerConfig()
-    return with_overrides(base, {k: v for k, v in spec.sampler.items() if k != "seed"})  # the seed is the spec's
-
-
 class _Out:
     """Collects one analysis' files under its directory."""
 
@@ -157,12 +161,14 @@ class _Out:
 def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
 
     m = spec.model
-    # only what the spec sets: every default is fit_plateau's own (PlateauConfig's)
+    config = analysis_config(spec)
+    assert isinstance(config, PlateauConfig)
+    sampler = config.sampler
+    fit = fit_plateau(ds, config, run=m.get("run"), seed=spec.seed)
+    # the LOO comparison takes fit_plateau's keyword arguments: only what the spec sets
     keys = ("levels", "response", "run", "breakpoint", "shared", "continuity", "likelihood", "rope", "rope_relative")
     kw = {k: m[k] for k in keys if k in m}
-    kw["priors"] = PlateauPriors(**spec.priors)
-    sampler = _sampler(spec)
-    fit = fit_plateau(ds, seed=spec.seed, sampler=sampler, **kw)
+    kw["priors"] = config.priors
     est = fit.to_dict()
     out.idata(fit.idata, "plateau_fit")
     rows = []
@@ -386,10 +392,9 @@ def _study_sentence(sat: dict[str, Any], est: dict[str, Any], breakpoint: float 
 
 def _diagnose(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
 
-    s = _sampler(spec)
-    diag = diagnose_cardinality(
-        ds, levels=spec.model.get("levels"), run=spec.model.get("run"), seed=spec.seed, draws=s.draws, chains=s.chains
-    )
+    config = analysis_config(spec)
+    assert isinstance(config, CardinalityConfig)
+    diag = diagnose_cardinality(ds, config, seed=spec.seed)
     out.idata(diag.idata, "cardinality_trends")
     rows = []
     for level, num in diag.numbers["levels"].items():
@@ -459,35 +464,16 @@ def _diagnose(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
 
 def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
 
-    m, s = spec.model, _sampler(spec)
-    runs = m.get("runs")
-    # the series' names: the spec's, else the diagnostics' own defaults
-    pass1, passk = m.get("pass1", S.REWARD_MEAN), m.get("passk", S.PASS_AT_K)
-    entropy = m.get("entropy", S.POLICY_ENTROPY)
-    rel = diagnose_reliability(
-        series,
-        runs=runs,
-        pass1=pass1,
-        passk=passk,
-        **({"rope": m["pass_rope"]} if "pass_rope" in m else {}),
-        seed=spec.seed,
-        draws=s.draws,
-        chains=s.chains,
-    )
+    config = analysis_config(spec)
+    assert isinstance(config, SeriesConfig)
+    runs = list(config.reliability.runs) if config.reliability.runs else None
+    pass1, passk, entropy = config.reliability.pass1, config.reliability.passk, config.entropy.entropy
+    rel = diagnose_reliability(series, config.reliability, seed=spec.seed)
     out.idata(rel.idata, "reliability_trends")
     parts = [rel]
     ent = None
     if entropy in series:
-        ent = diagnose_entropy(
-            series,
-            runs=runs,
-            entropy=entropy,
-            reward=pass1,
-            **({"rope_relative": m["entropy_rope"]} if "entropy_rope" in m else {}),
-            seed=spec.seed,
-            draws=s.draws,
-            chains=s.chains,
-        )
+        ent = diagnose_entropy(series, config.entropy, seed=spec.seed)
         out.idata(ent.idata, "entropy_trends")
         parts.append(ent)
     k = rel.numbers.get("k") or "k"
@@ -513,7 +499,7 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
             )
         rows.append(row)
     out.table(pd.DataFrame(rows), "reliability_entropy", "Reliability (pass@1), capability (pass@k), entropy")
-    ref_runs = m.get("reference_runs")
+    ref_runs = config.reference_runs
     if reference and ref_runs and runs:
         published = {r["model"]: r for r in reference.get("runs", []) if r.get("run") == "code-contests"}
         ref_rows = []
@@ -568,15 +554,15 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
     diags = [p.diagnostics for p in parts]
     details = [v for p in parts for v in p.verdicts.values()]
     results = {p.name: p.to_dict() for p in parts}
-    if m.get("plateau_run") and m.get("plateau_after") is not None:
-        after = float(m["plateau_after"])
-        fit = fit_plateau(series, response=pass1, run=m["plateau_run"], breakpoint=after, seed=spec.seed, sampler=s)
+    if config.plateau is not None:
+        after = float(config.plateau.breakpoint or 0)
+        fit = fit_plateau(series, config.plateau, run=config.plateau_run, seed=spec.seed)
         out.idata(fit.idata, "plateau_after_fit")
         e = next(iter(fit.estimands["levels"].values()))
         read_flat = any(r.get("reward_plateau_after_step") == after for r in (reference or {}).get("runs", []))
         said = f" The study read it as flat after step {after:g} (from its plot, +-0.01)." if read_flat else ""
         sentence = (
-            f"Did {m['plateau_run']}'s {pass1} plateau after step {after:g}? {e['verdict']} ({e['reason']}); "
+            f"Did {config.plateau_run}'s {pass1} plateau after step {after:g}? {e['verdict']} ({e['reason']}); "
             f"late gain {format_interval(e['late_gain'])}, 94 % upper bound {e['late_gain_upper']:.3f}; model: "
             f"{fit.describe_model()}.{said}"
         )
@@ -590,10 +576,9 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
 
 def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
 
-    # only what the spec sets: every default is fit_transfer's own
-    keys = ("reference", "arms", "first_steps", "knot_every", "walk", "task_effects")
-    kw = {k: spec.model[k] for k in keys if k in spec.model}
-    fit = fit_transfer(ds, priors=TransferPriors(**spec.priors), sampler=_sampler(spec), seed=spec.seed, **kw)
+    config = analysis_config(spec)
+    assert isinstance(config, TransferConfig)
+    fit = fit_transfer(ds, config, seed=spec.seed)
     est = fit.to_dict()
     out.idata(fit.idata, "transfer_fit")
     ref = est["reference"]

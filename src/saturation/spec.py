@@ -38,6 +38,10 @@ from saturation import replica
 from saturation import schema as S
 from saturation.io import expand_paths, open_trials, read_trials
 from saturation.models import PlateauPriors, TransferPriors
+from saturation.models.learning import CardinalityConfig, EntropyConfig, ReliabilityConfig
+from saturation.models.plateau import PlateauConfig
+from saturation.models.sampling import SamplerConfig, with_overrides
+from saturation.models.transfer import TransferConfig, default_sampler
 from saturation.replica import EMBEDDED_SERIES, EMBEDDED_TRIALS
 from saturation.series import read_metrics_csv
 
@@ -140,6 +144,66 @@ class Spec:
     def canonical(self) -> str:
         """The spec's content as canonical JSON (the cache key's first part)."""
         return json.dumps(self.raw, sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class SeriesConfig:
+    """A series analysis (kind "series"): the reliability (pass@1 vs pass@k) and entropy
+    diagnoses of the same runs and, when the spec names ``plateau_run`` and
+    ``plateau_after``, the plateau model with that known break on that run's pass@1."""
+
+    reliability: ReliabilityConfig
+    entropy: EntropyConfig
+    #: the study's names of the runs (for the published figures), in ``runs`` order
+    reference_runs: tuple[str, ...] | None = None
+    plateau_run: str | None = None
+    plateau: PlateauConfig | None = None
+
+
+#: the [model] keys of a plateau spec that are not PlateauConfig fields: the run to select
+#: (data, not model structure) and the LOO comparison's models (a report option)
+PLATEAU_SELECTION = ("run", "compare")
+
+
+def sampler_config(spec: Spec) -> SamplerConfig:
+    """The spec's [sampler] settings on top of the model's own defaults (the transfer
+    model's: ``transfer.default_sampler``); the seed is the spec's own (``Spec.seed``)."""
+    base = default_sampler(spec.model.get("task_effects", "integrated")) if spec.kind == "transfer" else SamplerConfig()
+    return with_overrides(base, {k: v for k, v in spec.sampler.items() if k != "seed"})
+
+
+def analysis_config(spec: Spec) -> PlateauConfig | TransferConfig | CardinalityConfig | SeriesConfig:
+    """The one typed config of the spec's analysis, built once here: every default is the
+    config dataclass's own (the spec sets only what it names)."""
+    m, sampler = spec.model, sampler_config(spec)
+    if spec.kind == "plateau":
+        keys = {k: v for k, v in m.items() if k not in PLATEAU_SELECTION}
+        return PlateauConfig(**keys, priors=PlateauPriors(**spec.priors), sampler=sampler)
+    if spec.kind == "transfer":
+        arms = tuple(m["arms"]) if m.get("arms") else None
+        return TransferConfig(**{**m, "arms": arms}, priors=TransferPriors(**spec.priors), sampler=sampler)
+    draws = {"draws": sampler.draws, "chains": sampler.chains}
+    if spec.kind == "diagnose":
+        levels = tuple(m["levels"]) if m.get("levels") else None
+        return CardinalityConfig(levels=levels, run=m.get("run"), **draws)
+    runs = tuple(m["runs"]) if m.get("runs") else None
+    pass1 = m.get("pass1", S.REWARD_MEAN)
+    rope = {"rope": m["pass_rope"]} if "pass_rope" in m else {}
+    entropy_rope = {"rope_relative": m["entropy_rope"]} if "entropy_rope" in m else {}
+    after = m.get("plateau_after")
+    return SeriesConfig(
+        reliability=ReliabilityConfig(runs=runs, pass1=pass1, passk=m.get("passk", S.PASS_AT_K), **rope, **draws),
+        entropy=EntropyConfig(
+            runs=runs, entropy=m.get("entropy", S.POLICY_ENTROPY), reward=pass1, **entropy_rope, **draws
+        ),
+        reference_runs=tuple(m["reference_runs"]) if m.get("reference_runs") else None,
+        plateau_run=m.get("plateau_run"),
+        plateau=(
+            PlateauConfig(response=pass1, breakpoint=float(after), sampler=sampler)
+            if m.get("plateau_run") and after is not None
+            else None
+        ),
+    )
 
 
 def _type_ok(value: Any, kind: str) -> bool:

@@ -148,8 +148,48 @@ class Diagnosis:
         return {"verdicts": self.verdicts, "numbers": self.numbers, "diagnostics": self.diagnostics}
 
 
+@dataclass(frozen=True)
+class CardinalityConfig:
+    """Settings of :func:`diagnose_cardinality` (stamped into its InferenceData attrs).
+
+    ``levels`` None: every level of the data; ``draws`` and ``chains`` of each trend fit's
+    exact sampler."""
+
+    levels: tuple[str, ...] | None = None
+    run: str | None = None
+    draws: int = 1000
+    chains: int = 4
+
+
+@dataclass(frozen=True)
+class ReliabilityConfig:
+    """Settings of :func:`diagnose_reliability`: the runs (None: all), the pass@1 and pass@k
+    series and the ROPE on pass@k's change."""
+
+    runs: tuple[str, ...] | None = None
+    pass1: str = S.REWARD_MEAN
+    passk: str = S.PASS_AT_K
+    rope: float = PASS_AT_K_ROPE
+    draws: int = 1000
+    chains: int = 4
+
+
+@dataclass(frozen=True)
+class EntropyConfig:
+    """Settings of :func:`diagnose_entropy`: the runs (None: all), the entropy and reward
+    series and the relative ROPE on the entropy's change."""
+
+    runs: tuple[str, ...] | None = None
+    entropy: str = S.POLICY_ENTROPY
+    reward: str = S.REWARD_MEAN
+    rope_relative: float = ENTROPY_ROPE_RELATIVE
+    draws: int = 1000
+    chains: int = 4
+
+
 def diagnose_cardinality(
     ds: xr.Dataset,
+    config: CardinalityConfig | None = None,
     *,
     levels: list[str] | None = None,
     run: str | None = None,
@@ -171,7 +211,11 @@ def diagnose_cardinality(
     * "real skill" - otherwise, precision or recall rises (P(change > 0) >= 0.95);
     * "no learning detected" - neither rises nor falls decisively.
     """
-    levels = levels or [str(v) for v in ds[S.LEVEL].values]
+    config = config or CardinalityConfig(
+        levels=tuple(levels) if levels else None, run=run, draws=draws, chains=chains
+    )  # the keyword arguments, once into the config (``config`` given: they are not used)
+    levels = list(config.levels) if config.levels else [str(v) for v in ds[S.LEVEL].values]
+    run, draws, chains = config.run, config.draws, config.chains
     trends: dict[str, dict[str, np.ndarray]] = {}
     diags = []
     series: list[tuple[str, str, str | None]] = [
@@ -212,8 +256,8 @@ def diagnose_cardinality(
     if N_LOCATIONS in trends:
         numbers[N_LOCATIONS] = _trend_summary(trends[N_LOCATIONS])
         verdicts[N_LOCATIONS] = f"predicted locations per answer: {_arrow(numbers[N_LOCATIONS])}."
-    config = {"levels": levels, "run": run, "seed": seed, "draws": draws}
-    return _diagnosis("cardinality", verdicts, numbers, trends, diags, chains, config)
+    stamped = {**asdict(config), "levels": levels, "seed": seed}
+    return _diagnosis("cardinality", verdicts, numbers, trends, diags, chains, stamped)
 
 
 def _arrow(tr: dict[str, Any]) -> str:
@@ -254,6 +298,7 @@ def _capability_verdict(
 
 def diagnose_reliability(
     series: xr.Dataset,
+    config: ReliabilityConfig | None = None,
     *,
     runs: list[str] | None = None,
     pass1: str = S.REWARD_MEAN,
@@ -274,7 +319,11 @@ def diagnose_reliability(
       more likely inside the ROPE than not (P(in ROPE) >= 0.5; the probability is reported);
     * "reliability gain, capability undetermined", "reliability loss", "no decisive change".
     """
-    runs = runs or [str(r) for r in series[S.RUN].values]
+    config = config or ReliabilityConfig(
+        runs=tuple(runs) if runs else None, pass1=pass1, passk=passk, rope=rope, draws=draws, chains=chains
+    )  # the keyword arguments, once into the config (``config`` given: they are not used)
+    runs = list(config.runs) if config.runs else [str(r) for r in series[S.RUN].values]
+    pass1, passk, rope, draws, chains = config.pass1, config.passk, config.rope, config.draws, config.chains
     k = int(series[passk].attrs.get("k", 0)) or None
     trends: dict[str, dict[str, np.ndarray]] = {}
     numbers: dict[str, Any] = {"rope": rope, "k": k, "runs": {}}
@@ -293,8 +342,8 @@ def diagnose_reliability(
             f"pass@{k or 'k'} {_arrow(out[passk])} (P(|change| < {rope}) = {probs['p_passk_in_rope']:.2f}); "
             f"pass@1 change point {cp['mean']:.1f} [{cp['hdi'][0]:.0f}, {cp['hdi'][1]:.0f}]."
         )
-    config = {"runs": runs, "pass1": pass1, "passk": passk, "rope": rope, "seed": seed, "draws": draws}
-    return _diagnosis("reliability", verdicts, numbers, trends, diags, chains, config)
+    stamped = {**asdict(config), "runs": runs, "seed": seed}
+    return _diagnosis("reliability", verdicts, numbers, trends, diags, chains, stamped)
 
 
 def _run_trends(
@@ -494,6 +543,7 @@ def fit_pass_at_k(
 # ====================================================================== 3. entropy
 def diagnose_entropy(
     series: xr.Dataset,
+    config: EntropyConfig | None = None,
     *,
     runs: list[str] | None = None,
     entropy: str = S.POLICY_ENTROPY,
@@ -513,7 +563,17 @@ def diagnose_entropy(
     P > 0.95; "entropy rising" symmetrically; "entropy stable" when
     P(|relative change| < rope_relative) >= 0.95; else "entropy change undetermined".
     """
-    runs = runs or [str(r) for r in series[S.RUN].values]
+    config = config or EntropyConfig(
+        runs=tuple(runs) if runs else None,
+        entropy=entropy,
+        reward=reward,
+        rope_relative=rope_relative,
+        draws=draws,
+        chains=chains,
+    )  # the keyword arguments, once into the config (``config`` given: they are not used)
+    runs = list(config.runs) if config.runs else [str(r) for r in series[S.RUN].values]
+    entropy, reward, rope_relative = config.entropy, config.reward, config.rope_relative
+    draws, chains = config.draws, config.chains
     trends: dict[str, dict[str, np.ndarray]] = {}
     numbers: dict[str, Any] = {"rope_relative": rope_relative, "runs": {}}
     verdicts: dict[str, str] = {}
@@ -551,12 +611,5 @@ def diagnose_entropy(
             f"P(decline > {rope_relative:.0%}) = {p_down:.2f}); reward {_arrow(r)}; entropy and reward "
             f"change points within {TOGETHER_STEPS} steps with P = {p_together:.2f}."
         )
-    config = {
-        "runs": runs,
-        "entropy": entropy,
-        "reward": reward,
-        "rope_relative": rope_relative,
-        "seed": seed,
-        "draws": draws,
-    }
-    return _diagnosis("entropy", verdicts, numbers, trends, diags, chains, config)
+    stamped = {**asdict(config), "runs": runs, "seed": seed}
+    return _diagnosis("entropy", verdicts, numbers, trends, diags, chains, stamped)

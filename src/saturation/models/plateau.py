@@ -645,7 +645,9 @@ class PlateauConfig:
     levels: tuple[str, ...] | None = None
     breakpoint: float | None = None
     shared: bool = True
-    continuity: str = "hinge"
+    #: "hinge" or "jump"; None (the default) resolves once, here: "jump" (the split model)
+    #: for a known break, else "hinge"
+    continuity: str | None = None
     likelihood: str = "gaussian"
     rope: float = DEFAULT_ROPE
     #: relative ROPE: the late gain is also flat within +-rope_relative x the early gain
@@ -659,6 +661,12 @@ class PlateauConfig:
     #: None estimates it from the data (:func:`level_dependence`), 1.0 treats the levels
     #: as independent (the behaviour before 2026-12-01)
     evidence_weight: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.continuity is None:
+            object.__setattr__(self, "continuity", "jump" if self.breakpoint is not None else "hinge")
+        if self.levels is not None:
+            object.__setattr__(self, "levels", tuple(self.levels))
 
     def validate(self) -> None:
         problems = []
@@ -1025,6 +1033,7 @@ class PlateauFit:
 
 def fit_plateau(
     data: xr.Dataset | StepData,
+    config: PlateauConfig | None = None,
     *,
     levels: list[str] | None = None,
     response: str = S.F1,
@@ -1047,6 +1056,10 @@ def fit_plateau(
     ----------
     data : xarray.Dataset or StepData
         Trials, aggregates or a per-step series (see :func:`step_data`).
+    config : PlateauConfig, optional
+        The whole structure at once (e.g. built from a spec by
+        :func:`saturation.spec.analysis_config`); when given, the keyword arguments from
+        ``levels`` to ``headroom_ceiling`` are not used.
     levels : list of str, optional
         Levels to fit (default: every level of the data).
     response : str
@@ -1094,21 +1107,24 @@ def fit_plateau(
         InferenceData, estimands per level (change point, slopes, late gain, verdict, ...),
         diagnostics and timings; ``config`` is stamped into the InferenceData attrs.
     """
-    config = PlateauConfig(
-        response=response,
-        levels=tuple(levels) if levels else None,
-        breakpoint=breakpoint,
-        shared=shared,
-        continuity=continuity or ("jump" if breakpoint is not None else "hinge"),
-        likelihood=likelihood,
-        rope=rope,
-        rope_relative=rope_relative,
-        rule=rule or VerdictRule(),
-        priors=priors or PlateauPriors(),
-        sampler=sampler or SamplerConfig(),
-        headroom_ceiling=headroom_ceiling,
-    )
+    if config is None:  # the keyword arguments, once into the config
+        config = PlateauConfig(
+            response=response,
+            levels=tuple(levels) if levels else None,
+            breakpoint=breakpoint,
+            shared=shared,
+            continuity=continuity,
+            likelihood=likelihood,
+            rope=rope,
+            rope_relative=rope_relative,
+            rule=rule or VerdictRule(),
+            priors=priors or PlateauPriors(),
+            sampler=sampler or SamplerConfig(),
+            headroom_ceiling=headroom_ceiling,
+        )
     config.validate()
+    levels = list(config.levels) if config.levels else None
+    response = config.response
     sd = data if isinstance(data, StepData) else step_data(data, response=response, levels=levels, run=run)
     grid = _grid(sd, config)
     pri = config.priors.resolve(sd, config.likelihood, grid=grid)

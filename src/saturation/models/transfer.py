@@ -627,6 +627,7 @@ class TransferFit:
 
 def fit_transfer(
     ds: xr.Dataset | TransferData,
+    config: TransferConfig | None = None,
     *,
     reference: str = "base",
     arms: list[str] | None = None,
@@ -644,6 +645,10 @@ def fit_transfer(
     ----------
     ds : xarray.Dataset or TransferData
         Trials with an ``arm`` coordinate (see :func:`transfer_data`).
+    config : TransferConfig, optional
+        The whole structure at once (e.g. built from a spec by
+        :func:`saturation.spec.analysis_config`); when given, the keyword arguments from
+        ``reference`` to ``sampler`` are not used.
     reference : str
         Reference arm (e.g. the untrained ``base``).
     arms : list of str, optional
@@ -682,18 +687,19 @@ def fit_transfer(
     and its smoothness (the knot spacing) is explicit. An HSGP would also work; it needs
     a length-scale prior and boundary settings that a knot spacing avoids.
     """
-    config = TransferConfig(
-        reference=reference,
-        arms=tuple(arms) if arms else None,
-        first_steps=first_steps,
-        knot_every=knot_every,
-        walk=walk,
-        task_effects=task_effects,
-        priors=priors or TransferPriors(),
-        sampler=sampler or default_sampler(task_effects),
-    )
+    if config is None:  # the keyword arguments, once into the config
+        config = TransferConfig(
+            reference=reference,
+            arms=tuple(arms) if arms else None,
+            first_steps=first_steps,
+            knot_every=knot_every,
+            walk=walk,
+            task_effects=task_effects,
+            priors=priors or TransferPriors(),
+            sampler=sampler or default_sampler(task_effects),
+        )
     config.validate()
-    data = ds if isinstance(ds, TransferData) else transfer_data(ds, arms=arms)
+    data = ds if isinstance(ds, TransferData) else transfer_data(ds, arms=list(config.arms) if config.arms else None)
     config = replace(config, walk=resolve_walk(data, config))  # the stored config names the one used
     model, values = build_transfer_model(data, config)
     key = (
