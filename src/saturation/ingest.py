@@ -379,18 +379,7 @@ def _eval_record(
     try:
         calls = L.finish_calls_in_transcript(transcript)
     except L.UngradedAnswer as exc:
-        return {
-            **row,
-            S.GRADED: False,
-            S.REWARD: 0.0,
-            "ungraded_reason": exc.reason,
-            "answer_status": "",
-            "error_message": str(exc)[:200],
-            "n_locations": math.nan,
-            "rescored": 0.0,
-            "score_mismatch": math.nan,
-            **T.level_values(None),
-        }
+        return T.ungraded_row(row, exc, rescored=0.0, score_mismatch=math.nan)
     if len(calls) != 1 or gold is None:
         status = L.SEVERAL_FINISH_CALLS if len(calls) > 1 else L.NOT_RESCORED
         return {

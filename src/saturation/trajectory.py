@@ -158,6 +158,23 @@ def _full(text: str, path: str) -> dict[str, Any]:
     return record
 
 
+def ungraded_row(row: dict[str, Any], exc: L.UngradedAnswer, **fields: float) -> dict[str, Any]:
+    """The trial row of an ungraded answer (reward 0, the reason and a short message, no
+    level values): the one shape trajectories and eval dumps share; ``fields`` (the
+    reader's own columns, e.g. ``reward_dict_mismatch``) go before the level values."""
+    return {
+        **row,
+        S.GRADED: False,
+        S.REWARD: 0.0,
+        "ungraded_reason": exc.reason,
+        "answer_status": "",
+        "error_message": str(exc)[:200],
+        "n_locations": math.nan,
+        **fields,
+        **level_values(None),
+    }
+
+
 def level_values(scores: Mapping[str, Mapping[str, float]] | None) -> dict[str, float]:
     out: dict[str, float] = {}
     for level in S.CANONICAL_LEVELS:
@@ -333,18 +350,7 @@ def _graded_row(text: str, path: str, inst: str, base: dict[str, Any], include_a
             pred = L.predicted_keys(locations or [])
             n_locations = float(len(locations or []))  # 0: nothing was scored
     except L.UngradedAnswer as exc:
-        return {
-            **row,
-            S.GRADED: False,
-            S.REWARD: 0.0,
-            "ungraded_reason": exc.reason,
-            "answer_status": "",
-            "error_message": str(exc)[:200],
-            "n_locations": math.nan,
-            "reward_dict_mismatch": math.nan,
-            **level_values(None),
-            **extra,
-        }
+        return {**ungraded_row(row, exc, reward_dict_mismatch=math.nan), **extra}
     scores = L.score_keys(pred, gold) if gold is not None else None
     compared, mismatch = compare_logged(scores, reward_dict)
     return {
