@@ -424,6 +424,46 @@ def test_transfer_checks_needing_the_data_come_before_the_fit(tmp_path, monkeypa
     assert "needs trials with an arm column" in capsys.readouterr().err
 
 
+def test_compare_checks_come_before_the_fit(tmp_path, monkeypatch, capsys):
+    import saturation.models.sigmoid
+
+    def fitted(*args, **kwargs):
+        raise AssertionError("fitted before the arguments were checked")
+
+    monkeypatch.setattr(saturation.models.sigmoid, "fit_sigmoid", fitted)
+    path = _small_table(tmp_path / "t.csv", arms=("t2", "t2yarn"))
+    assert main(["compare", str(tmp_path / "missing.csv")]) == 2
+    assert capsys.readouterr().err.endswith("missing.csv: no such file or directory\n")
+    assert main(["compare", str(path), "--arms", "t2,t2yarn", "--reference", "t3"]) == 2
+    assert capsys.readouterr().err == "error: --reference t3 is not one of --arms t2, t2yarn\n"
+    assert main(["compare", str(path), "--arms", "t2,t9"]) == 2
+    assert capsys.readouterr().err == "error: unknown arm(s) t9; the data has t2, t2yarn\n"
+    one = _small_table(tmp_path / "one.csv")
+    (tmp_path / "noarm.csv").write_text(
+        "\n".join(",".join(line.split(",")[:-1]) for line in one.read_text().splitlines()) + "\n"
+    )
+    assert main(["compare", str(tmp_path / "noarm.csv")]) == 2
+    assert "needs trials with an arm column" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:  # no default data: the trials are required
+        main(["compare"])
+    assert info.value.code == 2
+
+
+@pytest.mark.slow
+def test_compare_command_fits_simulated_arms_and_writes_the_json_contract(tmp_path, capsys):
+    arms = tmp_path / "arms.csv"
+    assert main(["simulate", "sigmoid-arms", str(arms)]) == 0
+    out = tmp_path / "compare.json"
+    assert main(["compare", str(arms), "--reference", "t2", "--json", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert set(got) >= {"arms", "contrasts", "diagnostics", "reference"} and got["reference"] == "t2"
+    assert set(got["contrasts"]) == {"t2yarn"} and got["contrasts"]["t2yarn"]["confounded"] is None
+    for arm in ("t2", "t2yarn"):
+        assert {"mean", "sd", "hdi"} <= set(got["arms"][arm]["asymptote"])
+    text = capsys.readouterr().out
+    assert "asymptote" in text and "no confounder declared" in text and "converged" in text
+
+
 def test_numbers_out_of_range_are_usage_errors(capsys):
     for argv in (
         ["plateau", "--rope", "0"],

@@ -33,7 +33,7 @@ def test_ci_runs_the_readme_test_command():
 LAYERS = [
     ["schema", "curves", "summary", "progress", "cluster", "frequentist", "streams", "models.marginal"],
     ["aggregate", "localization", "validate", "models.sampling", "models._exact"],
-    ["io", "trajectory", "models.plateau", "models.transfer"],
+    ["io", "trajectory", "models.plateau", "models.transfer", "models.sigmoid"],
     ["series", "tables", "models", "models.learning"],
     ["plots", "simulate", "skyrl"],
     ["replica", "wandb_history", ""],  # "": the package itself (saturation/__init__.py)

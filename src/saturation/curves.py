@@ -101,6 +101,24 @@ def piecewise_linear(t: np.ndarray, knots: dict[float, float] | Sequence[tuple[f
     return np.interp(np.asarray(t, dtype=float), xs, ys)
 
 
+def sigmoid_saturation(x: Any, *, r0: Any, asymptote: Any, efficiency: Any, midpoint: Any) -> Any:
+    r"""The sigmoidal compute-performance curve of Khatri et al. (2025, "The Art of Scaling
+    Reinforcement Learning Compute for LLMs", arXiv 2510.13786, eq. 1), plain arithmetic.
+
+    Notes
+    -----
+    .. math::
+
+        R(x) = R_0 + \frac{A - R_0}{1 + (C_{mid} / x)^B}, \qquad x > 0
+
+    ``r0`` :math:`R_0` is the value as :math:`x \to 0`, ``asymptote`` :math:`A` where the
+    run saturates (:math:`x \to \infty`), ``midpoint`` :math:`C_{mid}` the ``x`` at which
+    half of the gain :math:`A - R_0` is reached and ``efficiency`` :math:`B > 0` how
+    steeply it gets there. ``x`` is the training step counted from 1 (or compute).
+    """
+    return r0 + (asymptote - r0) / (1 + (midpoint / x) ** efficiency)
+
+
 def logit(p: Any) -> Any:
     p = np.asarray(p, dtype=float)
     return np.log(p) - np.log1p(-p)

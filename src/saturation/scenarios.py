@@ -1,7 +1,8 @@
 """Named simulation scenarios (``saturation simulate``): ``scenario(name, seed) -> (data, truth)``.
 
 Each scenario runs a simulator of :mod:`saturation.simulate` on a fixed spec: its default
-specs (``plateau``, ``transfer``, ``series``), the null scenarios (``null-rising``: a
+specs (``plateau``, ``transfer``, ``series``, ``sigmoid-arms``: two recipe arms with
+known sigmoid curves and different ceilings), the null scenarios (``null-rising``: a
 steadily rising metric, no plateau; ``flat``: no learning) and the generators of the
 embedded replica (``swesmith``, ``swegym``, ``code-contests``; specs in
 :mod:`saturation.replica`). The names are ``schema.SCENARIO_NAMES`` (the CLI's help lists
@@ -20,10 +21,12 @@ from saturation.simulate import (
     LevelSpec,
     PlateauSpec,
     SeriesSpec,
+    SigmoidArmsSpec,
     TransferSpec,
     simulate_plateau,
     simulate_series,
     simulate_series_runs,
+    simulate_sigmoid_arms,
     simulate_transfer,
 )
 
@@ -54,6 +57,7 @@ SCENARIOS: dict[str, Callable[[int], tuple[xr.Dataset, dict[str, Any]]]] = {
     "swesmith": lambda seed: simulate_plateau(SWESMITH_SPEC, seed),
     "swegym": lambda seed: simulate_transfer(SWEGYM_SPEC, seed),
     "code-contests": _code_contests,
+    "sigmoid-arms": lambda seed: simulate_sigmoid_arms(SigmoidArmsSpec(), seed),
 }
 
 

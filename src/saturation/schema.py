@@ -132,4 +132,14 @@ TRANSFER_SAMPLER: Final = {
 CALIBRATION_MODELS: Final = ("plateau", "transfer", "pass-at-k", "plateau-trials")
 #: named simulation scenarios (``saturation simulate``; built in ``scenarios.SCENARIOS``, which
 #: must have exactly these keys: a test checks it). Here so the CLI's help needs no heavy import.
-SCENARIO_NAMES: Final = ("plateau", "transfer", "series", "null-rising", "flat", "swesmith", "swegym", "code-contests")
+SCENARIO_NAMES: Final = (
+    "plateau",
+    "transfer",
+    "series",
+    "null-rising",
+    "flat",
+    "swesmith",
+    "swegym",
+    "code-contests",
+    "sigmoid-arms",
+)

@@ -650,6 +650,125 @@ def simulate_transfer(spec: TransferSpec | None = None, seed: int = 0) -> tuple[
     return ds, truth
 
 
+# =========================================================== (b2) recipe arms with sigmoid curves
+@dataclass(frozen=True)
+class SigmoidArm:
+    """One recipe arm whose population success rate follows
+    :func:`saturation.curves.sigmoid_saturation` in ``x = step - first_step + 1``."""
+
+    name: str
+    r0: float = 0.1
+    asymptote: float = 0.5
+    efficiency: float = 1.5
+    midpoint: float = 10.0
+
+
+@dataclass(frozen=True)
+class SigmoidArmsSpec:
+    """Binary-reward training runs of several recipe arms (e.g. r2egym tool arms): per step
+    ``prompts_per_step`` prompts from a shared pool, ``samples_per_prompt`` rollouts each;
+    a prompt's difficulty (logit scale, sd ``task_sd``) is shared by its rollouts and by
+    the arms (the clustering the model does not know), a per-step logit jitter
+    ``step_sd``; the population mean over prompts is the arm's curve."""
+
+    arms: tuple[SigmoidArm, ...] = (
+        SigmoidArm("t2", asymptote=0.45, efficiency=1.5, midpoint=10.0),
+        SigmoidArm("t2yarn", asymptote=0.6, efficiency=1.5, midpoint=14.0),
+    )
+    n_steps: int = 40
+    first_step: int = 1
+    prompts_per_step: int = 16
+    samples_per_prompt: int = 8
+    pool_size: int = 400
+    task_sd: float = 1.0
+    step_sd: float = 0.05
+    run_prefix: str = "sim-arms"
+    dataset: str = "sim-arms"
+
+
+def sigmoid_arm_curves(spec: SigmoidArmsSpec) -> xr.Dataset:
+    """The true population success rate per (arm, step): dims arm, step."""
+    steps = spec.first_step + np.arange(spec.n_steps)
+    x = steps - spec.first_step + 1.0
+    rates = np.stack(
+        [
+            curves.sigmoid_saturation(x, r0=a.r0, asymptote=a.asymptote, efficiency=a.efficiency, midpoint=a.midpoint)
+            for a in spec.arms
+        ]
+    )
+    return xr.Dataset(
+        {"success_rate": ((S.ARM, S.STEP), rates)}, coords={S.ARM: [a.name for a in spec.arms], S.STEP: steps}
+    )
+
+
+def simulate_sigmoid_arms(spec: SigmoidArmsSpec | None = None, seed: int = 0) -> tuple[xr.Dataset, dict[str, Any]]:
+    """Simulate binary-reward runs of recipe arms with known sigmoid curves, per trial.
+
+    Parameters
+    ----------
+    spec : SigmoidArmsSpec, optional
+        The arms and the design; ``None`` means ``SigmoidArmsSpec()``.
+    seed : int, default 0
+        Seed of the random generator; the same spec and seed give identical output.
+
+    Returns
+    -------
+    (xarray.Dataset, dict)
+        Trials (coords run, arm, step, instance_id, sample; every trial graded; ``reward``
+        0 or 1) and the truth: ``spec``, ``curves`` (:func:`sigmoid_arm_curves`) and
+        ``arms`` ``{name: {"r0", "asymptote", "efficiency", "midpoint"}}`` (the midpoint in
+        ``x`` units, steps counted from 1), ``seed``.
+
+    Notes
+    -----
+    Not the fitted model: success is Bernoulli per rollout with a logit-normal prompt
+    difficulty shared within a prompt group (and across arms) and a per-step jitter; the
+    conditional logit location is solved so that the mean over prompts equals the curve.
+    """
+    spec = spec or SigmoidArmsSpec()
+    rng = np.random.default_rng(seed)
+    truth_curves = sigmoid_arm_curves(spec)
+    k, per_step = spec.samples_per_prompt, spec.prompts_per_step * spec.samples_per_prompt
+    inst = _draw_instances(rng, spec.n_steps, spec.prompts_per_step, spec.pool_size)
+    difficulty = rng.standard_normal(spec.pool_size)
+    parts = []
+    for a_idx, arm in enumerate(spec.arms):
+        n = spec.n_steps * per_step
+        pos = np.arange(n)
+        step_i, inst_idx, sample = pos // per_step, inst.ravel()[pos // k], pos % k
+        sd = float(np.hypot(spec.task_sd, spec.step_sd))
+        loc = curves.logitnormal_location(truth_curves["success_rate"].to_numpy()[a_idx], sd)
+        jitter = spec.step_sd * rng.standard_normal(spec.n_steps)
+        p = curves.expit(loc[step_i] + spec.task_sd * difficulty[inst_idx] + jitter[step_i])
+        parts.append(
+            pd.DataFrame(
+                {
+                    S.RUN: f"{spec.run_prefix}-{arm.name}",
+                    S.ARM: arm.name,
+                    S.STEP: spec.first_step + step_i,
+                    S.INSTANCE_ID: np.char.add("task-", np.char.zfill(inst_idx.astype(str), 5)).astype(object),
+                    S.SAMPLE: sample,
+                    S.PHASE: "train",
+                    S.DATASET: spec.dataset,
+                    S.GRADED: np.ones(n, dtype=bool),
+                    S.REWARD: (rng.random(n) < p).astype(float),
+                }
+            )
+        )
+    ds = dataset_from_frame(pd.concat(parts, ignore_index=True), levels=[], sources=["simulate_sigmoid_arms"])
+    ds.attrs.update({"simulator": "simulate_sigmoid_arms", "seed": seed, "spec": repr(spec)})
+    truth = {
+        "spec": asdict(spec),
+        "curves": truth_curves,
+        "arms": {
+            a.name: {"r0": a.r0, "asymptote": a.asymptote, "efficiency": a.efficiency, "midpoint": a.midpoint}
+            for a in spec.arms
+        },
+        "seed": seed,
+    }
+    return ds, truth
+
+
 # =========================================================== (c) per-step series
 @dataclass(frozen=True)
 class SeriesSpec:

@@ -1,0 +1,360 @@
+"""Saturation curves per recipe arm: where does each arm saturate, and which is higher?
+
+The sigmoidal compute-performance curve of Khatri et al. (2025, arXiv 2510.13786),
+:func:`saturation.curves.sigmoid_saturation`, fitted per arm with a bounded likelihood, so
+that the asymptote (the ceiling), the efficiency and the midpoint have posteriors, and
+arms are compared by ``P(A_arm > A_reference)`` instead of least-squares point estimates.
+
+Data: per (arm, step) the all-rollout reward (ungraded rollouts count as logged, 0) from
+the trials; ``x = step - first step + 1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import arviz as az
+import numpy as np
+import pandas as pd
+import pymc as pm
+import pytensor.tensor as pt
+import xarray as xr
+
+from saturation import curves
+from saturation import schema as S
+from saturation.models.sampling import (
+    SamplerConfig,
+    diagnostics,
+    interval,
+    sample_model,
+    stamp_attrs,
+    warn_if_not_converged,
+)
+
+#: the curve parameters, in the order of :func:`curves.sigmoid_saturation`
+PARAMS = ("r0", "asymptote", "efficiency", "midpoint")
+LIKELIHOODS = ("auto", "binomial", "gaussian")
+
+
+@dataclass(frozen=True)
+class SigmoidPriors:
+    """Priors of the saturation curve (per arm, independent across arms).
+
+    ``r0`` and ``asymptote`` on the logit scale: logit(R0) ~ N(logit(first-step mean),
+    ``r0_sd``) (centred on the data: where the run starts is observed), logit(A) ~
+    N(0, ``asymptote_sd``) (not centred on the data: the ceiling must not be pulled to
+    the last value); log B ~ N(0, ``efficiency_sd``); log C_mid ~ N(log(middle x),
+    ``midpoint_sd``); the step noise tau ~ HalfNormal(``step_sd``) (Gaussian likelihood)
+    or the beta-binomial concentration log kappa ~ N(log 50, ``log_kappa_sd``)
+    (binomial: prompt groups make a step's successes overdispersed).
+    """
+
+    r0_sd: float = 1.0
+    asymptote_sd: float = 1.5
+    efficiency_sd: float = 0.75
+    midpoint_sd: float = 1.0
+    step_sd: float = 0.05
+    log_kappa_mu: float = float(np.log(50.0))
+    log_kappa_sd: float = 1.5
+
+
+@dataclass(frozen=True)
+class SigmoidConfig:
+    """Settings of one saturation-curve fit (stamped into the InferenceData attrs).
+
+    ``likelihood`` "auto": binomial (beta-binomial) when every reward is 0 or 1 (resolve
+    rates), else Gaussian on the per-step means with their sampling variance."""
+
+    arms: tuple[str, ...] | None = None
+    reference: str | None = None
+    likelihood: str = "auto"
+    priors: SigmoidPriors = field(default_factory=SigmoidPriors)
+    sampler: SamplerConfig = field(default_factory=lambda: SamplerConfig(target_accept=0.95))
+
+    def validate(self) -> None:
+        if self.likelihood not in LIKELIHOODS:
+            raise ValueError(f"likelihood must be one of {list(LIKELIHOODS)}, got {self.likelihood!r}")
+
+
+@dataclass
+class ArmSteps:
+    """Per (arm, step) statistics of the all-rollout reward: ``n``, ``successes`` (sum),
+    ``mean`` and ``var_mean`` (the mean's sampling variance), arrays (arm, step) with
+    NaN / 0 where an arm has no trials at a step."""
+
+    arms: list[str]
+    steps: np.ndarray
+    n: np.ndarray
+    successes: np.ndarray
+    mean: np.ndarray
+    var_mean: np.ndarray
+    binary: bool
+    summary: dict[str, Any]
+
+    @property
+    def x(self) -> np.ndarray:
+        return self.steps - self.steps[0] + 1.0
+
+
+def arm_steps(ds: xr.Dataset, arms: list[str] | None = None) -> ArmSteps:
+    """The per (arm, step) statistics of a trial Dataset with an ``arm`` coordinate."""
+    if S.ARM not in ds.coords:
+        raise ValueError("the trials have no arm coordinate: a comparison needs arms (ingest --arm DIR=NAME)")
+    frame = pd.DataFrame(
+        {
+            S.ARM: ds[S.ARM].to_numpy().astype(str),
+            S.STEP: ds[S.STEP].to_numpy(),
+            "y": np.where(np.isfinite(ds[S.REWARD].to_numpy()), ds[S.REWARD].to_numpy(), 0.0),
+        }
+    )
+    present = sorted(set(frame[S.ARM]))
+    arms = list(arms) if arms else present
+    unknown = [a for a in arms if a not in present]
+    if unknown:
+        raise KeyError(f"unknown arm(s) {', '.join(unknown)}; have {', '.join(present)}")
+    if len(arms) < 1:
+        raise ValueError("no arms to fit")
+    frame = frame[frame[S.ARM].isin(arms)]
+    steps = np.sort(frame[S.STEP].unique()).astype(float)
+    g = frame.groupby([S.ARM, S.STEP])["y"].agg(["size", "sum", "var"])
+    n = np.zeros((len(arms), len(steps)))
+    s = np.zeros_like(n)
+    var = np.full_like(n, np.nan)
+    pos = {v: i for i, v in enumerate(steps)}
+    for (arm, step), row in g.iterrows():
+        i, j = arms.index(arm), pos[float(step)]
+        n[i, j], s[i, j], var[i, j] = row["size"], row["sum"], row["var"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(n > 0, s / np.maximum(n, 1), np.nan)
+        # floor: a step whose rollouts all agree still has a binomial-sized uncertainty
+        floor = np.clip(mean, 0.05, 0.95) * (1 - np.clip(mean, 0.05, 0.95))
+        var_mean = np.where(n > 1, np.maximum(np.nan_to_num(var), floor / 4) / np.maximum(n, 1), np.nan)
+    binary = bool(np.isin(frame["y"].to_numpy(), (0.0, 1.0)).all())
+    summary = {
+        "n_trials": len(frame),
+        "arms": arms,
+        "steps": [int(steps[0]), int(steps[-1])],
+        "trials_per_arm": {a: int(n[i].sum()) for i, a in enumerate(arms)},
+    }
+    return ArmSteps(arms, steps, n, s, mean, var_mean, binary, summary)
+
+
+def build_sigmoid_model(data: ArmSteps, config: SigmoidConfig) -> tuple[pm.Model, str]:
+    """The PyMC model (one curve per arm); returns the model and the likelihood used.
+
+    Notes
+    -----
+    Per arm :math:`a` and step :math:`t` with :math:`x_t = t - t_0 + 1`:
+    :math:`\\mu_{at} = R_{0a} + (A_a - R_{0a}) / (1 + (C_a / x_t)^{B_a})`. Binomial:
+    successes :math:`k_{at} \\sim \\mathrm{BetaBinomial}(n_{at}, \\mu\\kappa_a,
+    (1-\\mu)\\kappa_a)`; Gaussian: :math:`\\bar y_{at} \\sim N(\\mu_{at},
+    \\sqrt{v_{at} + \\tau_a^2})` with :math:`v` the mean's sampling variance.
+    """
+    p = config.priors
+    likelihood = config.likelihood
+    if likelihood == "auto":
+        likelihood = "binomial" if data.binary else "gaussian"
+    if likelihood == "binomial" and not data.binary:
+        raise ValueError("likelihood 'binomial' needs rewards that are 0 or 1")
+    obs = data.n > 0
+    ai, ti = np.nonzero(obs)
+    x = data.x[ti]
+    first = np.array([data.mean[a][obs[a]][0] for a in range(len(data.arms))])
+    coords = {S.ARM: data.arms}
+    with pm.Model(coords=coords) as model:
+        r0_logit = pm.Normal("r0_logit", curves.logit(np.clip(first, 0.02, 0.98)), p.r0_sd, dims=S.ARM)
+        a_logit = pm.Normal("asymptote_logit", 0.0, p.asymptote_sd, dims=S.ARM)
+        log_b = pm.Normal("log_efficiency", 0.0, p.efficiency_sd, dims=S.ARM)
+        log_m = pm.Normal("log_midpoint", float(np.log(np.median(data.x))), p.midpoint_sd, dims=S.ARM)
+        r0 = pm.Deterministic("r0", pm.math.invlogit(r0_logit), dims=S.ARM)
+        asym = pm.Deterministic("asymptote", pm.math.invlogit(a_logit), dims=S.ARM)
+        eff = pm.Deterministic("efficiency", pt.exp(log_b), dims=S.ARM)
+        mid = pm.Deterministic("midpoint", pt.exp(log_m), dims=S.ARM)
+        mu = curves.sigmoid_saturation(x, r0=r0[ai], asymptote=asym[ai], efficiency=eff[ai], midpoint=mid[ai])
+        mu = pt.clip(mu, 1e-6, 1 - 1e-6)
+        if likelihood == "binomial":
+            log_kappa = pm.Normal("log_kappa", p.log_kappa_mu, p.log_kappa_sd, dims=S.ARM)
+            kappa = pt.exp(log_kappa)[ai]
+            pm.BetaBinomial(
+                "successes", n=data.n[obs].astype(int), alpha=mu * kappa, beta=(1 - mu) * kappa,
+                observed=data.successes[obs].round().astype(int),
+            )  # fmt: skip
+        else:
+            tau = pm.HalfNormal("tau", p.step_sd, dims=S.ARM)
+            pm.Normal("mean", mu, pt.sqrt(data.var_mean[obs] + tau[ai] ** 2), observed=data.mean[obs])
+    return model, likelihood
+
+
+@dataclass
+class SigmoidFit:
+    """A saturation-curve fit: InferenceData, config, data, estimands, diagnostics."""
+
+    idata: az.InferenceData
+    config: SigmoidConfig
+    data: ArmSteps
+    estimands: dict[str, Any]
+    diagnostics: dict[str, Any]
+    timings: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract of ``saturation compare``: ``{"arms", "contrasts",
+        "diagnostics", "reference", "likelihood", "data"}``."""
+        return {**self.estimands, "diagnostics": self.diagnostics, "data": self.data.summary}
+
+    def verdicts(self) -> dict[str, str]:
+        """One sentence per arm against the reference (the rule: P(A higher) >= 0.95 or <= 0.05)."""
+        est, ref = self.estimands, self.estimands["reference"]
+        out = {}
+        for arm, c in est["contrasts"].items():
+            p = c["p_asymptote_higher"]
+            word = (
+                "a higher ceiling than"
+                if p >= P_DECIDE
+                else "a lower ceiling than"
+                if p <= 1 - P_DECIDE
+                else "no decisively different ceiling from"
+            )
+            a, r = est["arms"][arm]["asymptote"], est["arms"][ref]["asymptote"]
+            out[arm] = (
+                f"{arm} has {word} {ref}: asymptote {_fmt(a)} vs {_fmt(r)}, difference {_fmt(c['asymptote_diff'])} "
+                f"(P(higher) = {p:.2f}); efficiency difference {_fmt(c['efficiency_diff'])}; gap at the last "
+                f"common step {_fmt(c['last_diff'])}."
+            )
+        return out
+
+
+#: the decision threshold of the ceiling comparison
+P_DECIDE = 0.95
+
+
+def _fmt(e: dict[str, Any]) -> str:
+    return f"{e['mean']:.3f} [{e['hdi'][0]:.3f}, {e['hdi'][1]:.3f}]"
+
+
+def fit_sigmoid(
+    ds: xr.Dataset | ArmSteps,
+    config: SigmoidConfig | None = None,
+    *,
+    arms: list[str] | None = None,
+    reference: str | None = None,
+    likelihood: str = "auto",
+    priors: SigmoidPriors | None = None,
+    sampler: SamplerConfig | None = None,
+    seed: int = 0,
+) -> SigmoidFit:
+    """Fit one saturation curve per arm and compare every arm's ceiling with the reference.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset or ArmSteps
+        Trials with an ``arm`` coordinate (or their per-step statistics, :func:`arm_steps`).
+    config : SigmoidConfig, optional
+        The settings at once; when given, ``arms`` to ``sampler`` are not used.
+    arms : list of str, optional
+        Arms to fit (default: all).
+    reference : str, optional
+        The arm the others are compared with (default: the first arm).
+    likelihood : {"auto", "binomial", "gaussian"}
+        See :class:`SigmoidConfig`.
+    priors : SigmoidPriors, optional
+        Curve priors.
+    sampler : SamplerConfig, optional
+        NUTS settings (nutpie; target_accept 0.95 by default).
+    seed : int
+        Same seed and data, same numbers.
+
+    Returns
+    -------
+    SigmoidFit
+        ``estimands["arms"][arm]``: ``asymptote``, ``efficiency``, ``midpoint`` (in steps
+        counted from 1), ``r0``, ``last`` (the curve at the arm's last step),
+        ``unused_headroom`` (asymptote minus last) and ``ceiling_gap`` (1 - asymptote);
+        ``estimands["contrasts"][arm]`` against the reference: ``asymptote_diff``,
+        ``efficiency_diff``, ``last_diff`` (at the last step both arms observed),
+        ``p_asymptote_higher`` and ``confounded`` (None: no confounder was declared or
+        checked). Each estimand ``{"mean", "sd", "hdi"}`` (94 % HDI).
+
+    Notes
+    -----
+    The curve and likelihood are in :func:`build_sigmoid_model`. A run that has not bent
+    yet leaves the asymptote and the midpoint weakly identified (they trade off); their
+    posteriors are then wide, which is the honest answer to "where would it saturate?".
+    """
+    if config is None:
+        config = SigmoidConfig(
+            arms=tuple(arms) if arms else None,
+            reference=reference,
+            likelihood=likelihood,
+            priors=priors or SigmoidPriors(),
+            sampler=sampler or SamplerConfig(target_accept=0.95),
+        )
+    config.validate()
+    data = ds if isinstance(ds, ArmSteps) else arm_steps(ds, list(config.arms) if config.arms else None)
+    ref = config.reference or data.arms[0]
+    if ref not in data.arms:
+        raise KeyError(f"reference arm {ref} not among the arms {', '.join(data.arms)}")
+    model, used = build_sigmoid_model(data, config)
+    # one compile per fit (the observed data are constants of the graph; a few seconds)
+    idata, timings = sample_model(model, cache_key=None, data={}, seed=seed, config=config.sampler)
+    names = ["r0_logit", "asymptote_logit", "log_efficiency", "log_midpoint"]
+    names += ["log_kappa"] if used == "binomial" else ["tau"]
+    diag = diagnostics(idata, names)
+    estimands = _estimands(idata, data, ref, used)
+    stamp_attrs(idata, "sigmoid", config, data.summary, diag, timings)
+    warn_if_not_converged(diag, f"saturation-curve fit (arms {', '.join(data.arms)})")
+    return SigmoidFit(idata, config, data, estimands, diag, timings)
+
+
+def curve_draws(idata: az.InferenceData, x: np.ndarray) -> np.ndarray:
+    """The fitted curve at ``x`` for every draw: (samples, arm, len(x))."""
+    post = idata.posterior.stack(sample=("chain", "draw")).transpose("sample", ...)
+    p = {v: post[v].to_numpy()[:, :, None] for v in PARAMS}
+    return curves.sigmoid_saturation(
+        np.asarray(x, dtype=float)[None, None, :],
+        r0=p["r0"],
+        asymptote=p["asymptote"],
+        efficiency=p["efficiency"],
+        midpoint=p["midpoint"],
+    )
+
+
+def _estimands(idata: az.InferenceData, data: ArmSteps, ref: str, likelihood: str) -> dict[str, Any]:
+    post = idata.posterior.stack(sample=("chain", "draw")).transpose("sample", ...)
+    draws = {v: post[v].to_numpy() for v in PARAMS}  # (samples, arm)
+    curve = curve_draws(idata, data.x)  # (samples, arm, step)
+    last_idx = [int(np.nonzero(data.n[a] > 0)[0][-1]) for a in range(len(data.arms))]
+    arms: dict[str, Any] = {}
+    for a, arm in enumerate(data.arms):
+        last = curve[:, a, last_idx[a]]
+        arms[arm] = {
+            "asymptote": interval(draws["asymptote"][:, a]),
+            "efficiency": interval(draws["efficiency"][:, a]),
+            "midpoint": interval(draws["midpoint"][:, a]),
+            "r0": interval(draws["r0"][:, a]),
+            "last": {**interval(last), "step": int(data.steps[last_idx[a]])},
+            "unused_headroom": interval(draws["asymptote"][:, a] - last),
+            "ceiling_gap": interval(1 - draws["asymptote"][:, a]),
+        }
+    r = data.arms.index(ref)
+    contrasts: dict[str, Any] = {}
+    for a, arm in enumerate(data.arms):
+        if a == r:
+            continue
+        common = np.nonzero((data.n[a] > 0) & (data.n[r] > 0))[0]
+        j = int(common[-1]) if len(common) else min(last_idx[a], last_idx[r])
+        diff = draws["asymptote"][:, a] - draws["asymptote"][:, r]
+        contrasts[arm] = {
+            "asymptote_diff": interval(diff),
+            "efficiency_diff": interval(draws["efficiency"][:, a] - draws["efficiency"][:, r]),
+            "last_diff": {**interval(curve[:, a, j] - curve[:, r, j]), "step": int(data.steps[j])},
+            "p_asymptote_higher": float(np.mean(diff > 0)),
+            "confounded": None,
+        }
+    return {
+        "reference": ref,
+        "likelihood": likelihood,
+        "hdi_prob": S.HDI_PROB,
+        "arms": arms,
+        "contrasts": contrasts,
+    }
