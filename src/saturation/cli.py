@@ -813,8 +813,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         raise UsageError("a comparison needs trials with an arm column; these have none")
     first = arms[0] if arms else str(sorted(set(ds[S.ARM].to_numpy().astype(str)))[0])
     _check_transfer_data(ds, arms, args.reference or first)
-    from saturation.models import SamplerConfig
-    from saturation.models.sigmoid import fit_sigmoid
+    from saturation.models.sigmoid import DEFAULT_SAMPLER, fit_sigmoid
 
     fit = fit_sigmoid(
         ds,
@@ -822,7 +821,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         reference=args.reference,
         likelihood=args.likelihood,
         seed=args.seed,
-        sampler=_sampler_args(args, SamplerConfig(target_accept=0.95)),
+        sampler=_sampler_args(args, DEFAULT_SAMPLER),
     )
     out = fit.to_dict()
     _print(
@@ -1316,7 +1315,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto (default): beta-binomial when every reward is 0 or 1 (resolve rates), else Gaussian on the "
         "per-step means",
     )
-    _add_sampler_args(p, "compare")
+    _add_sampler_args(p, "compare", defaults=(2000, 1500, 4))  # models.sigmoid.DEFAULT_SAMPLER
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")
     p.add_argument("--idata", metavar="PATH", help="write the InferenceData (netCDF)")
     p.set_defaults(func=_cmd_compare)

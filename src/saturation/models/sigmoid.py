@@ -35,6 +35,10 @@ from saturation.models.sampling import (
 #: the curve parameters, in the order of :func:`curves.sigmoid_saturation`
 PARAMS = ("r0", "asymptote", "efficiency", "midpoint")
 LIKELIHOODS = ("auto", "binomial", "gaussian")
+#: NUTS settings: the asymptote and the midpoint trade off until a run has bent well past
+#: its midpoint; with 1000 draws per chain R-hat reached 1.015 (bulk ESS about 700) on
+#: simulated arms, so twice that, and target_accept 0.95
+DEFAULT_SAMPLER = SamplerConfig(draws=2000, tune=1500, target_accept=0.95)
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,7 @@ class SigmoidPriors:
     ``r0`` and ``asymptote`` on the logit scale: logit(R0) ~ N(logit(first-step mean),
     ``r0_sd``) (centred on the data: where the run starts is observed), logit(A) ~
     N(0, ``asymptote_sd``) (not centred on the data: the ceiling must not be pulled to
-    the last value); log B ~ N(0, ``efficiency_sd``); log C_mid ~ N(log(middle x),
+    the last value); log B ~ N(0, ``efficiency_sd``) (see the field); log C_mid ~ N(log(middle x),
     ``midpoint_sd``); the step noise tau ~ HalfNormal(``step_sd``) (Gaussian likelihood)
     or the beta-binomial concentration log kappa ~ N(log 50, ``log_kappa_sd``)
     (binomial: prompt groups make a step's successes overdispersed).
@@ -52,7 +56,11 @@ class SigmoidPriors:
 
     r0_sd: float = 1.0
     asymptote_sd: float = 1.5
-    efficiency_sd: float = 0.75
+    #: 0.5: B in [0.37, 2.7] a priori (95 %). A steep B makes the curve a step whose
+    #: position between two observed steps the data cannot locate; with 0.75 one of 8
+    #: simulated fits (benchmarks/sigmoid_recovery.py) sat in that ridge (R-hat 1.58, 73
+    #: divergences), with 0.5 none did
+    efficiency_sd: float = 0.5
     midpoint_sd: float = 1.0
     step_sd: float = 0.05
     log_kappa_mu: float = float(np.log(50.0))
@@ -70,7 +78,7 @@ class SigmoidConfig:
     reference: str | None = None
     likelihood: str = "auto"
     priors: SigmoidPriors = field(default_factory=SigmoidPriors)
-    sampler: SamplerConfig = field(default_factory=lambda: SamplerConfig(target_accept=0.95))
+    sampler: SamplerConfig = DEFAULT_SAMPLER
 
     def validate(self) -> None:
         if self.likelihood not in LIKELIHOODS:
@@ -260,7 +268,8 @@ def fit_sigmoid(
     priors : SigmoidPriors, optional
         Curve priors.
     sampler : SamplerConfig, optional
-        NUTS settings (nutpie; target_accept 0.95 by default).
+        NUTS settings (default :data:`DEFAULT_SAMPLER`: nutpie, 4 x 2000 draws after 1500
+        tuning, target_accept 0.95).
     seed : int
         Same seed and data, same numbers.
 
@@ -287,7 +296,7 @@ def fit_sigmoid(
             reference=reference,
             likelihood=likelihood,
             priors=priors or SigmoidPriors(),
-            sampler=sampler or SamplerConfig(target_accept=0.95),
+            sampler=sampler or DEFAULT_SAMPLER,
         )
     config.validate()
     data = ds if isinstance(ds, ArmSteps) else arm_steps(ds, list(config.arms) if config.arms else None)
