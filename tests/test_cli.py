@@ -293,8 +293,10 @@ def test_sampler_help_says_what_auto_means_for_each_model():
         for prog, p in _parsers()
         if "sampler" in {a.dest for a in p._actions}
     }
-    assert set(helps) == {"saturation plateau", "saturation transfer"}
+    assert set(helps) == {"saturation plateau", "saturation transfer", "saturation compare"}
     plateau, transfer = helps["saturation plateau"], helps["saturation transfer"]
+    compare = helps["saturation compare"]  # NUTS only, like transfer
+    assert compare.help == transfer.help and compare.choices == transfer.choices
     assert "auto (default): exact" in plateau.help and "gaussian" in plateau.help and "nutpie" in plateau.help
     assert "exact" in plateau.choices
     assert transfer.help.startswith("auto (default): nutpie") and "exact" not in transfer.choices
