@@ -869,7 +869,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     for s in report.sections:
         _print(f"  {s.title}: {s.verdict}")
     _print(
-        f"wrote {Path(args.out) / 'REPORT.md'}, results.json, tables, figures and fits "
+        f"wrote {Path(args.out) / 'REPORT.md'}, REPORT.html, results.json, tables, figures and fits "
         f"({len(report.sections)} analyses) in {report.seconds:.1f} s"
     )
     if not report.converged:
