@@ -589,15 +589,7 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
             f"  levels stopped together? range of change points {_fmt(tg['changepoint_range'], 1)} steps; "
             f"P(range <= 2) = {tg['p_range_le_2_steps']:.3f}"
         )
-    d = out["diagnostics"]
-    _print_diagnostics(d, fit.timings)
-    if args.json:
-        _write_json(out, args.json)
-    if args.idata:
-        from saturation.io import write_netcdf
-
-        write_netcdf(fit.idata, args.idata)
-    return EXIT_OK if d["converged"] else EXIT_NOT_CONVERGED
+    return _finish_fit(args, fit, out)
 
 
 # ------------------------------------------------------------------ diagnose
@@ -711,6 +703,19 @@ def _add_sampler_args(p: argparse.ArgumentParser, model: str, defaults: Any = (1
     )
 
 
+def _finish_fit(args: argparse.Namespace, fit: Any, out: dict[str, Any]) -> int:
+    """The end every fitting command shares: the diagnostics line, ``--json`` and ``--idata``
+    written, exit 0 when the fit converged and 3 when not."""
+    _print_diagnostics(out["diagnostics"], fit.timings)
+    if args.json:
+        _write_json(out, args.json)
+    if args.idata:
+        from saturation.io import write_netcdf
+
+        write_netcdf(fit.idata, args.idata)
+    return EXIT_OK if out["diagnostics"]["converged"] else EXIT_NOT_CONVERGED
+
+
 def _print_diagnostics(d: dict[str, Any], timings: dict[str, Any]) -> None:
     from saturation.models.sampling import nuisance_text
 
@@ -790,14 +795,7 @@ def _cmd_transfer(args: argparse.Namespace) -> int:
         last = out["last_step"][arm]
         _print(f"    gap at step {last['step']:<4}        all-rollout {_fmt(last['delta_all_rollout'])}")
         _print(f"    verdict: {out['verdicts'][arm]}")
-    _print_diagnostics(out["diagnostics"], fit.timings)
-    if args.json:
-        _write_json(out, args.json)
-    if args.idata:
-        from saturation.io import write_netcdf
-
-        write_netcdf(fit.idata, args.idata)
-    return EXIT_OK if out["diagnostics"]["converged"] else EXIT_NOT_CONVERGED
+    return _finish_fit(args, fit, out)
 
 
 # ------------------------------------------------------------------ compare
@@ -838,14 +836,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     for sentence in fit.verdicts().values():
         _print(f"  {sentence}")
     _print("  (no confounder declared: contrasts are not checked for context length or other differences)")
-    _print_diagnostics(out["diagnostics"], fit.timings)
-    if args.json:
-        _write_json(out, args.json)
-    if args.idata:
-        from saturation.io import write_netcdf
-
-        write_netcdf(fit.idata, args.idata)
-    return EXIT_OK if out["diagnostics"]["converged"] else EXIT_NOT_CONVERGED
+    return _finish_fit(args, fit, out)
 
 
 # ------------------------------------------------------------------ report

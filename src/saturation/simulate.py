@@ -543,6 +543,32 @@ def crossover_step(gap: np.ndarray, steps: np.ndarray) -> float:
     return float(curves.crossover_steps(gap, steps))
 
 
+def _arm_trials(
+    spec: Any,
+    arm: str,
+    step_i: np.ndarray,
+    inst_idx: np.ndarray,
+    sample: np.ndarray,
+    graded: np.ndarray,
+    reward: np.ndarray,
+) -> pd.DataFrame:
+    """One arm's trial rows (run ``<run_prefix>-<arm>``, train phase, instances ``task-NNNNN``)
+    of a multi-arm simulator whose spec has ``run_prefix``, ``first_step`` and ``dataset``."""
+    return pd.DataFrame(
+        {
+            S.RUN: f"{spec.run_prefix}-{arm}",
+            S.ARM: arm,
+            S.STEP: spec.first_step + step_i,
+            S.INSTANCE_ID: np.char.add("task-", np.char.zfill(inst_idx.astype(str), 5)).astype(object),
+            S.SAMPLE: sample,
+            S.PHASE: "train",
+            S.DATASET: spec.dataset,
+            S.GRADED: graded,
+            S.REWARD: reward,
+        }
+    )
+
+
 def simulate_transfer(spec: TransferSpec | None = None, seed: int = 0) -> tuple[xr.Dataset, dict[str, Any]]:
     """Simulate a multi-arm transfer study on a shared task pool.
 
@@ -608,21 +634,7 @@ def simulate_transfer(spec: TransferSpec | None = None, seed: int = 0) -> tuple[
         ungraded = rng.random(n) < p_u
         phi = spec.reward_concentration
         reward = np.clip(rng.beta(mu * phi, (1 - mu) * phi), 0.0, 1.0)
-        parts.append(
-            pd.DataFrame(
-                {
-                    S.RUN: f"{spec.run_prefix}-{arm.name}",
-                    S.ARM: arm.name,
-                    S.STEP: spec.first_step + step_i,
-                    S.INSTANCE_ID: np.char.add("task-", np.char.zfill(inst_idx.astype(str), 5)).astype(object),
-                    S.SAMPLE: sample,
-                    S.PHASE: "train",
-                    S.DATASET: spec.dataset,
-                    S.GRADED: ~ungraded,
-                    S.REWARD: np.where(ungraded, 0.0, reward),
-                }
-            )
-        )
+        parts.append(_arm_trials(spec, arm.name, step_i, inst_idx, sample, ~ungraded, np.where(ungraded, 0.0, reward)))
     frame = pd.concat(parts, ignore_index=True)
     ds = dataset_from_frame(frame, levels=[], sources=["simulate_transfer"])
     ds.attrs.update({"simulator": "simulate_transfer", "seed": seed, "spec": repr(spec)})
@@ -741,19 +753,7 @@ def simulate_sigmoid_arms(spec: SigmoidArmsSpec | None = None, seed: int = 0) ->
         jitter = spec.step_sd * rng.standard_normal(spec.n_steps)
         p = curves.expit(loc[step_i] + spec.task_sd * difficulty[inst_idx] + jitter[step_i])
         parts.append(
-            pd.DataFrame(
-                {
-                    S.RUN: f"{spec.run_prefix}-{arm.name}",
-                    S.ARM: arm.name,
-                    S.STEP: spec.first_step + step_i,
-                    S.INSTANCE_ID: np.char.add("task-", np.char.zfill(inst_idx.astype(str), 5)).astype(object),
-                    S.SAMPLE: sample,
-                    S.PHASE: "train",
-                    S.DATASET: spec.dataset,
-                    S.GRADED: np.ones(n, dtype=bool),
-                    S.REWARD: (rng.random(n) < p).astype(float),
-                }
-            )
+            _arm_trials(spec, arm.name, step_i, inst_idx, sample, np.ones(n, dtype=bool), (rng.random(n) < p) * 1.0)
         )
     ds = dataset_from_frame(pd.concat(parts, ignore_index=True), levels=[], sources=["simulate_sigmoid_arms"])
     ds.attrs.update({"simulator": "simulate_sigmoid_arms", "seed": seed, "spec": repr(spec)})
