@@ -521,17 +521,17 @@ def _read_logs(c: RunContents, bar: Progress, problems: list[str]) -> tuple[list
     """The console logs and wandb histories of one run directory."""
     logs = []
     for path in c.logs:
-        bar.set_label(f"ingest {path.name}")
+        bar.set_item(f"ingest {path.name}")
         logs.append(
             read_console_log(
-                path, strict=False, progress=lambda n, p=path: bar.set_label(f"ingest {p.name} {n / 1e6:.0f} MB")
+                path, strict=False, progress=lambda n, p=path: bar.set_item(f"ingest {p.name} {n / 1e6:.0f} MB")
             )
         )
         problems.extend(logs[-1].problems)
         bar.update(nbytes=logs[-1].bytes_read)
     wandb_logs = []
     for wdir in c.wandb_runs:
-        bar.set_label(f"ingest {wdir.name}")
+        bar.set_item(f"ingest {wdir.name}")
         wandb_logs.append(read_wandb_run(wdir))
         problems.extend(wandb_logs[-1].problems)
         bar.update()
@@ -733,7 +733,7 @@ def ingest_runs(
                 )
                 for path, step, phase, name, ext in c.trajectories
             ]
-            bar.set_label(f"ingest {root.name} trajectories")
+            bar.set_item(f"ingest {root.name} trajectories")
             results = T.read_trajectories(
                 tasks, workers=workers, executor=executor, progress=lambda n, b: bar.update(n, nbytes=b)
             )

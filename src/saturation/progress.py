@@ -130,10 +130,6 @@ class Progress:
             self.bytes += nbytes
             self._refresh()
 
-    def set_label(self, label: str) -> None:
-        """The item being worked on (an analysis, a file); resets the stage."""
-        self.set_item(label)
-
     def set_item(self, item: str) -> None:
         """The item being worked on; resets the stage. Plain mode prints a line for it."""
         with self._lock:

@@ -37,6 +37,7 @@ from saturation import __version__
 from saturation import schema as S
 from saturation.io import write_atomic
 from saturation.models.sampling import nuisance_text
+from saturation.summary import format_interval
 
 __all__ = ["render_report_html", "write_report_html"]
 
@@ -286,7 +287,7 @@ class _Interval:
         width = abs(self.high - self.low)
         # one significant digit of the interval's width decides the decimals
         digits = min(max(1 - math.floor(math.log10(width)), 0), 6) if width > 0 and math.isfinite(width) else 3
-        return f"{self.mean:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+        return format_interval({"mean": self.mean, "hdi": [self.low, self.high]}, digits)
 
 
 def _collapse_intervals(frame: pd.DataFrame) -> pd.DataFrame:

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from saturation.io import write_atomic
+from saturation.summary import format_interval
 
 
 def interval_cell(e: dict[str, Any] | None, digits: int = 3) -> dict[str, Any] | None:
@@ -45,8 +46,7 @@ def numeric_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _cell(value: Any, digits: int = 4) -> str:
     if _is_interval(value):
-        d = value.get("digits", 3)
-        return f"{value['mean']:.{d}f} [{value['hdi'][0]:.{d}f}, {value['hdi'][1]:.{d}f}]"
+        return format_interval(value, value.get("digits", 3))
     if value is None or (isinstance(value, float) and not np.isfinite(value)):
         return ""
     if isinstance(value, bool | np.bool_):

@@ -35,6 +35,8 @@ from saturation.models.sampling import (
 #: the curve parameters, in the order of :func:`curves.sigmoid_saturation`
 PARAMS = ("r0", "asymptote", "efficiency", "midpoint")
 LIKELIHOODS = ("auto", "binomial", "gaussian")
+#: the decision threshold of the ceiling comparison (P(A higher) >= it, or <= 1 - it)
+P_DECIDE = 0.95
 #: NUTS settings: the asymptote and the midpoint trade off until a run has bent well past
 #: its midpoint; with 1000 draws per chain R-hat reached 1.015 (bulk ESS about 700) on
 #: simulated arms, so twice that, and target_accept 0.95
@@ -230,10 +232,6 @@ class SigmoidFit:
                 f"common step {_fmt(c['last_diff'])}."
             )
         return out
-
-
-#: the decision threshold of the ceiling comparison
-P_DECIDE = 0.95
 
 
 def _fmt(e: dict[str, Any]) -> str:
