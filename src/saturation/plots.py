@@ -53,7 +53,7 @@ STYLE: dict[str, Any] = {
     "axes.prop_cycle": cycler(color=list(PALETTE)),
 }
 BAND_ALPHA = 0.25
-HDI_LABEL = f"{int(S.HDI_PROB * 100)} % HDI"
+HDI_LABEL = S.HDI_LABEL
 
 
 @contextlib.contextmanager

@@ -220,7 +220,7 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
             f"headroom {format_interval(e['headroom'])}."
         )
     verdicts += [f"Caveat: {c}." for c in est["caveats"]]
-    out.table(pd.DataFrame(rows), "estimates", f"{spec.title} ({int(S.HDI_PROB * 100)} % HDI)")
+    out.table(pd.DataFrame(rows), "estimates", f"{spec.title} ({S.HDI_LABEL})")
     tidy = fit.summary()
     write_atomic(out.dir / "estimates_tidy.csv", tidy.to_csv(index=False, lineterminator="\n"))
     together = est.get("together")
@@ -294,7 +294,7 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
                 )
             )
     ylabel = "graded-only mean F1" if fit.config.response == S.F1 else fit.config.response
-    band = f"{int(S.HDI_PROB * 100)} % HDI"
+    band = S.HDI_LABEL
     data = _data_text(fit.data.summary, len(fit.data.steps))
     marks = (
         f"The dashed line is the known break at step {fit.config.breakpoint:g}."
@@ -449,7 +449,7 @@ def _diagnose(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
             lambda: plots.plot_cardinality(diag),
             "cardinality",
             f"Left: precision and recall per level at the first step (open) and the last step (filled), posterior "
-            f"mean and {int(S.HDI_PROB * 100)} % HDI of one-series change-point trends. Right: predicted over gold "
+            f"mean and {S.HDI_LABEL} of one-series change-point trends. Right: predicted over gold "
             f"locations per answer (1: as many predicted as gold). {_data_text(dict(ds.attrs), ds.sizes.get(S.STEP))}",
         )
     kinds = [f"{lvl}: {num['verdict']}" for lvl, num in diag.numbers["levels"].items()]
@@ -527,7 +527,7 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
                 "published_vs_bayes",
                 "Published figures (read from the study's plots, +-0.01) next to the estimates",
             )
-    trend = f"the fitted trend (posterior mean and {int(S.HDI_PROB * 100)} % HDI band of a one-series change-point fit)"
+    trend = f"the fitted trend (posterior mean and {S.HDI_LABEL} band of a one-series change-point fit)"
     runs_text = ", ".join(str(r) for r in (runs or series[S.RUN].values))
     if "pass_at_k" in spec.figures:
         out.figure(
@@ -652,10 +652,10 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
             lambda: plots.plot_transfer(fit),
             "transfer",
             f"Top: per-arm population curves ({', '.join(map(str, fit.data.arms))}) of the all-rollout reward, the "
-            f"graded-only reward and the ungraded rate: posterior mean, {int(S.HDI_PROB * 100)} % HDI band, and "
+            f"graded-only reward and the ungraded rate: posterior mean, {S.HDI_LABEL} band, and "
             f"the empirical per-step values (points). Bottom: each arm's gap to the reference arm {ref} with its "
-            f"{int(S.HDI_PROB * 100)} % HDI; the shaded span on the all-rollout gap is the crossover step's "
-            f"{int(S.HDI_PROB * 100)} % HDI. Data: {summ.get('n_trials', '?')} trials ({summ.get('n_graded', '?')} "
+            f"{S.HDI_LABEL}; the shaded span on the all-rollout gap is the crossover step's "
+            f"{S.HDI_LABEL}. Data: {summ.get('n_trials', '?')} trials ({summ.get('n_graded', '?')} "
             f"graded) on {summ.get('n_tasks', '?')} tasks, steps {summ['steps'][0]}-{summ['steps'][1]}.",
         )
     verdict = " ".join(details)

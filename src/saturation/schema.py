@@ -10,6 +10,8 @@ from typing import Final
 
 #: The one interval convention of the package: 94 % highest-density intervals.
 HDI_PROB: Final = 0.94
+#: the interval's name in figures, captions and tables ("94 % HDI")
+HDI_LABEL: Final = f"{int(HDI_PROB * 100)} % HDI"
 
 # ---------------------------------------------------------------- dims
 TRIAL: Final = "trial"

@@ -16,6 +16,7 @@ from typing import Any
 import arviz as az
 import numpy as np
 import pymc as pm
+from pymc.initial_point import make_initial_point_fn
 from scipy.special import ndtri
 from scipy.stats import rankdata
 
@@ -202,10 +203,6 @@ def _with_initial_points(compiled: Any, model: pm.Model) -> Any:
     (PyMC's ``make_initial_point_fn``, support points with jitter on every free variable,
     transformed values) and flattened in the compiled model's variable order.
     """
-    import dataclasses
-
-    from pymc.initial_point import make_initial_point_fn
-
     fn = make_initial_point_fn(
         model=model, default_strategy="support_point", jitter_rvs=set(model.free_RVs), return_transformed=True
     )
@@ -221,7 +218,7 @@ def _with_initial_points(compiled: Any, model: pm.Model) -> Any:
             raise ValueError(f"initial point has {flat.size} values, the compiled model {compiled.n_dim}")
         return flat
 
-    return dataclasses.replace(compiled, initial_point_func=initial_point)
+    return replace(compiled, initial_point_func=initial_point)
 
 
 #: what nutpie's progress callback is asked to render: finished and total draws, then
