@@ -741,19 +741,20 @@ def _check_transfer_args(args: argparse.Namespace) -> list[str] | None:
     return arms
 
 
-def _check_transfer_data(ds: xr.Dataset, arms: list[str] | None, reference: str) -> None:
-    """The cheap checks that need the loaded trials (before the model is built)."""
+def _check_transfer_data(ds: xr.Dataset, arms: list[str] | None, reference: str | None) -> None:
+    """The cheap checks that need the loaded trials (before the model is built); a
+    ``reference`` of None (the model picks it) is not checked."""
     if S.TRIAL not in ds.dims:
         return
     if S.ARM not in ds.coords:
-        raise UsageError("a transfer analysis needs trials with an arm column; these have none")
+        raise UsageError("comparing arms needs trials with an arm column; these have none")
     import numpy as np
 
     have = [str(a) for a in np.unique(ds[S.ARM].to_numpy().astype(str))]
     unknown = [a for a in arms or [] if a not in have]
     if unknown:
         raise UsageError(f"unknown arm(s) {_names(unknown)}; the data has {_names(have)}")
-    if reference not in have:  # with --arms it is one of them (checked before the load)
+    if reference is not None and reference not in have:  # with --arms, checked before the load
         raise UsageError(f"--reference {reference} is not an arm of the data; it has {_names(have)}")
 
 
@@ -807,10 +808,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     _require_inputs(args.trials)
     _check_outputs(args.trials, [args.json, args.idata])
     ds = _load_trials_arg(args.trials, "")
-    if S.ARM not in ds.coords:
-        raise UsageError("a comparison needs trials with an arm column; these have none")
-    first = arms[0] if arms else str(sorted(set(ds[S.ARM].to_numpy().astype(str)))[0])
-    _check_transfer_data(ds, arms, args.reference or first)
+    _check_transfer_data(ds, arms, args.reference)
     from saturation.models.sigmoid import DEFAULT_SAMPLER, fit_sigmoid
 
     fit = fit_sigmoid(

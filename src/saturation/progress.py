@@ -66,8 +66,6 @@ class Progress:
     enabled : bool, optional
         False prints nothing. None or True: a live display on a terminal, plain lines
         otherwise.
-    unit : str
-        ``"B"``: :meth:`update` also receives bytes read, shown as MB/s.
     stream : file, optional
         Where to write (default ``sys.stderr``).
     interval : float
@@ -86,14 +84,13 @@ class Progress:
         label: str,
         *,
         enabled: bool | None = None,
-        unit: str = "",
         stream: IO[str] | None = None,
         interval: float = INTERVAL,
     ) -> None:
         self.stream = stream or sys.stderr
         self.enabled = enabled is not False
         self.live = self.enabled and bool(getattr(self.stream, "isatty", lambda: False)())
-        self.total, self.label, self.unit, self.interval = max(float(total), 1.0), label, unit, interval
+        self.total, self.label, self.interval = max(float(total), 1.0), label, interval
         self.done = 0.0
         self.bytes = 0.0
         self.item = ""
@@ -102,7 +99,7 @@ class Progress:
         self.stage_unit = ""
         self.stage_done = 0.0
         self.stage_note = ""
-        self.start = self._stage_start = self._item_start = time.perf_counter()
+        self.start = self._stage_start = time.perf_counter()
         self._lock = threading.RLock()
         self._closed = False
         self._last_line = -float("inf")
@@ -124,7 +121,8 @@ class Progress:
         self.close()
 
     def update(self, n: float = 1.0, *, nbytes: float = 0.0) -> None:
-        """Advance the main count by ``n`` items (``nbytes`` read with them)."""
+        """Advance the main count by ``n`` items (``nbytes`` read with them: shown as MB and
+        MB/s)."""
         with self._lock:
             self.done += n
             self.bytes += nbytes
@@ -136,7 +134,7 @@ class Progress:
             changed = item != self.item
             self.item = item
             self.stage_name, self.stage_total, self.stage_done, self.stage_note = "", None, 0.0, ""
-            self._item_start = self._stage_start = time.perf_counter()
+            self._stage_start = time.perf_counter()
             # plain mode: a line per new item, but not more than one every 2 s (an ingest
             # goes through thousands of files; the periodic status line covers the rest)
             if changed and not self.live and self.enabled and time.perf_counter() - self._last_line >= 2.0:
