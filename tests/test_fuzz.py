@@ -10,13 +10,19 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
+from pandas import testing as pd_testing
 
 from saturation.io import read_trials_report
 from saturation.validate import TrialValidationError
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+)
 HEADER = "run,step,instance_id,sample,graded,reward,file_f1,file_n_pred,file_n_tp"
 
 #: field values a hostile table may hold
@@ -326,3 +332,69 @@ def test_damaged_wandb_histories_are_read_or_reported(tmp_path, wandb_history, e
         kl = res.metrics["policy_policy_kl"].sel(step=2).item()
         assert math.isnan(kl)
     assert path.read_bytes() == data
+
+
+#: rows the block reader parses in bulk (plain) mixed with every kind it must hand to the
+#: line-by-line reader (quotes, wrong field counts, blank and whitespace lines, stray
+#: carriage returns, NUL, duplicates, values Python reads and pyarrow does not)
+GOOD_ROW = st.builds(
+    lambda run, step, inst, sample, graded, reward, f1: f"{run},{step},{inst},{sample},{graded},{reward},{f1},1,1",
+    st.sampled_from(["r", "q"]),
+    st.integers(0, 3),
+    st.sampled_from(["a", "b", "c"]),
+    st.integers(0, 2),
+    st.sampled_from(["true", "false", "1", "0", "True", " true"]),
+    st.sampled_from(["0.5", "1", "", " 1", "1_0", "nan", "inf", "x", "1e-3", "\u0661"]),
+    st.sampled_from(["0.25", "", "2", "-0.1", "0.5"]),
+)
+MIXED_ROW = st.one_of(
+    GOOD_ROW,
+    GOOD_ROW,
+    GOOD_ROW,
+    ROW,
+    GOOD_ROW.map(lambda r: r.replace(",a,", ',"a",', 1)),
+    GOOD_ROW.map(lambda r: r + "\r"),
+    GOOD_ROW.map(lambda r: r.replace(",", ",\r", 1)),
+    st.sampled_from(["", "   ", "\t", "\ufeff" + HEADER]),
+)
+
+
+@SETTINGS
+@given(rows=st.lists(MIXED_ROW, max_size=40), block=st.sampled_from([1, 64, 300, 1 << 23]), crlf=st.booleans())
+def test_block_reader_reads_csv_as_the_line_reader_does(tmp_path, rows, block, crlf):
+    """The block reader (plain lines through pyarrow, in blocks of ``block`` characters) and
+    the line-by-line reader give the same Dataset, accounting, problems and rejected rows."""
+    import xarray as xr
+
+    from saturation import io as sio
+    from saturation import streams
+
+    path = tmp_path / "t.csv"
+    sep = "\r\n" if crlf else "\n"
+    path.write_bytes((sep.join([HEADER, *rows]) + sep).encode())
+
+    def read():
+        try:
+            ds, valid = read_trials_report([path], strict=False)
+        except TrialValidationError as exc:
+            return None, sorted(str(p) for p in exc.problems), None, None
+        rejected = valid.rejected.sort_values(["location", "reasons"]).reset_index(drop=True)
+        return ds, sorted(str(p) for p in valid.problems), valid.accounting, rejected
+
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setattr(streams, "BLOCK_CHARS", block)
+        fast = read()
+        mp.setattr(sio._CsvBlock, "for_header", classmethod(lambda cls, source, header: None))
+        mp.setattr(streams, "BLOCK_CHARS", 1 << 23)
+        slow = read()
+    finally:
+        mp.undo()
+    assert fast[1] == slow[1]
+    assert fast[2] == slow[2]
+    if slow[0] is None:
+        assert fast[0] is None
+        return
+    xr.testing.assert_identical(fast[0], slow[0])
+    pd_testing.assert_frame_equal(fast[3], slow[3])
+    event(f"kept {slow[2]['kept']} rejected {slow[2]['rejected']}")

@@ -128,3 +128,41 @@ def test_unsupported_suffix_and_missing_path(tmp_path):
         table_format(tmp_path / "t.xlsx")
     with pytest.raises(FileNotFoundError, match="no such file"):
         read_trials(tmp_path / "missing.csv")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_blocks_and_batches_read_as_one_table(small_plateau, tmp_path, monkeypatch, fmt):
+    """A file read in many blocks (CSV) or batches (parquet) gives the Dataset, accounting,
+    problems and rejected rows of one read as a whole; row locators continue across them."""
+    from saturation import io as sio
+    from saturation import streams
+    from saturation.io import read_trials_report
+
+    ds, _ = small_plateau
+    frame = trials_to_frame(ds)
+    frame.loc[[3, 250, 251], "step"] = -1  # bad rows in different blocks (384 rows in all)
+    graded = np.flatnonzero(frame["graded"].to_numpy())
+    frame.loc[graded[-5], "reward"] = np.inf  # a graded row: a non-finite reward
+    frame = pd.concat([frame, frame.iloc[[10]]], ignore_index=True)  # a duplicate trial, last row
+    path = tmp_path / f"t.{fmt}"
+    if fmt == "csv":
+        frame.to_csv(path, index=False)
+    else:
+        frame.to_parquet(path, index=False)
+
+    def read():
+        got, valid = read_trials_report(path, strict=False)
+        return got, valid.accounting, [str(p) for p in valid.problems], valid.rejected
+
+    whole = read()
+    monkeypatch.setattr(streams, "BLOCK_CHARS", 2000)
+    monkeypatch.setattr(sio, "PARQUET_BATCH_ROWS", 37)
+    blocks = read()
+    xr.testing.assert_identical(blocks[0], whole[0])
+    assert blocks[1] == whole[1] and whole[1]["rejected"] == 5
+    assert sorted(blocks[2]) == sorted(whole[2])
+    pd.testing.assert_frame_equal(blocks[3].sort_values("location"), whole[3].sort_values("location"))
+    unit = "line" if fmt == "csv" else "row"
+    offset = 2 if fmt == "csv" else 1  # the header is line 1
+    assert f"{unit} {250 + offset}" in set(whole[3]["location"])
+    assert any(f"first seen at {path} {unit} {10 + offset}" in p for p in whole[2])

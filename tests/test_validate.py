@@ -173,3 +173,29 @@ def test_lenient_mode_records_file_level_problems(tmp_path):
     unreadable = json.loads(ds.attrs["file_problems"])
     assert len(unreadable) == 1
     assert "bad.csv.zst: corrupt zstd stream" in unreadable[0]
+
+
+def test_a_cell_reads_as_the_same_number_whatever_its_column_holds():
+    """Text typed as ``str`` is cast by arrow when every cell is a number, else read by
+    ``pd.to_numeric``: both read each of these cells the same way, alone or beside a cell
+    that is not a number (the result of a cell never depends on its neighbours)."""
+    import pandas as pd
+
+    from saturation.validate import RawTable, validate_trials
+
+    cells = ["1", " 1", "1_0", "1e3", "+1", ".5", "5.", "inf", "-Infinity", "nan", "NaN", "1e400", "0x10", "\u0661"]
+
+    def reward(cell, beside, dtype):
+        frame = pd.DataFrame(
+            {"run": ["r", "r"], "step": ["0", "1"], "instance_id": ["a", "a"], "sample": ["0", "0"]}
+            | {"graded": ["true", "true"], "reward": [cell, beside]},
+            dtype=dtype,
+        )
+        valid = validate_trials([RawTable("t.csv", frame, ["line 2", "line 3"])], strict=False)
+        kept = valid.frame.loc[valid.frame["step"] == 0, "reward"]
+        return float(kept.iloc[0]) if len(kept) else "rejected"
+
+    for cell in cells:
+        results = {reward(cell, beside, dtype) for beside in ("0.5", "x") for dtype in (object, str)}
+        results = {"nan" if isinstance(r, float) and r != r else r for r in results}
+        assert len(results) == 1, (cell, results)

@@ -12,19 +12,20 @@ import csv
 import io
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import xarray as xr
 import zstandard
 
 from saturation import __version__, streams
 from saturation import schema as S
-from saturation.validate import Problem, RawTable, TrialValidationError, Validated, validate_trials
+from saturation.validate import Locations, Problem, RawTable, TrialValidationError, Validated, validate_trials
 
 PathArg = str | PathLike[str]
 TEXT_FORMATS = ("csv", "jsonl", "ndjson")
@@ -111,41 +112,245 @@ def decompress(data: bytes, limit: int | None = None) -> bytes:
     return b"".join(chunks)
 
 
-def _read_raw(path: Path) -> RawTable:
-    """Read one file into a RawTable (values untyped, one locator per row)."""
+def _iter_raw(path: Path) -> Iterator[RawTable]:
+    """One file as RawTables (values untyped, one locator per row): a CSV file in blocks of
+    lines (:func:`_csv_tables`), any other file whole."""
     source = str(path)
     fmt, compressed = table_format(path)
+    if fmt == "csv":
+        yield from _csv_tables(path)
+        return
     if fmt == "parquet":
         data = path.read_bytes()
         if compressed:
             try:
                 data = decompress(data)
             except ValueError as exc:
-                return RawTable(source, pd.DataFrame(), [], [Problem(source, "", "", str(exc))])
+                yield RawTable(source, pd.DataFrame(), [], [Problem(source, "", "", str(exc))])
+                return
         if not data.strip():
-            return RawTable(source, pd.DataFrame(), [], [Problem(source, "", "", "empty file")])
-        return _read_parquet(source, data)
+            yield RawTable(source, pd.DataFrame(), [], [Problem(source, "", "", "empty file")])
+            return
+        yield from _read_parquet(source, data)
+        return
     table = RawTable(source, pd.DataFrame(), [])
-    reader = _CsvRows(table) if fmt == "csv" else _JsonRows(table)
+    reader = _JsonRows(table)
     try:
         for number, line in streams.iter_lines(path):
-            if line is streams.OVERLONG:
-                loc = f"line {number}"
-                table.reject_line(
-                    loc,
-                    f"line longer than {streams.MAX_LINE_CHARS:,} characters (raise SATURATION_MAX_LINE_CHARS)",
-                    "<overlong line>",
-                )
-                continue
-            reader.add(number, line)
+            _add_line(table, reader.add, number, line)
     except (streams.TruncatedStreamError, streams.TooLargeError) as exc:
         table.problems.append(Problem(source, "", "", f"{exc}; the rows before it were read"))
-    except UnicodeDecodeError as exc:  # pragma: no cover - open_text replaces invalid bytes
-        table.problems.append(Problem(source, "", "", f"not UTF-8 text ({exc})"))
     except OSError as exc:
         table.problems.append(Problem(source, "", "", f"unreadable ({exc})"))
     reader.finish()
-    return table
+    yield table
+
+
+def _csv_tables(path: Path) -> Iterator[RawTable]:
+    """A CSV file as RawTables, one per block of lines (:func:`streams.iter_line_blocks`),
+    so memory is bounded by a block.
+
+    The header is read line by line (:class:`_CsvRows`). When it names every required
+    column once, each later block goes to :class:`_CsvBlock` (plain lines parsed by pyarrow
+    in one call, the others line by line exactly as :class:`_CsvRows` reads them; rows
+    keep their line numbers and file order). Any other header is read line by line
+    throughout, as a single table."""
+    source = str(path)
+    head = RawTable(source, pd.DataFrame(), [])
+    rows = _CsvRows(head)
+    fast: _CsvBlock | None = None
+    tail = RawTable(source, pd.DataFrame(), [])
+    n_rows = 0
+    try:
+        for first, text in streams.iter_line_blocks(path):
+            if fast is not None:
+                block = fast.table(first, text)
+                n_rows += len(block.frame) + len(block.unparsable)
+                yield block
+                continue
+            lines = _block_lines(first, text)
+            for k, (number, line) in enumerate(lines):
+                had_header = rows.header is not None
+                _add_line(head, rows.add, number, line)
+                if had_header or rows.header is None:
+                    continue
+                fast = _CsvBlock.for_header(source, rows.header)
+                if fast is not None:
+                    for first_rest, rest in _rejoin(lines[k + 1 :]):
+                        block = fast.table(first_rest, rest)
+                        n_rows += len(block.frame) + len(block.unparsable)
+                        yield block
+                    break
+    except (streams.TruncatedStreamError, streams.TooLargeError) as exc:
+        tail.problems.append(Problem(source, "", "", f"{exc}; the rows before it were read"))
+    except OSError as exc:
+        tail.problems.append(Problem(source, "", "", f"unreadable ({exc})"))
+    if fast is None:  # read line by line: one table, checked as a whole
+        head.problems.extend(tail.problems)
+        rows.finish()
+        yield head
+        return
+    if not n_rows and not head.unparsable and not head.problems and not tail.problems:
+        tail.problems.append(Problem(source, "", "", "empty file (header only, no rows)"))
+    yield head
+    yield tail
+
+
+def _block_lines(first: int, text: str) -> list[tuple[int, str]]:
+    """The ``(number, line)`` of one block (newline and a carriage return before it
+    removed), or its one overlong line."""
+    if text is streams.OVERLONG:
+        return [(first, text)]
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    return [(first + k, line.removesuffix("\r")) for k, line in enumerate(lines)]
+
+
+def _rejoin(lines: list[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    """The ``(first number, text)`` blocks of these numbered lines (an overlong line alone)."""
+    run: list[tuple[int, str]] = []
+    for number, line in [*lines, (0, streams.OVERLONG)]:
+        if line is not streams.OVERLONG:
+            run.append((number, line))
+            continue
+        if run:
+            yield run[0][0], "".join(f"{text}\n" for _, text in run)
+            run = []
+        if number:
+            yield number, line
+
+
+def _add_line(table: RawTable, add: Callable[[int, str], None], number: int, line: str) -> None:
+    """``add(number, line)``, or an overlong line rejected in ``table``."""
+    if line is streams.OVERLONG:
+        table.reject_line(
+            f"line {number}",
+            f"line longer than {streams.MAX_LINE_CHARS:,} characters (raise SATURATION_MAX_LINE_CHARS)",
+            "<overlong line>",
+        )
+        return
+    add(number, line)
+
+
+def _csv_fields(table: RawTable, loc: str, line: str, n_fields: int | None) -> list[str] | None:
+    """The fields of one CSV line (one physical line is one record; ``n_fields`` None: the
+    header), or None when the line is rejected in ``table`` (malformed, or not ``n_fields``
+    fields); a malformed header is a problem and no fields."""
+    try:
+        row = next(csv.reader([line], strict=True))
+    except csv.Error as exc:
+        if n_fields is None:
+            table.problems.append(Problem(table.source, loc, "", f"malformed CSV header ({exc})"))
+            return []
+        table.reject_line(loc, f"malformed CSV ({exc})", line)
+        return None
+    if n_fields is not None and len(row) != n_fields:
+        table.reject_line(loc, f"expected {n_fields} fields, found {len(row)}", line)
+        return None
+    return row
+
+
+class _CsvBlock:
+    """The rows of one block of a CSV file whose header is complete.
+
+    A line is *plain* when it has no quote, no NUL, no carriage return but a final one,
+    exactly the header's number of commas, no more bytes than Python's CSV field limit and
+    no byte-order mark at its start: such lines split into fields the same way in
+    Python's ``csv`` and in pyarrow, so they are parsed by pyarrow in one call (as text:
+    the validator types the values). Blank lines are skipped; every other line is read by
+    :func:`_csv_fields`, as the line-by-line reader reads it."""
+
+    def __init__(self, source: str, header: list[str]) -> None:
+        self.source, self.header = source, header
+
+    @classmethod
+    def for_header(cls, source: str, header: list[str]) -> _CsvBlock | None:
+        """The block reader for this header, or None when the file must be read line by
+        line (no header, a required column missing, a name repeated)."""
+        if len(set(header)) != len(header) or not set(S.REQUIRED_COLUMNS) <= set(header):
+            return None
+        return cls(source, header)
+
+    def table(self, first: int, text: str) -> RawTable:
+        """One block (whole lines, the first numbered ``first``) as a RawTable."""
+        table = RawTable(self.source, pd.DataFrame(columns=self.header, dtype=object), [])
+        if text is streams.OVERLONG:
+            _add_line(table, _never, first, text)
+            return table
+        data = text.encode("utf-8")
+        b = np.frombuffer(data, dtype=np.uint8)
+        ends = np.flatnonzero(b == 10)
+        if not data.endswith(b"\n"):
+            ends = np.append(ends, len(b))
+        starts = np.concatenate(([0], ends[:-1] + 1))
+        stop = ends - ((ends > starts) & (b[np.maximum(ends - 1, 0)] == 13))
+
+        def count(byte: int) -> np.ndarray:
+            at = np.flatnonzero(b == byte)
+            return np.searchsorted(at, stop) - np.searchsorted(at, starts)
+
+        blank = stop == starts
+        plain = ~blank & (count(44) == len(self.header) - 1)
+        plain &= (count(34) == 0) & (count(13) == 0) & (count(0) == 0)
+        plain &= stop - starts <= csv.field_size_limit()  # a longer field is Python csv's error
+        head3 = b[np.minimum(starts[:, None] + np.arange(3), max(len(b) - 1, 0))] if len(b) else np.zeros((0, 3))
+        plain &= ~(head3 == np.frombuffer(b"\xef\xbb\xbf", dtype=np.uint8)).all(axis=1)  # pyarrow drops a BOM
+        parsed = self._parse_plain(b, starts, ends, plain)
+        if parsed is None:
+            plain[:] = False
+        rows, numbers = [], []
+        for i in np.flatnonzero(~plain & ~blank).tolist():
+            line = data[starts[i] : stop[i]].decode("utf-8")
+            fields = _csv_fields(table, f"line {first + i}", line, len(self.header)) if line.strip() else None
+            if fields is not None:
+                rows.append(fields)
+                numbers.append(first + i)
+        parts = [parsed] if parsed is not None else []
+        order = np.flatnonzero(plain) + first
+        if rows:
+            parts.append(pa.table({h: pa.array([r[j] for r in rows], pa.string()) for j, h in enumerate(self.header)}))
+            order = np.concatenate([order, np.asarray(numbers, dtype=np.int64)])
+        if not parts:
+            return table
+        combined = pa.concat_tables(parts)
+        if rows:
+            sort = np.argsort(order, kind="stable")
+            combined, order = combined.take(pa.array(sort)), order[sort]
+        table.frame = combined.to_pandas()
+        table.locations = Locations("line", order)
+        return table
+
+    def _parse_plain(self, b: np.ndarray, starts: np.ndarray, ends: np.ndarray, plain: np.ndarray) -> Any:
+        """The plain lines as a pyarrow table of text columns; None when there are none, or
+        if pyarrow's rows do not match the lines (then every line is read as before)."""
+        from pyarrow import csv as pacsv
+
+        n = int(plain.sum())
+        if not n:
+            return None
+        sub = b.tobytes() if n == len(plain) else b[np.repeat(plain, ends - starts + 1)[: len(b)]].tobytes()
+        names = [f"c{j}" for j in range(len(self.header))]
+        try:
+            parsed = pacsv.read_csv(
+                io.BytesIO(sub),
+                read_options=pacsv.ReadOptions(column_names=names),
+                parse_options=pacsv.ParseOptions(
+                    quote_char=False, double_quote=False, escape_char=False, newlines_in_values=False
+                ),
+                convert_options=pacsv.ConvertOptions(
+                    column_types=dict.fromkeys(names, pa.string()), strings_can_be_null=False, check_utf8=False
+                ),
+            )
+        except pa.ArrowInvalid:  # pragma: no cover - plain lines always parse
+            return None
+        if parsed.num_rows != n:  # pragma: no cover - a plain line is one row
+            return None
+        return parsed.rename_columns(self.header)
+
+
+def _never(number: int, line: str) -> None:  # pragma: no cover - only overlong lines reach it
+    raise AssertionError("not a line to add")
 
 
 class _CsvRows:
@@ -160,26 +365,16 @@ class _CsvRows:
         self.locations: list[str] = []
 
     def add(self, number: int, line: str) -> None:
-        t = self.table
         if self.header is None:
             line = line.removeprefix("\ufeff")
         if not line.strip():
             return  # blank line: not a row
         loc = f"line {number}"
-        try:
-            row = next(csv.reader([line], strict=True))
-        except csv.Error as exc:
-            if self.header is None:
-                t.problems.append(Problem(t.source, loc, "", f"malformed CSV header ({exc})"))
-                self.header = []
-                return
-            t.reject_line(loc, f"malformed CSV ({exc})", line)
+        row = _csv_fields(self.table, loc, line, None if self.header is None else len(self.header))
+        if row is None:
             return
         if self.header is None:
             self.header = [h.strip() for h in row]
-            return
-        if len(row) != len(self.header):
-            t.reject_line(loc, f"expected {len(self.header)} fields, found {len(row)}", line)
             return
         self.rows.append(row)
         self.locations.append(loc)
@@ -250,17 +445,37 @@ class _JsonRows:
             t.problems.append(Problem(t.source, "", "", "empty file"))
 
 
-def _read_parquet(source: str, data: bytes) -> RawTable:
+#: rows per batch of the parquet reader (memory is bounded by a batch and the typed rows)
+PARQUET_BATCH_ROWS = 1 << 18
+
+
+def _read_parquet(source: str, data: bytes) -> Iterator[RawTable]:
+    """A parquet file as RawTables of :data:`PARQUET_BATCH_ROWS` rows; numbers, booleans and
+    text stay typed, anything else is read as Python objects."""
     import pyarrow.parquet as pq
 
+    n_rows = 0
     try:
-        table = pq.read_table(io.BytesIO(data))
+        batches = pq.ParquetFile(io.BytesIO(data)).iter_batches(batch_size=PARQUET_BATCH_ROWS)
+        for batch in batches:
+            frame = pa.Table.from_batches([batch]).to_pandas()
+            for col in frame.columns:
+                dtype = frame[col].dtype
+                typed = (
+                    pd.api.types.is_numeric_dtype(dtype)
+                    or pd.api.types.is_bool_dtype(dtype)
+                    or pd.api.types.is_string_dtype(dtype)
+                )
+                if isinstance(dtype, pd.CategoricalDtype) or not typed:
+                    frame[col] = frame[col].astype(object)
+            yield RawTable(source, frame, Locations("row", np.arange(n_rows + 1, n_rows + len(frame) + 1)))
+            n_rows += len(frame)
     except Exception as exc:  # pyarrow raises several types for a broken file
-        return RawTable(source, pd.DataFrame(), [], [Problem(source, "", "", f"unreadable parquet ({exc})")])
-    frame = table.to_pandas().astype(object)
-    if frame.empty:
-        return RawTable(source, frame, [], [Problem(source, "", "", "empty file (no rows)")])
-    return RawTable(source, frame, [f"row {i + 1}" for i in range(len(frame))])
+        after = f"; the {n_rows:,} rows before it were read" if n_rows else ""
+        yield RawTable(source, pd.DataFrame(), [], [Problem(source, "", "", f"unreadable parquet ({exc}){after}")])
+        return
+    if not n_rows:
+        yield RawTable(source, pd.DataFrame(), [], [Problem(source, "", "", "empty file (no rows)")])
 
 
 # --------------------------------------------------------------------- Dataset
@@ -291,12 +506,12 @@ def dataset_from_frame(
     if accounting is None:
         ungraded = int((~frame[S.GRADED].to_numpy(dtype=bool)).sum())
         accounting = {"read": n, "kept": n, "ungraded": ungraded, "rejected": 0}
-    coords: dict[str, tuple[str, np.ndarray]] = {}
+    coords: dict[str, Any] = {}
     for col in S.TRIAL_COORDS:
         if col in frame.columns:
-            values = frame[col].to_numpy()
-            coords[col] = (S.TRIAL, values.astype(np.int64) if col in (S.STEP, S.SAMPLE) else values.astype(object))
-    data_vars: dict[str, tuple[tuple[str, ...], np.ndarray]] = {
+            values = frame[col]
+            coords[col] = (S.TRIAL, values.to_numpy(np.int64)) if col in (S.STEP, S.SAMPLE) else _shared_strings(values)
+    data_vars: dict[str, Any] = {
         S.GRADED: ((S.TRIAL,), frame[S.GRADED].to_numpy(dtype=bool)),
         S.REWARD: ((S.TRIAL,), frame[S.REWARD].to_numpy(dtype=float)),
     }
@@ -310,8 +525,8 @@ def dataset_from_frame(
                     arr[:, j] = frame[col].to_numpy(dtype=float)
             data_vars[fld] = ((S.TRIAL, S.LEVEL), arr)
     for col in extra:
-        values = frame[col].to_numpy()
-        data_vars[col] = ((S.TRIAL,), values if values.dtype != object else values.astype(object))
+        numeric = pd.api.types.is_numeric_dtype(frame[col].dtype)
+        data_vars[col] = ((S.TRIAL,), frame[col].to_numpy()) if numeric else _shared_strings(frame[col])
     ds = xr.Dataset(data_vars, coords={**coords, S.LEVEL: np.asarray(levels, dtype=object)})
     ds.attrs.update(
         {
@@ -325,6 +540,15 @@ def dataset_from_frame(
     )
     _describe_vars(ds)
     return ds
+
+
+def _shared_strings(values: pd.Series) -> xr.Variable:
+    """A text column as a trial Variable of Python strings in which equal values are one
+    object (a million rows of one run name are a million pointers to one string). Built on
+    xarray's fast path: its check of object arrays for dates would convert every cell."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    strings = np.asarray(uniques.to_numpy(dtype=object), dtype=object)[codes]
+    return xr.Variable((S.TRIAL,), strings, fastpath=True)
 
 
 def _describe_vars(ds: xr.Dataset) -> None:
@@ -406,7 +630,7 @@ def read_trials_report(
         If a file's suffix is not a supported table format.
     """
     files = expand_paths(paths)
-    valid = validate_trials([_read_raw(p) for p in files], strict=strict)
+    valid = validate_trials((t for p in files for t in _iter_raw(p)), strict=strict)
     if rejects is not None:
         write_atomic(rejects, valid.rejected.to_csv(index=False).encode())
     if not len(valid.frame):

@@ -131,32 +131,41 @@ def read_all(path: str | Path, limit: int | None = None) -> str:
     return text
 
 
-def iter_lines(
+#: characters of text per block of :func:`iter_line_blocks` (memory is a few blocks)
+BLOCK_CHARS = 1 << 23
+
+
+def iter_line_blocks(
     path: str | Path,
     *,
+    block_chars: int | None = None,
     max_line: int | None = None,
     limit: int | None = None,
 ) -> Iterator[tuple[int, str]]:
-    """``(line number, line)`` of a plain or ``.zst`` text file, streamed (memory bounded by
-    one line); past ``limit`` characters in all (default :data:`MAX_FILE_BYTES`) it raises
-    :class:`TooLargeError`; a line longer than ``max_line`` characters (default
-    :data:`MAX_LINE_CHARS`) is yielded as :data:`OVERLONG`
-    (its text dropped) so the caller can count and report it. Raises
-    :class:`TruncatedStreamError` after the last line of a truncated stream (its partial
-    last line included)."""
+    """``(number of the first line, text)`` of a plain or ``.zst`` text file in blocks of
+    whole lines, streamed (memory bounded by a block and one line).
+
+    ``text`` holds complete lines, each ending in ``"\\n"`` (the file's last line may not),
+    carriage returns kept as read; a line longer than ``max_line`` characters (default
+    :data:`MAX_LINE_CHARS`, carriage return included) is yielded alone as
+    :data:`OVERLONG` (its text dropped). Past ``limit`` characters in all (default
+    :data:`MAX_FILE_BYTES`) it raises :class:`TooLargeError`; after the last line of a
+    truncated stream (its partial last line included) :class:`TruncatedStreamError`.
+    :func:`iter_lines` is this, a line at a time. ``block_chars`` defaults to
+    :data:`BLOCK_CHARS`, read when called."""
+    block_chars = BLOCK_CHARS if block_chars is None else block_chars
     max_line = MAX_LINE_CHARS if max_line is None else max_line
     limit = MAX_FILE_BYTES if limit is None else limit
-    total = 0
+    total, number, pending, overlong = 0, 1, "", False
     with open_text(path, newline="") as stream:
-        number, pending, overlong = 0, "", False
         while True:
             try:
-                chunk = stream.read(1 << 20)
+                chunk = stream.read(block_chars)
                 if not chunk:
                     stream.read(1)  # a truncated stream raises here
             except TruncatedStreamError:
                 if pending:  # the partial line before the damage is handed over too (and counted)
-                    yield number + 1, pending
+                    yield number, pending
                 raise
             total += len(chunk)
             if total > limit:
@@ -166,23 +175,48 @@ def iter_lines(
                 )
             if not chunk:
                 if pending or overlong:
-                    number += 1
-                    yield number, OVERLONG if overlong else pending.removesuffix("\r")
+                    yield number, OVERLONG if overlong else pending
                 return
-            pieces = (pending + chunk).split("\n") if not overlong else chunk.split("\n")
-            if overlong:
-                if len(pieces) == 1:
+            if overlong:  # skip to the end of the overlong line
+                cut = chunk.find("\n")
+                if cut < 0:
                     continue
-                number += 1
                 yield number, OVERLONG
-                overlong = False
-                pieces = pieces[1:]
-            pending = pieces.pop()
-            for line in pieces:
-                number += 1
-                if len(line) > max_line:
-                    yield number, OVERLONG
-                else:
-                    yield number, line.removesuffix("\r")
+                number, overlong, chunk = number + 1, False, chunk[cut + 1 :]
+            text = pending + chunk
+            cut = text.rfind("\n") + 1
+            block, pending = text[:cut], text[cut:]
+            if len(block) > max_line:  # only then can a line in it be too long
+                for line in block.split("\n")[:-1]:
+                    yield number, OVERLONG if len(line) > max_line else line + "\n"
+                    number += 1
+            elif block:
+                yield number, block
+                number += block.count("\n")
             if len(pending) > max_line:
                 pending, overlong = "", True
+
+
+def iter_lines(
+    path: str | Path,
+    *,
+    max_line: int | None = None,
+    limit: int | None = None,
+) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of a plain or ``.zst`` text file, streamed (memory bounded by
+    a block of lines, :func:`iter_line_blocks`); the newline and a carriage return before it
+    are removed. Past ``limit`` characters in all (default :data:`MAX_FILE_BYTES`) it raises
+    :class:`TooLargeError`; a line longer than ``max_line`` characters (default
+    :data:`MAX_LINE_CHARS`) is yielded as :data:`OVERLONG`
+    (its text dropped) so the caller can count and report it. Raises
+    :class:`TruncatedStreamError` after the last line of a truncated stream (its partial
+    last line included)."""
+    for first, block in iter_line_blocks(path, max_line=max_line, limit=limit):
+        if block is OVERLONG:
+            yield first, OVERLONG
+            continue
+        lines = block.split("\n")
+        if block.endswith("\n"):
+            lines.pop()
+        for k, line in enumerate(lines):
+            yield first + k, line.removesuffix("\r")

@@ -10,12 +10,15 @@ without being counted.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, overload
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from saturation import schema as S
 
@@ -68,13 +71,43 @@ class TrialValidationError(ValueError):
         super().__init__(f"{len(self.problems)} problem(s) in the graded-trials input:\n" + "\n".join(shown) + tail)
 
 
+class Locations(Sequence[str]):
+    """Row locators ``"line 7"`` / ``"row 3"`` kept as numbers (a million rows are a million
+    integers, not a million strings); ``locations[i]`` is the text of row ``i``.
+
+    Parameters
+    ----------
+    kind : str
+        ``"line"`` (text formats: the physical line) or ``"row"`` (parquet: the row, from 1).
+    numbers : array of int
+        One number per row.
+    """
+
+    def __init__(self, kind: str, numbers: np.ndarray) -> None:
+        self.kind = kind
+        self.numbers = np.asarray(numbers, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [f"{self.kind} {n}" for n in self.numbers[i].tolist()]
+        return f"{self.kind} {int(self.numbers[i])}"
+
+
 @dataclass
 class RawTable:
-    """One input file as read: values untyped, one locator per row."""
+    """One input file (or one block of a large file) as read: values untyped, one locator
+    per row."""
 
     source: str
     frame: pd.DataFrame
-    locations: list[str]
+    locations: Sequence[str]
     #: problems found while reading (empty file, corrupt stream, malformed lines)
     problems: list[Problem] = field(default_factory=list)
     #: rows that could not even be parsed into fields (location, raw text)
@@ -93,7 +126,7 @@ class RawTable:
 class Validated:
     """Result of :func:`validate_trials`.
 
-    ``frame`` holds the kept rows, typed, with ``_source``/``_location`` columns;
+    ``frame`` holds the kept rows, typed, with ``_table``/``_row`` columns (which input table, which of its rows);
     ``rejected`` one row per rejected input row with its reasons; ``accounting`` the
     counts read / kept / ungraded / rejected (read == kept + rejected).
     """
@@ -120,33 +153,53 @@ def _parse_float(values: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     """(float values with NaN for empty, empty mask, mask of unparsable non-empty cells).
 
     Vectorised: numeric columns are taken as they are; text is parsed by ``pd.to_numeric``
-    in one call. Booleans are unparsable (JSON true/false must not become 1/0 silently in a
-    numeric column); the per-cell check for them runs only on columns that hold a mix of
-    types (``infer_dtype``), never on plain text or numbers. A cell reading "nan" is a
-    number (NaN), not a typo."""
-    if pd.api.types.is_bool_dtype(values.dtype):
+    in one call (one arrow cast when the text is typed ``str`` and every cell is a number),
+    so whether a cell is a number never depends on the other cells of its column.
+    Booleans are unparsable (JSON true/false must not become 1/0 silently in a numeric
+    column); the per-cell check for them runs only on columns that hold a mix of types
+    (``infer_dtype``), never on plain text or numbers. A cell reading "nan" is a number
+    (NaN), not a typo."""
+    if pd.api.types.is_bool_dtype(values.dtype):  # a boolean column: no cell is a number
         empty = values.isna().to_numpy(dtype=bool)
         return np.full(len(values), np.nan), empty, ~empty
-    if pd.api.types.is_numeric_dtype(values.dtype):
-        arr = values.to_numpy(dtype=float, na_value=np.nan).copy()
-        empty = np.isnan(arr)
-        return arr, empty, np.zeros(len(values), dtype=bool)
-    empty = _is_empty(values)
-    clean = values.where(~empty, None)
-    kind = pd.api.types.infer_dtype(clean, skipna=True)
-    if kind not in ("string", "empty", "floating", "integer", "mixed-integer-float", "decimal"):
-        clean = clean.map(_bool_to_num)  # mixed types: booleans possible
-    try:  # every cell a number: one arrow cast (about 8x faster than to_numeric)
-        arr = np.array(clean.astype("Float64").to_numpy(dtype=float, na_value=np.nan), dtype=float)
-    except (TypeError, ValueError, ArithmeticError):  # pyarrow's ArrowInvalid is a ValueError
-        parsed = pd.to_numeric(clean, errors="coerce")
-        arr = np.array(parsed.to_numpy(dtype=float, na_value=np.nan), dtype=float)
-    arr[empty] = np.nan
+    arr = empty = None
+    if _is_arrow_text(values):  # one arrow cast when every non-empty cell is a number
+        text = pa.array(values)
+        blank = pc.fill_null(pc.equal(text, ""), True)
+        with contextlib.suppress(pa.ArrowInvalid):  # a cell that is not a number, or spaces
+            cast = pc.cast(pc.if_else(blank, pa.scalar(None, text.type), text), pa.float64())
+            arr = np.array(cast.to_numpy(zero_copy_only=False), dtype=float)
+            empty = np.asarray(blank.to_numpy(zero_copy_only=False), dtype=bool)
+    if arr is None or empty is None:
+        arr, empty = _parse_float_cells(values)
     candidates = ~empty & np.isnan(arr)
     bad = candidates.copy()
     if candidates.any():
         bad[candidates] = ~_is_nan_literal(values[candidates])
     return arr, empty, bad
+
+
+def _is_arrow_text(values: pd.Series) -> bool:
+    """Text typed as ``str`` (arrow strings), not Python objects."""
+    return pd.api.types.is_string_dtype(values.dtype) and not pd.api.types.is_object_dtype(values.dtype)
+
+
+def _parse_float_cells(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(float values with NaN for empty and unreadable cells, empty mask) of a column that
+    is not boolean."""
+    if pd.api.types.is_numeric_dtype(values.dtype):
+        arr = values.to_numpy(dtype=float, na_value=np.nan).copy()
+        return arr, np.isnan(arr)
+    empty = _is_empty(values)
+    clean = values.where(~empty, None)
+    kind = pd.api.types.infer_dtype(clean, skipna=True)
+    if kind not in ("string", "empty", "floating", "integer", "mixed-integer-float", "decimal"):
+        clean = clean.map(_bool_to_num)  # mixed types: booleans possible
+    # what a cell reads as is to_numeric's, the same whatever the other cells hold (the
+    # arrow cast above reads exactly the numbers to_numeric reads; tested)
+    arr = np.array(pd.to_numeric(clean, errors="coerce").to_numpy(dtype=float, na_value=np.nan), dtype=float)
+    arr[empty] = np.nan
+    return arr, empty
 
 
 def _to_float(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -197,13 +250,18 @@ def _to_bool(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return true, ~(true | false)
 
 
-def _to_str(values: pd.Series) -> np.ndarray:
+def _to_str(values: pd.Series) -> pd.Series:
+    """Text cells as text ("" for empty; any other value as ``str`` of it). Text typed as
+    ``str`` stays in arrow (no Python string per cell)."""
     empty = _is_empty(values)
-    out = values.astype(object).where(~empty, "").map(str).to_numpy(dtype=object)
-    return out
+    if pd.api.types.is_string_dtype(values.dtype) and not pd.api.types.is_object_dtype(values.dtype):
+        return values.where(~empty, "")
+    return values.astype(object).where(~empty, "").map(str)
 
 
 def _describe(value: object) -> str:
+    if isinstance(value, np.generic):  # a typed column's cell reads as the plain value
+        value = value.item()
     text = repr(value) if not isinstance(value, str) else f"'{value}'"
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -218,42 +276,60 @@ def _level_columns(columns: Sequence[str]) -> dict[str, dict[str, str]]:
     return out
 
 
-def _validate_table(table: RawTable, renamed: dict[str, str]) -> tuple[pd.DataFrame, list[list[str]], list[Problem]]:
+class _Reasons:
+    """Why each rejected row of one table is rejected: the reasons of the few bad rows, and
+    those that concern every row (a missing or repeated column)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.rows: dict[int, list[str]] = {}
+        self.every: list[str] = []
+
+    def add(self, i: int, reason: str) -> None:
+        self.rows.setdefault(i, []).append(reason)
+
+    def bad(self) -> np.ndarray:
+        mask = np.full(self.n, bool(self.every))
+        mask[list(self.rows)] = True
+        return mask
+
+    def text(self, i: int) -> str:
+        return "; ".join([*self.every, *self.rows.get(i, [])])
+
+
+def _validate_table(table: RawTable, renamed: dict[str, str]) -> tuple[pd.DataFrame, _Reasons, list[Problem]]:
     """Type one table's rows. Returns (typed frame, per-row reasons, problems); extra
     columns renamed on the way are added to ``renamed``."""
     raw = table.frame
     n = len(raw)
-    reasons: list[list[str]] = [[] for _ in range(n)]
+    reasons = _Reasons(n)
     problems: list[Problem] = list(table.problems)
     locs = table.locations
 
     def flag(mask: np.ndarray, column: str, make_msg: Callable[..., str]) -> None:
-        for i in np.flatnonzero(mask):
+        for i in np.flatnonzero(mask).tolist():
             msg = make_msg(i)
             problems.append(Problem(table.source, locs[i], column, msg))
-            reasons[i].append(f"{column}: {msg}")
+            reasons.add(i, f"{column}: {msg}")
 
     missing = [c for c in S.REQUIRED_COLUMNS if c not in raw.columns]
     if missing and n:
         msg = "missing required column(s) " + ", ".join(f"'{c}'" for c in missing)
         problems.append(Problem(table.source, "", "", msg + f" (all {n} rows rejected)"))
-        for r in reasons:
-            r.append(msg)
+        reasons.every.append(msg)
     if table.duplicate_columns and n:
-        msg = f"duplicate column name(s) {table.duplicate_columns} (all {n} rows rejected)"
-        for r in reasons:
-            r.append(msg)
+        reasons.every.append(f"duplicate column name(s) {table.duplicate_columns} (all {n} rows rejected)")
     typed = pd.DataFrame(index=raw.index)
     if missing or table.duplicate_columns or n == 0:
         return typed, reasons, problems
 
     for col in raw.columns:  # netCDF cannot store a NUL inside a string
-        if raw[col].dtype == object:
+        if pd.api.types.is_string_dtype(raw[col].dtype):
             nul = raw[col].astype(str).str.contains("\x00", regex=False).to_numpy(dtype=bool)
             flag(nul, str(col), lambda i: "contains a NUL character")
     for col in (S.RUN, S.INSTANCE_ID):
         values = _to_str(raw[col])
-        flag(values == "", col, lambda i: "missing value")
+        flag((values == "").to_numpy(dtype=bool), col, lambda i: "missing value")
         typed[col] = values
     for col in (S.STEP, S.SAMPLE):
         arr, empty, bad = _to_int(raw[col])
@@ -293,8 +369,8 @@ def _type_optional_coords(raw: pd.DataFrame, typed: pd.DataFrame, flag: Flag) ->
         if col in raw.columns:
             values = _to_str(raw[col])
             if col == S.PHASE:
-                wrong = (values != "") & ~np.isin(values, list(S.PHASES))
-                flag(wrong, col, lambda i, v=values: f"{_describe(v[i])} is not one of " + "/".join(S.PHASES))
+                wrong = ((values != "") & ~values.isin(list(S.PHASES))).to_numpy(dtype=bool)
+                flag(wrong, col, lambda i, v=values: f"{_describe(v.iat[i])} is not one of " + "/".join(S.PHASES))
             typed[col] = values
 
 
@@ -355,7 +431,7 @@ def _type_extra_columns(
 def safe_column_name(col: str, taken: set[str]) -> str:
     """``col`` as a trial-variable name that netCDF can store and that cannot replace one
     of the Dataset's own names (:data:`~saturation.schema.RESERVED_NAMES`), nor the
-    validator's ``_source``/``_location``, nor read as a ``<level>_<field>`` column: other
+    validator's ``_table``/``_row``, nor read as a ``<level>_<field>`` column: other
     characters become ``_``; a name starting with ``_`` or a digit gets an ``x`` prefix; a
     reserved or level-like name an ``_extra`` suffix; a taken one ``_2``, ``_3``, ..."""
     name = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in col) or "unnamed"
@@ -369,13 +445,44 @@ def safe_column_name(col: str, taken: set[str]) -> str:
     return name
 
 
-def validate_trials(tables: Sequence[RawTable], *, strict: bool = True) -> Validated:
+def _reject_duplicates(
+    frame: pd.DataFrame,
+    key: list[str],
+    dup: np.ndarray,
+    origins: list[tuple[str, Sequence[str]]],
+    problems: list[Problem],
+    rejected_rows: list[dict[str, object]],
+) -> None:
+    """One problem and one rejected row per repeat of a trial key, naming where the key
+    was first seen (only the rows of repeated keys are looked at)."""
+    involved = np.flatnonzero(frame.duplicated(key, keep=False).to_numpy())
+    sub = frame.iloc[involved]
+    keys = list(sub[key].itertuples(index=False, name=None))
+    where = [
+        f"{origins[t][0]} {origins[t][1][r]}" for t, r in zip(sub["_table"].tolist(), sub["_row"].tolist(), strict=True)
+    ]
+    first_loc: dict[tuple[object, ...], str] = {}
+    for k, w in zip(keys, where, strict=True):
+        first_loc.setdefault(k, w)
+    for j, pos in enumerate(involved.tolist()):
+        if not dup[pos]:
+            continue
+        ident = {name: (v.item() if isinstance(v, np.generic) else v) for name, v in zip(key, keys[j], strict=True)}
+        msg = f"duplicate trial {ident} (first seen at {first_loc[keys[j]]})"
+        t, r = int(sub["_table"].iat[j]), int(sub["_row"].iat[j])
+        src, loc = origins[t][0], origins[t][1][r]
+        problems.append(Problem(src, loc, "", msg))
+        rejected_rows.append({"source": src, "location": loc, "reasons": msg, "raw": ""})
+
+
+def validate_trials(tables: Iterable[RawTable], *, strict: bool = True) -> Validated:
     """Validate and type graded-trial tables, collecting every problem.
 
     Parameters
     ----------
-    tables : sequence of RawTable
-        One per input file, as produced by :mod:`saturation.io`.
+    tables : iterable of RawTable
+        One per input file or block of a file, as produced by :mod:`saturation.io`;
+        consumed one at a time (a generator keeps memory bounded by a block).
     strict : bool, default True
         Raise :class:`TrialValidationError` with all problems if there is any. When
         False, rows with problems are rejected and reported in ``Validated.rejected``.
@@ -390,6 +497,7 @@ def validate_trials(tables: Sequence[RawTable], *, strict: bool = True) -> Valid
     renamed: dict[str, str] = {}
     typed_parts: list[pd.DataFrame] = []
     rejected_rows: list[dict[str, object]] = []
+    origins: list[tuple[str, Sequence[str]]] = []  # per table: source, row locators
     n_read = 0
     for table in tables:
         typed, reasons, probs = _validate_table(table, renamed)
@@ -397,23 +505,25 @@ def validate_trials(tables: Sequence[RawTable], *, strict: bool = True) -> Valid
         n_read += len(table.frame) + len(table.unparsable)
         for loc, text in table.unparsable:
             rejected_rows.append({"source": table.source, "location": loc, "reasons": "unparsable line", "raw": text})
-        bad = np.array([bool(r) for r in reasons], dtype=bool)
-        for i in np.flatnonzero(bad):
+        bad = reasons.bad()
+        for i in np.flatnonzero(bad).tolist():
             rejected_rows.append(
                 {
                     "source": table.source,
                     "location": table.locations[i],
-                    "reasons": "; ".join(reasons[i]),
+                    "reasons": reasons.text(i),
                     "raw": table.frame.iloc[i].to_json(default_handler=str),
                 }
             )
         if len(typed.columns):
             keep = typed.loc[~bad].copy()
-            keep["_source"] = table.source
-            keep["_location"] = np.asarray(table.locations, dtype=object)[~bad]
+            keep["_table"] = len(origins)
+            keep["_row"] = np.flatnonzero(~bad)
             typed_parts.append(keep)
+            origins.append((table.source, table.locations))
 
     frame = pd.concat(typed_parts, ignore_index=True) if typed_parts else pd.DataFrame()
+    typed_parts.clear()  # the blocks' rows, now in frame
     if len(frame):
         # fill optional coords absent from some files with "" (explicitly unknown)
         for col in S.OPTIONAL_COORDS:
@@ -422,19 +532,7 @@ def validate_trials(tables: Sequence[RawTable], *, strict: bool = True) -> Valid
         key = [c for c in S.TRIAL_KEY if c in frame.columns]
         dup = frame.duplicated(key, keep="first").to_numpy()
         if dup.any():
-            keys = list(frame[key].itertuples(index=False, name=None))
-            where = [f"{src} {loc}" for src, loc in zip(frame["_source"], frame["_location"], strict=True)]
-            first_loc: dict[tuple[object, ...], str] = {}
-            for k, w in zip(keys, where, strict=True):
-                first_loc.setdefault(k, w)
-            for j in np.flatnonzero(dup).tolist():
-                ident = {
-                    name: (v.item() if isinstance(v, np.generic) else v) for name, v in zip(key, keys[j], strict=True)
-                }
-                msg = f"duplicate trial {ident} (first seen at {first_loc[keys[j]]})"
-                src, loc = str(frame["_source"].iat[j]), str(frame["_location"].iat[j])
-                problems.append(Problem(src, loc, "", msg))
-                rejected_rows.append({"source": src, "location": loc, "reasons": msg, "raw": ""})
+            _reject_duplicates(frame, key, dup, origins, problems, rejected_rows)
             frame = frame.loc[~dup].reset_index(drop=True)
 
     if strict and problems:
