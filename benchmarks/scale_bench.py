@@ -1,7 +1,7 @@
 """Scale: reading a million trials, and the pooled plateau fit at hundreds of steps.
 
     python benchmarks/scale_bench.py read [--trials 1000000] [--format csv,parquet,csv.zst]
-    python benchmarks/scale_bench.py fit [--steps 91,300,1000] [--trials-per-step 440]
+    python benchmarks/scale_bench.py fit [--steps 91,300,1000] [--trials 40000]
     python benchmarks/scale_bench.py runs [--runs 20] [--workers 2]
 
 ``read`` writes the embedded SWE-smith replica's design scaled up (3 levels, 91 steps, the
@@ -9,7 +9,8 @@ replica's curves; ``simulate_plateau``) as a trial table and times ``read_trials
 a fresh process: wall and CPU seconds, and the process's peak resident memory (``ru_maxrss``
 of the child, so the parent's data do not count).
 
-``fit`` simulates the same 3 levels over N steps (change points scaled with the run length)
+``fit`` simulates the same 3 levels over N steps (change points scaled with the run length,
+``--trials`` in all, as in issue 24's table)
 and times, in a fresh process, reading nothing: aggregate, then the 3-level pooled fit with
 the default (exact) sampler, twice (the second is the warm figure), with the peak memory.
 
@@ -70,7 +71,9 @@ def _spec(n_steps: int, per_step: int):  # type: ignore[no-untyped-def]
 
     scale = n_steps / SWESMITH_SPEC.n_steps
     levels = tuple(
-        replace(lv, changepoint=lv.changepoint * scale, early_slope=lv.early_slope / scale)
+        replace(
+            lv, changepoint=lv.changepoint * scale, early_slope=lv.early_slope / scale, late_slope=lv.late_slope / scale
+        )
         for lv in SWESMITH_SPEC.levels
     )
     prompts = max(1, per_step // SWESMITH_SPEC.samples_per_prompt)
@@ -108,13 +111,13 @@ def bench_read(n_trials: int, formats: list[str]) -> None:
             )
 
 
-def bench_fit(steps: list[int], per_step: int) -> None:
+def bench_fit(steps: list[int], trials: int) -> None:
     from saturation.io import write_netcdf
     from saturation.simulate import simulate_plateau
 
     with tempfile.TemporaryDirectory() as tmp:
         for n in steps:
-            ds, truth = simulate_plateau(_spec(n, per_step), seed=5)
+            ds, truth = simulate_plateau(_spec(n, trials // n), seed=5)
             path = Path(tmp) / f"sim{n}.nc"
             write_netcdf(ds, path)
             res = _child(CHILD_FIT, str(path))
@@ -159,7 +162,7 @@ def main() -> None:
     r.add_argument("--format", default="csv,parquet")
     f = sub.add_parser("fit")
     f.add_argument("--steps", default="91,300,1000")
-    f.add_argument("--trials-per-step", type=int, default=440)
+    f.add_argument("--trials", type=int, default=40_000, help="trials in all (per step: trials / steps)")
     m = sub.add_parser("runs")
     m.add_argument("--runs", type=int, default=20)
     m.add_argument("--workers", type=int, default=2)
@@ -167,7 +170,7 @@ def main() -> None:
     if args.what == "read":
         bench_read(args.trials, args.format.split(","))
     elif args.what == "fit":
-        bench_fit([int(s) for s in args.steps.split(",")], args.trials_per_step)
+        bench_fit([int(s) for s in args.steps.split(",")], args.trials)
     else:
         bench_runs(args.runs, args.workers)
     print(f"(parent peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB; {np.__name__})")

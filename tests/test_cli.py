@@ -609,3 +609,28 @@ def test_importing_the_models_prints_no_third_party_warnings():
         [sys.executable, "-W", "default", "-c", code], capture_output=True, text=True, check=True, timeout=300
     )
     assert out.stderr == ""
+
+
+def test_plateau_by_run_prints_one_table_and_lists_the_failed_run(tmp_path, capsys):
+    """``plateau --by run``: every run fitted (in process here), one row per run and level,
+    the run too short to fit listed as failed (exit 1), one netCDF per fitted run."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "models"))
+    from test_runs import _runs
+
+    from saturation.io import write_table
+
+    trials = write_table(_runs(["seed-1", "seed-2", "short"]), tmp_path / "runs.csv")
+    out = tmp_path / "fits"
+    args = ["plateau", str(trials), "--by", "run", "--scheduler", "sync", "--json", str(tmp_path / "r.json")]
+    code = main([*args, "--idata", str(out)])
+    text = capsys.readouterr().out
+    assert code == 1
+    assert "FAILED short:" in text and "2 of 3 runs fitted; 1 failed" in text
+    assert sum(line.startswith(("seed-1 ", "seed-2 ")) for line in text.splitlines()) == 4
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert set(doc["runs"]) == {"seed-1", "seed-2"} and doc["failures"][0]["run"] == "short"
+    assert sorted(p.name for p in out.iterdir()) == ["seed-1.nc", "seed-2.nc"]
+    assert main(["plateau", str(trials), "--by", "run", "--run", "seed-1"]) == 2

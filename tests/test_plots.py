@@ -406,15 +406,24 @@ def test_plot_loo_draws_elpd_and_differences(loo_table, method):
     frame = plots.loo_data(table)
     ys = np.arange(len(frame))[::-1]
     best = frame["elpd_loo"].iloc[0]
-    labels = [f"{m} ({how})" for m, how in zip(frame["model"], frame["loo_method"], strict=True)] if method else None
+    bad = frame["warning"].astype(bool).to_numpy()  # PSIS with Pareto k > 0.7: marked in the label and by a cross
+    labels = (
+        [
+            f"{m} ({how}{', k > 0.7' if b else ''})"
+            for m, how, b in zip(frame["model"], frame["loo_method"], bad, strict=True)
+        ]
+        if method
+        else [f"{m}{' (k > 0.7)' if b else ''}" for m, b in zip(frame["model"], bad, strict=True)]
+    )
     for ax in (_new_figure(plots.plot_loo, table).axes[0], _into_ax(plots.plot_loo, table)):
         elpd, diff = ax.containers
         e, s = frame["elpd_loo"], frame["se"]
         _assert_errorbars(elpd, e, ys, e - s, e + s, axis="x")
         d = best - frame["elpd_diff"]
         _assert_errorbars(diff, d, ys - 0.15, d - frame["dse"], d + frame["dse"], axis="x")
-        assert [t.get_text() for t in ax.get_yticklabels()] == (labels or list(frame["model"]))
-        assert _legend(ax) == ["ELPD +- SE", "best - difference +- SE"]
+        assert [t.get_text() for t in ax.get_yticklabels()] == labels
+        crosses = ["Pareto k > 0.7 (unreliable)"] if bad.any() else []
+        assert _legend(ax) == [*crosses, "ELPD +- SE", "best - difference +- SE"]  # lines before error bars
 
 
 # ---------------------------------------------------------------- diagnostics

@@ -528,6 +528,8 @@ def _check_plateau_data(ds: xr.Dataset, levels: list[str] | None, response: str)
 
 
 def _cmd_plateau(args: argparse.Namespace) -> int:
+    if args.by:
+        return _cmd_plateau_runs(args)
     levels = _check_plateau_args(args)
     ds = _load_trials_arg(args.trials, "swesmith")
     _check_plateau_data(ds, levels, args.response)
@@ -590,6 +592,91 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
             f"P(range <= 2) = {tg['p_range_le_2_steps']:.3f}"
         )
     return _finish_fit(args, fit, out)
+
+
+def _cmd_plateau_runs(args: argparse.Namespace) -> int:
+    """``saturation plateau --by run``: every run fitted on its own (a Dask LocalCluster by
+    default), one table of verdicts, the failed runs listed; exit 1 if a run failed, 3 if
+    a fit did not converge."""
+    if args.run:
+        raise UsageError("--by run fits every run; --run picks one: give one of them")
+    idata_dir, args.idata = args.idata, None
+    levels = _check_plateau_args(args)
+    if idata_dir and not Path(idata_dir).resolve().parent.is_dir():
+        raise ValueError(f"{idata_dir}: its directory {Path(idata_dir).resolve().parent} does not exist")
+    ds = _load_trials_arg(args.trials, "swesmith")
+    _check_plateau_data(ds, levels, args.response)
+    from saturation import progress
+    from saturation.models.plateau import PlateauConfig
+    from saturation.models.runs import fit_plateau_runs, run_names
+
+    runs = run_names(ds)
+    if len(runs) < 1:
+        raise UsageError("--by run: the data hold no run coordinate")
+    config = PlateauConfig(
+        response=args.response,
+        levels=tuple(levels) if levels else None,
+        breakpoint=args.breakpoint,
+        shared=not args.separate,
+        continuity=args.continuity,
+        likelihood=args.likelihood,
+        rope=args.rope,
+        rope_relative=args.rope_relative or None,
+        sampler=_sampler_args(args),
+    )
+    where = (
+        "this process" if args.scheduler == "sync" else args.scheduler or f"a LocalCluster of {args.workers} workers"
+    )
+    _print(f"plateau fits of {len(runs)} runs on {where}")
+    bar = progress.Progress(len(runs), "plateau --by run", enabled=args.progress)
+    try:
+        res = fit_plateau_runs(
+            ds,
+            config,
+            seed=args.seed,
+            scheduler=args.scheduler,
+            workers=args.workers,
+            progress=lambda done, total: bar.update(done - bar.done),
+        )
+    finally:
+        bar.close()
+    table = res.table()
+    if len(table):
+        _print(f"{'run':<24} {'level':<10} {'verdict':<16} {'change point (94% HDI)':<26} {'late gain':>10}  conv.")
+    for row in table.itertuples(index=False):
+        cp = (
+            f"{row.changepoint:.1f} [{row.changepoint_hdi_low:.0f}, {row.changepoint_hdi_high:.0f}]"
+            if row.changepoint == row.changepoint  # not NaN: the fit has a change point
+            else "-"
+        )
+        _print(
+            f"{row.run:<24} {row.level:<10} {row.verdict:<16} {cp:<26} {row.late_gain:>10.4f}  "
+            f"{'yes' if row.converged else 'NO'}"
+        )
+    for failure in res.failures:
+        _print(f"FAILED {failure['run']}: {failure['error']}")
+    _print(
+        f"{len(res.fits)} of {len(runs)} runs fitted; {len(res.failures)} failed; "
+        + ("all converged" if res.converged else "NOT ALL CONVERGED: do not use the rows marked NO")
+    )
+    if args.json:
+        _write_json(res.to_dict(), args.json)
+    if idata_dir:
+        from saturation.io import write_netcdf
+
+        out = Path(idata_dir)
+        out.mkdir(exist_ok=True)
+        for run, fit in res.fits.items():
+            write_netcdf(fit.idata, out / f"{_safe_file_name(run)}.nc")
+    if res.failures:
+        return EXIT_DATA
+    return EXIT_OK if res.converged else EXIT_NOT_CONVERGED
+
+
+def _safe_file_name(name: str) -> str:
+    """A run name as a file name: characters other than letters, digits, ``.``, ``-``, ``_``
+    become ``_``."""
+    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in name) or "run"
 
 
 # ------------------------------------------------------------------ diagnose
@@ -1165,6 +1252,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="per-level variable (f1, precision, recall, ...) or trial variable (e.g. reward) (default f1)",
     )
     p.add_argument("--run", help="run to analyse when the data hold several")
+    p.add_argument(
+        "--by",
+        choices=["run"],
+        help="fit every run on its own and print one table of verdicts (a Dask LocalCluster by default; "
+        "--idata is then a directory of one netCDF per run)",
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="--by run: dask scheduler (tcp://host:port); default: a LocalCluster on this machine; 'sync': no dask",
+    )
+    p.add_argument(
+        "--workers", type=_positive, default=2, metavar="N", help="--by run: LocalCluster worker processes (default 2)"
+    )
     p.add_argument(
         "--breakpoint",
         type=_non_negative_real,

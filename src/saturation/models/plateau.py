@@ -306,6 +306,8 @@ def _from_aggregate(
     var_within = np.where(n >= 2, ss_dev / np.maximum(n - 1, 1), pooled)
     binary = bool(np.allclose(ss, s)) and bool(np.allclose(s, np.round(s)))
     summary.setdefault("n_graded", int(n[0].sum()))
+    if "n_trials" in stats_:
+        summary.setdefault("n_trials", int(stats_["n_trials"].sum()))
     return steps, levels, y, n, var_within / n, (np.round(s) if binary else None), bounded
 
 
@@ -1128,10 +1130,10 @@ def fit_plateau(
     sd = data if isinstance(data, StepData) else step_data(data, response=response, levels=levels, run=run)
     grid = _grid(sd, config)
     pri = config.priors.resolve(sd, config.likelihood, grid=grid)
-    hinge_evidence = None
+    hinge_evidence = exact_cps = None
     if config.sampler.sampler in ("auto", "exact") and config.likelihood == "gaussian":
         progress.stage("sample (exact)")
-        idata, timings, hinge_evidence = sample_gaussian_exact(
+        idata, timings, hinge_evidence, exact_cps = sample_gaussian_exact(
             y=sd.y,
             var_mean=sd.var_mean,
             steps=sd.steps,
@@ -1183,7 +1185,7 @@ def fit_plateau(
         if config.likelihood == "gaussian"
         else None
     )
-    estimands = _estimands(idata, sd, config, grid, pri, seed, log_bf)
+    estimands = _estimands(idata, sd, config, grid, pri, seed, log_bf, exact_cps)
     estimands["caveats"] = data_caveats(sd, config)
     _attach(idata, sd, config, diag, grid)
     fit = PlateauFit(idata, config, sd, estimands, diag, timings)
@@ -1224,11 +1226,14 @@ def _estimands(
     pri: dict[str, np.ndarray],
     seed: int,
     log_bf: np.ndarray | None = None,
+    exact_cps: dict[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """Change-point posterior (exact conditional per draw), derived draws and estimands;
     ``pri`` is ``config.priors.resolve(data, config.likelihood, grid=grid)``. The change
     points, the early slopes, the pointwise log-likelihood and the change-point mass are
-    added to ``idata`` (:func:`_add_derived`)."""
+    added to ``idata`` (:func:`_add_derived`). ``exact_cps``: the exact sampler's change
+    points and mass (:func:`~saturation.models._exact.sample_gaussian_exact`), used as they
+    are; otherwise each draw's change point comes from p(c | theta, y)."""
     rng = np.random.default_rng([seed, 7])
     n_levels = len(data.levels)
     p = _param_draws(idata, config.likelihood)
@@ -1243,7 +1248,16 @@ def _estimands(
         "k": data.k if data.k is not None else np.zeros_like(data.y),
         **(data.bounded or {}),
     }
-    cps, mass, pointwise = _changepoint_draws(p, obs, data, config, grid, pri, rng, spread_draws, w_ev)
+    if exact_cps is None:
+        cps, mass, pointwise = _changepoint_draws(p, obs, data, config, grid, pri, rng, spread_draws, w_ev)
+    else:
+        cps, mass = grid[exact_cps["index"]], exact_cps["mass"]
+        pointwise = np.concatenate(  # in slices of draws: the intermediates stay small
+            [
+                _pointwise(p, obs, data, config, cps[lo : lo + 500], slice(lo, lo + 500))
+                for lo in range(0, len(cps), 500)
+            ]
+        )
     jump = p["jump"] if isinstance(p["jump"], np.ndarray) else np.zeros_like(p["start"])
     out: dict[str, Any] = {"levels": {}}
     early_draws = np.empty_like(cps)
@@ -1347,22 +1361,37 @@ def _changepoint_draws(
         for j in range(n_levels):
             idx = sample_rows(rng, cond_sel[:, j, :])
             cps[sl, j] = grid[idx]
-        pj = {
-            key: (v[sl][:, :, None] if v.ndim == 2 else v[sl]) if isinstance(v, np.ndarray) else v
-            for key, v in p.items()
-        }
-        pj["var_mean"] = data.var_mean[None]
-        pointwise[sl] = step_loglik(
+        pointwise[sl] = _pointwise(p, obs, data, config, cps[sl], sl)
+    mass /= n_samples
+    return cps, mass, pointwise
+
+
+def _pointwise(
+    p: dict[str, Any],
+    obs: dict[str, np.ndarray],
+    data: StepData,
+    config: PlateauConfig,
+    cps: np.ndarray,
+    sl: slice = slice(None),
+) -> np.ndarray:
+    """Pointwise log-likelihood (draws, levels, steps) of draws ``sl`` at their change
+    points ``cps`` (draws, levels)."""
+    pj = {
+        key: (v[sl][:, :, None] if v.ndim == 2 else v[sl]) if isinstance(v, np.ndarray) else v for key, v in p.items()
+    }
+    pj["var_mean"] = data.var_mean[None]
+    t = data.steps
+    return np.asarray(
+        step_loglik(
             _NP,
             {k_: v[None] for k_, v in obs.items()},
             t[None, None, :],
-            cps[sl][:, :, None],
+            cps[:, :, None],
             pj,
-            t0,
+            float(t[0]),
             config.likelihood,
         )
-    mass /= n_samples
-    return cps, mass, pointwise
+    )
 
 
 def _level_estimands(
@@ -1787,7 +1816,9 @@ def compare_plateau_models(
                     exact_loo(sd, "linear", PlateauConfig(priors=plateau_kwargs.get("priors") or PlateauPriors())),
                 )
         if not exact:
-            elpd[name] = az.loo(fits[name], pointwise=True)
+            with warnings.catch_warnings():  # high Pareto k is this table's own caveat (below)
+                warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto", category=UserWarning)
+                elpd[name] = az.loo(fits[name], pointwise=True)
         method[name] = "exact" if exact else "PSIS"
     table = az.compare(elpd, ic="loo")
     table["loo_method"] = [method[m] for m in table.index]

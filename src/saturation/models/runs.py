@@ -1,0 +1,206 @@
+"""Many runs at once: one plateau fit per run, fanned out over a Dask cluster.
+
+A sweep (20 seeds or learning rates of one recipe) is a set of independent fits. The step
+data of each run are built here, once, in the calling process (small: steps x levels); each
+run is fitted in a worker (:func:`saturation.cluster.map_tasks`: a LocalCluster by default,
+an existing cluster by address, or this process with ``"sync"``). Every run ends in exactly
+one place: its fit, or a failure naming the run and the error (data that cannot be fitted,
+a worker that died twice). The verdicts across runs come from each fit's own rule
+(:meth:`PlateauFit.verdicts <saturation.models.plateau.PlateauFit.verdicts>`).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from saturation import schema as S
+from saturation.aggregate import aggregate
+from saturation.cluster import map_tasks
+from saturation.models.plateau import PlateauConfig, PlateauFit, StepData, fit_plateau, step_data
+
+
+def run_names(data: xr.Dataset) -> list[str]:
+    """The runs of trials (``run`` coordinate) or aggregates / series (``run`` dimension), sorted.
+
+    Parameters
+    ----------
+    data : xarray.Dataset
+        Trials, aggregates or a per-step series.
+
+    Returns
+    -------
+    list of str
+        The distinct run names.
+    """
+    if S.RUN in data.dims or S.RUN in data.coords:
+        return sorted(map(str, np.unique(data[S.RUN].to_numpy())))
+    return []
+
+
+def run_seed(seed: int, run: str) -> int:
+    """The seed of one run's fit: from ``seed`` and the run's name, so a run gives the same
+    numbers whichever other runs are fitted with it.
+
+    Parameters
+    ----------
+    seed : int
+        The call's seed.
+    run : str
+        The run's name.
+
+    Returns
+    -------
+    int
+        ``seed * 2**32 + crc32(run)``.
+    """
+    return seed * 2**32 + zlib.crc32(run.encode())
+
+
+@dataclass
+class PlateauRuns:
+    """Result of :func:`fit_plateau_runs`.
+
+    Parameters
+    ----------
+    fits : dict of str to PlateauFit
+        One fit per run that could be fitted, in run order.
+    failures : list of dict
+        ``{"run", "error"}`` per run that could not be fitted (bad data, or a task that
+        failed after the cluster's retries).
+    """
+
+    fits: dict[str, PlateauFit]
+    failures: list[dict[str, str]] = field(default_factory=list)
+
+    def table(self) -> pd.DataFrame:
+        """One row per run and level: the verdict and the numbers behind it.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns run, level, verdict, changepoint (mean) with its 94 % HDI, late slope,
+            late gain with its 94 % upper bound, P(flat), converged, R-hat max.
+        """
+        rows = []
+        for run, fit in self.fits.items():
+            diag = fit.diagnostics
+            for level, e in fit.estimands["levels"].items():
+                cp = e.get("changepoint")
+                rows.append(
+                    {
+                        "run": run,
+                        "level": level,
+                        "verdict": e["verdict"],
+                        "changepoint": cp["mean"] if cp else np.nan,
+                        "changepoint_hdi_low": cp["hdi"][0] if cp else np.nan,
+                        "changepoint_hdi_high": cp["hdi"][1] if cp else np.nan,
+                        "late_slope": e["late_slope"]["mean"],
+                        "late_gain": e["late_gain"]["mean"],
+                        "late_gain_upper": e["late_gain_upper"],
+                        "p_flat": e["p_flat"],
+                        "converged": bool(diag["converged"]),
+                        "rhat_max": diag["rhat_max"],
+                    }
+                )
+        return pd.DataFrame(rows)
+
+    @property
+    def converged(self) -> bool:
+        """Every fitted run converged."""
+        return all(fit.diagnostics["converged"] for fit in self.fits.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The public JSON shape: ``{"runs": {RUN: PlateauFit.to_dict()}, "table": [...],
+        "failures": [...], "converged": bool}``.
+
+        Returns
+        -------
+        dict
+            JSON-ready (through :func:`saturation.summary.json_safe`).
+        """
+        return {
+            "runs": {run: fit.to_dict() for run, fit in self.fits.items()},
+            "table": self.table().to_dict(orient="records"),
+            "failures": list(self.failures),
+            "converged": self.converged,
+        }
+
+
+def _fit_one(task: tuple[str, StepData, PlateauConfig, int]) -> PlateauFit:
+    _, data, config, seed = task
+    return fit_plateau(data, config, seed=seed)
+
+
+def fit_plateau_runs(
+    data: xr.Dataset,
+    config: PlateauConfig | None = None,
+    *,
+    runs: list[str] | None = None,
+    seed: int = 0,
+    scheduler: str | None = None,
+    workers: int = 2,
+    progress: Callable[[int, int], None] | None = None,
+) -> PlateauRuns:
+    """Fit the plateau model to every run of ``data``, in parallel.
+
+    Parameters
+    ----------
+    data : xarray.Dataset
+        Trials with a ``run`` coordinate (aggregated here once, by run and step), or
+        aggregates / a series with a ``run`` dimension.
+    config : PlateauConfig, optional
+        The analysis, the same for every run (default ``PlateauConfig()``).
+    runs : list of str, optional
+        The runs to fit (default: every run of the data).
+    seed : int
+        Seeds every fit through :func:`run_seed`: same seed, same numbers per run.
+    scheduler : str, optional
+        None (default): a LocalCluster of ``workers`` processes; ``"tcp://host:port"``: an
+        existing Dask cluster; ``"sync"``: one after the other in this process.
+    workers : int
+        LocalCluster worker processes (default 2).
+    progress : callable, optional
+        Called as ``progress(done, total)`` after each run.
+
+    Returns
+    -------
+    PlateauRuns
+        The fits, the runs that failed, and the table of verdicts across runs.
+
+    Raises
+    ------
+    ValueError
+        If a run asked for is not in the data, or the data hold no run.
+    """
+    config = config or PlateauConfig()
+    config.validate()
+    have = run_names(data)
+    if not have:
+        raise ValueError("the data hold no run coordinate: fit_plateau_runs needs several runs")
+    runs = list(runs) if runs is not None else have
+    missing = [r for r in runs if r not in have]
+    if missing:
+        raise ValueError(f"run(s) {missing} not in the data (runs: {have})")
+    if S.TRIAL in data.dims:  # one pass over the trials: per (run, step) statistics
+        data = aggregate(data, by=(S.RUN, S.STEP))
+    tasks, failures = [], []
+    levels = list(config.levels) if config.levels else None
+    for run in runs:
+        try:
+            sd = step_data(data, response=config.response, levels=levels, run=run)
+        except ValueError as exc:  # this run's data cannot be fitted: it is one failure
+            failures.append({"run": run, "error": repr(exc)})
+            continue
+        tasks.append((run, sd, config, run_seed(seed, run)))
+    labels = [t[0] for t in tasks]
+    results, failed = map_tasks(_fit_one, tasks, labels, scheduler=scheduler, workers=workers, progress=progress)
+    failures += [{"run": f["task"], "error": f["error"]} for f in failed]
+    done = [label for label in labels if label not in {f["task"] for f in failed}]
+    return PlateauRuns(dict(zip(done, results, strict=True)), failures)
