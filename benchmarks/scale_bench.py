@@ -144,7 +144,10 @@ def bench_runs(n_runs: int, workers: int) -> None:
         ds, _ = simulate_plateau(replace(_spec(91, 440), run=f"run-{r:02d}"), seed=100 + r)
         parts.append(aggregate(ds))
     agg = xr.concat(parts, dim="run")
-    for label, kwargs in (("serial", {"scheduler": "serial"}), (f"dask {workers} workers", {"workers": workers})):
+    for label, kwargs in (
+        ("in process", {"scheduler": "sync"}),
+        (f"LocalCluster of {workers} workers", {"workers": workers}),
+    ):
         t0 = time.perf_counter()
         res = fit_plateau_runs(agg, **kwargs)
         print(

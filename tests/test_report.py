@@ -276,3 +276,42 @@ runs = ["no-such-run"]
     # the cluster's section equals the in-process one (same seed, same numbers; served from the cache)
     again = run_report([specs / "series.toml"], out=out, progress=False)
     assert again.sections[0].cached
+
+
+def test_a_by_run_spec_fits_every_run_and_lists_the_failed_one(tmp_path, monkeypatch):
+    """A plateau spec with ``by = "run"``: one table row per run and level, one
+    InferenceData per fitted run, the verdict counting the runs' verdicts, the run too
+    short to fit named (here in process: RUNS_SCHEDULER; the Dask path is tested in
+    tests/models/test_runs.py)."""
+    import sys
+
+    from saturation import report
+
+    sys.path.insert(0, str(Path(__file__).parent / "models"))
+    from test_runs import _runs
+
+    monkeypatch.setattr(report, "RUNS_SCHEDULER", "sync")
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    write_table(_runs(["seed-1", "seed-2", "short"]), specs / "sweep.csv")
+    (specs / "sweep.toml").write_text(f"""
+[analysis]
+kind = "plateau"
+title = "Sweep"
+[data]
+trials = "sweep.csv"
+[model]
+by = "run"
+{TINY}
+""")
+    rep = run_report([specs / "sweep.toml"], out=tmp_path / "out", progress=False)
+    (section,) = rep.sections
+    assert section.verdict.startswith("2 runs: file ") and "1 could not be fitted" in section.verdict
+    assert any(d.startswith("short: could not be fitted") for d in section.details)
+    table = pd.read_csv(tmp_path / "out" / "sweep" / "runs.csv")
+    assert sorted(set(table["run"])) == ["seed-1", "seed-2"] and len(table) == 4
+    assert sorted(Path(f).name for f in section.fits) == ["plateau_fit_seed-1.nc", "plateau_fit_seed-2.nc"]
+    bad = specs / "bad.toml"
+    bad.write_text('[analysis]\nkind = "plateau"\n[model]\nby = "step"\nrun = "x"\n')
+    with pytest.raises(Exception, match='by must be "run"'):
+        run_report([bad], out=tmp_path / "out2", progress=False)

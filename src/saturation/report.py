@@ -49,6 +49,7 @@ from saturation.models.learning import (
     diagnose_reliability,
 )
 from saturation.models.plateau import STOPPED_VERDICTS, PlateauConfig
+from saturation.models.runs import fit_plateau_runs
 from saturation.models.sampling import interval, merge_diagnostics, nuisance_text
 from saturation.models.transfer import TransferConfig
 from saturation.plots import save_figure
@@ -158,6 +159,72 @@ class _Out:
 
 
 # ------------------------------------------------------------------ analyses
+#: where a ``by = "run"`` section fits its runs when the report runs in this process: None, a
+#: LocalCluster of two workers; "sync", one after the other here (a section that is itself a
+#: task on the report's cluster always fits its runs in its worker)
+RUNS_SCHEDULER: str | None = None
+
+
+def _plateau_section(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
+    """A plateau spec: one fit (:func:`_plateau`), or one per run with ``by = "run"``."""
+    if spec.model.get("by") == "run":
+        return _plateau_runs(spec, ds, out)
+    return _plateau(spec, ds, reference, out)
+
+
+def _plateau_runs(spec: Spec, ds: xr.Dataset, out: _Out) -> dict[str, Any]:
+    """A plateau spec with ``by = "run"``: one fit per run (``runs`` or every run), on a Dask
+    LocalCluster, or in this process when the report itself runs on a cluster (the section
+    is then a task in a worker); one table of verdicts across runs, one InferenceData per run."""
+    config = analysis_config(spec)
+    assert isinstance(config, PlateauConfig)
+    scheduler = RUNS_SCHEDULER
+    try:  # inside a dask worker (report --scheduler): the runs are fitted here, not on a new cluster
+        from distributed import get_worker
+
+        get_worker()
+        scheduler = "sync"
+    except (ImportError, ValueError):
+        pass
+    progress_.stage("fit the runs")
+    res = fit_plateau_runs(ds, config, runs=spec.model.get("runs"), seed=spec.seed, scheduler=scheduler)
+    if not res.fits:
+        raise ValueError(f"no run could be fitted: {res.failures}")
+    rows = []
+    for row in res.table().itertuples(index=False):
+        rows.append(
+            {
+                "run": row.run,
+                "level": row.level,
+                "verdict": row.verdict,
+                "change point": (
+                    "none inside the run"
+                    if row.verdict == "no change point" or row.changepoint != row.changepoint
+                    else interval_cell(
+                        {"mean": row.changepoint, "hdi": [row.changepoint_hdi_low, row.changepoint_hdi_high]}, 1
+                    )
+                ),
+                "late gain": row.late_gain,
+                "late gain 94 % upper": row.late_gain_upper,
+                "P(late gain in ROPE)": row.p_flat,
+                "converged": row.converged,
+            }
+        )
+    out.table(pd.DataFrame(rows), "runs", f"{spec.title}: one fit per run ({S.HDI_LABEL} of the change point)")
+    for run, fit in res.fits.items():
+        out.idata(fit.idata, f"plateau_fit_{run}")
+    first = next(iter(res.fits.values()))
+    details = [f"Model (every run): {first.describe_model()}."]
+    details += [f"{run}: {fit.to_dict()['summary']}." for run, fit in res.fits.items()]
+    details += [f"{f['run']}: could not be fitted ({f['error']})." for f in res.failures]
+    return {
+        "verdict": res.summary() + ".",
+        "details": details,
+        "diagnostics": res.diagnostics,
+        "results": {"runs": json_safe(res.to_dict())},
+    }
+
+
 def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
 
     m = spec.model
@@ -663,7 +730,7 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
 
 
 RUNNERS: dict[str, Callable[..., dict[str, Any]]] = {
-    "plateau": _plateau,
+    "plateau": _plateau_section,
     "diagnose": _diagnose,
     "series": _series,
     "transfer": _transfer,

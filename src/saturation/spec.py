@@ -62,6 +62,8 @@ MODEL_KEYS: dict[str, dict[str, str]] = {
         "rope": _NUM,
         "rope_relative": _NUM,
         "compare": _STRS,
+        "by": _STR,
+        "runs": _STRS,
     },
     "diagnose": {"levels": _STRS, "run": _STR},
     "series": {
@@ -160,9 +162,10 @@ class SeriesConfig:
     plateau: PlateauConfig | None = None
 
 
-#: the [model] keys of a plateau spec that are not PlateauConfig fields: the run to select
-#: (data, not model structure) and the LOO comparison's models (a report option)
-PLATEAU_SELECTION = ("run", "compare")
+#: the [model] keys of a plateau spec that are not PlateauConfig fields: the run(s) to select
+#: and ``by = "run"`` (data, not model structure), and the LOO comparison's models (a report
+#: option)
+PLATEAU_SELECTION = ("run", "runs", "by", "compare")
 
 
 def sampler_config(spec: Spec) -> SamplerConfig:
@@ -276,6 +279,17 @@ def _check_data(where: str, spec_path: Path, kind: str, data: dict[str, Any], pr
             problems.append(f"{where}: [data] reference: {ref!r} does not exist (use 'embedded' or a path)")
 
 
+def _check_by_run(where: str, model: dict[str, Any], problems: list[str]) -> None:
+    """A plateau spec's ``by = "run"`` (one fit per run) and its ``runs`` selection."""
+    if "by" in model:
+        if model["by"] != "run":
+            problems.append(f'{where}: [model] by must be "run" (one fit per run), got {model["by"]!r}')
+        if "run" in model:
+            problems.append(f'{where}: [model] by = "run" fits every run; run picks one: give one of them')
+    elif "runs" in model:
+        problems.append(f'{where}: [model] runs selects the runs of by = "run"; without it, use run')
+
+
 def validate_spec(raw: dict[str, Any], path: Path) -> Spec:
     """Validate one parsed spec; raise :class:`SpecError` listing every problem."""
     where = str(path)
@@ -305,6 +319,8 @@ def validate_spec(raw: dict[str, Any], path: Path) -> Spec:
                 )
         if isinstance(raw.get("data", {}), dict):
             _check_data(where, path, kind, raw.get("data", {}), problems)
+    if kind == "plateau" and isinstance(raw.get("model"), dict):
+        _check_by_run(where, raw["model"], problems)
     sampler = raw.get("sampler", {}) if isinstance(raw.get("sampler"), dict) else {}
     for key in ("draws", "tune", "chains"):
         if isinstance(sampler.get(key), int) and sampler[key] < 1:

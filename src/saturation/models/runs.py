@@ -24,6 +24,7 @@ from saturation import schema as S
 from saturation.aggregate import aggregate
 from saturation.cluster import map_tasks
 from saturation.models.plateau import PlateauConfig, PlateauFit, StepData, fit_plateau, step_data
+from saturation.models.sampling import merge_diagnostics
 
 
 def run_names(data: xr.Dataset) -> list[str]:
@@ -116,9 +117,45 @@ class PlateauRuns:
         """Every fitted run converged."""
         return all(fit.diagnostics["converged"] for fit in self.fits.values())
 
+    @property
+    def diagnostics(self) -> dict[str, Any]:
+        """One diagnostics record for all fits (worst R-hat and ESS, summed divergences)."""
+        return merge_diagnostics([fit.diagnostics for fit in self.fits.values()]) if self.fits else {}
+
+    def verdict_counts(self) -> dict[str, dict[str, int]]:
+        """Per level, how many runs got each verdict (from each fit's own rule).
+
+        Returns
+        -------
+        dict of str to dict of str to int
+            ``{level: {verdict: number of runs}}``, verdicts in the order first seen.
+        """
+        counts: dict[str, dict[str, int]] = {}
+        for fit in self.fits.values():
+            for level, v in fit.verdicts().items():
+                by_verdict = counts.setdefault(level, {})
+                by_verdict[v["verdict"]] = by_verdict.get(v["verdict"], 0) + 1
+        return counts
+
+    def summary(self) -> str:
+        """One sentence: per level, the verdicts across the runs, and the runs that failed.
+
+        Returns
+        -------
+        str
+            E.g. "20 runs: file plateaued in 12, slowed in 5, still rising in 3; ...".
+        """
+        parts = [
+            f"{level} " + ", ".join(f"{verdict} in {n}" for verdict, n in by.items())
+            for level, by in self.verdict_counts().items()
+        ]
+        failed = f"; {len(self.failures)} could not be fitted" if self.failures else ""
+        return f"{len(self.fits)} runs: " + "; ".join(parts) + failed
+
     def to_dict(self) -> dict[str, Any]:
         """The public JSON shape: ``{"runs": {RUN: PlateauFit.to_dict()}, "table": [...],
-        "failures": [...], "converged": bool}``.
+        "summary": str, "verdict_counts": {LEVEL: {VERDICT: n}}, "failures": [...],
+        "converged": bool}``.
 
         Returns
         -------
@@ -128,6 +165,8 @@ class PlateauRuns:
         return {
             "runs": {run: fit.to_dict() for run, fit in self.fits.items()},
             "table": self.table().to_dict(orient="records"),
+            "summary": self.summary(),
+            "verdict_counts": self.verdict_counts(),
             "failures": list(self.failures),
             "converged": self.converged,
         }
