@@ -277,6 +277,11 @@ def test_hinge_segment_sums_equal_the_design_matrix_algebra(jump):
     ref = _normal_stats(y, var_mean, design(t, grid, float(t[0]), jump), m0, 1 / sd0**2, tau)[0]
     got = hinge_normal_stats(y, var_mean, t, grid, jump, m0, 1 / sd0**2, tau)
     np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-8)
+    keep = np.arange(len(t)) != 0  # leave-one-out: the first step deleted, the curve's origin kept
+    x = design(t, grid, float(t[0]), jump)[:, keep]
+    ref = _normal_stats(y[keep], var_mean[keep], x, m0, 1 / sd0**2, tau)[0]
+    got = hinge_normal_stats(y[keep], var_mean[keep], t[keep], grid, jump, m0, 1 / sd0**2, tau, t0=float(t[0]))
+    np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-8)
 
 
 def _noisy_three_levels():

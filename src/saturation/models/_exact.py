@@ -113,6 +113,7 @@ def hinge_normal_stats(
     m0: np.ndarray,
     p0: np.ndarray,
     tau: np.ndarray,
+    t0: float | None = None,
 ) -> np.ndarray:
     r""":func:`_normal_stats`'s ``log p(y | c, tau)`` for :func:`design`'s hinge curves,
     from segment sums (:func:`segment_sums`): O(G (T + C)) instead of O(G T C).
@@ -121,9 +122,10 @@ def hinge_normal_stats(
     of :math:`X_c^	op W X_c` and :math:`X_c^	op W y` is a combination of the six sums of
     each segment; :math:`b = X^	op W y - X^	op W X m_0` and
     :math:`r^	op W r = y^	op W y - 2 m_0^	op X^	op W y + m_0^	op X^	op W X m_0`.
-    Returns (G, C); equal to :func:`_normal_stats` to rounding (tested).
+    ``t0`` is the curve's first step (default ``steps[0]``; leave-one-out passes the full
+    data's). Returns (G, C); equal to :func:`_normal_stats` to rounding (tested).
     """
-    t0 = float(steps[0])
+    t0 = float(steps[0]) if t0 is None else t0
     s = steps - t0
     sc = grid - t0  # (C,)
     idx = np.searchsorted(steps, grid)  # first step >= c: the late segment starts there
@@ -147,10 +149,28 @@ def hinge_normal_stats(
     xtx_m0 = xtx @ m0
     b = xty - xtx_m0
     rwr = (eyy + lyy) - 2 * xty @ m0 + xtx_m0 @ m0
-    chol = np.linalg.cholesky(a)
-    logdet = 2 * np.log(np.diagonal(chol, axis1=-2, axis2=-1)).sum(-1)
-    z = np.linalg.solve(chol, b[..., None])[..., 0]
-    return -0.5 * (np.log(2 * np.pi * v).sum(-1)[:, None] - np.log(p0).sum(-1) + logdet + rwr - (z * z).sum(-1))
+    logdet, quad = small_cholesky_terms(a, b)
+    return -0.5 * (np.log(2 * np.pi * v).sum(-1)[:, None] - np.log(p0).sum(-1) + logdet + rwr - quad)
+
+
+def small_cholesky_terms(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r""":math:`\log|A|` and :math:`b^\top A^{-1} b` for many small positive-definite
+    matrices ``a`` (..., p, p) and vectors ``b`` (..., p): the Cholesky factor and the
+    forward solve written out entry by entry, each step one vectorised operation over all
+    the matrices (p <= 4 here: about 30 array operations instead of a LAPACK call per
+    matrix, 50x faster for 45,000 3 x 3 matrices). Equal to ``numpy.linalg`` to rounding."""
+    p = a.shape[-1]
+    chol: dict[tuple[int, int], np.ndarray] = {}
+    for i in range(p):
+        for j in range(i + 1):
+            rest = a[..., i, j] - sum((chol[i, k] * chol[j, k] for k in range(j)), start=np.zeros(a.shape[:-2]))
+            chol[i, j] = np.sqrt(rest) if i == j else rest / chol[j, j]
+    z: list[np.ndarray] = []
+    for i in range(p):
+        rest = b[..., i] - sum((chol[i, k] * z[k] for k in range(i)), start=np.zeros(b.shape[:-1]))
+        z.append(rest / chol[i, i])
+    logdet = 2 * sum((np.log(chol[i, i]) for i in range(p)), start=np.zeros(a.shape[:-2]))
+    return logdet, sum((z_i * z_i for z_i in z), start=np.zeros(b.shape[:-1]))
 
 
 #: candidates on integer steps spanning at most this many lattice points per candidate read
@@ -225,7 +245,7 @@ def _pick(rng: np.random.Generator, logw: np.ndarray) -> np.ndarray:
 class Level:
     """One level (or series) of a model linear in its curve parameters given tau: the tau
     grid over every design in ``x`` (C, T, p) and the conditional draws. ``hinge``
-    ``(steps, grid, jump)`` says that ``x`` is :func:`design`'s: its marginal likelihood then
+    ``(steps, grid, jump, t0)`` says that ``x`` is :func:`design`'s: its marginal likelihood then
     comes from segment sums (:func:`hinge_normal_stats`, linear in the candidates)."""
 
     def __init__(
@@ -236,7 +256,7 @@ class Level:
         m0: np.ndarray,
         sd0: np.ndarray,
         tau_sd: float,
-        hinge: tuple[np.ndarray, np.ndarray, bool] | None = None,
+        hinge: tuple[np.ndarray, np.ndarray, bool, float] | None = None,
     ) -> None:
         self.y, self.var_mean, self.x, self.m0, self.p0 = y, var_mean, x, m0, 1.0 / sd0**2
         positive = var_mean[var_mean > 0]
@@ -249,7 +269,10 @@ class Level:
                 logml = _normal_stats(y, var_mean, x, m0, self.p0, tau)[0]
             else:
                 slices = [tau[i : i + 64] for i in range(0, len(tau), 64)]  # (G, C, p, p) stays small
-                logml = np.concatenate([hinge_normal_stats(y, var_mean, *hinge, m0, self.p0, t_) for t_ in slices])
+                h_steps, h_grid, h_jump, h_t0 = hinge
+                logml = np.concatenate(
+                    [hinge_normal_stats(y, var_mean, h_steps, h_grid, h_jump, m0, self.p0, t_, h_t0) for t_ in slices]
+                )
             return logml + (_log_halfnormal(tau, tau_sd) + u)[:, None]
 
         self.u, self.du, self.logjoint = _scale_grid(logpost, lo, hi)  # logjoint: (G, C)
@@ -314,7 +337,7 @@ def hinge_line_log_bf(
         m0, sd0 = curve_prior(priors, j, jump)
         tau_sd = float(priors["tau_sd"][j])
         hinge = (
-            log_evidence(y[j], var_mean[j], x, m0, sd0, tau_sd, hinge=(steps, grid, jump))
+            log_evidence(y[j], var_mean[j], x, m0, sd0, tau_sd, hinge=(steps, grid, jump, float(steps[0])))
             if hinge_log_evidence is None
             else float(hinge_log_evidence[j])
         )
@@ -329,7 +352,7 @@ def log_evidence(
     m0: np.ndarray,
     sd0: np.ndarray,
     tau_sd: float,
-    hinge: tuple[np.ndarray, np.ndarray, bool] | None = None,
+    hinge: tuple[np.ndarray, np.ndarray, bool, float] | None = None,
 ) -> float:
     """log p(y) of one level under designs ``x`` (C, T, p) with a uniform prior over the C
     designs: the curve parameters integrated analytically and tau by quadrature (the
@@ -379,7 +402,7 @@ def sample_gaussian_exact(
     lv = []
     for j in range(len(levels)):
         prior = curve_prior(priors, j, jump)
-        lv.append(Level(y[j], var_mean[j], x, *prior, float(priors["tau_sd"][j]), hinge=(steps, grid, jump)))
+        lv.append(Level(y[j], var_mean[j], x, *prior, float(priors["tau_sd"][j]), hinge=(steps, grid, jump, t0)))
     post: dict[str, np.ndarray] = {}
     log_m = np.stack([level.log_m for level in lv])  # (L, C)
     if pooled:

@@ -1716,10 +1716,14 @@ def exact_loo(data: StepData, kind: str, config: PlateauConfig | None = None) ->
             m0 = np.array([pri["start_mu"][j], 0.0])
             sd0 = np.array([[pri["start_sd"][j], pri["late_slope_sd"][j, 0]]])
         tau_sd = float(pri["tau_sd"][j])
-        full = log_evidence(data.y[j], data.var_mean[j], x, m0, sd0, tau_sd)
+        jump, t0 = config.continuity == "jump", float(t[0])
+        full_hinge = (t, grid, jump, t0) if kind == "hinge" else None
+        full = log_evidence(data.y[j], data.var_mean[j], x, m0, sd0, tau_sd, hinge=full_hinge)
         for i in range(len(t)):
             keep = np.arange(len(t)) != i
-            out[j, i] = full - log_evidence(data.y[j, keep], data.var_mean[j, keep], x[:, keep], m0, sd0, tau_sd)
+            hinge = (t[keep], grid, jump, t0) if kind == "hinge" else None  # segment sums, the same curve origin
+            y_i, v_i = data.y[j, keep], data.var_mean[j, keep]
+            out[j, i] = full - log_evidence(y_i, v_i, x[:, keep], m0, sd0, tau_sd, hinge=hinge)
     return out
 
 
