@@ -168,16 +168,22 @@ def _csv_tables(path: Path) -> Iterator[RawTable]:
                 n_rows += len(block.frame) + len(block.unparsable)
                 yield block
                 continue
-            lines = _block_lines(first, text)
-            for k, (number, line) in enumerate(lines):
+            if text is streams.OVERLONG:  # an overlong line is a block of its own
+                _add_line(head, rows.add, first, text)
+                continue
+            pos, number = 0, first
+            while pos < len(text):  # line by line until the header is known, then the rest in one block
+                end = text.find("\n", pos)
+                end = len(text) if end < 0 else end
                 had_header = rows.header is not None
-                _add_line(head, rows.add, number, line)
+                rows.add(number, text[pos:end].removesuffix("\r"))
+                pos, number = end + 1, number + 1
                 if had_header or rows.header is None:
                     continue
                 fast = _CsvBlock.for_header(source, rows.header)
                 if fast is not None:
-                    for first_rest, rest in _rejoin(lines[k + 1 :]):
-                        block = fast.table(first_rest, rest)
+                    if pos < len(text):
+                        block = fast.table(number, text[pos:])
                         n_rows += len(block.frame) + len(block.unparsable)
                         yield block
                     break
@@ -194,31 +200,6 @@ def _csv_tables(path: Path) -> Iterator[RawTable]:
         tail.problems.append(Problem(source, "", "", "empty file (header only, no rows)"))
     yield head
     yield tail
-
-
-def _block_lines(first: int, text: str) -> list[tuple[int, str]]:
-    """The ``(number, line)`` of one block (newline and a carriage return before it
-    removed), or its one overlong line."""
-    if text is streams.OVERLONG:
-        return [(first, text)]
-    lines = text.split("\n")
-    if text.endswith("\n"):
-        lines.pop()
-    return [(first + k, line.removesuffix("\r")) for k, line in enumerate(lines)]
-
-
-def _rejoin(lines: list[tuple[int, str]]) -> Iterator[tuple[int, str]]:
-    """The ``(first number, text)`` blocks of these numbered lines (an overlong line alone)."""
-    run: list[tuple[int, str]] = []
-    for number, line in [*lines, (0, streams.OVERLONG)]:
-        if line is not streams.OVERLONG:
-            run.append((number, line))
-            continue
-        if run:
-            yield run[0][0], "".join(f"{text}\n" for _, text in run)
-            run = []
-        if number:
-            yield number, line
 
 
 def _add_line(table: RawTable, add: Callable[[int, str], None], number: int, line: str) -> None:
@@ -286,13 +267,13 @@ class _CsvBlock:
         starts = np.concatenate(([0], ends[:-1] + 1))
         stop = ends - ((ends > starts) & (b[np.maximum(ends - 1, 0)] == 13))
 
-        def count(byte: int) -> np.ndarray:
-            at = np.flatnonzero(b == byte)
+        def count(mask: np.ndarray) -> np.ndarray:  # per line, the bytes in [start, stop) marked
+            at = np.flatnonzero(mask)
             return np.searchsorted(at, stop) - np.searchsorted(at, starts)
 
         blank = stop == starts
-        plain = ~blank & (count(44) == len(self.header) - 1)
-        plain &= (count(34) == 0) & (count(13) == 0) & (count(0) == 0)
+        plain = ~blank & (count(b == 44) == len(self.header) - 1)  # commas
+        plain &= count((b == 34) | (b == 13) | (b == 0)) == 0  # a quote, a carriage return inside, NUL
         plain &= stop - starts <= csv.field_size_limit()  # a longer field is Python csv's error
         head3 = b[np.minimum(starts[:, None] + np.arange(3), max(len(b) - 1, 0))] if len(b) else np.zeros((0, 3))
         plain &= ~(head3 == np.frombuffer(b"\xef\xbb\xbf", dtype=np.uint8)).all(axis=1)  # pyarrow drops a BOM
@@ -510,10 +491,10 @@ def dataset_from_frame(
     for col in S.TRIAL_COORDS:
         if col in frame.columns:
             values = frame[col]
-            coords[col] = (S.TRIAL, values.to_numpy(np.int64)) if col in (S.STEP, S.SAMPLE) else _shared_strings(values)
+            coords[col] = _variable(values.to_numpy(np.int64)) if col in (S.STEP, S.SAMPLE) else _shared_strings(values)
     data_vars: dict[str, Any] = {
-        S.GRADED: ((S.TRIAL,), frame[S.GRADED].to_numpy(dtype=bool)),
-        S.REWARD: ((S.TRIAL,), frame[S.REWARD].to_numpy(dtype=float)),
+        S.GRADED: _variable(frame[S.GRADED].to_numpy(dtype=bool)),
+        S.REWARD: _variable(frame[S.REWARD].to_numpy(dtype=float)),
     }
     levels = list(levels)
     if levels:
@@ -523,10 +504,10 @@ def dataset_from_frame(
                 col = f"{level}_{fld}"
                 if col in frame.columns:
                     arr[:, j] = frame[col].to_numpy(dtype=float)
-            data_vars[fld] = ((S.TRIAL, S.LEVEL), arr)
+            data_vars[fld] = _variable(arr, (S.TRIAL, S.LEVEL))
     for col in extra:
         numeric = pd.api.types.is_numeric_dtype(frame[col].dtype)
-        data_vars[col] = ((S.TRIAL,), frame[col].to_numpy()) if numeric else _shared_strings(frame[col])
+        data_vars[col] = _variable(frame[col].to_numpy()) if numeric else _shared_strings(frame[col])
     ds = xr.Dataset(data_vars, coords={**coords, S.LEVEL: np.asarray(levels, dtype=object)})
     ds.attrs.update(
         {
@@ -542,13 +523,18 @@ def dataset_from_frame(
     return ds
 
 
+def _variable(values: np.ndarray, dims: tuple[str, ...] = (S.TRIAL,)) -> xr.Variable:
+    """A trial Variable of a plain numpy array, built on xarray's fast path: the array needs
+    none of xarray's conversions, whose checks import dask.array (0.75 s) and, for object
+    arrays, look at every cell for dates."""
+    return xr.Variable(dims, np.asarray(values), fastpath=True)
+
+
 def _shared_strings(values: pd.Series) -> xr.Variable:
     """A text column as a trial Variable of Python strings in which equal values are one
-    object (a million rows of one run name are a million pointers to one string). Built on
-    xarray's fast path: its check of object arrays for dates would convert every cell."""
+    object (a million rows of one run name are a million pointers to one string)."""
     codes, uniques = pd.factorize(values, use_na_sentinel=False)
-    strings = np.asarray(uniques.to_numpy(dtype=object), dtype=object)[codes]
-    return xr.Variable((S.TRIAL,), strings, fastpath=True)
+    return _variable(np.asarray(uniques.to_numpy(dtype=object), dtype=object)[codes])
 
 
 def _describe_vars(ds: xr.Dataset) -> None:

@@ -228,10 +228,9 @@ def _to_int(values: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Parse integers. Returns (float array, empty mask, bad mask for non-integers and for
     integers too large to store exactly, ``|x| >= 2**53``)."""
     arr, empty, bad = _parse_float(values)
-    finite = np.isfinite(arr)
-    non_int = ~empty & ~bad & (~finite | (np.where(finite, arr, 0) % 1 != 0))
-    non_int |= ~empty & ~bad & finite & (np.abs(np.where(finite, arr, 0)) >= MAX_INT)
-    return arr, empty, bad | non_int
+    with np.errstate(invalid="ignore"):  # NaN (empty or bad cells) compares False and is masked
+        non_int = (arr != np.floor(arr)) | (np.abs(arr) >= MAX_INT)  # inf: too large
+    return arr, empty, bad | (non_int & ~empty & ~bad)
 
 
 _TRUE = ["true", "1", "1.0"]
@@ -307,6 +306,8 @@ def _validate_table(table: RawTable, renamed: dict[str, str]) -> tuple[pd.DataFr
     locs = table.locations
 
     def flag(mask: np.ndarray, column: str, make_msg: Callable[..., str]) -> None:
+        if not mask.any():
+            return
         for i in np.flatnonzero(mask).tolist():
             msg = make_msg(i)
             problems.append(Problem(table.source, locs[i], column, msg))
