@@ -2,7 +2,7 @@
 
     python benchmarks/scale_bench.py read [--trials 1000000] [--format csv,parquet,csv.zst]
     python benchmarks/scale_bench.py fit [--steps 91,300,1000] [--trials 40000]
-    python benchmarks/scale_bench.py runs [--runs 20] [--workers 2]
+    python benchmarks/scale_bench.py runs [--runs 20] [--workers 2] [--steps 91]
 
 ``read`` writes the embedded SWE-smith replica's design scaled up (3 levels, 91 steps, the
 replica's curves; ``simulate_plateau``) as a trial table and times ``read_trials`` on it in
@@ -16,7 +16,7 @@ fork and exec).
 and times, in a fresh process, reading nothing: aggregate, then the 3-level pooled fit with
 the default (exact) sampler, twice (the second is the warm figure), with the peak memory.
 
-``runs`` times ``fit_plateau_runs`` on ``--runs`` simulated runs (3 levels, 91 steps each)
+``runs`` times ``fit_plateau_runs`` on ``--runs`` simulated runs (3 levels, ``--steps`` each)
 in one call, serial and on a Dask LocalCluster.
 
 Speed is measured here, never in a timed test; the figures go to docs/performance.md.
@@ -136,16 +136,16 @@ def bench_fit(steps: list[int], trials: int) -> None:
             )
 
 
-def bench_runs(n_runs: int, workers: int) -> None:
+def bench_runs(n_runs: int, workers: int, steps: int) -> None:
     import xarray as xr
 
     from saturation.aggregate import aggregate
-    from saturation.models import fit_plateau_runs
+    from saturation.models.runs import fit_plateau_runs
     from saturation.simulate import simulate_plateau
 
     parts = []
     for r in range(n_runs):
-        ds, _ = simulate_plateau(replace(_spec(91, 440), run=f"run-{r:02d}"), seed=100 + r)
+        ds, _ = simulate_plateau(replace(_spec(steps, 40_000 // steps), run=f"run-{r:02d}"), seed=100 + r)
         parts.append(aggregate(ds))
     agg = xr.concat(parts, dim="run")
     for label, kwargs in (
@@ -155,7 +155,7 @@ def bench_runs(n_runs: int, workers: int) -> None:
         t0 = time.perf_counter()
         res = fit_plateau_runs(agg, **kwargs)
         print(
-            f"{n_runs} runs x 3 levels, {label}: {time.perf_counter() - t0:.1f} s; "
+            f"{n_runs} runs x 3 levels x {steps} steps, {label}: {time.perf_counter() - t0:.1f} s; "
             f"{len(res.fits)} fitted, {len(res.failures)} failed",
             flush=True,
         )
@@ -173,13 +173,14 @@ def main() -> None:
     m = sub.add_parser("runs")
     m.add_argument("--runs", type=int, default=20)
     m.add_argument("--workers", type=int, default=2)
+    m.add_argument("--steps", type=int, default=91)
     args = ap.parse_args()
     if args.what == "read":
         bench_read(args.trials, args.format.split(","))
     elif args.what == "fit":
         bench_fit([int(s) for s in args.steps.split(",")], args.trials)
     else:
-        bench_runs(args.runs, args.workers)
+        bench_runs(args.runs, args.workers, args.steps)
     print(f"(parent peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB; {np.__name__})")
 
 
