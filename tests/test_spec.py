@@ -144,3 +144,24 @@ def test_every_shipped_spec_builds_its_one_typed_config():
     assert (series.reliability.rope, series.entropy.rope_relative) == (0.05, 0.05)
     assert series.plateau is not None and series.plateau.breakpoint == 15.0 and series.plateau.continuity == "jump"
     assert series.plateau_run == "code-contests-base" and series.plateau.response == "reward_mean"
+
+
+def test_several_ingested_runs_load_as_one_trial_dataset(tmp_path):
+    """``saturation plateau a.nc b.nc --by run``: the runs' trial Datasets concatenated, the
+    accounting summed; the same run in two files is an error naming both."""
+    import numpy as np
+    import pytest
+
+    from saturation.io import write_trials
+    from saturation.simulate import LevelSpec, PlateauSpec, simulate_plateau
+    from saturation.spec import load_inputs
+
+    paths = []
+    for name in ("run-a", "run-b"):
+        spec = PlateauSpec(levels=(LevelSpec("file", 0.6, 0.01, 0.0, 8.0),), n_steps=16, prompts_per_step=4, run=name)
+        paths.append(write_trials(simulate_plateau(spec, seed=1)[0], tmp_path / f"{name}.nc"))
+    ds = load_inputs([str(p) for p in paths], default="")
+    assert sorted(np.unique(ds["run"].to_numpy())) == ["run-a", "run-b"]
+    assert ds.attrs["rows_kept"] == ds.sizes["trial"] == 2 * 16 * 4 * 8
+    with pytest.raises(ValueError, match="run 'run-a' is also in"):
+        load_inputs([str(paths[0]), str(paths[0])], default="")

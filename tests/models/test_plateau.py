@@ -545,3 +545,40 @@ def test_pooled_evidence_from_the_lattice_table_equals_the_direct_sums(case, mon
     monkeypatch.setattr(_exact, "LATTICE_PER_CANDIDATE", 0)
     direct = posterior(_exact.pooled_evidence(grid, m, spread))
     assert 0.5 * np.abs(fast - direct).sum() < 1e-12
+
+
+@pytest.mark.slow
+def test_segment_sums_fall_back_where_enormous_weights_cancel():
+    """2,000 steps of 16 rollouts: most steps have zero within-step variance, so at the
+    smallest tau a few steps carry weights of 1e12 and the segment sums lose the factor's
+    definiteness; those tau values are redone from the design matrices. The change-point
+    likelihood then equals the design-matrix one wherever it is within 50 log units of
+    its maximum (before the fallback this fit raised an IndexError)."""
+    from dataclasses import replace
+
+    from saturation.aggregate import aggregate
+    from saturation.models import _exact
+    from saturation.models.plateau import PlateauConfig, _grid
+    from saturation.replica import SWESMITH_SPEC
+
+    scale = 2000 / SWESMITH_SPEC.n_steps
+    levels = tuple(
+        replace(
+            lv, changepoint=lv.changepoint * scale, early_slope=lv.early_slope / scale, late_slope=lv.late_slope / scale
+        )
+        for lv in SWESMITH_SPEC.levels
+    )
+    spec = replace(SWESMITH_SPEC, levels=levels, n_steps=2000, prompts_per_step=2, n_graded=None)
+    sd = step_data(aggregate(simulate_plateau(spec, seed=5)[0]))
+    cfg = PlateauConfig()
+    grid = _grid(sd, cfg)
+    pri = cfg.priors.resolve(sd, cfg.likelihood, grid=grid)
+    x = _exact.design(sd.steps, grid, float(sd.steps[0]), False)
+    m0, sd0 = _exact.curve_prior(pri, 1, False)
+    tau_sd = float(pri["tau_sd"][1])
+    fast = _exact.Level(sd.y[1], sd.var_mean[1], x, m0, sd0, tau_sd, hinge=(sd.steps, grid, False, float(sd.steps[0])))
+    slow = _exact.Level(sd.y[1], sd.var_mean[1], x, m0, sd0, tau_sd)
+    assert np.isfinite(fast.log_m).all()
+    a, b = fast.log_m - fast.log_m.max(), slow.log_m - slow.log_m.max()
+    near = b > -50
+    np.testing.assert_allclose(a[near], b[near], atol=1e-6)
