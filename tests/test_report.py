@@ -189,6 +189,7 @@ def test_non_convergence_is_flagged_in_every_output_from_made_up_diagnostics(tmp
         diag = {"rhat_max": 1.003, "ess_bulk_min": 900.0, "ess_tail_min": 800.0, "divergences": 0}
         if not ok:
             diag = {"rhat_max": 1.2, "ess_bulk_min": 35.0, "ess_tail_min": 30.0, "divergences": 4}
+            diag["thresholds"] = {"rhat_max": 1.01, "ess_bulk_min": 100, "divergences": 0}  # 400 draws: draws / 4
         diag["converged"] = ok
         return {"verdict": f"{spec.name} verdict.", "details": [], "results": {}, "diagnostics": diag}
 
@@ -207,7 +208,7 @@ def test_non_convergence_is_flagged_in_every_output_from_made_up_diagnostics(tmp
     bad, good = _md_section(text, "Analysis bad"), _md_section(text, "Analysis good")
     assert "R-hat max 1.200" in bad and "divergences 4" in bad
     assert "**NOT CONVERGED - do not read these numbers**" in bad
-    assert "> **WARNING: this fit did not meet the convergence thresholds" in bad
+    assert "> **WARNING: this fit did not meet the convergence thresholds (R-hat <= 1.01, bulk ESS >= 100," in bad
     assert "> warning: made-up: the chains disagree" in bad
     assert "R-hat max 1.003" in good and ": converged." in good and "WARNING" not in good and "warning" not in good
     results = json.loads((out / "results.json").read_text())["analyses"]

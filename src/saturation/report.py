@@ -1058,9 +1058,10 @@ def write_report_md(report: Report) -> Path:
             "",
         ]
         if not s.converged:
+            th = d.get("thresholds") or {"rhat_max": 1.01, "ess_bulk_min": 400, "divergences": 0}
             lines += [
-                "> **WARNING: this fit did not meet the convergence thresholds (R-hat <= 1.01, bulk ESS >= "
-                "400, no divergences).**",
+                "> **WARNING: this fit did not meet the convergence thresholds (R-hat <= "
+                f"{th['rhat_max']:g}, bulk ESS >= {th['ess_bulk_min']:g}, no divergences).**",
                 "",
             ]
         for w in s.warnings:
