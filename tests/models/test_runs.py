@@ -43,6 +43,7 @@ def test_every_run_is_fitted_or_listed_as_failed():
     assert got["verdict"] == want["verdict"]
     assert got["changepoint"]["mean"] == pytest.approx(want["changepoint"]["mean"], abs=1e-12)
     assert res.to_dict()["table"][0]["run"] == "seed-1"
+    assert res.fits["seed-1"].to_dict()["data"]["n_trials"] == 24 * 8 * 4
 
 
 def test_a_run_asked_for_must_exist():

@@ -11,6 +11,7 @@ a worker that died twice). The verdicts across runs come from each fit's own rul
 
 from __future__ import annotations
 
+import json
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -227,6 +228,7 @@ def fit_plateau_runs(
     missing = [r for r in runs if r not in have]
     if missing:
         raise ValueError(f"run(s) {missing} not in the data (runs: {have})")
+    attrs = dict(data.attrs)  # the sources and the synthetic label, for every run's summary
     if S.TRIAL in data.dims:  # one pass over the trials: per (run, step) statistics
         data = aggregate(data, by=(S.RUN, S.STEP))
     tasks, failures = [], []
@@ -237,6 +239,8 @@ def fit_plateau_runs(
         except ValueError as exc:  # this run's data cannot be fitted: it is one failure
             failures.append({"run": run, "error": repr(exc)})
             continue
+        sd.summary.setdefault("sources", json.loads(attrs.get(S.ATTR_SOURCES, "[]")))
+        sd.summary.setdefault("synthetic", attrs.get(S.ATTR_SYNTHETIC, ""))
         tasks.append((run, sd, config, run_seed(seed, run)))
     labels = [t[0] for t in tasks]
     results, failed = map_tasks(_fit_one, tasks, labels, scheduler=scheduler, workers=workers, progress=progress)
