@@ -535,21 +535,7 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
     _check_plateau_data(ds, levels, args.response)
     from saturation.models import fit_plateau
 
-    sampler = _sampler_args(args)
-    fit = fit_plateau(
-        ds,
-        levels=levels,
-        response=args.response,
-        run=args.run,
-        breakpoint=args.breakpoint,
-        shared=not args.separate,
-        continuity=args.continuity,
-        likelihood=args.likelihood,
-        rope=args.rope,
-        rope_relative=args.rope_relative or None,
-        seed=args.seed,
-        sampler=sampler,
-    )
+    fit = fit_plateau(ds, _plateau_config(args, levels), run=args.run, seed=args.seed)
     out = fit.to_dict()
     if out["data"].get("synthetic"):
         _print(f"NOTE: {out['data']['synthetic']}")
@@ -594,6 +580,24 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
     return _finish_fit(args, fit, out)
 
 
+def _plateau_config(args: argparse.Namespace, levels: list[str] | None) -> Any:
+    """The plateau options as the analysis' one config (``PlateauConfig``; every other field
+    the dataclass's default), for one fit and for ``--by run`` alike."""
+    from saturation.models.plateau import PlateauConfig
+
+    return PlateauConfig(
+        response=args.response,
+        levels=tuple(levels) if levels else None,
+        breakpoint=args.breakpoint,
+        shared=not args.separate,
+        continuity=args.continuity,
+        likelihood=args.likelihood,
+        rope=args.rope,
+        rope_relative=args.rope_relative or None,
+        sampler=_sampler_args(args),
+    )
+
+
 def _cmd_plateau_runs(args: argparse.Namespace) -> int:
     """``saturation plateau --by run``: every run fitted on its own (a Dask LocalCluster by
     default), one table of verdicts, the failed runs listed; exit 1 if a run failed, 3 if
@@ -607,23 +611,12 @@ def _cmd_plateau_runs(args: argparse.Namespace) -> int:
     ds = _load_trials_arg(args.trials, "swesmith")
     _check_plateau_data(ds, levels, args.response)
     from saturation import progress
-    from saturation.models.plateau import PlateauConfig
     from saturation.models.runs import fit_plateau_runs, run_names
 
     runs = run_names(ds)
     if len(runs) < 1:
         raise UsageError("--by run: the data hold no run coordinate")
-    config = PlateauConfig(
-        response=args.response,
-        levels=tuple(levels) if levels else None,
-        breakpoint=args.breakpoint,
-        shared=not args.separate,
-        continuity=args.continuity,
-        likelihood=args.likelihood,
-        rope=args.rope,
-        rope_relative=args.rope_relative or None,
-        sampler=_sampler_args(args),
-    )
+    config = _plateau_config(args, levels)
     where = (
         "this process" if args.scheduler == "sync" else args.scheduler or f"a LocalCluster of {args.workers} workers"
     )
@@ -787,6 +780,19 @@ def _add_sampler_args(p: argparse.ArgumentParser, model: str, defaults: Any = (1
         "--progress",
         action="store_true",
         help="live progress of the compile and the draws on stderr (status lines every 10 s when not a terminal)",
+    )
+
+
+def _add_cluster_args(p: argparse.ArgumentParser, scope: str = "") -> None:
+    """``--scheduler`` and ``--workers`` of the commands that fan tasks out with
+    :func:`saturation.cluster.map_tasks`; ``scope`` prefixes their help (e.g. "--by run: ")."""
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help=f"{scope}dask scheduler (tcp://host:port); default: a LocalCluster on this machine; 'sync': no dask",
+    )
+    p.add_argument(
+        "--workers", type=_positive, default=2, metavar="N", help=f"{scope}LocalCluster worker processes (default 2)"
     )
 
 
@@ -1146,14 +1152,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="plateau: true-plateau simulations per effect size (default 50)",
     )
-    p.add_argument(
-        "--scheduler",
-        metavar="ADDRESS",
-        help="dask scheduler (tcp://host:port); default: a LocalCluster on this machine; 'sync': no dask",
-    )
-    p.add_argument(
-        "--workers", type=_positive, default=2, metavar="N", help="LocalCluster worker processes (default 2)"
-    )
+    _add_cluster_args(p)
     p.add_argument(
         "--seed", type=int, default=0, help="seeds the simulations and the fits: same seed, same numbers (default 0)"
     )
@@ -1258,14 +1257,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="fit every run on its own and print one table of verdicts (a Dask LocalCluster by default; "
         "--idata is then a directory of one netCDF per run)",
     )
-    p.add_argument(
-        "--scheduler",
-        metavar="ADDRESS",
-        help="--by run: dask scheduler (tcp://host:port); default: a LocalCluster on this machine; 'sync': no dask",
-    )
-    p.add_argument(
-        "--workers", type=_positive, default=2, metavar="N", help="--by run: LocalCluster worker processes (default 2)"
-    )
+    _add_cluster_args(p, "--by run: ")
     p.add_argument(
         "--breakpoint",
         type=_non_negative_real,

@@ -12,7 +12,7 @@ import csv
 import io
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -135,15 +135,26 @@ def _iter_raw(path: Path) -> Iterator[RawTable]:
         return
     table = RawTable(source, pd.DataFrame(), [])
     reader = _JsonRows(table)
-    try:
+    with _stream_problems(table):
         for number, line in streams.iter_lines(path):
-            _add_line(table, reader.add, number, line)
-    except (streams.TruncatedStreamError, streams.TooLargeError) as exc:
-        table.problems.append(Problem(source, "", "", f"{exc}; the rows before it were read"))
-    except OSError as exc:
-        table.problems.append(Problem(source, "", "", f"unreadable ({exc})"))
+            if line is streams.OVERLONG:
+                _reject_overlong(table, number)
+            else:
+                reader.add(number, line)
     reader.finish()
     yield table
+
+
+@contextlib.contextmanager
+def _stream_problems(table: RawTable) -> Iterator[None]:
+    """A damaged stream (truncated, too large) or an unreadable file while reading ``table``
+    becomes one file-level problem of it; the rows read before it are kept."""
+    try:
+        yield
+    except (streams.TruncatedStreamError, streams.TooLargeError) as exc:
+        table.problems.append(Problem(table.source, "", "", f"{exc}; the rows before it were read"))
+    except OSError as exc:
+        table.problems.append(Problem(table.source, "", "", f"unreadable ({exc})"))
 
 
 def _csv_tables(path: Path) -> Iterator[RawTable]:
@@ -161,7 +172,7 @@ def _csv_tables(path: Path) -> Iterator[RawTable]:
     fast: _CsvBlock | None = None
     tail = RawTable(source, pd.DataFrame(), [])
     n_rows = 0
-    try:
+    with _stream_problems(tail):
         for first, text in streams.iter_line_blocks(path):
             if fast is not None:
                 block = fast.table(first, text)
@@ -169,7 +180,7 @@ def _csv_tables(path: Path) -> Iterator[RawTable]:
                 yield block
                 continue
             if text is streams.OVERLONG:  # an overlong line is a block of its own
-                _add_line(head, rows.add, first, text)
+                _reject_overlong(head, first)
                 continue
             pos, number = 0, first
             while pos < len(text):  # line by line until the header is known, then the rest in one block
@@ -187,10 +198,6 @@ def _csv_tables(path: Path) -> Iterator[RawTable]:
                         n_rows += len(block.frame) + len(block.unparsable)
                         yield block
                     break
-    except (streams.TruncatedStreamError, streams.TooLargeError) as exc:
-        tail.problems.append(Problem(source, "", "", f"{exc}; the rows before it were read"))
-    except OSError as exc:
-        tail.problems.append(Problem(source, "", "", f"unreadable ({exc})"))
     if fast is None:  # read line by line: one table, checked as a whole
         head.problems.extend(tail.problems)
         rows.finish()
@@ -202,16 +209,13 @@ def _csv_tables(path: Path) -> Iterator[RawTable]:
     yield tail
 
 
-def _add_line(table: RawTable, add: Callable[[int, str], None], number: int, line: str) -> None:
-    """``add(number, line)``, or an overlong line rejected in ``table``."""
-    if line is streams.OVERLONG:
-        table.reject_line(
-            f"line {number}",
-            f"line longer than {streams.MAX_LINE_CHARS:,} characters (raise SATURATION_MAX_LINE_CHARS)",
-            "<overlong line>",
-        )
-        return
-    add(number, line)
+def _reject_overlong(table: RawTable, number: int) -> None:
+    """Line ``number`` was too long to keep (:data:`streams.OVERLONG`): one unparsable row."""
+    table.reject_line(
+        f"line {number}",
+        f"line longer than {streams.MAX_LINE_CHARS:,} characters (raise SATURATION_MAX_LINE_CHARS)",
+        "<overlong line>",
+    )
 
 
 def _csv_fields(table: RawTable, loc: str, line: str, n_fields: int | None) -> list[str] | None:
@@ -257,7 +261,7 @@ class _CsvBlock:
         """One block (whole lines, the first numbered ``first``) as a RawTable."""
         table = RawTable(self.source, pd.DataFrame(columns=self.header, dtype=object), [])
         if text is streams.OVERLONG:
-            _add_line(table, _never, first, text)
+            _reject_overlong(table, first)
             return table
         data = text.encode("utf-8")
         b = np.frombuffer(data, dtype=np.uint8)
@@ -328,10 +332,6 @@ class _CsvBlock:
         if parsed.num_rows != n:  # pragma: no cover - a plain line is one row
             return None
         return parsed.rename_columns(self.header)
-
-
-def _never(number: int, line: str) -> None:  # pragma: no cover - only overlong lines reach it
-    raise AssertionError("not a line to add")
 
 
 class _CsvRows:

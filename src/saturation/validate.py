@@ -253,7 +253,7 @@ def _to_str(values: pd.Series) -> pd.Series:
     """Text cells as text ("" for empty; any other value as ``str`` of it). Text typed as
     ``str`` stays in arrow (no Python string per cell)."""
     empty = _is_empty(values)
-    if pd.api.types.is_string_dtype(values.dtype) and not pd.api.types.is_object_dtype(values.dtype):
+    if _is_arrow_text(values):
         return values.where(~empty, "")
     return values.astype(object).where(~empty, "").map(str)
 
@@ -459,19 +459,17 @@ def _reject_duplicates(
     involved = np.flatnonzero(frame.duplicated(key, keep=False).to_numpy())
     sub = frame.iloc[involved]
     keys = list(sub[key].itertuples(index=False, name=None))
-    where = [
-        f"{origins[t][0]} {origins[t][1][r]}" for t, r in zip(sub["_table"].tolist(), sub["_row"].tolist(), strict=True)
-    ]
+    rows = zip(sub["_table"].tolist(), sub["_row"].tolist(), strict=True)
+    places = [(origins[t][0], origins[t][1][r]) for t, r in rows]  # (source, location) of each involved row
     first_loc: dict[tuple[object, ...], str] = {}
-    for k, w in zip(keys, where, strict=True):
-        first_loc.setdefault(k, w)
+    for k, (src, loc) in zip(keys, places, strict=True):
+        first_loc.setdefault(k, f"{src} {loc}")
     for j, pos in enumerate(involved.tolist()):
         if not dup[pos]:
             continue
         ident = {name: (v.item() if isinstance(v, np.generic) else v) for name, v in zip(key, keys[j], strict=True)}
         msg = f"duplicate trial {ident} (first seen at {first_loc[keys[j]]})"
-        t, r = int(sub["_table"].iat[j]), int(sub["_row"].iat[j])
-        src, loc = origins[t][0], origins[t][1][r]
+        src, loc = places[j]
         problems.append(Problem(src, loc, "", msg))
         rejected_rows.append({"source": src, "location": loc, "reasons": msg, "raw": ""})
 

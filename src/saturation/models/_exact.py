@@ -124,9 +124,9 @@ def hinge_normal_stats(
     from segment sums (:func:`segment_sums`): O(G (T + C)) instead of O(G T C).
 
     With :math:`u = s/s_c` before the break and :math:`v = s - s_c` from it on, every entry
-    of :math:`X_c^	op W X_c` and :math:`X_c^	op W y` is a combination of the six sums of
-    each segment; :math:`b = X^	op W y - X^	op W X m_0` and
-    :math:`r^	op W r = y^	op W y - 2 m_0^	op X^	op W y + m_0^	op X^	op W X m_0`.
+    of :math:`X_c^\top W X_c` and :math:`X_c^\top W y` is a combination of the six sums of
+    each segment; :math:`b = X^\top W y - X^\top W X m_0` and
+    :math:`r^\top W r = y^\top W y - 2 m_0^\top X^\top W y + m_0^\top X^\top W X m_0`.
     ``t0`` is the curve's first step (default ``steps[0]``; leave-one-out passes the full
     data's). Returns (G, C); equal to :func:`_normal_stats` to rounding (tested).
     """
@@ -457,7 +457,8 @@ def sample_gaussian_exact(
         lw_draw = -0.5 * (grid[None, :] - grid[c0][:, None]) ** 2 / (spread[:, None] ** 2 + curves.SPREAD_FLOOR_SQ)
         # each level's change point given c0 and s: its draws, and the average of these
         # conditionals (the Rao-Blackwellised posterior mass of the change point)
-        cond = [np.exp(lw_draw + lm[None, :] - (lw_draw + lm[None, :]).max(axis=1, keepdims=True)) for lm in log_m]
+        log_cond = [lw_draw + lm[None, :] for lm in log_m]  # (D, C) per level, unnormalised
+        cond = [np.exp(lc - lc.max(axis=1, keepdims=True)) for lc in log_cond]
         c_idx = np.stack([sample_rows(rng, c_) for c_ in cond])  # (L, D)
         mass = np.stack([(c_ / c_.sum(axis=1, keepdims=True)).mean(axis=0) for c_ in cond])
         post[S.CHANGEPOINT_SPREAD] = spread

@@ -245,5 +245,6 @@ def fit_plateau_runs(
     labels = [t[0] for t in tasks]
     results, failed = map_tasks(_fit_one, tasks, labels, scheduler=scheduler, workers=workers, progress=progress)
     failures += [{"run": f["task"], "error": f["error"]} for f in failed]
-    done = [label for label in labels if label not in {f["task"] for f in failed}]
+    failed_runs = {f["task"] for f in failed}
+    done = [label for label in labels if label not in failed_runs]
     return PlateauRuns(dict(zip(done, results, strict=True)), failures)
