@@ -267,6 +267,13 @@ def _pick(rng: np.random.Generator, logw: np.ndarray) -> np.ndarray:
     return sample_rows(rng, np.exp(logw - logw.max(axis=-1, keepdims=True)))
 
 
+#: exact LOO sums the (tau, design) cells whose full-data posterior mass exceeds exp(-this)
+LOO_MASS_CUT = 60.0
+#: exact LOO uses every this-many points of the fine tau grid (and designs on a fine grid of a
+#: continuous parameter): the fine grids resolve the posterior sd by about 25 points
+LOO_TAU_STRIDE = 4
+
+
 class Level:
     """One level (or series) of a model linear in its curve parameters given tau: the tau
     grid over every design in ``x`` (C, T, p) and the conditional draws. ``hinge``
@@ -321,11 +328,63 @@ class Level:
         """log p(y) with a uniform prior over the designs (the constant of ``log_m`` included)."""
         return float(special.logsumexp(self.log_m) + np.log(self.du) - np.log(self.x.shape[0]))
 
-    def draw(self, rng: np.random.Generator, c_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """tau | c and beta | c, tau for each draw's candidate index; (D,), (D, p)."""
+    def loo(self, log_prior: np.ndarray | None = None, design_stride: int = 1) -> np.ndarray:
+        r"""Exact leave-one-out log predictive densities :math:`\log p(y_i \mid y_{-i})`, (T,).
+
+        Given a design :math:`c` and :math:`\tau` the model is Gaussian-linear, so
+        :math:`p(y_i \mid y_{-i}, c, \tau) = N(e_i/(1 - h_i);\, 0,\, v_i/(1 - h_i))` with the
+        full-data residual :math:`e_i = y_i - x_i^\top m`, the leverage :math:`h_i = x_i^\top
+        A^{-1} x_i / v_i` (prior included) and :math:`v_i = s_i^2/n_i + \tau^2`
+        (Sherman-Morrison). The (c, tau) grid is then summed exactly:
+        :math:`p(y_i \mid y_{-i}) = 1 / \sum_{c,\tau} p(c, \tau \mid y) / p(y_i \mid y_{-i}, c,
+        \tau)`. The priors and the tau grid stay the full data's; cells with a posterior mass
+        below :math:`e^{-}` :data:`LOO_MASS_CUT` are left out (one step would have to carry
+        that many log units of evidence to make them matter). ``log_prior`` (C,): log prior
+        mass of each design (default uniform); ``design_stride``: use every so many designs
+        (for designs that discretise a continuous parameter; 1 for change points)."""
+        logw = self.logjoint + (0.0 if log_prior is None else log_prior[None, :])
+        # every LOO_TAU_STRIDE-th tau point (and design_stride-th design) of the fine grids:
+        # they resolve a posterior sd by tens of points, a few suffice for a smooth integrand
+        logw = logw[::LOO_TAU_STRIDE, ::design_stride]
+        logw = logw - special.logsumexp(logw)
+        g_idx, c_idx = np.nonzero(logw > -LOO_MASS_CUT)  # the (tau, design) cells that carry mass
+        logw = logw[g_idx, c_idx]
+        g_idx, c_idx = g_idx * LOO_TAU_STRIDE, c_idx * design_stride
+        tau = np.exp(self.u[g_idx])
+        x = self.x[c_idx]  # (K, T, p)
+        n_p = x.shape[2]
+        v = self.var_mean[None, :] + tau[:, None] ** 2  # (K, T)
+        w = 1.0 / v
+        # A, b and the quadratic forms written out over the few (p, q) pairs: einsum is 10x slower
+        cols = [x[:, :, p_] for p_ in range(n_p)]
+        p0 = np.broadcast_to(self.p0, (self.x.shape[0], n_p))[c_idx]
+        a = np.empty((len(c_idx), n_p, n_p))
+        for p_ in range(n_p):
+            for q_ in range(p_, n_p):
+                a[:, p_, q_] = a[:, q_, p_] = (w * cols[p_] * cols[q_]).sum(axis=1) + (p0[:, p_] if p_ == q_ else 0.0)
+        a_inv = np.linalg.inv(a)  # (K, p, p)
+        wr = w * (self.y[None, :] - x @ self.m0)
+        b = np.stack([(wr * c_).sum(axis=1) for c_ in cols], axis=1)
+        m = self.m0 + (a_inv @ b[:, :, None])[:, :, 0]
+        q = sum(
+            (1.0 if p_ == q_ else 2.0) * a_inv[:, p_, q_, None] * cols[p_] * cols[q_]
+            for p_ in range(n_p)
+            for q_ in range(p_, n_p)
+        )  # x_i' A^-1 x_i, every cell and step
+        e = self.y[None, :] - sum(m[:, p_, None] * cols[p_] for p_ in range(n_p))
+        one_h = 1.0 - q * w
+        lp = -0.5 * (np.log(2 * np.pi * v) - np.log(one_h) + e * e * w / one_h)  # (K, T)
+        return -special.logsumexp(logw[:, None] - lp, axis=0)
+
+    def draw(
+        self, rng: np.random.Generator, c_idx: np.ndarray, x: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """tau | c and beta | c, tau for each draw's candidate index; (D,), (D, p). ``x`` (D, T,
+        p): each draw's own design (a continuous parameter drawn inside the cell of its
+        candidate), default the candidate's."""
         g = _pick(rng, self.logjoint[:, c_idx].T)
         tau = np.exp(self.u[g] + self.du * (rng.random(len(g)) - 0.5))
-        x = self.x[c_idx]  # (D, T, p)
+        x = self.x[c_idx] if x is None else x  # (D, T, p)
         w = 1.0 / (self.var_mean[None, :] + tau[:, None] ** 2)
         r = self.y[None, :] - x @ self.m0
         p0 = np.broadcast_to(self.p0, (self.x.shape[0], self.x.shape[2]))[c_idx]  # (D, p)
@@ -483,3 +542,131 @@ def sample_gaussian_exact(
         np.array([level.log_evidence for level in lv]),
         {"index": c_idx.T, "mass": mass},
     )
+
+
+# ====================================================================== no-change-point curves
+#: columns of the alternatives' designs, in order (the NUTS model's variable names)
+ALTERNATIVE_COLUMNS = {"linear": ("start", "slope"), "exponential": ("start", "asymptote")}
+#: the exponential's time-scale grid covers its prior's centre +- this many prior sds
+SCALE_PRIOR_REACH = 6.0
+
+
+def design_exponential(t: np.ndarray, t0: float, log_scale: np.ndarray) -> np.ndarray:
+    """Designs (K, T, 2) of :func:`curves.exp_saturation` for each log time scale: columns
+    start :math:`e^{-(t - t_0)/k}` and asymptote :math:`1 - e^{-(t - t_0)/k}`."""
+    e = np.exp(-(t[None, :] - t0) / np.exp(log_scale)[:, None])
+    return np.stack([e, 1.0 - e], axis=-1)
+
+
+def exponential_level(
+    y: np.ndarray,
+    var_mean: np.ndarray,
+    steps: np.ndarray,
+    m0: np.ndarray,
+    sd0: np.ndarray,
+    tau_sd: float,
+    log_scale_mu: float,
+    log_scale_sd: float,
+) -> tuple[Level, np.ndarray, np.ndarray]:
+    """One level of the exponential alternative: the :class:`Level` over a two-pass grid of
+    its log time scale (:func:`sample_alternative_exact`), the grid and the log prior
+    density on it (up to a constant)."""
+    t0 = float(steps[0])
+
+    def log_prior(u: np.ndarray) -> np.ndarray:
+        return -0.5 * ((u - log_scale_mu) / log_scale_sd) ** 2
+
+    reach = SCALE_PRIOR_REACH * log_scale_sd
+    u = np.linspace(log_scale_mu - reach, log_scale_mu + reach, COARSE_POINTS)
+    coarse = Level(y, var_mean, design_exponential(steps, t0, u), m0, sd0, tau_sd).log_m + log_prior(u)
+    inside = np.flatnonzero(coarse > coarse.max() - SUPPORT_LOG)
+    step = u[1] - u[0]
+    u = np.linspace(max(u[inside[0]] - step, u[0]), min(u[inside[-1]] + step, u[-1]), FINE_POINTS)
+    return Level(y, var_mean, design_exponential(steps, t0, u), m0, sd0, tau_sd), u, log_prior(u)
+
+
+def sample_alternative_exact(
+    *,
+    kind: str,
+    y: np.ndarray,
+    var_mean: np.ndarray,
+    steps: np.ndarray,
+    m0: np.ndarray,
+    sd0: np.ndarray,
+    tau_sd: np.ndarray,
+    log_scale_mu: np.ndarray,
+    log_scale_sd: float,
+    levels: list[str],
+    chains: int,
+    draws: int,
+    seed: int,
+) -> tuple[az.InferenceData, dict[str, Any]]:
+    r"""Independent posterior draws of a no-change-point curve (``plateau.fit_alternative``).
+
+    Both curves are linear in two parameters given the rest: the line
+    :math:`a + \beta (t - t_0)` outright, the exponential approach
+    :math:`A - (A - a) e^{-(t - t_0)/k}` given its time scale :math:`k`. So, per level, the two
+    are integrated analytically as in :class:`Level` and :math:`\tau` by quadrature; the
+    exponential's :math:`\log k \sim N(\mu_k, \sigma_k)` by a two-pass grid like
+    :math:`\tau`'s (:data:`COARSE_POINTS` over the prior's centre +- :data:`SCALE_PRIOR_REACH`
+    sds, then :data:`FINE_POINTS` over the posterior's support), a draw taking a uniform
+    position inside its cell and its curve parameters given that exact :math:`k`.
+
+    Parameters
+    ----------
+    kind : {"linear", "exponential"}
+        The curve.
+    y, var_mean : numpy.ndarray
+        (levels, steps) per-step means and their sampling variances.
+    steps : numpy.ndarray
+        The steps.
+    m0, sd0 : numpy.ndarray
+        (levels, 2) prior means and sds of the two linear parameters
+        (:data:`ALTERNATIVE_COLUMNS` order).
+    tau_sd : numpy.ndarray
+        (levels,) HalfNormal scales of the step overdispersion.
+    log_scale_mu : numpy.ndarray
+        (levels,) prior centres of the exponential's log time scale.
+    log_scale_sd : float
+        Its prior sd.
+    levels : list of str
+        Level names.
+    chains, draws : int
+        Independent streams and draws per stream.
+    seed : int
+        Seeds the draws.
+
+    Returns
+    -------
+    (arviz.InferenceData, dict)
+        The posterior (the two parameters, ``log_scale`` for the exponential, ``tau``; dims
+        level) and timings.
+    """
+    t_start = time.perf_counter()
+    if kind not in ALTERNATIVE_COLUMNS:
+        raise ValueError(f"kind must be one of {list(ALTERNATIVE_COLUMNS)}, got {kind!r}")
+    rng = np.random.default_rng([seed, 20261202])
+    t0 = float(steps[0])
+    n_draws = chains * draws
+    post: dict[str, list[np.ndarray]] = {name: [] for name in (*ALTERNATIVE_COLUMNS[kind], "tau")}
+    if kind == "exponential":
+        post["log_scale"] = []
+    for j in range(len(levels)):
+        args = (y[j], var_mean[j])
+        prior = (m0[j], sd0[j][None, :], float(tau_sd[j]))
+        if kind == "linear":
+            lv = Level(*args, np.stack([np.ones_like(steps), steps - t0], axis=-1)[None], *prior)
+            tau, beta = lv.draw(rng, np.zeros(n_draws, dtype=int))
+        else:
+            lv, u, log_prior = exponential_level(*args, steps, *prior, float(log_scale_mu[j]), log_scale_sd)
+            idx = _pick_one(rng, lv.log_m + log_prior, n_draws)
+            log_scale = u[idx] + (u[1] - u[0]) * (rng.random(n_draws) - 0.5)
+            tau, beta = lv.draw(rng, idx, x=design_exponential(steps, t0, log_scale))
+            post["log_scale"].append(log_scale)
+        for c, name in enumerate(ALTERNATIVE_COLUMNS[kind]):
+            post[name].append(beta[:, c])
+        post["tau"].append(tau)
+    shaped = {k: np.stack(v, axis=1).reshape(chains, draws, len(levels)) for k, v in post.items()}
+    idata = az.from_dict(posterior=shaped, coords={S.LEVEL: levels}, dims={k: [S.LEVEL] for k in shaped})
+    idata.posterior.attrs["sampler"] = "exact"
+    return idata, {"compile": 0.0, "sample": time.perf_counter() - t_start, "sampler": "exact"}

@@ -42,10 +42,13 @@ from saturation import schema as S
 from saturation.aggregate import aggregate
 from saturation.frequentist import davies_test
 from saturation.models._exact import (
+    LOO_TAU_STRIDE,
+    Level,
     curve_prior,
     design,
+    exponential_level,
     hinge_line_log_bf,
-    log_evidence,
+    sample_alternative_exact,
     sample_gaussian_exact,
     sample_rows,
 )
@@ -1574,6 +1577,8 @@ def plateau_frame(fit: PlateauFit) -> pd.DataFrame:
 
 # ====================================================================== alternatives + LOO
 ALTERNATIVES = ("linear", "exponential")
+#: prior sd of the exponential alternative's log time scale (centre: log of a quarter of the span)
+ALTERNATIVE_LOG_SCALE_SD = 1.0
 
 
 def _alt_mean(kind: str, t: Any, params: dict[str, Any], t0: float, exp: Any) -> Any:
@@ -1609,7 +1614,10 @@ def fit_alternative(
     seed : int
         Seeds the sampler.
     sampler : SamplerConfig, optional
-        NUTS settings (default :class:`SamplerConfig`).
+        Sampler settings (default :class:`SamplerConfig`): "auto"/"exact" draws both curves
+        exactly (:func:`~saturation.models._exact.sample_alternative_exact`; no MCMC, no
+        compilation), "nutpie"/"pymc"/"numpyro" sample the same model by NUTS (the
+        cross-check).
     priors : PlateauPriors, optional
         Prior settings, resolved for ``data`` as in :func:`fit_plateau`.
 
@@ -1622,36 +1630,26 @@ def fit_alternative(
     if kind not in ALTERNATIVES:
         raise ValueError(f"kind must be one of {ALTERNATIVES}")
     sampler = sampler or SamplerConfig()
-    pri = (priors or PlateauPriors()).resolve(data)
-    pri["late_slope_sd"] = pri["late_slope_sd"][:, 0]  # the slope of a line over the whole run
+    pri, m0, sd0, log_scale_mu = _alternative_priors(data, kind, priors)
     t0 = float(data.steps[0])
-    span = max(float(data.steps[-1] - data.steps[0]), 1.0)
-    values = {
-        "y": data.y,
-        "t": data.steps,
-        "var_mean": data.var_mean,
-        "t0": np.asarray(t0),
-        "prior_log_scale_mu": np.full(len(data.levels), np.log(span / 4)),
-        **{f"prior_{k}": v for k, v in pri.items()},
-    }
-    with pm.Model(coords={S.LEVEL: data.levels}) as model:
-        d = {name: pm.Data(name, v) for name, v in values.items()}
-        params: dict[str, Any] = {
-            "start": pm.Normal("start", d["prior_start_mu"], d["prior_start_sd"], dims=S.LEVEL)[:, None]
-        }
-        if kind == "linear":
-            params["slope"] = pm.Normal("slope", 0.0, d["prior_late_slope_sd"], dims=S.LEVEL)[:, None]
-        else:
-            params["asymptote"] = pm.Normal("asymptote", d["prior_level_mu"], d["prior_level_sd"], dims=S.LEVEL)[
-                :, None
-            ]
-            params["log_scale"] = pm.Normal("log_scale", d["prior_log_scale_mu"], 1.0, dims=S.LEVEL)[:, None]
-        tau = pm.HalfNormal("tau", d["prior_tau_sd"], dims=S.LEVEL)
-        mu = _alt_mean(kind, d["t"][None, :], params, d["t0"], pt.exp)
-        var = d["var_mean"] + tau[:, None] ** 2
-        pm.Potential("likelihood", curves.normal_logpdf(pt, d["y"], mu, var).sum())
-    key = ("alternative", kind, data.y.shape, bool(np.isfinite(data.n).all()))
-    idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=sampler)
+    if sampler.sampler in ("auto", "exact"):
+        idata, timings = sample_alternative_exact(
+            kind=kind,
+            y=data.y,
+            var_mean=data.var_mean,
+            steps=data.steps,
+            m0=m0,
+            sd0=sd0,
+            tau_sd=pri["tau_sd"],
+            log_scale_mu=log_scale_mu,
+            log_scale_sd=ALTERNATIVE_LOG_SCALE_SD,
+            levels=data.levels,
+            chains=sampler.chains,
+            draws=sampler.draws,
+            seed=seed,
+        )
+    else:
+        idata, timings = _sample_alternative_nuts(data, kind, pri, log_scale_mu, seed, sampler)
     post = idata.posterior
     p = {name: post[name].to_numpy()[..., None] for name in post.data_vars}
     mu_np = _alt_mean(kind, data.steps, p, t0, np.exp)  # (chain, draw, level, step)
@@ -1669,23 +1667,80 @@ def fit_alternative(
     return idata
 
 
+def _alternative_priors(
+    data: StepData, kind: str, priors: PlateauPriors | None
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+    """The alternatives' resolved priors, the (levels, 2) prior means and sds of their two
+    linear parameters (start and slope: N(0, the unit-information width of a line over the
+    whole run); start and asymptote: N(level_mu, level_sd)) and the exponential's log time
+    scale centres (a quarter of the span)."""
+    pri = (priors or PlateauPriors()).resolve(data)
+    pri["late_slope_sd"] = pri["late_slope_sd"][:, 0]  # the slope of a line over the whole run
+    line = kind == "linear"
+    m0 = np.stack([pri["start_mu"], np.zeros_like(pri["start_mu"]) if line else pri["level_mu"]], axis=-1)
+    sd0 = np.stack([pri["start_sd"], pri["late_slope_sd"] if line else pri["level_sd"]], axis=-1)
+    span = max(float(data.steps[-1] - data.steps[0]), 1.0)
+    return pri, m0, sd0, np.full(len(data.levels), np.log(span / 4))
+
+
+def _sample_alternative_nuts(
+    data: StepData,
+    kind: str,
+    pri: dict[str, np.ndarray],
+    log_scale_mu: np.ndarray,
+    seed: int,
+    sampler: SamplerConfig,
+) -> tuple[az.InferenceData, dict[str, Any]]:
+    """:func:`fit_alternative`'s model sampled by NUTS (the cross-check of the exact draws)."""
+    t0 = float(data.steps[0])
+    values = {
+        "y": data.y,
+        "t": data.steps,
+        "var_mean": data.var_mean,
+        "t0": np.asarray(t0),
+        "prior_log_scale_mu": log_scale_mu,
+        **{f"prior_{k}": v for k, v in pri.items()},
+    }
+    with pm.Model(coords={S.LEVEL: data.levels}) as model:
+        d = {name: pm.Data(name, v) for name, v in values.items()}
+        params: dict[str, Any] = {
+            "start": pm.Normal("start", d["prior_start_mu"], d["prior_start_sd"], dims=S.LEVEL)[:, None]
+        }
+        if kind == "linear":
+            params["slope"] = pm.Normal("slope", 0.0, d["prior_late_slope_sd"], dims=S.LEVEL)[:, None]
+        else:
+            params["asymptote"] = pm.Normal("asymptote", d["prior_level_mu"], d["prior_level_sd"], dims=S.LEVEL)[
+                :, None
+            ]
+            params["log_scale"] = pm.Normal(
+                "log_scale", d["prior_log_scale_mu"], ALTERNATIVE_LOG_SCALE_SD, dims=S.LEVEL
+            )[:, None]
+        tau = pm.HalfNormal("tau", d["prior_tau_sd"], dims=S.LEVEL)
+        mu = _alt_mean(kind, d["t"][None, :], params, d["t0"], pt.exp)
+        var = d["var_mean"] + tau[:, None] ** 2
+        pm.Potential("likelihood", curves.normal_logpdf(pt, d["y"], mu, var).sum())
+    key = ("alternative", kind, data.y.shape, bool(np.isfinite(data.n).all()))
+    return sample_model(model, cache_key=key, data=values, seed=seed, config=sampler)
+
+
 def exact_loo(data: StepData, kind: str, config: PlateauConfig | None = None) -> np.ndarray:
-    """Exact leave-one-out predictive densities, (levels, steps), of a Gaussian model with
-    a closed-form marginal likelihood: log p(y_i | y_-i) = log p(y) - log p(y_-i).
+    """Exact leave-one-out predictive densities, (levels, steps), of the Gaussian curves whose
+    parameters are integrated analytically (:meth:`~saturation.models._exact.Level.loo`).
 
     ``kind``: "hinge" (the change-point model with separate change points, or a known
-    break) or "linear" (:func:`fit_alternative`'s line). The priors stay those resolved on
-    all the data; each deletion recomputes the marginal likelihood over every candidate
-    change point and the tau quadrature.
+    break), "linear" or "exponential" (:func:`fit_alternative`'s curves). Each deletion is
+    closed-form given the change point (or time scale) and tau; these are summed over the
+    full data's grids, whose priors stay those resolved on all the data.
 
     Parameters
     ----------
     data : StepData
         Per-step inputs.
-    kind : {"hinge", "linear"}
+    kind : {"hinge", "linear", "exponential"}
         The model.
     config : PlateauConfig, optional
-        Settings of the hinge (known break, continuity, priors); default :class:`PlateauConfig`.
+        Settings of the hinge (known break, continuity, priors) and the priors of the
+        alternatives; default :class:`PlateauConfig`.
 
     Returns
     -------
@@ -1697,33 +1752,29 @@ def exact_loo(data: StepData, kind: str, config: PlateauConfig | None = None) ->
     if config.likelihood != "gaussian":
         raise ValueError("exact LOO needs the Gaussian likelihood")
     t = data.steps
+    t0, jump = float(t[0]), config.continuity == "jump"
+    out = np.empty(data.y.shape)
     if kind == "hinge":
         if _pooled(config, len(data.levels)):
             raise ValueError("exact LOO is implemented for separate change points or a known break, not pooled ones")
         grid = _grid(data, config)
         pri = config.priors.resolve(data, grid=grid)
-        x = design(t, grid, float(t[0]), config.continuity == "jump")
-    elif kind == "linear":
-        pri = config.priors.resolve(data)
-        x = np.stack([np.ones_like(t), t - t[0]], axis=-1)[None]
-    else:
-        raise ValueError(f"kind must be 'hinge' or 'linear', got {kind!r}")
-    out = np.empty(data.y.shape)
+        x = design(t, grid, t0, jump)
+        for j in range(len(data.levels)):
+            prior = (*curve_prior(pri, j, jump), float(pri["tau_sd"][j]))
+            out[j] = Level(data.y[j], data.var_mean[j], x, *prior, hinge=(t, grid, jump, t0)).loo()
+        return out
+    if kind not in ALTERNATIVES:
+        raise ValueError(f"kind must be 'hinge', 'linear' or 'exponential', got {kind!r}")
+    pri, m0, sd0, log_scale_mu = _alternative_priors(data, kind, config.priors)
     for j in range(len(data.levels)):
-        if kind == "hinge":
-            m0, sd0 = curve_prior(pri, j, config.continuity == "jump")
+        args = (data.y[j], data.var_mean[j])
+        prior = (m0[j], sd0[j][None, :], float(pri["tau_sd"][j]))
+        if kind == "linear":
+            out[j] = Level(*args, np.stack([np.ones_like(t), t - t0], axis=-1)[None], *prior).loo()
         else:
-            m0 = np.array([pri["start_mu"][j], 0.0])
-            sd0 = np.array([[pri["start_sd"][j], pri["late_slope_sd"][j, 0]]])
-        tau_sd = float(pri["tau_sd"][j])
-        jump, t0 = config.continuity == "jump", float(t[0])
-        full_hinge = (t, grid, jump, t0) if kind == "hinge" else None
-        full = log_evidence(data.y[j], data.var_mean[j], x, m0, sd0, tau_sd, hinge=full_hinge)
-        for i in range(len(t)):
-            keep = np.arange(len(t)) != i
-            hinge = (t[keep], grid, jump, t0) if kind == "hinge" else None  # segment sums, the same curve origin
-            y_i, v_i = data.y[j, keep], data.var_mean[j, keep]
-            out[j, i] = full - log_evidence(y_i, v_i, x[:, keep], m0, sd0, tau_sd, hinge=hinge)
+            level, _, log_prior = exponential_level(*args, t, *prior, float(log_scale_mu[j]), ALTERNATIVE_LOG_SCALE_SD)
+            out[j] = level.loo(log_prior, design_stride=LOO_TAU_STRIDE)
     return out
 
 
@@ -1759,13 +1810,14 @@ def compare_plateau_models(
 
     Notes
     -----
-    Gaussian models with a closed-form marginal likelihood get **exact** leave-one-out
-    values (:func:`exact_loo`): the hinge with separate change points (or a known break)
-    and the line. PSIS-LOO is unreliable for the change-point models, whose pointwise
-    log-likelihood is conditional on the change point drawn in each draw (Pareto k > 0.7
-    at most steps on the replica). The pooled hinge and the exponential curve keep PSIS;
-    the table's ``loo_method`` column says which, and ``caveat`` names the PSIS models with
-    Pareto k > 0.7 (their ELPD is not to be trusted).
+    Gaussian models whose curve parameters integrate analytically get **exact** leave-one-out
+    values (:func:`exact_loo`): the hinge with separate change points (or a known break),
+    the line and the exponential curve. PSIS-LOO is unreliable here: the change-point
+    models' pointwise log-likelihood is conditional on the change point drawn in each draw
+    (Pareto k > 0.7 at most steps on the replica), and even the exponential curve had
+    Pareto k up to 0.78-0.96 on the replica. The pooled hinge keeps PSIS; the table's
+    ``loo_method`` column says which, and ``caveat`` names the PSIS models with Pareto
+    k > 0.7 (their ELPD is not to be trusted).
 
     Parameters
     ----------
@@ -1813,12 +1865,10 @@ def compare_plateau_models(
                 elpd[name] = _elpd_exact(fit.idata, exact_loo(sd, "hinge", fit.config))
         else:
             fits[name] = fit_alternative(sd, name, seed=seed, sampler=sampler, priors=plateau_kwargs.get("priors"))
-            exact = name == "linear"
-            if exact:
-                elpd[name] = _elpd_exact(
-                    fits[name],
-                    exact_loo(sd, "linear", PlateauConfig(priors=plateau_kwargs.get("priors") or PlateauPriors())),
-                )
+            exact = True
+            elpd[name] = _elpd_exact(
+                fits[name], exact_loo(sd, name, PlateauConfig(priors=plateau_kwargs.get("priors") or PlateauPriors()))
+            )
         if not exact:
             with warnings.catch_warnings():  # high Pareto k is this table's own caveat (below)
                 warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto", category=UserWarning)
