@@ -538,7 +538,7 @@ def test_exact_loo_equals_deleting_each_step_and_recomputing_the_evidence():
     against log p(y) - log p(y_-i) with every evidence recomputed, for all three curves."""
     from scipy import special
 
-    from saturation.models._exact import Level, design, design_exponential, exponential_level
+    from saturation.models._exact import Level, alternative_level, design, design_exponential
 
     ds, _ = _sim(LevelSpec("file", 0.55, 0.02, 0.0, 18.0), seed=5, n_steps=30)
     sd = step_data(ds)
@@ -567,7 +567,9 @@ def test_exact_loo_equals_deleting_each_step_and_recomputing_the_evidence():
 
     apri, m0, sd0, mu = plateau._alternative_priors(sd, "exponential", None)
     args = (m0[0], sd0[0][None], float(apri["tau_sd"][0]))
-    _, u, log_prior = exponential_level(y, v, t, *args, float(mu[0]), plateau.ALTERNATIVE_LOG_SCALE_SD)
+    _, u, log_prior = alternative_level(
+        "exponential", y, v, t, m0[0], sd0[0], args[2], float(mu[0]), plateau.ALTERNATIVE_LOG_SCALE_SD
+    )
     xe = design_exponential(t, t[0], u)
 
     def exponential(keep):  # the evidence under the prior of log k on the same grid

@@ -558,7 +558,8 @@ def design_exponential(t: np.ndarray, t0: float, log_scale: np.ndarray) -> np.nd
     return np.stack([e, 1.0 - e], axis=-1)
 
 
-def exponential_level(
+def alternative_level(
+    kind: str,
     y: np.ndarray,
     var_mean: np.ndarray,
     steps: np.ndarray,
@@ -567,11 +568,16 @@ def exponential_level(
     tau_sd: float,
     log_scale_mu: float,
     log_scale_sd: float,
-) -> tuple[Level, np.ndarray, np.ndarray]:
-    """One level of the exponential alternative: the :class:`Level` over a two-pass grid of
-    its log time scale (:func:`sample_alternative_exact`), the grid and the log prior
-    density on it (up to a constant)."""
+) -> tuple[Level, np.ndarray | None, np.ndarray | None]:
+    """One level of a no-change-point curve (:func:`sample_alternative_exact`): its
+    :class:`Level` and, for the exponential, the grid of its log time scale and the log prior
+    density on it (up to a constant; the line: None, None). ``m0``, ``sd0`` (2,): the two
+    linear parameters' prior means and sds."""
     t0 = float(steps[0])
+    sd0 = np.asarray(sd0, dtype=float)[None, :]
+    if kind == "linear":
+        line = np.stack([np.ones_like(steps), steps - t0], axis=-1)[None]
+        return Level(y, var_mean, line, m0, sd0, tau_sd), None, None
 
     def log_prior(u: np.ndarray) -> np.ndarray:
         return -0.5 * ((u - log_scale_mu) / log_scale_sd) ** 2
@@ -652,13 +658,12 @@ def sample_alternative_exact(
     if kind == "exponential":
         post["log_scale"] = []
     for j in range(len(levels)):
-        args = (y[j], var_mean[j])
-        prior = (m0[j], sd0[j][None, :], float(tau_sd[j]))
-        if kind == "linear":
-            lv = Level(*args, np.stack([np.ones_like(steps), steps - t0], axis=-1)[None], *prior)
+        lv, u, log_prior = alternative_level(
+            kind, y[j], var_mean[j], steps, m0[j], sd0[j], float(tau_sd[j]), float(log_scale_mu[j]), log_scale_sd
+        )
+        if u is None or log_prior is None:  # the line
             tau, beta = lv.draw(rng, np.zeros(n_draws, dtype=int))
         else:
-            lv, u, log_prior = exponential_level(*args, steps, *prior, float(log_scale_mu[j]), log_scale_sd)
             idx = _pick_one(rng, lv.log_m + log_prior, n_draws)
             log_scale = u[idx] + (u[1] - u[0]) * (rng.random(n_draws) - 0.5)
             tau, beta = lv.draw(rng, idx, x=design_exponential(steps, t0, log_scale))

@@ -44,9 +44,9 @@ from saturation.frequentist import davies_test
 from saturation.models._exact import (
     LOO_TAU_STRIDE,
     Level,
+    alternative_level,
     curve_prior,
     design,
-    exponential_level,
     hinge_line_log_bf,
     sample_alternative_exact,
     sample_gaussian_exact,
@@ -1761,20 +1761,26 @@ def exact_loo(data: StepData, kind: str, config: PlateauConfig | None = None) ->
         pri = config.priors.resolve(data, grid=grid)
         x = design(t, grid, t0, jump)
         for j in range(len(data.levels)):
-            prior = (*curve_prior(pri, j, jump), float(pri["tau_sd"][j]))
-            out[j] = Level(data.y[j], data.var_mean[j], x, *prior, hinge=(t, grid, jump, t0)).loo()
+            m0_, sd0_ = curve_prior(pri, j, jump)
+            level = Level(data.y[j], data.var_mean[j], x, m0_, sd0_, float(pri["tau_sd"][j]), hinge=(t, grid, jump, t0))
+            out[j] = level.loo()
         return out
     if kind not in ALTERNATIVES:
         raise ValueError(f"kind must be 'hinge', 'linear' or 'exponential', got {kind!r}")
     pri, m0, sd0, log_scale_mu = _alternative_priors(data, kind, config.priors)
     for j in range(len(data.levels)):
-        args = (data.y[j], data.var_mean[j])
-        prior = (m0[j], sd0[j][None, :], float(pri["tau_sd"][j]))
-        if kind == "linear":
-            out[j] = Level(*args, np.stack([np.ones_like(t), t - t0], axis=-1)[None], *prior).loo()
-        else:
-            level, _, log_prior = exponential_level(*args, t, *prior, float(log_scale_mu[j]), ALTERNATIVE_LOG_SCALE_SD)
-            out[j] = level.loo(log_prior, design_stride=LOO_TAU_STRIDE)
+        level, _, log_prior = alternative_level(
+            kind,
+            data.y[j],
+            data.var_mean[j],
+            t,
+            m0[j],
+            sd0[j],
+            float(pri["tau_sd"][j]),
+            float(log_scale_mu[j]),
+            ALTERNATIVE_LOG_SCALE_SD,
+        )
+        out[j] = level.loo() if log_prior is None else level.loo(log_prior, design_stride=LOO_TAU_STRIDE)
     return out
 
 
