@@ -440,6 +440,10 @@ def test_compare_checks_come_before_the_fit(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().err == "error: --reference t3 is not one of --arms t2, t2yarn\n"
     assert main(["compare", str(path), "--arms", "t2,t9"]) == 2
     assert capsys.readouterr().err == "error: unknown arm(s) t9; the data has t2, t2yarn\n"
+    assert main(["compare", str(path), "--backtest", "3"]) == 2
+    assert capsys.readouterr().err == "error: --backtest 3: a back-test fits at least 5 steps per arm, got 3\n"
+    assert main(["compare", str(path), "--backtest", "500"]) == 2
+    assert "needs a later step in every arm" in capsys.readouterr().err
     one = _small_table(tmp_path / "one.csv")
     (tmp_path / "noarm.csv").write_text(
         "\n".join(",".join(line.split(",")[:-1]) for line in one.read_text().splitlines()) + "\n"
@@ -456,14 +460,17 @@ def test_compare_command_fits_simulated_arms_and_writes_the_json_contract(tmp_pa
     arms = tmp_path / "arms.csv"
     assert main(["simulate", "sigmoid-arms", str(arms)]) == 0
     out = tmp_path / "compare.json"
-    assert main(["compare", str(arms), "--reference", "t2", "--json", str(out)]) == 0
+    assert main(["compare", str(arms), "--reference", "t2", "--json", str(out), "--backtest", "25"]) == 0
     got = json.loads(out.read_text())
+    assert set(got["forecast"]) == {"t2", "t2yarn"} and got["backtest"]["fit_steps"] == 25
+    assert set(got["backtest"]["arms"]["t2"]) >= {"coverage", "mae", "mae_persistence", "held_out"}
     assert set(got) >= {"arms", "contrasts", "diagnostics", "reference"} and got["reference"] == "t2"
     assert set(got["contrasts"]) == {"t2yarn"} and got["contrasts"]["t2yarn"]["confounded"] is None
     for arm in ("t2", "t2yarn"):
         assert {"mean", "sd", "hdi"} <= set(got["arms"][arm]["asymptote"])
     text = capsys.readouterr().out
     assert "asymptote" in text and "no confounder declared" in text and "converged" in text
+    assert "more steps (to step 60)" in text and "predictive intervals covered" in text
 
 
 def test_numbers_out_of_range_are_usage_errors(capsys):

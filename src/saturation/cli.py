@@ -902,16 +902,31 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     _check_outputs(args.trials, [args.json, args.idata])
     ds = _load_trials_arg(args.trials, "")
     _check_transfer_data(ds, arms, args.reference)
-    from saturation.models.sigmoid import DEFAULT_SAMPLER, fit_sigmoid
+    from saturation.models.sigmoid import (
+        DEFAULT_SAMPLER,
+        SigmoidConfig,
+        arm_steps,
+        backtest_sigmoid,
+        check_backtest,
+        fit_sigmoid,
+    )
 
-    fit = fit_sigmoid(
-        ds,
-        arms=arms,
+    data = arm_steps(ds, arms)
+    if args.backtest is not None:
+        try:
+            check_backtest(data, args.backtest)
+        except ValueError as err:
+            raise UsageError(f"--backtest {args.backtest}: {err}") from None
+
+    config = SigmoidConfig(
+        arms=tuple(arms) if arms else None,
         reference=args.reference,
         likelihood=args.likelihood,
-        seed=args.seed,
         sampler=_sampler_args(args, DEFAULT_SAMPLER),
+        horizon=args.horizon,
+        delta=args.delta,
     )
+    fit = fit_sigmoid(data, config, seed=args.seed)
     out = fit.to_dict()
     _print(
         f"saturation curves (Khatri et al. 2025 sigmoid, x = step from 1): arms {_names(fit.data.arms)}, reference "
@@ -927,6 +942,14 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     for sentence in fit.verdicts().values():
         _print(f"  {sentence}")
     _print("  (no confounder declared: contrasts are not checked for context length or other differences)")
+    if args.backtest is not None:
+        bt = backtest_sigmoid(data, args.backtest, config, seed=args.seed)
+        _print(f"back-test (forecast checked on later steps), {bt.fit_steps} steps fitted per arm:")
+        for sentence in bt.sentences():
+            _print(f"  {sentence}")
+        if not bt.fit.diagnostics["converged"]:
+            _print("  WARNING: the back-test's fit did not converge: these coverage figures are not trustworthy")
+        out["backtest"] = bt.to_dict()
     return _finish_fit(args, fit, out)
 
 
@@ -1396,6 +1419,27 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="auto (default): beta-binomial when every reward is 0 or 1 (resolve rates), else Gaussian on the "
         "per-step means",
+    )
+    p.add_argument(
+        "--horizon",
+        type=_positive,
+        default=20,  # models.sigmoid.FORECAST_HORIZON
+        metavar="N",
+        help="'will more steps pay?': the curve's gain over N steps past each arm's last step (default 20)",
+    )
+    p.add_argument(
+        "--delta",
+        type=_non_negative_real,
+        default=0.01,  # models.sigmoid.FORECAST_DELTA
+        metavar="D",
+        help="... reported as P(gain > D) (default 0.01)",
+    )
+    p.add_argument(
+        "--backtest",
+        type=_positive,
+        metavar="K",
+        help="also fit each arm's first K steps and check the forecast of its later steps: predictive-interval "
+        "coverage and error against carrying the last value forward (default: no back-test; doubles the time)",
     )
     _add_sampler_args(p, "compare", defaults=(2000, 1500, 4))  # models.sigmoid.DEFAULT_SAMPLER
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")

@@ -11,7 +11,7 @@ the trials; ``x = step - first step + 1``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import arviz as az
@@ -41,6 +41,12 @@ P_DECIDE = 0.95
 #: its midpoint; with 1000 draws per chain R-hat reached 1.015 (bulk ESS about 700) on
 #: simulated arms, so twice that, and target_accept 0.95
 DEFAULT_SAMPLER = SamplerConfig(draws=2000, tune=1500, target_accept=0.95)
+#: "will more steps pay?": the expected gain over this many steps past an arm's last step ...
+FORECAST_HORIZON = 20
+#: ... against this threshold (the reference study's "flat within +-0.01")
+FORECAST_DELTA = 0.01
+#: a back-test fits at least this many steps per arm (four curve parameters) and holds out one
+MIN_FIT_STEPS = 5
 
 
 @dataclass(frozen=True)
@@ -81,10 +87,21 @@ class SigmoidConfig:
     likelihood: str = "auto"
     priors: SigmoidPriors = field(default_factory=SigmoidPriors)
     sampler: SamplerConfig = DEFAULT_SAMPLER
+    #: "will more steps pay?": the curve's gain over this many steps past each arm's last ...
+    horizon: int = FORECAST_HORIZON
+    #: ... is compared with this threshold (P(gain > delta))
+    delta: float = FORECAST_DELTA
 
     def validate(self) -> None:
+        problems = []
         if self.likelihood not in LIKELIHOODS:
-            raise ValueError(f"likelihood must be one of {list(LIKELIHOODS)}, got {self.likelihood!r}")
+            problems.append(f"likelihood must be one of {list(LIKELIHOODS)}, got {self.likelihood!r}")
+        if self.horizon < 1:
+            problems.append(f"horizon must be at least 1 step, got {self.horizon}")
+        if not np.isfinite(self.delta) or self.delta < 0:
+            problems.append(f"delta must be a non-negative number, got {self.delta}")
+        if problems:
+            raise ValueError("invalid saturation-curve configuration: " + "; ".join(problems))
 
 
 @dataclass
@@ -213,7 +230,9 @@ class SigmoidFit:
         return {**self.estimands, "diagnostics": self.diagnostics, "data": self.data.summary}
 
     def verdicts(self) -> dict[str, str]:
-        """One sentence per arm against the reference (the rule: P(A higher) >= 0.95 or <= 0.05)."""
+        """One sentence per arm against the reference (the rule: P(A higher) >= 0.95 or <= 0.05)
+        and one per arm on whether more steps would pay (``forecast:ARM``; the rule:
+        P(gain > delta) >= 0.95 "will", <= 0.05 "will not", else "may")."""
         est, ref = self.estimands, self.estimands["reference"]
         out = {}
         for arm, c in est["contrasts"].items():
@@ -231,11 +250,22 @@ class SigmoidFit:
                 f"(P(higher) = {p:.2f}); efficiency difference {_fmt(c['efficiency_diff'])}; gap at the last "
                 f"common step {_fmt(c['last_diff'])}."
             )
+        out.update({f"forecast:{arm}": forecast_sentence(arm, f) for arm, f in est["forecast"].items()})
         return out
 
 
 def _fmt(e: dict[str, Any]) -> str:
     return f"{e['mean']:.3f} [{e['hdi'][0]:.3f}, {e['hdi'][1]:.3f}]"
+
+
+def forecast_sentence(arm: str, f: dict[str, Any]) -> str:
+    """The "will more steps pay?" sentence of one arm's :func:`forecast` entry."""
+    p = f["p_gain"]
+    word = "will" if p >= P_DECIDE else "will not" if p <= 1 - P_DECIDE else "may or may not"
+    return (
+        f"{arm}: {f['horizon']} more steps (to step {f['to_step']}) {word} gain more than {f['delta']:g}: "
+        f"expected gain {_fmt(f['gain'])}, P(gain > {f['delta']:g}) = {p:.2f}."
+    )
 
 
 def fit_sigmoid(
@@ -280,7 +310,8 @@ def fit_sigmoid(
         ``estimands["contrasts"][arm]`` against the reference: ``asymptote_diff``,
         ``efficiency_diff``, ``last_diff`` (at the last step both arms observed),
         ``p_asymptote_higher`` and ``confounded`` (None: no confounder was declared or
-        checked). Each estimand ``{"mean", "sd", "hdi"}`` (94 % HDI).
+        checked); ``estimands["forecast"][arm]`` (:func:`forecast`). Each estimand
+        ``{"mean", "sd", "hdi"}`` (94 % HDI).
 
     Notes
     -----
@@ -308,6 +339,7 @@ def fit_sigmoid(
     names += ["log_kappa"] if used == "binomial" else ["tau"]
     diag = diagnostics(idata, names)
     estimands = _estimands(idata, data, ref, used)
+    estimands["forecast"] = forecast(idata, data, horizon=config.horizon, delta=config.delta)
     stamp_attrs(idata, "sigmoid", config, data.summary, diag, timings)
     warn_if_not_converged(diag, f"saturation-curve fit (arms {', '.join(data.arms)})")
     return SigmoidFit(idata, config, data, estimands, diag, timings)
@@ -330,7 +362,7 @@ def _estimands(idata: az.InferenceData, data: ArmSteps, ref: str, likelihood: st
     post = idata.posterior.stack(sample=("chain", "draw")).transpose("sample", ...)
     draws = {v: post[v].to_numpy() for v in PARAMS}  # (samples, arm)
     curve = curve_draws(idata, data.x)  # (samples, arm, step)
-    last_idx = [int(np.nonzero(data.n[a] > 0)[0][-1]) for a in range(len(data.arms))]
+    last_idx = _last_index(data)
     arms: dict[str, Any] = {}
     for a, arm in enumerate(data.arms):
         last = curve[:, a, last_idx[a]]
@@ -365,3 +397,211 @@ def _estimands(idata: az.InferenceData, data: ArmSteps, ref: str, likelihood: st
         "arms": arms,
         "contrasts": contrasts,
     }
+
+
+def _last_index(data: ArmSteps) -> list[int]:
+    """Per arm, the index of its last observed step."""
+    return [int(np.nonzero(data.n[a] > 0)[0][-1]) for a in range(len(data.arms))]
+
+
+def forecast(
+    idata: az.InferenceData, data: ArmSteps, *, horizon: int = FORECAST_HORIZON, delta: float = FORECAST_DELTA
+) -> dict[str, dict[str, Any]]:
+    """ "Will more steps pay?": per arm, the gain of the fitted curve from its last observed
+    step to ``horizon`` steps later, and P(gain > ``delta``).
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+        A :func:`fit_sigmoid` posterior.
+    data : ArmSteps
+        The data it was fitted to.
+    horizon : int
+        Steps past each arm's last step.
+    delta : float
+        The gain that would make the extra steps worth it.
+
+    Returns
+    -------
+    dict
+        Per arm: ``from_step``, ``to_step``, ``horizon``, ``delta``, ``gain`` (``{"mean",
+        "sd", "hdi"}``) and ``p_gain``.
+
+    Notes
+    -----
+    The gain is that of the expected reward :math:`R(x_{last} + N) - R(x_{last})` (the
+    curve, not a noisy step), so it answers whether the *population* reward keeps rising,
+    extrapolated by the fitted curve family: beyond the data that is an assumption,
+    checked only by a back-test (:func:`backtest_sigmoid`).
+    """
+    out = {}
+    for a, (arm, j) in enumerate(zip(data.arms, _last_index(data), strict=True)):
+        x_last = float(data.x[j])
+        now, later = curve_draws(idata, np.array([x_last, x_last + horizon]))[:, a, :].T
+        gain = later - now
+        out[arm] = {
+            "from_step": int(data.steps[j]),
+            "to_step": int(data.steps[j] + horizon),
+            "horizon": int(horizon),
+            "delta": float(delta),
+            "gain": interval(gain),
+            "p_gain": float(np.mean(gain > delta)),
+        }
+    return out
+
+
+@dataclass
+class Backtest:
+    """A checked forecast (:func:`backtest_sigmoid`): the fit on each arm's first
+    ``fit_steps`` steps, its predictions for the rest, and how they did.
+
+    Parameters
+    ----------
+    fit_steps : int
+        Steps per arm the curve was fitted to.
+    fit : SigmoidFit
+        That fit.
+    frame : pandas.DataFrame
+        One row per (arm, held-out step): ``observed``, predictive ``mean``, ``lower`` and
+        ``upper`` (94 % HDI of the predicted step value, the step's own sampling noise
+        included), ``inside``, ``persistence`` (the last fitted step's value carried forward).
+    arms : dict
+        Per arm: ``held_out``, ``coverage`` (share of held-out steps inside their interval),
+        ``mae`` (mean absolute error of the predictive mean) and ``mae_persistence``.
+    """
+
+    fit_steps: int
+    fit: SigmoidFit
+    frame: pd.DataFrame
+    arms: dict[str, dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"fit_steps", "hdi_prob", "arms", "diagnostics"}`` (the ``backtest`` entry of
+        ``saturation compare --json``)."""
+        return {
+            "fit_steps": self.fit_steps,
+            "hdi_prob": S.HDI_PROB,
+            "arms": self.arms,
+            "diagnostics": self.fit.diagnostics,
+        }
+
+    def sentences(self) -> list[str]:
+        """One line per arm: coverage and error against carrying the last value forward."""
+        return [
+            f"{arm}: fitted on its first {self.fit_steps} steps, the {int(S.HDI_PROB * 100)} % predictive "
+            f"intervals covered {round(a['coverage'] * a['held_out'])} of {a['held_out']} later steps "
+            f"({a['coverage']:.2f}); mean absolute error {a['mae']:.3f} (carrying the last fitted step forward: "
+            f"{a['mae_persistence']:.3f})"
+            for arm, a in self.arms.items()
+        ]
+
+
+def check_backtest(data: ArmSteps, fit_steps: int) -> None:
+    """Raise ValueError unless a back-test on ``fit_steps`` steps per arm is possible: at
+    least :data:`MIN_FIT_STEPS`, and every arm has a later step to predict."""
+    if fit_steps < MIN_FIT_STEPS:
+        raise ValueError(f"a back-test fits at least {MIN_FIT_STEPS} steps per arm, got {fit_steps}")
+    observed = (data.n > 0).sum(axis=1)
+    short = [f"{arm} ({k})" for arm, k in zip(data.arms, observed, strict=True) if k <= fit_steps]
+    if short:
+        raise ValueError(
+            f"a back-test on {fit_steps} steps needs a later step in every arm; arms with {fit_steps} or fewer "
+            f"observed steps: {', '.join(short)}"
+        )
+
+
+def truncate(data: ArmSteps, fit_steps: int) -> ArmSteps:
+    """``data`` with each arm's observed steps after its first ``fit_steps`` removed."""
+    keep = np.zeros_like(data.n, dtype=bool)
+    for a in range(len(data.arms)):
+        keep[a, np.nonzero(data.n[a] > 0)[0][:fit_steps]] = True
+    return replace(
+        data,
+        n=np.where(keep, data.n, 0.0),
+        successes=np.where(keep, data.successes, 0.0),
+        mean=np.where(keep, data.mean, np.nan),
+        var_mean=np.where(keep, data.var_mean, 0.0),
+        summary={**data.summary, "fit_steps": fit_steps},
+    )
+
+
+def predict_steps(idata: az.InferenceData, data: ArmSteps, likelihood: str, seed: int) -> np.ndarray:
+    """Posterior predictive draws of every (arm, step)'s observed value, (samples, arm, step):
+    the curve plus the step's noise (Gaussian: the mean's sampling variance plus tau^2;
+    binomial: beta-binomial successes out of the step's rollouts, as a rate)."""
+    rng = np.random.default_rng([seed, 20261202])
+    mu = np.clip(curve_draws(idata, data.x), 1e-6, 1 - 1e-6)
+    post = idata.posterior.stack(sample=("chain", "draw")).transpose("sample", ...)
+    if likelihood == "binomial":
+        kappa = np.exp(post["log_kappa"].to_numpy())[:, :, None]
+        n = np.maximum(data.n, 1).astype(int)[None]
+        return rng.binomial(n, rng.beta(mu * kappa, (1 - mu) * kappa)) / n
+    tau = post["tau"].to_numpy()[:, :, None]
+    return mu + rng.standard_normal(mu.shape) * np.sqrt(data.var_mean[None] + tau**2)
+
+
+def backtest_sigmoid(
+    ds: xr.Dataset | ArmSteps, fit_steps: int, config: SigmoidConfig | None = None, *, seed: int = 0
+) -> Backtest:
+    """Fit each arm's curve on its first ``fit_steps`` steps and check the forecast of the rest.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset or ArmSteps
+        Trials with an ``arm`` coordinate (or :func:`arm_steps` of them).
+    fit_steps : int
+        Steps per arm to fit (at least :data:`MIN_FIT_STEPS`; every arm must have a later one).
+    config : SigmoidConfig, optional
+        The fit's settings (default :class:`SigmoidConfig`).
+    seed : int
+        Seeds the fit and the predictive draws.
+
+    Returns
+    -------
+    Backtest
+        The truncated fit, one row per held-out (arm, step) and per-arm coverage and errors.
+
+    Notes
+    -----
+    The predictive interval of a held-out step is the 94 % HDI of its posterior predictive
+    draws (:func:`predict_steps`), which include that step's own noise, so a calibrated
+    forecast covers about 94 % of the held-out steps. The persistence error (the last
+    fitted step's observed value carried forward) is the baseline a curve must beat to be
+    worth extrapolating.
+    """
+    config = config or SigmoidConfig()
+    data = ds if isinstance(ds, ArmSteps) else arm_steps(ds, list(config.arms) if config.arms else None)
+    check_backtest(data, fit_steps)
+    part = truncate(data, fit_steps)
+    fit = fit_sigmoid(part, config, seed=seed)
+    reps = predict_steps(fit.idata, data, fit.estimands["likelihood"], seed)
+    rows = []
+    for a, arm in enumerate(data.arms):
+        seen = np.nonzero(part.n[a] > 0)[0]
+        for j in np.nonzero((data.n[a] > 0) & (part.n[a] == 0))[0]:
+            lo, hi = (float(v) for v in az.hdi(reps[:, a, j], hdi_prob=S.HDI_PROB))
+            obs = float(data.mean[a, j])
+            rows.append(
+                {
+                    S.ARM: arm,
+                    S.STEP: int(data.steps[j]),
+                    "observed": obs,
+                    "mean": float(reps[:, a, j].mean()),
+                    "lower": lo,
+                    "upper": hi,
+                    "inside": bool(lo <= obs <= hi),
+                    "persistence": float(data.mean[a, seen[-1]]),
+                }
+            )
+    frame = pd.DataFrame(rows)
+    arms = {
+        arm: {
+            "held_out": len(g),
+            "coverage": float(g["inside"].mean()),
+            "mae": float((g["mean"] - g["observed"]).abs().mean()),
+            "mae_persistence": float((g["persistence"] - g["observed"]).abs().mean()),
+            "steps": [int(g[S.STEP].min()), int(g[S.STEP].max())],
+        }
+        for arm, g in frame.groupby(S.ARM, sort=False)
+    }
+    return Backtest(fit_steps, fit, frame, arms)
