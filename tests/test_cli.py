@@ -444,6 +444,12 @@ def test_compare_checks_come_before_the_fit(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().err == "error: --backtest 3: a back-test fits at least 5 steps per arm, got 3\n"
     assert main(["compare", str(path), "--backtest", "500"]) == 2
     assert "needs a later step in every arm" in capsys.readouterr().err
+    assert main(["compare", str(path), "--arm-attr", "t2=context"]) == 2
+    assert capsys.readouterr().err.startswith("error: --arm-attr t2=context: expected ARM:KEY=VALUE (e.g. t2yarn:")
+    assert main(["compare", str(path), "--match", "context="]) == 2
+    assert capsys.readouterr().err == "error: --match context=: expected KEY or KEY=VALUE (e.g. context=81920)\n"
+    assert main(["compare", str(path), "--arm-attr", "t9:context=1"]) == 2
+    assert capsys.readouterr().err == "error: --arm-attr: unknown arm(s) t9; the data has t2, t2yarn\n"
     one = _small_table(tmp_path / "one.csv")
     (tmp_path / "noarm.csv").write_text(
         "\n".join(",".join(line.split(",")[:-1]) for line in one.read_text().splitlines()) + "\n"
@@ -460,7 +466,8 @@ def test_compare_command_fits_simulated_arms_and_writes_the_json_contract(tmp_pa
     arms = tmp_path / "arms.csv"
     assert main(["simulate", "sigmoid-arms", str(arms)]) == 0
     out = tmp_path / "compare.json"
-    assert main(["compare", str(arms), "--reference", "t2", "--json", str(out), "--backtest", "25"]) == 0
+    argv = ["compare", str(arms), "--reference", "t2", "--json", str(out), "--backtest", "25"]
+    assert main(argv) == 0
     got = json.loads(out.read_text())
     assert set(got["forecast"]) == {"t2", "t2yarn"} and got["backtest"]["fit_steps"] == 25
     assert set(got["backtest"]["arms"]["t2"]) >= {"coverage", "mae", "mae_persistence", "held_out"}

@@ -900,6 +900,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     _check_sampler_installed(args.sampler)
     _require_inputs(args.trials)
     _check_outputs(args.trials, [args.json, args.idata])
+    arm_attrs, match = _arm_properties(args.arm_attr or [], args.match or [])
     ds = _load_trials_arg(args.trials, "")
     _check_transfer_data(ds, arms, args.reference)
     from saturation.models.sigmoid import (
@@ -912,6 +913,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     )
 
     data = arm_steps(ds, arms)
+    unknown = sorted(set(arm_attrs) - set(data.arms))
+    if unknown:
+        raise UsageError(f"--arm-attr: unknown arm(s) {_names(unknown)}; the data has {_names(data.arms)}")
     if args.backtest is not None:
         try:
             check_backtest(data, args.backtest)
@@ -925,6 +929,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         sampler=_sampler_args(args, DEFAULT_SAMPLER),
         horizon=args.horizon,
         delta=args.delta,
+        arm_attrs=arm_attrs,
+        match=match,
     )
     fit = fit_sigmoid(data, config, seed=args.seed)
     out = fit.to_dict()
@@ -941,7 +947,14 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         )
     for sentence in fit.verdicts().values():
         _print(f"  {sentence}")
-    _print("  (no confounder declared: contrasts are not checked for context length or other differences)")
+    if not match:
+        _print("  (no confounder declared: contrasts are not checked for context length or other differences)")
+    else:
+        flagged = [arm for arm, c in out["contrasts"].items() if c["confounded"]]
+        _print(
+            f"  confounders declared: {', '.join(k if v is None else f'{k}={v}' for k, v in match.items())}; "
+            + (f"CONFOUNDED contrasts: {', '.join(flagged)}" if flagged else "every contrast is matched")
+        )
     if args.backtest is not None:
         bt = backtest_sigmoid(data, args.backtest, config, seed=args.seed)
         _print(f"back-test (forecast checked on later steps), {bt.fit_steps} steps fitted per arm:")
@@ -951,6 +964,25 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             _print("  WARNING: the back-test's fit did not converge: these coverage figures are not trustworthy")
         out["backtest"] = bt.to_dict()
     return _finish_fit(args, fit, out)
+
+
+def _arm_properties(declared: list[str], match: list[str]) -> tuple[dict[str, dict[str, str]], dict[str, str | None]]:
+    """``--arm-attr ARM:KEY=VALUE`` and ``--match KEY[=VALUE]`` as {arm: {key: value}} and
+    {key: value or None}; a usage error for a malformed one (checked before the data load)."""
+    attrs: dict[str, dict[str, str]] = {}
+    for item in declared:
+        arm, sep, rest = item.partition(":")
+        key, eq, value = rest.partition("=")
+        if not (sep and eq and arm and key.strip() and value.strip()):
+            raise UsageError(f"--arm-attr {item}: expected ARM:KEY=VALUE (e.g. t2yarn:context=81920)")
+        attrs.setdefault(arm, {})[key.strip()] = value.strip()
+    required: dict[str, str | None] = {}
+    for item in match:
+        key, eq, value = item.partition("=")
+        if not key.strip() or (eq and not value.strip()):
+            raise UsageError(f"--match {item}: expected KEY or KEY=VALUE (e.g. context=81920)")
+        required[key.strip()] = value.strip() if eq else None
+    return attrs, required
 
 
 # ------------------------------------------------------------------ report
@@ -1419,6 +1451,20 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="auto (default): beta-binomial when every reward is 0 or 1 (resolve rates), else Gaussian on the "
         "per-step means",
+    )
+    p.add_argument(
+        "--arm-attr",
+        action="append",
+        metavar="ARM:KEY=VALUE",
+        help="declare a property of an arm that the trials do not carry, e.g. t2yarn:context=81920 (repeatable; "
+        "default: none)",
+    )
+    p.add_argument(
+        "--match",
+        action="append",
+        metavar="KEY[=VALUE]",
+        help="a declared confounder: a contrast is matched when both arms have VALUE (KEY alone: the same value), "
+        "else it is flagged CONFOUNDED in the text and the JSON (repeatable; default: none)",
     )
     p.add_argument(
         "--horizon",

@@ -233,3 +233,45 @@ def test_backtest_intervals_cover_later_steps_of_clustered_per_trial_runs():
         assert bt.frame["inside"].mean() >= 0.8, bt.arms
         for a in bt.arms.values():
             assert a["mae"] < 1.5 * a["mae_persistence"] + 0.01, bt.arms
+
+
+def test_a_declared_confounder_flags_every_contrast_it_does_not_match():
+    from saturation.models.sigmoid import confounding, confounding_note
+
+    attrs = {"t2": {"context": "32768"}, "t2yarn": {"context": "81920"}, "t2ns": {"context": "81920"}}
+    assert confounding("t2yarn", "t2", attrs, {}) == (None, {})
+    flag, details = confounding("t2yarn", "t2", attrs, {"context": "81920"})
+    assert flag is True and details["context"] == {
+        "arm": "81920",
+        "reference": "32768",
+        "required": "81920",
+        "matched": False,
+    }
+    assert confounding_note(details, "t2yarn", "t2") == (
+        "CONFOUNDED by context 81920 (t2yarn) vs 32768 (t2), required 81920: not a like-for-like comparison"
+    )
+    assert confounding("t2ns", "t2yarn", attrs, {"context": "81920"})[0] is False
+    assert confounding("t2ns", "t2yarn", attrs, {"context": None})[0] is False  # the same value, any value
+    assert confounding("t2yarn", "t2", attrs, {"context": None})[0] is True
+    flag, details = confounding("t2yarn", "nope", attrs, {"context": None})  # not declared: not matched
+    assert flag is True and "not declared (nope)" in confounding_note(details, "t2yarn", "nope")
+
+
+def test_the_fits_contrasts_and_sentences_carry_the_confounder(monkeypatch):
+    import saturation.models.sigmoid as sig
+
+    ds, _ = simulate_sigmoid_arms(SigmoidArmsSpec(n_steps=12, prompts_per_step=4, samples_per_prompt=4), seed=3)
+    data = arm_steps(ds)
+    made_up = _made_up_fit(data, {"t2": (0.1, 0.5, 1.5, 10.0), "t2yarn": (0.1, 0.6, 1.5, 10.0)})
+    monkeypatch.setattr(sig, "sample_model", lambda *a, **k: (made_up.idata, {}))
+    monkeypatch.setattr(sig, "diagnostics", lambda *a, **k: {"converged": True})
+    config = sig.SigmoidConfig(
+        reference="t2", arm_attrs={"t2": {"context": "32768"}, "t2yarn": {"context": "81920"}}, match={"context": None}
+    )
+    fit = sig.fit_sigmoid(data, config)
+    c = fit.to_dict()["contrasts"]["t2yarn"]
+    assert c["confounded"] is True and c["confounders"]["context"]["matched"] is False
+    assert "CONFOUNDED by context 81920 (t2yarn) vs 32768 (t2)" in fit.verdicts()["t2yarn"]
+    plain = sig.fit_sigmoid(data, sig.SigmoidConfig(reference="t2"))
+    assert plain.to_dict()["contrasts"]["t2yarn"]["confounded"] is None
+    assert "CONFOUNDED" not in plain.verdicts()["t2yarn"]

@@ -91,6 +91,14 @@ class SigmoidConfig:
     horizon: int = FORECAST_HORIZON
     #: ... is compared with this threshold (P(gain > delta))
     delta: float = FORECAST_DELTA
+    #: declared properties of the arms that may confound a contrast, {arm: {key: value}}
+    #: (e.g. {"t2": {"context": "32768"}, "t2yarn": {"context": "81920"}}): the trials do not
+    #: carry them
+    arm_attrs: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: the declared confounders, {key: value or None}: a contrast is matched on ``key`` when
+    #: both arms have that value (None: when they have the same value), else it is flagged
+    #: as confounded (:func:`confounding`)
+    match: dict[str, str | None] = field(default_factory=dict)
 
     def validate(self) -> None:
         problems = []
@@ -100,6 +108,8 @@ class SigmoidConfig:
             problems.append(f"horizon must be at least 1 step, got {self.horizon}")
         if not np.isfinite(self.delta) or self.delta < 0:
             problems.append(f"delta must be a non-negative number, got {self.delta}")
+        if any(not key for key in self.match) or any(not key for a in self.arm_attrs.values() for key in a):
+            problems.append("an arm property needs a name (e.g. context)")
         if problems:
             raise ValueError("invalid saturation-curve configuration: " + "; ".join(problems))
 
@@ -245,10 +255,11 @@ class SigmoidFit:
                 else "no decisively different ceiling from"
             )
             a, r = est["arms"][arm]["asymptote"], est["arms"][ref]["asymptote"]
+            note = confounding_note(c["confounders"], arm, ref)
             out[arm] = (
                 f"{arm} has {word} {ref}: asymptote {_fmt(a)} vs {_fmt(r)}, difference {_fmt(c['asymptote_diff'])} "
                 f"(P(higher) = {p:.2f}); efficiency difference {_fmt(c['efficiency_diff'])}; gap at the last "
-                f"common step {_fmt(c['last_diff'])}."
+                f"common step {_fmt(c['last_diff'])}." + (f" {note}." if note else "")
             )
         out.update({f"forecast:{arm}": forecast_sentence(arm, f) for arm, f in est["forecast"].items()})
         return out
@@ -309,8 +320,9 @@ def fit_sigmoid(
         ``unused_headroom`` (asymptote minus last) and ``ceiling_gap`` (1 - asymptote);
         ``estimands["contrasts"][arm]`` against the reference: ``asymptote_diff``,
         ``efficiency_diff``, ``last_diff`` (at the last step both arms observed),
-        ``p_asymptote_higher`` and ``confounded`` (None: no confounder was declared or
-        checked); ``estimands["forecast"][arm]`` (:func:`forecast`). Each estimand
+        ``p_asymptote_higher``, ``confounded`` (None: no confounder declared; True: a
+        declared confounder is not matched, :func:`confounding`) and ``confounders`` (per
+        declared confounder both arms' values); ``estimands["forecast"][arm]`` (:func:`forecast`). Each estimand
         ``{"mean", "sd", "hdi"}`` (94 % HDI).
 
     Notes
@@ -338,7 +350,7 @@ def fit_sigmoid(
     names = ["r0_logit", "asymptote_logit", "log_efficiency", "log_midpoint"]
     names += ["log_kappa"] if used == "binomial" else ["tau"]
     diag = diagnostics(idata, names)
-    estimands = _estimands(idata, data, ref, used)
+    estimands = _estimands(idata, data, ref, used, config)
     estimands["forecast"] = forecast(idata, data, horizon=config.horizon, delta=config.delta)
     stamp_attrs(idata, "sigmoid", config, data.summary, diag, timings)
     warn_if_not_converged(diag, f"saturation-curve fit (arms {', '.join(data.arms)})")
@@ -358,7 +370,56 @@ def curve_draws(idata: az.InferenceData, x: np.ndarray) -> np.ndarray:
     )
 
 
-def _estimands(idata: az.InferenceData, data: ArmSteps, ref: str, likelihood: str) -> dict[str, Any]:
+def confounding(
+    arm: str, reference: str, arm_attrs: dict[str, dict[str, str]], match: dict[str, str | None]
+) -> tuple[bool | None, dict[str, Any]]:
+    """Is the contrast ``arm`` - ``reference`` confounded by a declared property?
+
+    Parameters
+    ----------
+    arm, reference : str
+        The two arms.
+    arm_attrs : dict
+        Declared properties, {arm: {key: value}}.
+    match : dict
+        The confounders, {key: value or None} (:attr:`SigmoidConfig.match`).
+
+    Returns
+    -------
+    (bool or None, dict)
+        None when no confounder is declared; else True when any confounder is not matched
+        (the arms differ, are not at the required value, or a value is not declared), and
+        per confounder ``{"arm", "reference", "required", "matched"}``.
+    """
+    if not match:
+        return None, {}
+    details = {}
+    for key, required in match.items():
+        a, r = arm_attrs.get(arm, {}).get(key), arm_attrs.get(reference, {}).get(key)
+        if a is None or r is None:
+            matched = False
+        elif required is None:
+            matched = a == r
+        else:
+            matched = a == required and r == required
+        details[key] = {"arm": a, "reference": r, "required": required, "matched": matched}
+    return not all(d["matched"] for d in details.values()), details
+
+
+def confounding_note(details: dict[str, Any], arm: str, reference: str) -> str:
+    """The words for :func:`confounding`'s details: "" when every confounder is matched."""
+    bad = [
+        f"{key} {d['arm'] or 'not declared'} ({arm}) vs {d['reference'] or 'not declared'} ({reference})"
+        + (f", required {d['required']}" if d["required"] is not None else "")
+        for key, d in details.items()
+        if not d["matched"]
+    ]
+    return f"CONFOUNDED by {'; '.join(bad)}: not a like-for-like comparison" if bad else ""
+
+
+def _estimands(
+    idata: az.InferenceData, data: ArmSteps, ref: str, likelihood: str, config: SigmoidConfig
+) -> dict[str, Any]:
     post = idata.posterior.stack(sample=("chain", "draw")).transpose("sample", ...)
     draws = {v: post[v].to_numpy() for v in PARAMS}  # (samples, arm)
     curve = curve_draws(idata, data.x)  # (samples, arm, step)
@@ -388,8 +449,10 @@ def _estimands(idata: az.InferenceData, data: ArmSteps, ref: str, likelihood: st
             "efficiency_diff": interval(draws["efficiency"][:, a] - draws["efficiency"][:, r]),
             "last_diff": {**interval(curve[:, a, j] - curve[:, r, j]), "step": int(data.steps[j])},
             "p_asymptote_higher": float(np.mean(diff > 0)),
-            "confounded": None,
         }
+        contrasts[arm]["confounded"], contrasts[arm]["confounders"] = confounding(
+            arm, ref, config.arm_attrs, config.match
+        )
     return {
         "reference": ref,
         "likelihood": likelihood,
