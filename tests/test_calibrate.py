@@ -9,9 +9,11 @@ import pytest
 
 from saturation.calibrate import (
     PASS_AT_K_CHECKED,
+    SIGMOID_CHECKED,
     TRANSFER_PARAMS,
     PassAtKSetting,
     PlateauSetting,
+    SigmoidSetting,
     TransferSetting,
     _prior_draw,
     calibrate,
@@ -20,6 +22,7 @@ from saturation.calibrate import (
     run_task,
     simulate_means,
     simulate_pass_at_k_prior,
+    simulate_sigmoid_prior,
     simulate_transfer_prior,
     to_dataset,
     verdict_table,
@@ -176,6 +179,38 @@ def test_pass_at_k_calibration_runs_and_is_reproducible():
     np.testing.assert_array_equal(again.dataset["rank"].values, ds["rank"].values)
 
 
+def test_sigmoid_prior_simulator_follows_its_truth():
+    """Two arms of the design's size, successes out of the design's rollouts; the truth's
+    curve end and asymptote contrast are the model's curve at the drawn parameters."""
+    from saturation import curves
+
+    s = SigmoidSetting(n_steps=8, rollouts=32)
+    data, truth = simulate_sigmoid_prior(s, np.random.default_rng(4))
+    assert set(truth) == set(SIGMOID_CHECKED) and data.arms == ["a", "b"] and data.binary
+    assert (data.n == 32).all() and ((data.successes >= 0) & (data.successes <= 32)).all()
+    assert list(data.x) == list(range(1, 9))
+    end = curves.sigmoid_saturation(
+        8.0, r0=truth["r0"], asymptote=truth["asymptote"], efficiency=truth["efficiency"], midpoint=truth["midpoint"]
+    )
+    assert truth["last"] == pytest.approx(end)
+    again, truth2 = simulate_sigmoid_prior(s, np.random.default_rng(4))
+    assert truth2 == truth and np.array_equal(again.successes, data.successes)
+
+
+def test_sigmoid_calibration_runs_and_is_reproducible():
+    """Two small SBC simulations of the saturation-curve model in this process (the 100-simulation
+    run is in docs/calibration.md): ranks in range, one verdict row per quantity, the same numbers twice."""
+    small = {"draws": 100, "tune": 200, "thin": 4, "n_steps": 10, "rollouts": 32}
+    cal = calibrate("sigmoid", sims=2, seed=3, scheduler="sync", **small)
+    ds = cal.dataset
+    assert ds.attrs["model"] == "sigmoid" and list(ds["param"].values) == list(SIGMOID_CHECKED)
+    assert ds.attrs["rank_draws"] == 4 * 25 and not cal.failures
+    assert ((ds["rank"] >= 0) & (ds["rank"] <= ds.attrs["rank_draws"])).all()
+    assert {f"SBC {p}" for p in SIGMOID_CHECKED} == set(cal.table["check"])
+    again = calibrate("sigmoid", sims=2, seed=3, scheduler="sync", **small)
+    np.testing.assert_array_equal(again.dataset["rank"].values, ds["rank"].values)
+
+
 def test_calibrate_command(tmp_path, capsys):
     out = tmp_path / "cal"
     assert (
@@ -211,7 +246,7 @@ def test_calibrate_command(tmp_path, capsys):
     ):
         assert (out / name).exists(), name
     assert json.loads((out / "calibration.json").read_text())["sims"] == 10
-    for model in ("transfer", "pass-at-k"):
+    for model in ("transfer", "pass-at-k", "sigmoid"):
         assert main(["calibrate", model, "--misspecify-late-slope-sd", "0.1", "--scheduler", "sync"]) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: ") and "plateau model only" in err

@@ -34,7 +34,7 @@ LAYERS = [
     ["schema", "curves", "summary", "progress", "cluster", "frequentist", "streams", "models.marginal"],
     ["aggregate", "localization", "validate", "models.sampling", "models._exact"],
     ["io", "trajectory", "models.plateau", "models.transfer", "models.sigmoid"],
-    ["series", "tables", "models", "models.learning", "models.runs"],
+    ["series", "tables", "models", "models.learning", "models.runs", "models.families"],
     ["plots", "simulate", "skyrl"],
     ["replica", "wandb_history", ""],  # "": the package itself (saturation/__init__.py)
     ["calibrate", "spec", "ingest", "scenarios", "report_html"],

@@ -33,6 +33,11 @@ parameters and four reported curve ends on prompt groups drawn from its prior wi
 own likelihood (:class:`PassAtKSetting`, :func:`simulate_pass_at_k_prior`). The learning
 diagnostics' trend fits are the plateau model on one series (calibrated above).
 
+For the saturation-curve model of ``saturation compare`` (``model="sigmoid"``): SBC and
+coverage of the reference arm's curve parameters, its concentration, its curve at the last
+step and the asymptote contrast, on two arms drawn from the prior with the beta-binomial
+likelihood (:class:`SigmoidSetting`, :func:`simulate_sigmoid_prior`).
+
 An SBC row's verdict uses Holm-adjusted p-values over all SBC tests of the calibration
 (:func:`verdict_table`): a dozen quantities tested at a fixed level each would flag some
 by chance.
@@ -70,6 +75,7 @@ from saturation.models import (
     fit_plateau,
     fit_transfer,
     learning,
+    sigmoid,
 )
 from saturation.models.plateau import STOPPED_VERDICTS as STOPPED
 from saturation.models.plateau import VERDICTS, candidate_grid
@@ -242,6 +248,8 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
         return run_transfer_task(task)
     if task.get("model") == "pass-at-k":
         return run_pass_at_k_task(task)
+    if task.get("model") == "sigmoid":
+        return run_sigmoid_task(task)
     if task.get("model") == "plateau-trials":
         return run_trials_task(task)
     setting = PlateauSetting(**task["setting"])
@@ -647,6 +655,110 @@ def run_pass_at_k_task(task: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+# ------------------------------------------------------------------ saturation curves (compare)
+#: quantities whose SBC ranks are checked for the saturation-curve model: the reference
+#: arm's four curve parameters and concentration, its curve at the last step, and the
+#: contrast the comparison reports (the second arm's asymptote minus the first's)
+SIGMOID_CHECKED = ("r0", "asymptote", "efficiency", "midpoint", "log_kappa", "last", "asymptote_diff")
+
+
+@dataclass(frozen=True)
+class SigmoidSetting(NUTSDraws):
+    """One calibration setting of the saturation-curve model (``fit_sigmoid``, binomial
+    likelihood): two arms of ``n_steps`` steps with ``rollouts`` binary rollouts each, the
+    model's own priors with fixed centres (``r0_mu``, ``midpoint_mu``: data-free, as SBC
+    needs); the design is the same in every simulation, so one compiled model serves all."""
+
+    n_steps: int = 30
+    rollouts: int = 128
+    r0_mu: float = -1.0
+    midpoint_mu: float = float(np.log(10.0))
+    tune: int = 1000
+    draws: int = 1000
+    thin: int = 10
+
+    @property
+    def checked(self) -> tuple[str, ...]:
+        return SIGMOID_CHECKED
+
+    def priors(self) -> sigmoid.SigmoidPriors:
+        return sigmoid.SigmoidPriors(r0_mu=self.r0_mu, midpoint_mu=self.midpoint_mu)
+
+
+def simulate_sigmoid_prior(setting: SigmoidSetting, rng: np.random.Generator) -> tuple[Any, dict[str, float]]:
+    """Draw both arms' curve parameters from the prior of :class:`SigmoidSetting`'s
+    ``SigmoidPriors`` and each step's successes from the model's beta-binomial likelihood;
+    returns the per-step data (``sigmoid.ArmSteps``) and the truth of
+    :data:`SIGMOID_CHECKED`."""
+    pri = setting.priors()
+    arms = ["a", "b"]
+    steps = np.arange(1.0, setting.n_steps + 1)
+    theta = {
+        "r0": curves.expit(rng.normal(setting.r0_mu, pri.r0_sd, 2)),
+        "asymptote": curves.expit(rng.normal(0.0, pri.asymptote_sd, 2)),
+        "efficiency": np.exp(rng.normal(0.0, pri.efficiency_sd, 2)),
+        "midpoint": np.exp(rng.normal(setting.midpoint_mu, pri.midpoint_sd, 2)),
+        "log_kappa": rng.normal(pri.log_kappa_mu, pri.log_kappa_sd, 2),
+    }
+    mu = curves.sigmoid_saturation(
+        steps[None, :],
+        r0=theta["r0"][:, None],
+        asymptote=theta["asymptote"][:, None],
+        efficiency=theta["efficiency"][:, None],
+        midpoint=theta["midpoint"][:, None],
+    )
+    mu = np.clip(mu, 1e-6, 1 - 1e-6)
+    kappa = np.exp(theta["log_kappa"])[:, None]
+    n = np.full(mu.shape, float(setting.rollouts))
+    k = rng.binomial(setting.rollouts, rng.beta(mu * kappa, (1 - mu) * kappa)).astype(float)
+    mean = k / n
+    data = sigmoid.ArmSteps(
+        arms, steps, n, k, mean, mean * (1 - mean) / n, True, {"n_trials": int(n.sum()), "simulator": "sbc"}
+    )
+    truth = {name: float(v[0]) for name, v in theta.items()}
+    truth["last"] = float(mu[0, -1])
+    truth["asymptote_diff"] = float(theta["asymptote"][1] - theta["asymptote"][0])
+    return data, truth
+
+
+def _sigmoid_draws(post: xr.Dataset, setting: SigmoidSetting) -> dict[str, np.ndarray]:
+    """The checked quantities' posterior draws, (chain, draw) each."""
+    ref = {S.ARM: 0}
+    x_last = float(setting.n_steps)
+    last = curves.sigmoid_saturation(
+        x_last,
+        r0=post["r0"].isel(ref),
+        asymptote=post["asymptote"].isel(ref),
+        efficiency=post["efficiency"].isel(ref),
+        midpoint=post["midpoint"].isel(ref),
+    )
+    draws = {name: post[name].isel(ref) for name in ("r0", "asymptote", "efficiency", "midpoint", "log_kappa")}
+    draws["last"] = last
+    draws["asymptote_diff"] = post["asymptote"].isel({S.ARM: 1}) - post["asymptote"].isel(ref)
+    return {k: np.asarray(v) for k, v in draws.items()}
+
+
+def run_sigmoid_task(task: dict[str, Any]) -> dict[str, Any]:
+    """One saturation-curve SBC simulation (plain dict in and out, deterministic given its seed)."""
+    setting = SigmoidSetting(**task["setting"])
+    rng = np.random.default_rng([task["seed"], task["sim"], 5])
+    data, theta = simulate_sigmoid_prior(setting, rng)
+    start = time.perf_counter()
+    config = sigmoid.SigmoidConfig(
+        reference="a", likelihood="binomial", priors=setting.priors(), sampler=setting.sampler()
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fit = sigmoid.fit_sigmoid(data, config, seed=int(task["seed"]) * 100_003 + int(task["sim"]))
+    full = _sigmoid_draws(fit.idata["posterior"], setting)
+    ranks, inside = {}, {}
+    for name in SIGMOID_CHECKED:  # ranks among the thinned draws, the HDI from all of them
+        ranks[name], inside[name] = _rank_and_cover(
+            full[name][:, :: setting.thin].ravel(), theta[name], interval(full[name].ravel())["hdi"], rng
+        )
+    return _sbc_result(task, ranks, inside, theta, time.perf_counter() - start, fit.diagnostics["converged"])
+
+
 # ------------------------------------------------------------------ plateau on per-trial data that is not the model
 #: quantities whose 94 % HDI coverage is checked on the per-trial simulations
 TRIALS_PARAMS = ("changepoint", "early_slope", "late_slope")
@@ -885,13 +997,14 @@ def trials_table(ds: xr.Dataset) -> pd.DataFrame:
 
 
 #: the settings checked by SBC (each has ``checked`` and ``rank_draws``)
-SbcSetting = PlateauSetting | TransferSetting | PassAtKSetting
+SbcSetting = PlateauSetting | TransferSetting | PassAtKSetting | SigmoidSetting
 Setting = SbcSetting | TrialsSetting
 #: each model's default setting (its ``checked`` property names the SBC quantities)
 SETTINGS: dict[str, type[Setting]] = {
     "plateau": PlateauSetting,
     "transfer": TransferSetting,
     "pass-at-k": PassAtKSetting,
+    "sigmoid": SigmoidSetting,
     "plateau-trials": TrialsSetting,
 }
 

@@ -963,6 +963,14 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         if not bt.fit.diagnostics["converged"]:
             _print("  WARNING: the back-test's fit did not converge: these coverage figures are not trustworthy")
         out["backtest"] = bt.to_dict()
+    if args.families:
+        from saturation.models.families import compare_curve_families
+
+        fam = compare_curve_families(data, fit, config=config, seed=args.seed)
+        _print("curve families (does a ceiling hang on the sigmoid?):")
+        for sentence in fam.sentences():
+            _print(f"  {sentence}")
+        out["families"] = fam.to_dict()
     return _finish_fit(args, fit, out)
 
 
@@ -1187,9 +1195,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "model",
         choices=S.CALIBRATION_MODELS,
-        help="the model to calibrate (plateau: also the learning-diagnostics trends; transfer and "
-        "pass-at-k: SBC and coverage only; plateau-trials: coverage and verdicts on per-trial "
-        "data that is not the model, --sims per cell, --null-sims rising lines, --power-sims "
+        help="the model to calibrate (plateau: also the learning-diagnostics trends; transfer, pass-at-k and "
+        "sigmoid (the saturation curves of compare): SBC and coverage only; plateau-trials: coverage and verdicts "
+        "on per-trial data that is not the model, --sims per cell, --null-sims rising lines, --power-sims "
         "study-shaped data sets)",
     )
     p.add_argument("--sims", type=_positive, default=200, metavar="N", help="SBC simulations (default 200)")
@@ -1486,6 +1494,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="K",
         help="also fit each arm's first K steps and check the forecast of its later steps: predictive-interval "
         "coverage and error against carrying the last value forward (default: no back-test; doubles the time)",
+    )
+    p.add_argument(
+        "--families",
+        action="store_true",
+        help="also compare the sigmoid with the hinge and the exponential approach per arm by leave-one-step-out "
+        "(stacking weights; the sigmoid refitted with the Gaussian likelihood when it is binomial): is a ceiling "
+        "an artefact of the curve family? (default: off)",
     )
     _add_sampler_args(p, "compare", defaults=(2000, 1500, 4))  # models.sigmoid.DEFAULT_SAMPLER
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")

@@ -131,7 +131,7 @@ TRANSFER_SAMPLER: Final = {
     "integrated": {"draws": 800, "tune": 500, "chains": 4, "target_accept": 0.85},
 }
 #: the models `saturation calibrate` checks (calibrate.MODELS; the CLI lists them without importing it)
-CALIBRATION_MODELS: Final = ("plateau", "transfer", "pass-at-k", "plateau-trials")
+CALIBRATION_MODELS: Final = ("plateau", "transfer", "pass-at-k", "sigmoid", "plateau-trials")
 #: named simulation scenarios (``saturation simulate``; built in ``scenarios.SCENARIOS``, which
 #: must have exactly these keys: a test checks it). Here so the CLI's help needs no heavy import.
 SCENARIO_NAMES: Final = (

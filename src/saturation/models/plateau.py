@@ -1854,6 +1854,21 @@ def compare_plateau_models(
             run=plateau_kwargs.pop("run", None),
         )
     )
+    elpd, method, fits = loo_entries(sd, models, seed=seed, sampler=sampler, **plateau_kwargs)
+    return loo_table(elpd, method), fits
+
+
+def loo_entries(
+    sd: StepData,
+    models: tuple[str, ...],
+    *,
+    seed: int = 0,
+    sampler: SamplerConfig | None = None,
+    **plateau_kwargs: Any,
+) -> tuple[dict[str, Any], dict[str, str], dict[str, az.InferenceData]]:
+    """Fit ``models`` (as :func:`compare_plateau_models`) on ``sd`` and return each one's ArviZ
+    ELPD result (exact LOO where the model allows it, else PSIS), its method ("exact" or
+    "PSIS") and its InferenceData, by name."""
     fits: dict[str, az.InferenceData] = {}
     elpd: dict[str, Any] = {}
     method: dict[str, str] = {}
@@ -1880,6 +1895,13 @@ def compare_plateau_models(
                 warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto", category=UserWarning)
                 elpd[name] = az.loo(fits[name], pointwise=True)
         method[name] = "exact" if exact else "PSIS"
+    return elpd, method, fits
+
+
+def loo_table(elpd: dict[str, Any], method: dict[str, str]) -> pd.DataFrame:
+    """``az.compare``'s table of the ELPD results (stacking weights) with ``loo_method`` and
+    ``caveat`` columns: PSIS rows with Pareto k > 0.7 are flagged, and ``table.attrs["caveat"]``
+    names them."""
     table = az.compare(elpd, ic="loo")
     table["loo_method"] = [method[m] for m in table.index]
     bad = [m for m in table.index if method[m] == "PSIS" and bool(np.any(np.asarray(elpd[m]["pareto_k"]) > 0.7))]
@@ -1890,7 +1912,7 @@ def compare_plateau_models(
         if bad
         else ""
     )
-    return table, fits
+    return table
 
 
 def plateau_prior_predictive(

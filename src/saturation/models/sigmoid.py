@@ -63,6 +63,8 @@ class SigmoidPriors:
     """
 
     r0_sd: float = 1.0
+    #: fixed prior centre of logit R0 instead of the first step's (SBC needs data-free priors)
+    r0_mu: float | None = None
     asymptote_sd: float = 1.5
     #: 0.5: B in [0.37, 2.7] a priori (95 %). A steep B makes the curve a step whose
     #: position between two observed steps the data cannot locate; with 0.75 one of 8
@@ -70,6 +72,8 @@ class SigmoidPriors:
     #: divergences), with 0.5 none did
     efficiency_sd: float = 0.5
     midpoint_sd: float = 1.0
+    #: fixed prior centre of log C_mid instead of the log of the middle x
+    midpoint_mu: float | None = None
     step_sd: float = 0.05
     log_kappa_mu: float = float(np.log(50.0))
     log_kappa_sd: float = 1.5
@@ -177,8 +181,9 @@ def arm_steps(ds: xr.Dataset, arms: list[str] | None = None) -> ArmSteps:
     return ArmSteps(arms, steps, n, s, mean, var_mean, binary, summary)
 
 
-def build_sigmoid_model(data: ArmSteps, config: SigmoidConfig) -> tuple[pm.Model, str]:
-    """The PyMC model (one curve per arm); returns the model and the likelihood used.
+def build_sigmoid_model(data: ArmSteps, config: SigmoidConfig) -> tuple[pm.Model, str, dict[str, np.ndarray]]:
+    """The PyMC model (one curve per arm); returns the model, the likelihood used and the
+    values of its ``pm.Data`` (a compiled model is reused for data of the same shape).
 
     Notes
     -----
@@ -196,31 +201,52 @@ def build_sigmoid_model(data: ArmSteps, config: SigmoidConfig) -> tuple[pm.Model
         raise ValueError("likelihood 'binomial' needs rewards that are 0 or 1")
     obs = data.n > 0
     ai, ti = np.nonzero(obs)
-    x = data.x[ti]
     first = np.array([data.mean[a][obs[a]][0] for a in range(len(data.arms))])
-    coords = {S.ARM: data.arms}
-    with pm.Model(coords=coords) as model:
-        r0_logit = pm.Normal("r0_logit", curves.logit(np.clip(first, 0.02, 0.98)), p.r0_sd, dims=S.ARM)
+    values = {
+        "arm_idx": ai,
+        "x": data.x[ti],
+        "n": data.n[obs].astype(np.int64),
+        "successes": np.round(data.successes[obs]).astype(np.int64) if data.binary else data.successes[obs],
+        "mean": data.mean[obs],
+        "var_mean": data.var_mean[obs],
+        "r0_mu": np.full(len(data.arms), p.r0_mu) if p.r0_mu is not None else curves.logit(np.clip(first, 0.02, 0.98)),
+        "midpoint_mu": np.asarray(p.midpoint_mu if p.midpoint_mu is not None else np.log(np.median(data.x))),
+    }
+    with pm.Model(coords={S.ARM: data.arms}) as model:
+        d = {name: pm.Data(name, v) for name, v in values.items()}
+        r0_logit = pm.Normal("r0_logit", d["r0_mu"], p.r0_sd, dims=S.ARM)
         a_logit = pm.Normal("asymptote_logit", 0.0, p.asymptote_sd, dims=S.ARM)
         log_b = pm.Normal("log_efficiency", 0.0, p.efficiency_sd, dims=S.ARM)
-        log_m = pm.Normal("log_midpoint", float(np.log(np.median(data.x))), p.midpoint_sd, dims=S.ARM)
-        r0 = pm.Deterministic("r0", pm.math.invlogit(r0_logit), dims=S.ARM)
-        asym = pm.Deterministic("asymptote", pm.math.invlogit(a_logit), dims=S.ARM)
-        eff = pm.Deterministic("efficiency", pt.exp(log_b), dims=S.ARM)
-        mid = pm.Deterministic("midpoint", pt.exp(log_m), dims=S.ARM)
-        mu = curves.sigmoid_saturation(x, r0=r0[ai], asymptote=asym[ai], efficiency=eff[ai], midpoint=mid[ai])
+        log_m = pm.Normal("log_midpoint", d["midpoint_mu"], p.midpoint_sd, dims=S.ARM)
+        # the natural-scale parameters are recorded after sampling (_natural_draws): as
+        # Deterministics they were numba code compiled for every model
+        i = d["arm_idx"]
+        mu = curves.sigmoid_saturation(
+            d["x"],
+            r0=pm.math.invlogit(r0_logit)[i],
+            asymptote=pm.math.invlogit(a_logit)[i],
+            efficiency=pt.exp(log_b)[i],
+            midpoint=pt.exp(log_m)[i],
+        )
         mu = pt.clip(mu, 1e-6, 1 - 1e-6)
         if likelihood == "binomial":
-            log_kappa = pm.Normal("log_kappa", p.log_kappa_mu, p.log_kappa_sd, dims=S.ARM)
-            kappa = pt.exp(log_kappa)[ai]
-            pm.BetaBinomial(
-                "successes", n=data.n[obs].astype(int), alpha=mu * kappa, beta=(1 - mu) * kappa,
-                observed=data.successes[obs].round().astype(int),
-            )  # fmt: skip
+            kappa = pt.exp(pm.Normal("log_kappa", p.log_kappa_mu, p.log_kappa_sd, dims=S.ARM))[i]
+            dist = pm.BetaBinomial.dist(n=d["n"], alpha=mu * kappa, beta=(1 - mu) * kappa)
+            pm.Potential("likelihood", pm.logp(dist, d["successes"]).sum())
         else:
             tau = pm.HalfNormal("tau", p.step_sd, dims=S.ARM)
-            pm.Normal("mean", mu, pt.sqrt(data.var_mean[obs] + tau[ai] ** 2), observed=data.mean[obs])
-    return model, likelihood
+            dist = pm.Normal.dist(mu, pt.sqrt(d["var_mean"] + tau[i] ** 2))
+            pm.Potential("likelihood", pm.logp(dist, d["mean"]).sum())
+    return model, likelihood, values
+
+
+def _natural_draws(idata: az.InferenceData) -> None:
+    """Add the curve parameters on their natural scale (:data:`PARAMS`) to the posterior."""
+    post = idata.posterior
+    post["r0"] = 1 / (1 + np.exp(-post["r0_logit"]))
+    post["asymptote"] = 1 / (1 + np.exp(-post["asymptote_logit"]))
+    post["efficiency"] = np.exp(post["log_efficiency"])
+    post["midpoint"] = np.exp(post["log_midpoint"])
 
 
 @dataclass
@@ -344,9 +370,11 @@ def fit_sigmoid(
     ref = config.reference or data.arms[0]
     if ref not in data.arms:
         raise KeyError(f"reference arm {ref} not among the arms {', '.join(data.arms)}")
-    model, used = build_sigmoid_model(data, config)
-    # one compile per fit (the observed data are constants of the graph; a few seconds)
-    idata, timings = sample_model(model, cache_key=None, data={}, seed=seed, config=config.sampler)
+    model, used, values = build_sigmoid_model(data, config)
+    # the data are pm.Data: fits of the same shape (arms, observed cells) reuse one compiled model
+    key = ("sigmoid", used, len(data.arms), len(values["x"]))
+    idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=config.sampler)
+    _natural_draws(idata)
     names = ["r0_logit", "asymptote_logit", "log_efficiency", "log_midpoint"]
     names += ["log_kappa"] if used == "binomial" else ["tau"]
     diag = diagnostics(idata, names)

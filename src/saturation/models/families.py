@@ -1,0 +1,201 @@
+"""Does a ceiling hang on one curve family? The saturation curve against the hinge and the
+exponential approach, per arm, by leave-one-step-out.
+
+Per arm and on the same data - its per-step means, Gaussian with their sampling variance
+plus a step noise - three curve families are fitted: the sigmoid of
+:mod:`saturation.models.sigmoid` (Gaussian likelihood; PSIS-LOO of its NUTS draws), the
+hinge (change point with separate segments) and the exponential approach of
+:mod:`saturation.models.plateau` (exact draws and exact LOO). ArviZ's comparison gives each
+family's ELPD and its stacking weight (Yao et al. 2018). When the sigmoid carries less than
+:data:`WEIGHT_DECIDE` of the weight, the arm's ceiling is said to rest on a family the data
+do not prefer, and the exponential's asymptote is shown beside it as the other family's
+ceiling.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, replace
+from typing import Any
+
+import arviz as az
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from saturation import curves
+from saturation import schema as S
+from saturation.models.plateau import StepData, loo_entries, loo_table
+from saturation.models.sampling import SamplerConfig, interval
+from saturation.models.sigmoid import ArmSteps, SigmoidConfig, SigmoidFit, curve_draws, fit_sigmoid
+
+#: the families compared, in the order of the tables
+FAMILIES = ("sigmoid", "hinge", "exponential")
+#: below this stacking weight the sigmoid's ceiling is flagged as family-dependent
+WEIGHT_DECIDE = 0.5
+
+
+@dataclass
+class FamilyComparison:
+    """Result of :func:`compare_curve_families`.
+
+    Parameters
+    ----------
+    tables : dict
+        Per arm, ``az.compare``'s table of the three families (ELPD, SE, stacking weight,
+        ``loo_method``, ``caveat``).
+    exponential_asymptote : dict
+        Per arm, the exponential approach's asymptote ``{"mean", "sd", "hdi"}``.
+    sigmoid_asymptote : dict
+        Per arm, the Gaussian sigmoid's asymptote (the fit the weights refer to).
+    fits : dict
+        Per arm, the hinge's and the exponential's InferenceData.
+    """
+
+    tables: dict[str, pd.DataFrame]
+    exponential_asymptote: dict[str, dict[str, Any]]
+    sigmoid_asymptote: dict[str, dict[str, Any]]
+    fits: dict[str, dict[str, az.InferenceData]]
+
+    def preferred(self, arm: str) -> str:
+        """The family with the largest stacking weight for ``arm``."""
+        return str(self.tables[arm]["weight"].idxmax())
+
+    def caveat(self, arm: str) -> str:
+        """ "" when the sigmoid carries at least :data:`WEIGHT_DECIDE` of the weight, else the
+        warning that the arm's ceiling rests on a family the data do not prefer."""
+        w = self.tables[arm]["weight"]
+        if w["sigmoid"] >= WEIGHT_DECIDE:
+            return ""
+        best = self.preferred(arm)
+        return (
+            f"the data prefer the {best} (stacking weight {w[best]:.2f} against the sigmoid's {w['sigmoid']:.2f}): "
+            f"the sigmoid's ceiling is an extrapolation of a family they do not favour"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Per arm: ``weights`` and ``elpd`` ({"elpd", "se"}) by family, ``loo_method``,
+        ``preferred``, ``caveat``, ``psis_caveat`` and both asymptotes (the ``families``
+        entry of ``saturation compare --json``)."""
+        out = {}
+        for arm, t in self.tables.items():
+            out[arm] = {
+                "weights": {f: float(t.loc[f, "weight"]) for f in FAMILIES},
+                "elpd": {f: {"elpd": float(t.loc[f, "elpd_loo"]), "se": float(t.loc[f, "se"])} for f in FAMILIES},
+                "loo_method": {f: str(t.loc[f, "loo_method"]) for f in FAMILIES},
+                "preferred": self.preferred(arm),
+                "caveat": self.caveat(arm),
+                "psis_caveat": t.attrs.get("caveat", ""),
+                "sigmoid_asymptote": self.sigmoid_asymptote[arm],
+                "exponential_asymptote": self.exponential_asymptote[arm],
+            }
+        return out
+
+    def sentences(self) -> list[str]:
+        """One line per arm: the weights, both ceilings and the caveats."""
+        lines = []
+        for arm, t in self.tables.items():
+            w = ", ".join(f"{f} {t.loc[f, 'weight']:.2f}" for f in FAMILIES)
+            e, g = self.exponential_asymptote[arm], self.sigmoid_asymptote[arm]
+            line = (
+                f"{arm}: curve families by leave-one-step-out (stacking weights) {w}; asymptote "
+                f"{_fmt(g)} (sigmoid) vs {_fmt(e)} (exponential)"
+            )
+            notes = [n for n in (self.caveat(arm), t.attrs.get("caveat", "")) if n]
+            lines.append(line + (f". Caveat: {'; '.join(notes)}" if notes else ""))
+        return lines
+
+
+def _fmt(e: dict[str, Any]) -> str:
+    return f"{e['mean']:.3f} [{e['hdi'][0]:.3f}, {e['hdi'][1]:.3f}]"
+
+
+def arm_step_data(data: ArmSteps, a: int) -> StepData:
+    """Arm ``a``'s observed steps as the plateau model's per-step inputs (one level named
+    after the arm)."""
+    obs = data.n[a] > 0
+    arm = data.arms[a]
+    return StepData(
+        data.steps[obs],
+        [arm],
+        data.mean[a, obs][None],
+        data.n[a, obs][None],
+        data.var_mean[a, obs][None],
+        "reward",
+        summary={"arm": arm, "n_trials": int(data.n[a].sum())},
+    )
+
+
+def sigmoid_pointwise(fit: SigmoidFit, a: int) -> az.InferenceData:
+    """Arm ``a``'s posterior of a Gaussian sigmoid fit with its pointwise log likelihood
+    (chain, draw, level, step) on the arm's observed per-step means (for LOO)."""
+    if fit.estimands["likelihood"] != "gaussian":
+        raise ValueError("the pointwise log likelihood is that of the Gaussian sigmoid fit")
+    data = fit.data
+    obs = data.n[a] > 0
+    post = fit.idata.posterior
+    chains, draws = post.sizes["chain"], post.sizes["draw"]
+    mu = curve_draws(fit.idata, data.x[obs])[:, a, :]  # (samples, steps): chains stacked first
+    tau = post["tau"].isel({S.ARM: a}).to_numpy().reshape(-1, 1)
+    ll = curves.normal_logpdf(np, data.mean[a, obs][None], mu, data.var_mean[a, obs][None] + tau**2)
+    steps = data.steps[obs]
+    log_lik = xr.Dataset(
+        {"y": (("chain", "draw", S.LEVEL, S.STEP), ll.reshape(chains, draws, 1, -1))},
+        coords={S.LEVEL: [data.arms[a]], S.STEP: steps},
+    )
+    return az.InferenceData(posterior=post.isel({S.ARM: a}), log_likelihood=log_lik)
+
+
+def compare_curve_families(
+    data: ArmSteps,
+    fit: SigmoidFit | None = None,
+    *,
+    config: SigmoidConfig | None = None,
+    seed: int = 0,
+    sampler: SamplerConfig | None = None,
+) -> FamilyComparison:
+    """Compare the sigmoid, the hinge and the exponential approach per arm by LOO.
+
+    Parameters
+    ----------
+    data : ArmSteps
+        The arms' per-step statistics (:func:`saturation.models.sigmoid.arm_steps`).
+    fit : SigmoidFit, optional
+        A sigmoid fit of ``data`` with the Gaussian likelihood, reused; otherwise (or when
+        it is binomial) the sigmoid is refitted with the Gaussian likelihood, so that every
+        family has the same likelihood on the same per-step means.
+    config : SigmoidConfig, optional
+        Settings of that refit (default :class:`SigmoidConfig`; the likelihood is set to
+        Gaussian).
+    seed : int
+        Seeds every fit.
+    sampler : SamplerConfig, optional
+        Sampler of the hinge and the exponential (default: their exact draws).
+
+    Returns
+    -------
+    FamilyComparison
+        Per arm the LOO table with stacking weights, both asymptotes and the fits.
+
+    Notes
+    -----
+    The hinge and the exponential have exact leave-one-out values
+    (:func:`saturation.models.plateau.exact_loo`); the sigmoid's are PSIS estimates of its
+    NUTS draws, flagged in the table's ``caveat`` when a Pareto k exceeds 0.7.
+    """
+    if fit is None or fit.estimands["likelihood"] != "gaussian":
+        base = fit.config if fit is not None else (config or SigmoidConfig())
+        fit = fit_sigmoid(data, replace(base, likelihood="gaussian"), seed=seed)
+    tables, expo, sig, fits = {}, {}, {}, {}
+    for a, arm in enumerate(data.arms):
+        sd = arm_step_data(data, a)
+        elpd, method, arm_fits = loo_entries(sd, ("hinge", "exponential"), seed=seed, sampler=sampler)
+        with warnings.catch_warnings():  # high Pareto k is the table's own caveat
+            warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto", category=UserWarning)
+            elpd["sigmoid"] = az.loo(sigmoid_pointwise(fit, a), pointwise=True)
+        method["sigmoid"] = "PSIS"
+        tables[arm] = loo_table(elpd, method)
+        expo[arm] = interval(arm_fits["exponential"].posterior["asymptote"].to_numpy().ravel())
+        sig[arm] = interval(fit.idata.posterior["asymptote"].isel({S.ARM: a}).to_numpy().ravel())
+        fits[arm] = arm_fits
+    return FamilyComparison(tables, expo, sig, fits)
