@@ -712,3 +712,68 @@ def test_no_text_overlaps_in_any_figure(make, request):
     }
     fig = figures[make]()
     assert _overlaps(fig) == []
+
+
+# ---------------------------------------------------------------- saturation curves (compare)
+@pytest.fixture(scope="module")
+def sigmoid_fit():
+    """A SigmoidFit with a made-up posterior (random draws around two curves, no sampler) on
+    two simulated arms of different lengths."""
+    from saturation.models import sigmoid
+    from saturation.simulate import SigmoidArm, SigmoidArmsSpec, simulate_sigmoid_arms
+
+    spec = SigmoidArmsSpec(
+        arms=(SigmoidArm("a", n_steps=12), SigmoidArm("b", asymptote=0.6, n_steps=8)),
+        n_steps=12,
+        prompts_per_step=4,
+        samples_per_prompt=4,
+    )
+    data = sigmoid.arm_steps(simulate_sigmoid_arms(spec, seed=2)[0])
+    rng = np.random.default_rng(1)
+    shape = (2, 40, 2)
+    post = {
+        "r0": rng.uniform(0.05, 0.15, shape),
+        "asymptote": rng.uniform(0.4, 0.7, shape),
+        "efficiency": rng.uniform(1.0, 2.0, shape),
+        "midpoint": rng.uniform(6.0, 12.0, shape),
+    }
+    idata = az.from_dict(posterior=post, coords={S.ARM: data.arms}, dims={k: [S.ARM] for k in post})
+    asym = {
+        arm: {"mean": float(post["asymptote"][..., i].mean()), "hdi": [0.41, 0.69]} for i, arm in enumerate(data.arms)
+    }
+    est = {"arms": {arm: {"asymptote": a} for arm, a in asym.items()}}
+    return sigmoid.SigmoidFit(idata, sigmoid.SigmoidConfig(horizon=5), data, est, {"converged": True}, {})
+
+
+def test_saturation_curves_data_is_the_fits_curve_over_data_and_horizon(sigmoid_fit):
+    frame = plots.saturation_curves_data(sigmoid_fit)
+    a, b = _by(frame, arm="a"), _by(frame, arm="b")
+    assert list(a["step"]) == list(range(1, 18)) and list(b["step"]) == list(range(1, 14))  # last + 5
+    assert list(a["forecast"]) == [False] * 12 + [True] * 5 and b["observed"].iloc[8:].isna().all()
+    np.testing.assert_allclose(a["observed"].iloc[:12], sigmoid_fit.data.mean[0])
+    draws = curve_draws_of(sigmoid_fit, 1.0)
+    assert a["mean"].iloc[0] == pytest.approx(draws[:, 0].mean())
+    assert (a["hdi_low"] <= a["mean"]).all() and (a["mean"] <= a["hdi_high"]).all()
+    assert (a["asymptote_low"] == 0.41).all() and (a["asymptote_high"] == 0.69).all()
+
+
+def curve_draws_of(fit, x):
+    from saturation.models.sigmoid import curve_draws
+
+    return curve_draws(fit.idata, np.array([x]))[:, :, 0]
+
+
+def test_plot_saturation_curves_draws_each_arm_its_band_forecast_and_ceiling(sigmoid_fit):
+    fig = _new_figure(plots.plot_saturation_curves, sigmoid_fit)
+    ax = fig.axes[0]
+    frame = plots.saturation_curves_data(sigmoid_fit)
+    assert _legend(ax) == ["a", "b"]
+    for arm in ["a", "b"]:
+        seen = _by(frame, arm=arm, forecast=False)
+        _assert_xy(_line(ax, arm), seen["step"], seen["mean"])
+    bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    assert len(bars) == 2
+    right = float(frame["step"].max())
+    _assert_errorbars(bars[1], [right + 7], [_by(frame, arm="b")["asymptote"].iloc[0]], [0.41], [0.69])
+    ax2 = _into_ax(plots.plot_saturation_curves, sigmoid_fit)
+    assert _legend(ax2) == ["a", "b"]

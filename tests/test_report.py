@@ -60,6 +60,24 @@ reference = "embedded"
 runs = ["code-contests-base", "code-contests-g1"]
 reference_runs = ["Qwen3-8B base", "g1"]
 {TINY}""")
+    (specs / "compare.toml").write_text("""
+[analysis]
+kind = "compare"
+title = "Tool arms (tiny, short chains)"
+[data]
+trials = "embedded:r2egym"
+[model]
+arms = ["t2", "t2yarn"]
+reference = "t2yarn"
+arm_attrs = ["t2:context=32768", "t2yarn:context=81920"]
+match = ["context=81920"]
+backtest = 40
+[sampler]
+draws = 100
+tune = 100
+chains = 2
+seed = 1
+""")
     (specs / "transfer.toml").write_text("""
 [analysis]
 kind = "transfer"
@@ -89,7 +107,9 @@ def test_small_report_end_to_end_and_cache(tmp_path, monkeypatch, crossing_spec)
     out = tmp_path / "report"
     rep = run_report([specs], out=out, progress=False)
     names = {s.name: s for s in rep.sections}
-    assert set(names) == {"plateau", "diagnose", "series", "transfer"}
+    assert set(names) == {"plateau", "diagnose", "series", "transfer", "compare"}
+    assert "CONFOUNDED by context 32768 (t2) vs 81920 (t2yarn)" in names["compare"].verdict
+    assert "Back-test: t2: fitted on its first 40 steps" in names["compare"].verdict
     text = (out / "REPORT.md").read_text()
     for s in rep.sections:
         assert s.title in text and s.verdict in text

@@ -28,6 +28,7 @@ def test_shipped_specs_validate():
         "learning-diagnostics",
         "swegym-transfer",
         "code-contests",
+        "r2egym-tools",
     }
     assert {s.kind for s in specs} == set(KINDS)
     for s in specs:
@@ -144,6 +145,38 @@ def test_every_shipped_spec_builds_its_one_typed_config():
     assert (series.reliability.rope, series.entropy.rope_relative) == (0.05, 0.05)
     assert series.plateau is not None and series.plateau.breakpoint == 15.0 and series.plateau.continuity == "jump"
     assert series.plateau_run == "code-contests-base" and series.plateau.response == "reward_mean"
+    from saturation.models.sigmoid import DEFAULT_SAMPLER, SigmoidConfig
+
+    tools = configs["r2egym-tools"]
+    assert isinstance(tools, SigmoidConfig) and tools.reference == "t2yarn" and tools.sampler == DEFAULT_SAMPLER
+    assert tools.arm_attrs == {"t2": {"context": "32768"}, "t2yarn": {"context": "81920"}, "t2ns": {"context": "81920"}}
+    assert tools.match == {"context": "81920"} and (tools.horizon, tools.delta) == (20, 0.01)
+
+
+def test_compare_spec_problems_are_listed(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text("""
+[analysis]
+kind = "compare"
+[data]
+trials = "embedded:r2egym"
+[model]
+arm_attrs = ["t2=context"]
+match = ["context="]
+horizon = 0
+backtest = 3
+""")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    text = str(info.value)
+    needles = (
+        "arm_attrs: t2=context: expected ARM:KEY=VALUE",
+        "match: context=: expected KEY",
+        "horizon must be >= 1",
+        "backtest must be >= 5",
+    )
+    for needle in needles:
+        assert needle in text, text
 
 
 def test_several_ingested_runs_load_as_one_trial_dataset(tmp_path):

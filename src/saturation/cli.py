@@ -900,7 +900,16 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     _check_sampler_installed(args.sampler)
     _require_inputs(args.trials)
     _check_outputs(args.trials, [args.json, args.idata])
-    arm_attrs, match = _arm_properties(args.arm_attr or [], args.match or [])
+    from saturation.arms import parse_arm_properties  # light: checked before the data load
+
+    try:
+        arm_attrs, _ = parse_arm_properties(args.arm_attr or [], [])
+    except ValueError as err:
+        raise UsageError(f"--arm-attr {err}") from None
+    try:
+        _, match = parse_arm_properties([], args.match or [])
+    except ValueError as err:
+        raise UsageError(f"--match {err}") from None
     ds = _load_trials_arg(args.trials, "")
     _check_transfer_data(ds, arms, args.reference)
     from saturation.models.sigmoid import (
@@ -972,25 +981,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             _print(f"  {sentence}")
         out["families"] = fam.to_dict()
     return _finish_fit(args, fit, out)
-
-
-def _arm_properties(declared: list[str], match: list[str]) -> tuple[dict[str, dict[str, str]], dict[str, str | None]]:
-    """``--arm-attr ARM:KEY=VALUE`` and ``--match KEY[=VALUE]`` as {arm: {key: value}} and
-    {key: value or None}; a usage error for a malformed one (checked before the data load)."""
-    attrs: dict[str, dict[str, str]] = {}
-    for item in declared:
-        arm, sep, rest = item.partition(":")
-        key, eq, value = rest.partition("=")
-        if not (sep and eq and arm and key.strip() and value.strip()):
-            raise UsageError(f"--arm-attr {item}: expected ARM:KEY=VALUE (e.g. t2yarn:context=81920)")
-        attrs.setdefault(arm, {})[key.strip()] = value.strip()
-    required: dict[str, str | None] = {}
-    for item in match:
-        key, eq, value = item.partition("=")
-        if not key.strip() or (eq and not value.strip()):
-            raise UsageError(f"--match {item}: expected KEY or KEY=VALUE (e.g. context=81920)")
-        required[key.strip()] = value.strip() if eq else None
-    return attrs, required
 
 
 # ------------------------------------------------------------------ report

@@ -599,3 +599,53 @@ def _transfer_curves(ax: Axes, frame: pd.DataFrame, quantity: str) -> None:
         ax.plot(sub["step"], sub["empirical"], "o", color=colour(i), ms=2, alpha=0.6, mec="none")
     ax.set_xlabel("step")
     ax.set_ylabel(TRANSFER_LABELS.get(quantity, quantity))
+
+
+def saturation_curves_data(fit: Any) -> pd.DataFrame:
+    """Per (arm, step): observed mean, fitted curve mean and 94 % band, forecast flag and the
+    arm's ceiling (:func:`saturation.models.sigmoid.saturation_frame`)."""
+    from saturation.models.sigmoid import saturation_frame
+
+    return saturation_frame(fit)
+
+
+def plot_saturation_curves(fit: Any, *, ax: Axes | None = None) -> Figure:
+    """Each arm's saturation curve (``saturation compare``): the observed per-step values
+    (points), the fitted curve's posterior mean and 94 % band over the data (solid) and over
+    the forecast horizon (dashed, lighter band), and at the right each arm's ceiling (the
+    asymptote's posterior mean and 94 % HDI)."""
+    frame = saturation_curves_data(fit)
+    with style():
+        fig, ax_ = _figure(ax, COLUMN, 2.4)
+        right = float(frame["step"].max())
+        arms = list(dict.fromkeys(frame["arm"]))
+        for i, arm in enumerate(arms):
+            sub = frame[frame["arm"] == arm]
+            seen, ahead = sub[~sub["forecast"]], sub[sub["forecast"]]
+            ax_.plot(seen["step"], seen["observed"], "o", color=colour(i), ms=1.8, alpha=0.5, mec="none")
+            ax_.fill_between(seen["step"], seen["hdi_low"], seen["hdi_high"], color=colour(i), alpha=BAND_ALPHA, lw=0)
+            ax_.plot(seen["step"], seen["mean"], color=colour(i), label=str(arm))
+            if len(ahead):
+                edge = pd.concat([seen.iloc[-1:], ahead])
+                ax_.fill_between(
+                    edge["step"], edge["hdi_low"], edge["hdi_high"], color=colour(i), alpha=BAND_ALPHA / 2, lw=0
+                )
+                ax_.plot(edge["step"], edge["mean"], color=colour(i), ls="--", lw=0.9)
+            row = sub.iloc[0]
+            x = right + 4 + 3 * i
+            ax_.errorbar(
+                x,
+                row["asymptote"],
+                yerr=[[row["asymptote"] - row["asymptote_low"]], [row["asymptote_high"] - row["asymptote"]]],
+                fmt="D",
+                ms=3,
+                color=colour(i),
+                elinewidth=1,
+                capsize=0,
+            )
+        ax_.axvline(right + 2, color="0.8", lw=0.6)
+        ax_.text(right + 3, 1.0, "ceiling", transform=ax_.get_xaxis_transform(), fontsize=6, va="top", color="0.3")
+        ax_.set_xlabel("step")
+        ax_.set_ylabel("reward (all rollouts)")
+        ax_.legend(loc="upper left")
+    return fig

@@ -40,10 +40,13 @@ from saturation.simulate import (
     LevelSpec,
     PlateauSpec,
     SeriesSpec,
+    SigmoidArm,
+    SigmoidArmsSpec,
     TransferSpec,
     level_curves,
     simulate_plateau,
     simulate_series_runs,
+    simulate_sigmoid_arms,
     simulate_transfer,
 )
 
@@ -167,6 +170,33 @@ CODE_CONTESTS_SEED = 20260908
 CODE_CONTESTS_PLATEAU_STEP = 15
 
 
+# ------------------------------------------------------------------ r2egym tool arms (assumed)
+#: The study publishes no r2egym numbers: only the arms (t2, t2yarn, t2ns), "up to 84
+#: steps", a binary resolve reward and that context length confounds the tool arms (the
+#: YaRN-81k arm is its matched-context comparison). Every value below is an ASSUMPTION
+#: (docs/data.md lists them): runs of 84 / 60 / 48 steps (the study's runs had no common
+#: budget), 16 prompts x 8 rollouts per step of g1 on a 2,000-instance pool, resolve rates
+#: from 0.08 towards ceilings of 0.30 (t2), 0.36 (t2yarn) and 0.33 (t2ns).
+R2EGYM_SPEC = SigmoidArmsSpec(
+    arms=(
+        SigmoidArm("t2", r0=0.08, asymptote=0.30, efficiency=1.4, midpoint=18.0, n_steps=84),
+        SigmoidArm("t2yarn", r0=0.08, asymptote=0.36, efficiency=1.4, midpoint=22.0, n_steps=60),
+        SigmoidArm("t2ns", r0=0.08, asymptote=0.33, efficiency=1.2, midpoint=14.0, n_steps=48),
+    ),
+    n_steps=84,
+    prompts_per_step=16,
+    samples_per_prompt=8,
+    pool_size=2000,
+    task_sd=1.0,
+    step_sd=0.05,
+    run_prefix="r2egym-g1",
+    dataset="r2egym",
+)
+#: assumed context lengths of the arms (the matched-context comparison is at 81,920)
+R2EGYM_CONTEXT = {"t2": 32768, "t2yarn": 81920, "t2ns": 81920}
+R2EGYM_SEED = 20260813
+
+
 def code_contests_checks(ds: xr.Dataset) -> list[str]:
     """What the embedded code-contests series must show (docs/data.md); [] when it does.
 
@@ -204,6 +234,7 @@ def code_contests_checks(ds: xr.Dataset) -> list[str]:
 EMBEDDED_TRIALS = {
     "swesmith": "swesmith-codesearch.trials.csv.zst",
     "swegym": "swegym-transfer.trials.csv.zst",
+    "r2egym": "r2egym-tools.trials.csv.zst",
 }
 EMBEDDED_SERIES = {"code-contests": "code-contests.metrics.csv"}
 
@@ -253,16 +284,23 @@ def build_embedded(outdir: str | Path) -> dict[str, Any]:
     plateau, _ = simulate_plateau(SWESMITH_SPEC, SWESMITH_SEED)
     transfer, _ = simulate_transfer(SWEGYM_SPEC, SWEGYM_SEED)
     series, _ = simulate_series_runs(CODE_CONTESTS_SPECS, CODE_CONTESTS_SEED)
+    tools, _ = simulate_sigmoid_arms(R2EGYM_SPEC, R2EGYM_SEED)
     files = {
         EMBEDDED_TRIALS["swesmith"]: write_table(plateau, outdir / EMBEDDED_TRIALS["swesmith"]),
         EMBEDDED_TRIALS["swegym"]: write_table(transfer, outdir / EMBEDDED_TRIALS["swegym"]),
+        EMBEDDED_TRIALS["r2egym"]: write_table(tools, outdir / EMBEDDED_TRIALS["r2egym"]),
         EMBEDDED_SERIES["code-contests"]: write_metrics_csv(series, outdir / EMBEDDED_SERIES["code-contests"]),
     }
     manifest = {
         "synthetic": S.SYNTHETIC_LABEL,
         "generator": "python scripts/make_embedded_data.py",
         "files": {name: {"sha256_uncompressed": content_hash(path)} for name, path in files.items()},
-        "seeds": {"swesmith": SWESMITH_SEED, "swegym": SWEGYM_SEED, "code-contests": CODE_CONTESTS_SEED},
+        "seeds": {
+            "swesmith": SWESMITH_SEED,
+            "swegym": SWEGYM_SEED,
+            "code-contests": CODE_CONTESTS_SEED,
+            "r2egym": R2EGYM_SEED,
+        },
     }
     write_atomic(outdir / "MANIFEST.json", json.dumps(manifest, indent=2) + "\n")
     return manifest

@@ -42,6 +42,7 @@ from saturation.models import (
     fit_transfer,
     step_data,
 )
+from saturation.models.families import compare_curve_families
 from saturation.models.learning import (
     CardinalityConfig,
     diagnose_cardinality,
@@ -51,6 +52,7 @@ from saturation.models.learning import (
 from saturation.models.plateau import STOPPED_VERDICTS, PlateauConfig
 from saturation.models.runs import fit_plateau_runs
 from saturation.models.sampling import interval, merge_diagnostics, nuisance_text
+from saturation.models.sigmoid import SigmoidConfig, arm_steps, backtest_sigmoid, fit_sigmoid
 from saturation.models.transfer import TransferConfig
 from saturation.plots import save_figure
 from saturation.progress import Progress
@@ -729,11 +731,84 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
     return {"verdict": verdict, "details": details, "diagnostics": fit.diagnostics, "results": json_safe(est)}
 
 
+def _compare(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
+    """Recipe arms by their saturation curves: the per-arm ceilings, the contrasts with the
+    reference (flagged when a declared confounder is not matched), "will more steps pay?",
+    and with the spec's ``backtest`` / ``families`` the checked forecast and the curve-family
+    comparison."""
+    config = analysis_config(spec)
+    assert isinstance(config, SigmoidConfig)
+    data = arm_steps(ds, list(config.arms) if config.arms else None)
+    fit = fit_sigmoid(data, config, seed=spec.seed)
+    est = fit.to_dict()
+    out.idata(fit.idata, "sigmoid_fit")
+    ref = est["reference"]
+    rows = []
+    for arm, e in est["arms"].items():
+        f = est["forecast"][arm]
+        rows.append(
+            {
+                "arm": arm,
+                "asymptote": interval_cell(e["asymptote"]),
+                "efficiency": interval_cell(e["efficiency"], 2),
+                "midpoint (steps)": interval_cell(e["midpoint"], 1),
+                "at its last step": interval_cell(e["last"]),
+                "last step": e["last"]["step"],
+                "unused headroom": interval_cell(e["unused_headroom"]),
+                f"gain over the next {f['horizon']} steps": interval_cell(f["gain"]),
+                f"P(gain > {f['delta']:g})": f["p_gain"],
+                **{k: v for k, v in config.arm_attrs.get(arm, {}).items()},
+            }
+        )
+    out.table(pd.DataFrame(rows), "arms", "Saturation curve per arm (Khatri et al. 2025 sigmoid)")
+    crows = []
+    for arm, c in est["contrasts"].items():
+        crows.append(
+            {
+                "arm": arm,
+                "asymptote difference": interval_cell(c["asymptote_diff"]),
+                "P(asymptote higher)": c["p_asymptote_higher"],
+                "efficiency difference": interval_cell(c["efficiency_diff"], 2),
+                f"gap at step {c['last_diff']['step']}": interval_cell(c["last_diff"]),
+                "confounded": "not checked" if c["confounded"] is None else ("yes" if c["confounded"] else "no"),
+            }
+        )
+    out.table(pd.DataFrame(crows), "contrasts", f"Contrasts with the reference arm {ref}")
+    details = list(fit.verdicts().values())
+    results: dict[str, Any] = {"compare": json_safe(est)}
+    diags = [fit.diagnostics]
+    if spec.model.get("backtest"):
+        bt = backtest_sigmoid(data, int(spec.model["backtest"]), config, seed=spec.seed)
+        caption = f"Back-test: fitted on each arm's first {bt.fit_steps} steps, its later steps predicted"
+        out.table(bt.frame, "backtest", caption)
+        details += [f"Back-test: {line}." for line in bt.sentences()]
+        results["backtest"] = json_safe(bt.to_dict())
+        diags.append(bt.fit.diagnostics)
+    if spec.model.get("families"):
+        fam = compare_curve_families(data, fit, config=config, seed=spec.seed)
+        for arm, table in fam.tables.items():
+            out.table(table.reset_index(names="family"), f"families_{arm}", f"Curve families for {arm} (LOO)")
+        details += [f"{line}." for line in fam.sentences()]
+        results["families"] = json_safe(fam.to_dict())
+    if "saturation" in spec.figures:
+        out.figure(
+            lambda: plots.plot_saturation_curves(fit),
+            "saturation",
+            f"Saturation curve per arm: per-step all-rollout reward (points), the fitted sigmoid's posterior mean "
+            f"and {S.HDI_LABEL} band over the data (solid) and over the next {config.horizon} steps (dashed: an "
+            f"extrapolation), and each arm's posterior mean ceiling (dotted). Data: {est['data']['n_trials']} trials, "
+            f"{est['likelihood']} likelihood.",
+        )
+    verdict = " ".join(details)
+    return {"verdict": verdict, "details": details, "diagnostics": merge_diagnostics(diags), "results": results}
+
+
 RUNNERS: dict[str, Callable[..., dict[str, Any]]] = {
     "plateau": _plateau_section,
     "diagnose": _diagnose,
     "series": _series,
     "transfer": _transfer,
+    "compare": _compare,
 }
 
 

@@ -673,6 +673,8 @@ class SigmoidArm:
     asymptote: float = 0.5
     efficiency: float = 1.5
     midpoint: float = 10.0
+    #: steps this arm ran (default the spec's ``n_steps``): runs of one study need not share a budget
+    n_steps: int | None = None
 
 
 @dataclass(frozen=True)
@@ -745,7 +747,7 @@ def simulate_sigmoid_arms(spec: SigmoidArmsSpec | None = None, seed: int = 0) ->
     difficulty = rng.standard_normal(spec.pool_size)
     parts = []
     for a_idx, arm in enumerate(spec.arms):
-        n = spec.n_steps * per_step
+        n = min(arm.n_steps or spec.n_steps, spec.n_steps) * per_step
         pos = np.arange(n)
         step_i, inst_idx, sample = pos // per_step, inst.ravel()[pos // k], pos % k
         sd = float(np.hypot(spec.task_sd, spec.step_sd))

@@ -37,16 +37,19 @@ import xarray as xr
 
 from saturation import replica
 from saturation import schema as S
+from saturation.arms import parse_arm_properties
 from saturation.io import expand_paths, open_trials, read_trials
 from saturation.models import PlateauPriors, TransferPriors
 from saturation.models.learning import CardinalityConfig, EntropyConfig, ReliabilityConfig
 from saturation.models.plateau import PlateauConfig
 from saturation.models.sampling import SamplerConfig, with_overrides
+from saturation.models.sigmoid import DEFAULT_SAMPLER as SIGMOID_SAMPLER
+from saturation.models.sigmoid import MIN_FIT_STEPS, SigmoidConfig
 from saturation.models.transfer import TransferConfig, default_sampler
 from saturation.replica import EMBEDDED_SERIES, EMBEDDED_TRIALS
 from saturation.series import read_metrics_csv
 
-KINDS = ("plateau", "diagnose", "series", "transfer")
+KINDS = ("plateau", "diagnose", "series", "transfer", "compare")
 EMBEDDED = "embedded:"
 
 _STR, _NUM, _INT, _BOOL, _STRS = "string", "number", "integer", "boolean", "list of strings"
@@ -86,12 +89,23 @@ MODEL_KEYS: dict[str, dict[str, str]] = {
         "walk": _STR,
         "task_effects": _STR,
     },
+    "compare": {
+        "reference": _STR,
+        "arms": _STRS,
+        "horizon": _INT,
+        "delta": _NUM,
+        "arm_attrs": _STRS,
+        "match": _STRS,
+        "backtest": _INT,
+        "families": _BOOL,
+    },
 }
 FIGURES: dict[str, tuple[str, ...]] = {
     "plateau": ("curves", "slopes", "plateaued_by", "ppc", "loo"),
     "diagnose": ("cardinality",),
     "series": ("pass_at_k", "entropy"),
     "transfer": ("transfer",),
+    "compare": ("saturation",),
 }
 CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("model", "continuity"): S.CONTINUITIES,
@@ -171,12 +185,20 @@ PLATEAU_SELECTION = ("run", "runs", "by", "compare")
 
 def sampler_config(spec: Spec) -> SamplerConfig:
     """The spec's [sampler] settings on top of the model's own defaults (the transfer
-    model's: ``transfer.default_sampler``); the seed is the spec's own (``Spec.seed``)."""
-    base = default_sampler(spec.model.get("task_effects", "integrated")) if spec.kind == "transfer" else SamplerConfig()
+    model's: ``transfer.default_sampler``; the saturation curves': ``sigmoid.DEFAULT_SAMPLER``);
+    the seed is the spec's own (``Spec.seed``)."""
+    if spec.kind == "transfer":
+        base = default_sampler(spec.model.get("task_effects", "integrated"))
+    else:
+        base = SIGMOID_SAMPLER if spec.kind == "compare" else SamplerConfig()
     return with_overrides(base, {k: v for k, v in spec.sampler.items() if k != "seed"})
 
 
-def analysis_config(spec: Spec) -> PlateauConfig | TransferConfig | CardinalityConfig | SeriesConfig:
+#: the [model] keys of a compare spec that are report options, not SigmoidConfig fields
+COMPARE_OPTIONS = ("backtest", "families")
+
+
+def analysis_config(spec: Spec) -> PlateauConfig | TransferConfig | CardinalityConfig | SeriesConfig | SigmoidConfig:
     """The one typed config of the spec's analysis, built once here: every default is the
     config dataclass's own (the spec sets only what it names)."""
     m, sampler = spec.model, sampler_config(spec)
@@ -186,6 +208,11 @@ def analysis_config(spec: Spec) -> PlateauConfig | TransferConfig | CardinalityC
     if spec.kind == "transfer":
         arms = tuple(m["arms"]) if m.get("arms") else None
         return TransferConfig(**{**m, "arms": arms}, priors=TransferPriors(**spec.priors), sampler=sampler)
+    if spec.kind == "compare":
+        arm_attrs, match = parse_arm_properties(m.get("arm_attrs", []), m.get("match", []))
+        keys = {k: v for k, v in m.items() if k not in (*COMPARE_OPTIONS, "arm_attrs", "match", "arms")}
+        arms = tuple(m["arms"]) if m.get("arms") else None
+        return SigmoidConfig(**keys, arms=arms, arm_attrs=arm_attrs, match=match, sampler=sampler)
     draws = {"draws": sampler.draws, "chains": sampler.chains}
     if spec.kind == "diagnose":
         levels = tuple(m["levels"]) if m.get("levels") else None
@@ -291,6 +318,21 @@ def _check_by_run(where: str, model: dict[str, Any], problems: list[str]) -> Non
         problems.append(f'{where}: [model] runs selects the runs of by = "run"; without it, use run')
 
 
+def _check_compare(where: str, model: dict[str, Any], problems: list[str]) -> None:
+    """A compare spec's declared arm properties, confounders, horizon and back-test."""
+    for key in ("arm_attrs", "match"):
+        items = model.get(key, [])
+        if isinstance(items, list):
+            try:
+                parse_arm_properties(items if key == "arm_attrs" else [], items if key == "match" else [])
+            except ValueError as err:
+                problems.append(f"{where}: [model] {key}: {err}")
+    if isinstance(model.get("horizon"), int) and model["horizon"] < 1:
+        problems.append(f"{where}: [model] horizon must be >= 1, got {model['horizon']}")
+    if isinstance(model.get("backtest"), int) and model["backtest"] < MIN_FIT_STEPS:
+        problems.append(f"{where}: [model] backtest must be >= {MIN_FIT_STEPS} steps, got {model['backtest']}")
+
+
 def validate_spec(raw: dict[str, Any], path: Path) -> Spec:
     """Validate one parsed spec; raise :class:`SpecError` listing every problem."""
     where = str(path)
@@ -322,6 +364,8 @@ def validate_spec(raw: dict[str, Any], path: Path) -> Spec:
             _check_data(where, path, kind, raw.get("data", {}), problems)
     if kind == "plateau" and isinstance(raw.get("model"), dict):
         _check_by_run(where, raw["model"], problems)
+    if kind == "compare" and isinstance(raw.get("model"), dict):
+        _check_compare(where, raw["model"], problems)
     sampler = raw.get("sampler", {}) if isinstance(raw.get("sampler"), dict) else {}
     for key in ("draws", "tune", "chains"):
         if isinstance(sampler.get(key), int) and sampler[key] < 1:

@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+import xarray as xr
 
 from saturation import curves
 from saturation.models.sigmoid import arm_steps, fit_sigmoid
@@ -266,8 +267,21 @@ def test_the_fits_contrasts_and_sentences_carry_the_confounder(monkeypatch):
 
     ds, _ = simulate_sigmoid_arms(SigmoidArmsSpec(n_steps=12, prompts_per_step=4, samples_per_prompt=4), seed=3)
     data = arm_steps(ds)
-    made_up = _made_up_fit(data, {"t2": (0.1, 0.5, 1.5, 10.0), "t2yarn": (0.1, 0.6, 1.5, 10.0)})
-    monkeypatch.setattr(sig, "sample_model", lambda *a, **k: (made_up.idata, {}))
+    made_up = _made_up_fit(data, {"t2": (0.1, 0.5, 1.5, 10.0), "t2yarn": (0.1, 0.6, 1.5, 10.0)}).idata.posterior
+    sampled = {  # what the sampler returns: the parameters on their sampling scale
+        "r0_logit": np.log(made_up["r0"] / (1 - made_up["r0"])),
+        "asymptote_logit": np.log(made_up["asymptote"] / (1 - made_up["asymptote"])),
+        "log_efficiency": np.log(made_up["efficiency"]),
+        "log_midpoint": np.log(made_up["midpoint"]),
+        "tau": made_up["tau"],
+    }
+
+    def sample(*args, **kwargs):
+        import arviz as az
+
+        return az.InferenceData(posterior=xr.Dataset(sampled)), {}
+
+    monkeypatch.setattr(sig, "sample_model", sample)
     monkeypatch.setattr(sig, "diagnostics", lambda *a, **k: {"converged": True})
     config = sig.SigmoidConfig(
         reference="t2", arm_attrs={"t2": {"context": "32768"}, "t2yarn": {"context": "81920"}}, match={"context": None}

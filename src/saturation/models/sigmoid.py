@@ -696,3 +696,49 @@ def backtest_sigmoid(
         for arm, g in frame.groupby(S.ARM, sort=False)
     }
     return Backtest(fit_steps, fit, frame, arms)
+
+
+def saturation_frame(fit: SigmoidFit, *, horizon: int | None = None) -> pd.DataFrame:
+    """Per (arm, step): the observed mean (NaN past the data), the fitted curve's posterior
+    mean and 94 % HDI band, from the first step to ``horizon`` (default the fit's) steps past
+    each arm's last, and whether the step is an extrapolation (``forecast``).
+
+    Parameters
+    ----------
+    fit : SigmoidFit
+        The fit.
+    horizon : int, optional
+        Steps past each arm's last step (default ``fit.config.horizon``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``arm``, ``step``, ``observed``, ``mean``, ``hdi_low``, ``hdi_high``,
+        ``forecast``, ``asymptote``, ``asymptote_low``, ``asymptote_high`` (the arm's
+        ceiling: posterior mean and 94 % HDI).
+    """
+    data = fit.data
+    horizon = fit.config.horizon if horizon is None else horizon
+    rows = []
+    for a, (arm, j) in enumerate(zip(data.arms, _last_index(data), strict=True)):
+        steps = np.arange(data.steps[0], data.steps[j] + horizon + 1)
+        draws = curve_draws(fit.idata, steps - data.steps[0] + 1.0)[:, a, :]
+        hdi = np.asarray(az.hdi(draws[None], hdi_prob=S.HDI_PROB))  # (1 chain, draws, steps) -> (steps, 2)
+        observed = dict(zip(data.steps[data.n[a] > 0], data.mean[a][data.n[a] > 0], strict=True))
+        asym = fit.estimands["arms"][arm]["asymptote"]
+        for i, t in enumerate(steps):
+            rows.append(
+                {
+                    S.ARM: arm,
+                    S.STEP: float(t),
+                    "observed": float(observed.get(float(t), np.nan)),
+                    "mean": float(draws[:, i].mean()),
+                    "hdi_low": float(hdi[i, 0]),
+                    "hdi_high": float(hdi[i, 1]),
+                    "forecast": bool(t > data.steps[j]),
+                    "asymptote": asym["mean"],
+                    "asymptote_low": asym["hdi"][0],
+                    "asymptote_high": asym["hdi"][1],
+                }
+            )
+    return pd.DataFrame(rows)
