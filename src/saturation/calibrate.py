@@ -684,6 +684,10 @@ class SigmoidSetting(NUTSDraws):
     def priors(self) -> sigmoid.SigmoidPriors:
         return sigmoid.SigmoidPriors(r0_mu=self.r0_mu, midpoint_mu=self.midpoint_mu)
 
+    def sampler(self) -> Any:
+        """The SBC draws with the model's own mass-matrix adaptation (low rank)."""
+        return replace(super().sampler(), low_rank=sigmoid.DEFAULT_SAMPLER.low_rank)
+
 
 def simulate_sigmoid_prior(setting: SigmoidSetting, rng: np.random.Generator) -> tuple[Any, dict[str, float]]:
     """Draw both arms' curve parameters from the prior of :class:`SigmoidSetting`'s
