@@ -685,7 +685,7 @@ class SigmoidSetting(NUTSDraws):
         return sigmoid.SigmoidPriors(r0_mu=self.r0_mu, midpoint_mu=self.midpoint_mu)
 
     def sampler(self) -> Any:
-        """The SBC draws with the model's own mass-matrix adaptation (low rank)."""
+        """The SBC draws with the model's own mass-matrix adaptation (``DEFAULT_SAMPLER.low_rank``)."""
         return replace(super().sampler(), low_rank=sigmoid.DEFAULT_SAMPLER.low_rank)
 
 
