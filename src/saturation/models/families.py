@@ -6,10 +6,17 @@ plus a step noise - three curve families are fitted: the sigmoid of
 :mod:`saturation.models.sigmoid` (Gaussian likelihood; PSIS-LOO of its NUTS draws), the
 hinge (change point with separate segments) and the exponential approach of
 :mod:`saturation.models.plateau` (exact draws and exact LOO). ArviZ's comparison gives each
-family's ELPD and its stacking weight (Yao et al. 2018). When the sigmoid carries less than
-:data:`WEIGHT_DECIDE` of the weight, the arm's ceiling is said to rest on a family the data
-do not prefer, and the exponential's asymptote is shown beside it as the other family's
-ceiling.
+family's ELPD and its stacking weight (Yao et al. 2018). A family is decisively better than
+another when its ELPD is higher by more than :data:`DECISIVE_ELPD` and by more than
+:data:`DECISIVE_SE` standard errors of the difference (the LOO FAQ calls differences below
+4 small; stacking weights swing between near-ties: on 40 steps of 128 rollouts a hinge and
+a sigmoid often differ by less than one SE). Two caveats follow:
+
+* another family is decisively better than the sigmoid: the arm's ceiling rests on a
+  family the data do not favour;
+* the exponential is not decisively worse than the sigmoid, yet their asymptotes' 94 %
+  HDIs do not overlap: the ceiling depends on the curve family, which the data cannot
+  choose.
 """
 
 from __future__ import annotations
@@ -31,8 +38,10 @@ from saturation.models.sigmoid import ArmSteps, SigmoidConfig, SigmoidFit, curve
 
 #: the families compared, in the order of the tables
 FAMILIES = ("sigmoid", "hinge", "exponential")
-#: below this stacking weight the sigmoid's ceiling is flagged as family-dependent
-WEIGHT_DECIDE = 0.5
+#: a family is decisively better than another when its ELPD is higher by more than this ...
+DECISIVE_ELPD = 4.0
+#: ... and by more than this many standard errors of the difference
+DECISIVE_SE = 2.0
 
 
 @dataclass
@@ -61,21 +70,58 @@ class FamilyComparison:
         """The family with the largest stacking weight for ``arm``."""
         return str(self.tables[arm]["weight"].idxmax())
 
+    def _behind(self, arm: str, family: str, than: str) -> tuple[float, float]:
+        """ELPD of ``than`` minus that of ``family`` and the SE of the difference."""
+        t = self.tables[arm]
+        d = float(t.loc[than, "elpd_loo"] - t.loc[family, "elpd_loo"])
+        # az.compare gives the SE of each difference to the best model; between two others
+        # the larger of the two SEs to the best stands in (conservative enough for a flag)
+        if than == str(t["elpd_loo"].idxmax()):
+            return d, float(t.loc[family, "dse"])
+        return d, float(max(t.loc[family, "dse"], t.loc[than, "dse"]))
+
+    def decisively_behind(self, arm: str, family: str, than: str) -> bool:
+        """``than``'s ELPD exceeds ``family``'s by more than :data:`DECISIVE_ELPD` and by
+        more than :data:`DECISIVE_SE` standard errors."""
+        d, se = self._behind(arm, family, than)
+        return d > max(DECISIVE_ELPD, DECISIVE_SE * se)
+
+    def sigmoid_worse(self, arm: str) -> bool:
+        """The best family is decisively better than the sigmoid."""
+        best = str(self.tables[arm]["elpd_loo"].idxmax())
+        return best != "sigmoid" and self.decisively_behind(arm, "sigmoid", best)
+
+    def family_dependent(self, arm: str) -> bool:
+        """The exponential is not decisively worse than the sigmoid, and their asymptotes'
+        94 % HDIs do not overlap."""
+        g, e = self.sigmoid_asymptote[arm]["hdi"], self.exponential_asymptote[arm]["hdi"]
+        disjoint = g[1] < e[0] or e[1] < g[0]
+        return disjoint and not self.decisively_behind(arm, "exponential", "sigmoid")
+
     def caveat(self, arm: str) -> str:
-        """ "" when the sigmoid carries at least :data:`WEIGHT_DECIDE` of the weight, else the
-        warning that the arm's ceiling rests on a family the data do not prefer."""
-        w = self.tables[arm]["weight"]
-        if w["sigmoid"] >= WEIGHT_DECIDE:
-            return ""
-        best = self.preferred(arm)
-        return (
-            f"the data prefer the {best} (stacking weight {w[best]:.2f} against the sigmoid's {w['sigmoid']:.2f}): "
-            f"the sigmoid's ceiling is an extrapolation of a family they do not favour"
-        )
+        """ "" unless the sigmoid's ceiling is doubtful: another family is decisively better
+        (:meth:`sigmoid_worse`), or an equally good family puts the ceiling elsewhere
+        (:meth:`family_dependent`)."""
+        if self.sigmoid_worse(arm):
+            best = str(self.tables[arm]["elpd_loo"].idxmax())
+            d, se = self._behind(arm, "sigmoid", best)
+            return (
+                f"the data favour the {best} (ELPD {d:.1f} +- {se:.1f} above the sigmoid's): the sigmoid's ceiling "
+                f"is an extrapolation of a family they do not favour"
+            )
+        if self.family_dependent(arm):
+            d, se = self._behind(arm, "exponential", "sigmoid")
+            return (
+                f"the ceiling depends on the curve family: the sigmoid's {_fmt(self.sigmoid_asymptote[arm])} and the "
+                f"exponential's {_fmt(self.exponential_asymptote[arm])} do not overlap, and the data do not tell the "
+                f"two apart (ELPD difference {d:.1f} +- {se:.1f})"
+            )
+        return ""
 
     def to_dict(self) -> dict[str, Any]:
         """Per arm: ``weights`` and ``elpd`` ({"elpd", "se"}) by family, ``loo_method``,
-        ``preferred``, ``caveat``, ``psis_caveat`` and both asymptotes (the ``families``
+        ``preferred`` (the largest stacking weight), ``sigmoid_decisively_worse``,
+        ``family_dependent_ceiling``, ``caveat``, ``psis_caveat`` and both asymptotes (the ``families``
         entry of ``saturation compare --json``)."""
         out = {}
         for arm, t in self.tables.items():
@@ -84,6 +130,8 @@ class FamilyComparison:
                 "elpd": {f: {"elpd": float(t.loc[f, "elpd_loo"]), "se": float(t.loc[f, "se"])} for f in FAMILIES},
                 "loo_method": {f: str(t.loc[f, "loo_method"]) for f in FAMILIES},
                 "preferred": self.preferred(arm),
+                "sigmoid_decisively_worse": self.sigmoid_worse(arm),
+                "family_dependent_ceiling": self.family_dependent(arm),
                 "caveat": self.caveat(arm),
                 "psis_caveat": t.attrs.get("caveat", ""),
                 "sigmoid_asymptote": self.sigmoid_asymptote[arm],
@@ -97,8 +145,9 @@ class FamilyComparison:
         for arm, t in self.tables.items():
             w = ", ".join(f"{f} {t.loc[f, 'weight']:.2f}" for f in FAMILIES)
             e, g = self.exponential_asymptote[arm], self.sigmoid_asymptote[arm]
+            close = "" if self.sigmoid_worse(arm) else ", the sigmoid not decisively worse than the best"
             line = (
-                f"{arm}: curve families by leave-one-step-out (stacking weights) {w}; asymptote "
+                f"{arm}: curve families by leave-one-step-out (stacking weights) {w}{close}; asymptote "
                 f"{_fmt(g)} (sigmoid) vs {_fmt(e)} (exponential)"
             )
             notes = [n for n in (self.caveat(arm), t.attrs.get("caveat", "")) if n]
