@@ -582,13 +582,16 @@ def alternative_level(
     def log_prior(u: np.ndarray) -> np.ndarray:
         return -0.5 * ((u - log_scale_mu) / log_scale_sd) ** 2
 
+    built: list[Level] = []  # the Level of each pass: the last is the refined grid's
+
+    def logpost(u: np.ndarray) -> np.ndarray:
+        built.append(Level(y, var_mean, design_exponential(steps, t0, u), m0, sd0, tau_sd))
+        return built[-1].log_m + log_prior(u)
+
+    # the same two-pass grid as tau's (coarse over the prior's reach, refined to the support)
     reach = SCALE_PRIOR_REACH * log_scale_sd
-    u = np.linspace(log_scale_mu - reach, log_scale_mu + reach, COARSE_POINTS)
-    coarse = Level(y, var_mean, design_exponential(steps, t0, u), m0, sd0, tau_sd).log_m + log_prior(u)
-    inside = np.flatnonzero(coarse > coarse.max() - SUPPORT_LOG)
-    step = u[1] - u[0]
-    u = np.linspace(max(u[inside[0]] - step, u[0]), min(u[inside[-1]] + step, u[-1]), FINE_POINTS)
-    return Level(y, var_mean, design_exponential(steps, t0, u), m0, sd0, tau_sd), u, log_prior(u)
+    u, _, _ = _scale_grid(logpost, log_scale_mu - reach, log_scale_mu + reach)
+    return built[-1], u, log_prior(u)
 
 
 def sample_alternative_exact(
