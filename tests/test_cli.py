@@ -154,6 +154,28 @@ def test_diagnose_command_defaults_to_the_embedded_data(tmp_path, capsys):
     assert d["entropy"]["numbers"]["runs"]["code-contests-g1"]["verdict"] == "entropy collapse"
 
 
+def test_diagnose_reward_components_and_their_usage_errors(tmp_path, capsys):
+    argv = ["diagnose", "--draws", "250", "--components", "environment/pass_ratio,environment/tag_f1"]
+    rc = main([*argv, "--weights", "0.7,0.3", "--json", str(tmp_path / "c.json")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "4. Did the reward's components move?" in out
+    comp = json.loads((tmp_path / "c.json").read_text())["components"]
+    assert list(comp["numbers"]["runs"]) == ["code-contests-algo"]
+    assert comp["numbers"]["runs"]["code-contests-algo"]["composition_ok"] is True
+    for bad, needle in (
+        (["--weights", "0.7"], "give one finite weight per component"),
+        (["--weights", "0.7,x"], "not a comma-separated list of numbers"),
+        (["--components", "environment/nope"], "no component 'environment/nope'"),
+    ):
+        args = [*argv, *bad] if bad[0] == "--weights" else ["diagnose", "--draws", "250", *bad]
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert needle in err and "Traceback" not in err, err
+    assert main(["diagnose", "--weights", "1"]) == 2
+    assert "--weights needs --components" in capsys.readouterr().err
+
+
 def test_ingest_skyrl_run_directories(tmp_path, capsys):
     from skyrl_fixtures import run_dir
 

@@ -519,6 +519,31 @@ def test_plot_per_run_series_panels_and_into_an_axes(series, reliability, entrop
     ]
 
 
+@pytest.fixture(scope="module")
+def components():
+    """A composite-reward run beside a plain one, and its components' diagnosis."""
+    from saturation.models.learning import ComponentsConfig, diagnose_components
+
+    comps = (("environment/pass_ratio", 0.7, ((1, 0.45),), 10), ("environment/tag_f1", 0.3, ((1, 0.55),), 4))
+    algo, _ = simulate_series(SeriesSpec(run="algo", n_steps=12, prompts_per_step=16, components=comps), seed=3)
+    plain, _ = simulate_series(SeriesSpec(run="run-a", n_steps=12, prompts_per_step=16), seed=1)
+    both = xr.concat([algo, plain], dim=S.RUN, join="outer")
+    config = ComponentsConfig(components=("environment/pass_ratio", "environment/tag_f1"), weights=(0.7, 0.3))
+    return both, diagnose_components(both, config, seed=1)
+
+
+def test_plot_components_one_panel_per_diagnosed_run(components):
+    series, diag = components
+    variables = ["environment_pass_ratio", "environment_tag_f1", "reward_mean"]
+    labels = ["environment/pass_ratio", "environment/tag_f1", "reward/avg_raw_reward"]
+    frame = plots.components_data(series, diag)
+    assert set(frame[S.RUN]) == {"algo"} and set(frame["variable"]) == set(variables)
+    fig = _new_figure(plots.plot_components, series, diag)
+    assert [ax.get_title() for ax in fig.axes] == ["algo"]  # not the run without components
+    _assert_series(fig.axes[0], frame, diag, "algo", variables, labels)
+    assert _overlaps(fig) == []
+
+
 # ---------------------------------------------------------------- transfer
 def test_transfer_data_skips_steps_without_trials_and_gaps_to_the_reference(transfer_fit):
     frame = plots.transfer_data(transfer_fit)

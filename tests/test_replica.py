@@ -95,10 +95,14 @@ def test_generator_is_calibrated(reference):
 def test_code_contests_series_endpoints(reference):
     ds = load_embedded("code-contests")
     runs = {r["model"]: r for r in reference["runs"] if r["run"] == "code-contests"}
-    base = ds.sel({S.RUN: "code-contests-base"}).dropna(S.STEP)
-    g1 = ds.sel({S.RUN: "code-contests-g1"}).dropna(S.STEP)
+    base = ds.sel({S.RUN: "code-contests-base"}).dropna(S.STEP, subset=["reward_mean"])
+    g1 = ds.sel({S.RUN: "code-contests-g1"}).dropna(S.STEP, subset=["reward_mean"])
     assert base.sizes[S.STEP] == runs["Qwen3-8B base"]["steps"]
     assert g1.sizes[S.STEP] == runs["g1"]["steps"]
     # base reward flat after step 15 within the published +-0.01, the other published ends
     assert code_contests_checks(ds) == []
+    algo = ds.sel({S.RUN: "code-contests-algo"}).dropna(S.STEP, subset=["reward_mean"])
+    total = 0.7 * algo["environment_pass_ratio"] + 0.3 * algo["environment_tag_f1"]
+    np.testing.assert_allclose(algo["reward_mean"], total, atol=2e-6)  # the CSV's %.6g
+    assert bool(algo["pass_at_k"].isnull().all()) and algo.sizes[S.STEP] == 30
     assert ds["pass_at_k"].attrs["metric_name"] == "reward/avg_pass_at_8"

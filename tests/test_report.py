@@ -59,6 +59,8 @@ reference = "embedded"
 [model]
 runs = ["code-contests-base", "code-contests-g1"]
 reference_runs = ["Qwen3-8B base", "g1"]
+components = ["environment/pass_ratio", "environment/tag_f1"]
+component_weights = [0.7, 0.3]
 {TINY}""")
     (specs / "compare.toml").write_text("""
 [analysis]
@@ -110,6 +112,10 @@ def test_small_report_end_to_end_and_cache(tmp_path, monkeypatch, crossing_spec)
     assert set(names) == {"plateau", "diagnose", "series", "transfer", "compare"}
     assert "CONFOUNDED by context 32768 (t2) vs 81920 (t2yarn)" in names["compare"].verdict
     assert "Back-test: t2: fitted on its first 40 steps" in names["compare"].verdict
+    series = names["series"]
+    assert "Reward components: code-contests-algo: all components flat." in series.verdict
+    assert "The study: both components flat." in series.verdict
+    assert {"series/reward_components.md", "series/components.png"} <= {*series.tables, *series.figures}
     text = (out / "REPORT.md").read_text()
     for s in rep.sections:
         assert s.title in text and s.verdict in text

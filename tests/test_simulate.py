@@ -137,3 +137,18 @@ def test_series_runs_are_the_single_runs_with_consecutive_seeds():
         for var in one.data_vars:
             np.testing.assert_array_equal(run[var].to_numpy(), one[var].isel({S.RUN: 0}).to_numpy())
     assert ds["pass_at_k"].attrs == {"metric_name": "reward/avg_pass_at_8", "k": 8}  # the first run's
+
+
+def test_composite_reward_series_is_the_weighted_sum_of_its_components():
+    comps = (("environment/pass_ratio", 0.7, ((1, 0.4), (20, 0.6)), 10), ("environment/tag_f1", 0.3, ((1, 0.5),), 4))
+    ds, truth = simulate_series(SeriesSpec(run="algo", n_steps=20, prompts_per_step=256, components=comps), seed=4)
+    pr, tf = ds["environment_pass_ratio"], ds["environment_tag_f1"]
+    assert pr.attrs["metric_name"] == "environment/pass_ratio" and tf.attrs["metric_name"] == "environment/tag_f1"
+    np.testing.assert_allclose(ds["reward_mean"], 0.7 * pr + 0.3 * tf, atol=1e-12)
+    assert bool(ds["pass_at_k"].isnull().all())  # no binary success in a composite reward
+    # the batch means follow the expected curves (256 prompts x 8 rollouts: se about 0.01)
+    np.testing.assert_allclose(pr.isel({S.RUN: 0}), truth["curves"]["environment_pass_ratio"], atol=0.05)
+    assert float(np.abs(pr.isel({S.RUN: 0}) - truth["curves"]["environment_pass_ratio"]).mean()) < 0.02
+    # tag F1 takes values on the 4-tag grid per rollout, so the batch mean is a multiple of 1/(4 x 8 x 256)
+    units = tf.to_numpy() * 4 * 8 * 256
+    np.testing.assert_allclose(units, np.round(units), atol=1e-6)

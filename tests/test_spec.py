@@ -145,6 +145,9 @@ def test_every_shipped_spec_builds_its_one_typed_config():
     assert (series.reliability.rope, series.entropy.rope_relative) == (0.05, 0.05)
     assert series.plateau is not None and series.plateau.breakpoint == 15.0 and series.plateau.continuity == "jump"
     assert series.plateau_run == "code-contests-base" and series.plateau.response == "reward_mean"
+    comps = series.components
+    assert comps is not None and comps.components == ("environment/pass_ratio", "environment/tag_f1")
+    assert (comps.weights, comps.runs, comps.rope) == ((0.7, 0.3), ("code-contests-algo",), 0.05)
     from saturation.models.sigmoid import DEFAULT_SAMPLER, SigmoidConfig
 
     tools = configs["r2egym-tools"]
@@ -177,6 +180,37 @@ backtest = 3
     )
     for needle in needles:
         assert needle in text, text
+
+
+def test_series_spec_component_problems_are_listed(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text("""
+[analysis]
+kind = "series"
+[data]
+series = "embedded:code-contests"
+[model]
+components = ["environment/pass_ratio", "environment/tag_f1"]
+component_weights = [0.7]
+component_rope = -1
+""")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    text = str(info.value)
+    for needle in ("component_weights: 1 weight(s) for 2 component(s)", "component_rope must be positive"):
+        assert needle in text, text
+    path.write_text("""
+[analysis]
+kind = "series"
+[data]
+series = "embedded:code-contests"
+[model]
+component_weights = [0.7, "x"]
+""")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    text = str(info.value)
+    assert "component_weights needs components" in text and "list of numbers" in text, text
 
 
 def test_several_ingested_runs_load_as_one_trial_dataset(tmp_path):

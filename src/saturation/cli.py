@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -673,13 +674,32 @@ def _safe_file_name(name: str) -> str:
 
 
 # ------------------------------------------------------------------ diagnose
+def _weights(text: str | None, components: list[str] | None) -> tuple[float, ...] | None:
+    """``--weights``: one finite number per component (usage errors otherwise)."""
+    if text is None:
+        return None
+    if components is None:
+        raise UsageError("--weights needs --components (the components they weigh)")
+    try:
+        weights = tuple(float(w) for w in text.split(","))
+    except ValueError:
+        raise UsageError(f"--weights {text}: not a comma-separated list of numbers") from None
+    if len(weights) != len(components) or not all(math.isfinite(w) for w in weights):
+        raise UsageError(f"--weights {text}: give one finite weight per component ({_names(components)})")
+    return weights
+
+
 def _cmd_diagnose(args: argparse.Namespace) -> int:
+    components = _split_names(args.components, "--components")
+    weights = _weights(args.weights, components)
     _require_inputs(args.trials)
     _require_inputs([args.metrics] if args.metrics else [], "--metrics")
     _check_outputs([*args.trials, *([args.metrics] if args.metrics else [])], [args.json])
     from saturation import replica
     from saturation.models.learning import (
+        ComponentsConfig,
         diagnose_cardinality,
+        diagnose_components,
         diagnose_entropy,
         diagnose_reliability,
         fit_pass_at_k,
@@ -695,6 +715,15 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
         results.append(diagnose_reliability(series, rope=args.pass_rope, **kw))
     if {"reward_mean", "policy_entropy"} <= set(map(str, series.data_vars)):
         results.append(diagnose_entropy(series, rope_relative=args.entropy_rope, **kw))
+    if components is not None:
+        config = ComponentsConfig(
+            components=tuple(components),
+            weights=weights,
+            rope=args.component_rope,
+            draws=args.draws,
+            chains=args.chains,
+        )
+        results.append(diagnose_components(series, config, seed=args.seed))
     if args.groups:
         results.append(
             fit_pass_at_k(
@@ -709,6 +738,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
         "reliability": "2. Reliability (pass@1) or capability (pass@k)? (logged series)",
         "pass_at_k": "2b. pass@1 and pass@k from prompt groups (trials)",
         "entropy": "3. Did policy entropy collapse? (logged series)",
+        "components": "4. Did the reward's components move? (logged series)",
     }
     for res in results:
         _print(titles[res.name])
@@ -1372,6 +1402,25 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SHARE",
         default=S.ENTROPY_ROPE_RELATIVE,
         help=f"ROPE on the relative entropy change (default {S.ENTROPY_ROPE_RELATIVE:g})",
+    )
+    p.add_argument(
+        "--components",
+        metavar="KEY1,KEY2",
+        help="reward components to diagnose in the metrics series, by logged key (e.g. "
+        "environment/pass_ratio,environment/tag_f1): did each move?",
+    )
+    p.add_argument(
+        "--weights",
+        metavar="W1,W2",
+        help="--components: their weights in the reward (checks that the logged components add up to the "
+        "logged reward, and gives each component's share of the reward's change)",
+    )
+    p.add_argument(
+        "--component-rope",
+        type=_positive_real,
+        metavar="DELTA",
+        default=S.COMPONENT_ROPE,
+        help=f"--components: ROPE on each component's change (default {S.COMPONENT_ROPE:g})",
     )
     p.add_argument(
         "--groups",

@@ -488,7 +488,9 @@ def _per_run(
     series: xr.Dataset, diag: Any, ax: Axes | None, variables: list[str], labels: list[str], ylabel: str
 ) -> Figure:
 
-    runs = list(series[S.RUN].values)
+    # the diagnosed runs (a series may hold runs without these variables, e.g. a
+    # composite-reward run without pass@k)
+    runs = [r for r in series[S.RUN].values if str(r) in diag.numbers.get("runs", {})] or list(series[S.RUN].values)
     with style():
         fig, axs = _panels(ax, len(runs), min(PAGE, 0.5 + 2.6 * len(runs)), 2.1, sharey=True)
         for r, run in enumerate(runs):
@@ -521,6 +523,28 @@ def plot_pass_at_k(
 def plot_entropy(series: xr.Dataset, diag: Any, *, ax: Axes | None = None, entropy: str = S.POLICY_ENTROPY) -> Figure:
     """Policy entropy per run with the fitted start and end (squares, 94 % HDI)."""
     return _per_run(series, diag, ax, [entropy], ["policy entropy"], "policy entropy")
+
+
+def components_data(series: xr.Dataset, diag: Any) -> pd.DataFrame:
+    """Long frame (run, step, variable, value) of the diagnosed runs' components and reward."""
+    variables = _component_variables(series, diag)
+    frame = series_data(series, variables)
+    return frame[frame[S.RUN].astype(str).isin(list(diag.numbers["runs"]))].reset_index(drop=True)
+
+
+def _component_variables(series: xr.Dataset, diag: Any) -> list[str]:
+    first = next(iter(diag.numbers["runs"].values()))
+    comps = [v for v, num in first.items() if isinstance(num, dict) and "component" in num]
+    reward = [v for v, num in first.items() if isinstance(num, dict) and "start" in num and v not in comps]
+    return comps + reward
+
+
+def plot_components(series: xr.Dataset, diag: Any, *, ax: Axes | None = None) -> Figure:
+    """A composite reward's components and the reward per run (one panel each): observed
+    per-step values and each series' fitted trend (posterior mean, 94 % band)."""
+    variables = _component_variables(series, diag)
+    labels = [str(series[v].attrs.get("metric_name", v)) for v in variables]
+    return _per_run(series, diag, ax, variables, labels, "value")
 
 
 # ====================================================================== transfer

@@ -45,7 +45,9 @@ from saturation.models import (
 from saturation.models.families import compare_curve_families
 from saturation.models.learning import (
     CardinalityConfig,
+    ComponentsConfig,
     diagnose_cardinality,
+    diagnose_components,
     diagnose_entropy,
     diagnose_reliability,
 )
@@ -639,8 +641,49 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
         details.insert(0, sentence)
         diags.append(fit.diagnostics)
         results["plateau_after"] = fit.to_dict()
+    if config.components is not None:
+        comp, sentence = _components_section(spec, series, config.components, reference, trend, out)
+        verdict = f"{verdict} {sentence}"
+        details.extend(comp.verdicts.values())
+        diags.append(comp.diagnostics)
+        results["components"] = comp.to_dict()
     diagnostics = merge_diagnostics(diags)
     return {"verdict": verdict, "details": details, "diagnostics": diagnostics, "results": json_safe(results)}
+
+
+def _components_section(
+    spec: Spec, series: xr.Dataset, config: ComponentsConfig, reference: dict[str, Any] | None, trend: str, out: _Out
+) -> tuple[Any, str]:
+    """The reward components' part of a series section: the diagnosis, its table and
+    figure, and the sentence for the section's verdict (with what the study said)."""
+    comp = diagnose_components(series, config, seed=spec.seed)
+    out.idata(comp.idata, "component_trends")
+    rope = f"P(|change| < {comp.numbers['rope']:g})"
+    rows = [
+        {
+            "run": run,
+            "component": e["component"],
+            "start": interval_cell(e["start"]),
+            "end": interval_cell(e["end"]),
+            "change": interval_cell(e["change"]),
+            rope: e["p_in_rope"],
+            **({"share of reward change": interval_cell(e["share_of_reward_change"])} if config.weights else {}),
+            "verdict": e["verdict"],
+        }
+        for run, num in comp.numbers["runs"].items()
+        for e in num.values()
+        if isinstance(e, dict) and "component" in e
+    ]
+    out.table(pd.DataFrame(rows), "reward_components", "Reward components: start, end and change of each")
+    if "components" in spec.figures:
+        out.figure(
+            lambda: plots.plot_components(series, comp),
+            "components",
+            f"Reward components and the reward by step, one panel per run ({', '.join(comp.numbers['runs'])}): "
+            f"logged per-step values (thin lines) and {trend}.",
+        )
+    said = next((f" The study: {r['note']}." for r in (reference or {}).get("runs", []) if r.get("reward_formula")), "")
+    return comp, "Reward components: " + " ".join(comp.verdicts.values()) + said
 
 
 def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:

@@ -109,11 +109,13 @@ LIKELIHOODS: Final = ("gaussian", "binomial", "zoib")
 #: share of the early gain (docs/calibration.md); here so that the CLI need not import models
 DEFAULT_ROPE_RELATIVE: Final = 0.2
 #: the plateau model's absolute late-gain ROPE (metric units); the learning diagnostics'
-#: ROPEs on the pass@k change and on the relative entropy change. One home for the
+#: ROPEs on the pass@k change, the relative entropy change and a reward component's
+#: change. One home for the
 #: defaults of the model functions, the specs and the CLI.
 DEFAULT_ROPE: Final = 0.01
 PASS_AT_K_ROPE: Final = 0.05
 ENTROPY_ROPE_RELATIVE: Final = 0.05
+COMPONENT_ROPE: Final = 0.05
 CONTINUITIES: Final = ("hinge", "jump")
 #: samplers: "auto" picks the fastest that works ("exact" for the Gaussian plateau model,
 #: else "nutpie"); "exact" = independent draws without MCMC (Gaussian plateau model only);

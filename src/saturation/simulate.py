@@ -21,7 +21,7 @@ from scipy import special
 from saturation import curves
 from saturation import schema as S
 from saturation.io import dataset_from_frame
-from saturation.series import SERIES_METRICS
+from saturation.series import SERIES_METRICS, metric_variable_names
 
 Knots = tuple[tuple[float, float], ...]
 
@@ -806,6 +806,16 @@ class SeriesSpec:
         Standard deviation of the Gaussian noise added to the entropy at each step.
     metadata : dict of str to str, default empty
         Extra attributes copied into the simulated Dataset's ``attrs``.
+    components : tuple of (metric key, weight, knots, units), default empty
+        A composite reward (e.g. code contests' ``0.7 * pass_ratio + 0.3 * tag_f1``):
+        per component its logged key, its weight in the reward, the knots of its expected
+        per-rollout mean and its number of units (test cases, tags). Per step and prompt
+        q ~ Beta(m ``component_concentration``, (1 - m) ``component_concentration``) and each
+        of the ``k`` rollouts scores Binomial(units, q) / units; the logged component is
+        the batch mean and the logged reward the weighted sum of the batch means (so
+        ``reward`` is unused). Such a run has no binary success: ``pass_at_k`` is missing.
+    component_concentration : float, default 8.0
+        Beta concentration of the per-prompt component means (the prompt clustering).
     """
 
     run: str = "sim-series"
@@ -818,6 +828,26 @@ class SeriesSpec:
     entropy: Knots = ((1, 0.08), (35, 0.08))
     entropy_sd: float = 0.002
     metadata: dict[str, str] = field(default_factory=dict)
+    components: tuple[tuple[str, float, Knots, int], ...] = ()
+    component_concentration: float = 8.0
+
+
+def _component_series(
+    spec: SeriesSpec, steps: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The logged reward and per-component batch means (and the expected curves) of a
+    composite-reward run (:class:`SeriesSpec` ``components``)."""
+    kappa = spec.component_concentration
+    reward = np.zeros(len(steps))
+    observed, expected = {}, {}
+    for key, weight, knots, units in spec.components:
+        m = curves.piecewise_linear(steps, knots)
+        q = rng.beta(m[:, None] * kappa, (1 - m[:, None]) * kappa, size=(len(steps), spec.prompts_per_step))
+        score = rng.binomial(units, q[..., None], size=(*q.shape, spec.k)) / units
+        observed[key] = score.mean(axis=(1, 2))
+        expected[key] = m
+        reward += weight * observed[key]
+    return reward, observed, expected
 
 
 def simulate_series(spec: SeriesSpec | None = None, seed: int = 0) -> tuple[xr.Dataset, dict[str, Any]]:
@@ -841,21 +871,30 @@ def simulate_series(spec: SeriesSpec | None = None, seed: int = 0) -> tuple[xr.D
         ``simulator``, ``seed``, ``spec`` and ``spec.metadata``. The truth dict has keys
         ``spec`` (the spec as a dict), ``curves`` (dim step: ``reward_mean``,
         ``pass_at_k``, ``policy_entropy`` and the Beta ``concentration`` kappa) and
-        ``seed``.
+        ``seed``. A composite-reward run (``spec.components``) adds one variable per
+        component (its logged key in ``attrs['metric_name']``, the name as
+        :func:`saturation.series.metric_variable_names` gives it) to both, and its
+        ``pass_at_k`` and ``concentration`` are NaN.
     """
     spec = spec or SeriesSpec()
     rng = np.random.default_rng(seed)
     steps = np.arange(spec.first_step, spec.first_step + spec.n_steps)
-    m = curves.piecewise_linear(steps, spec.reward)
-    pk = curves.piecewise_linear(steps, spec.pass_at_k)
     ent = curves.piecewise_linear(steps, spec.entropy)
-    kappa = curves.beta_concentration_for_pass_at_k(m, pk, spec.k)
-    p = rng.beta(
-        m[:, None] * kappa[:, None], (1 - m[:, None]) * kappa[:, None], size=(spec.n_steps, spec.prompts_per_step)
-    )
-    succ = rng.binomial(spec.k, p)
-    reward_obs = succ.mean(axis=1) / spec.k
-    pass_obs = (succ > 0).mean(axis=1)
+    parts: dict[str, np.ndarray] = {}
+    if spec.components:
+        reward_obs, parts, expected = _component_series(spec, steps, rng)
+        m = sum(w * expected[key] for key, w, _, _ in spec.components)
+        pk = kappa = pass_obs = np.full(len(steps), np.nan)
+    else:
+        m = curves.piecewise_linear(steps, spec.reward)
+        pk = curves.piecewise_linear(steps, spec.pass_at_k)
+        kappa = curves.beta_concentration_for_pass_at_k(m, pk, spec.k)
+        p = rng.beta(
+            m[:, None] * kappa[:, None], (1 - m[:, None]) * kappa[:, None], size=(spec.n_steps, spec.prompts_per_step)
+        )
+        succ = rng.binomial(spec.k, p)
+        reward_obs = succ.mean(axis=1) / spec.k
+        pass_obs = (succ > 0).mean(axis=1)
     ent_obs = ent + spec.entropy_sd * rng.standard_normal(spec.n_steps)
     coords = {S.RUN: [spec.run], S.STEP: steps}
     ds = xr.Dataset(
@@ -869,6 +908,10 @@ def simulate_series(spec: SeriesSpec | None = None, seed: int = 0) -> tuple[xr.D
     for var, metric in SERIES_METRICS.items():
         ds[var].attrs["metric_name"] = metric.format(k=spec.k)
     ds["pass_at_k"].attrs["k"] = spec.k
+    names = metric_variable_names(list(parts))
+    for key, values in parts.items():
+        ds[names[key]] = ((S.RUN, S.STEP), values[None])
+        ds[names[key]].attrs["metric_name"] = key
     ds.attrs.update({"simulator": "simulate_series", "seed": seed, "spec": repr(spec), **spec.metadata})
     truth = {
         "spec": asdict(spec),
@@ -878,6 +921,7 @@ def simulate_series(spec: SeriesSpec | None = None, seed: int = 0) -> tuple[xr.D
                 "pass_at_k": (S.STEP, pk),
                 "policy_entropy": (S.STEP, ent),
                 "concentration": (S.STEP, kappa),
+                **{names[key]: (S.STEP, expected[key]) for key in parts},
             },
             coords={S.STEP: steps},
         ),

@@ -40,7 +40,7 @@ from saturation import schema as S
 from saturation.arms import parse_arm_properties
 from saturation.io import expand_paths, open_trials, read_trials
 from saturation.models import PlateauPriors, TransferPriors
-from saturation.models.learning import CardinalityConfig, EntropyConfig, ReliabilityConfig
+from saturation.models.learning import CardinalityConfig, ComponentsConfig, EntropyConfig, ReliabilityConfig
 from saturation.models.plateau import PlateauConfig
 from saturation.models.sampling import SamplerConfig, with_overrides
 from saturation.models.sigmoid import DEFAULT_SAMPLER as SIGMOID_SAMPLER
@@ -52,7 +52,7 @@ from saturation.series import read_metrics_csv
 KINDS = ("plateau", "diagnose", "series", "transfer", "compare")
 EMBEDDED = "embedded:"
 
-_STR, _NUM, _INT, _BOOL, _STRS = "string", "number", "integer", "boolean", "list of strings"
+_STR, _NUM, _INT, _BOOL, _STRS, _NUMS = "string", "number", "integer", "boolean", "list of strings", "list of numbers"
 
 MODEL_KEYS: dict[str, dict[str, str]] = {
     "plateau": {
@@ -80,6 +80,10 @@ MODEL_KEYS: dict[str, dict[str, str]] = {
         "entropy_rope": _NUM,
         "plateau_run": _STR,
         "plateau_after": _NUM,
+        "components": _STRS,
+        "component_weights": _NUMS,
+        "components_runs": _STRS,
+        "component_rope": _NUM,
     },
     "transfer": {
         "reference": _STR,
@@ -103,7 +107,7 @@ MODEL_KEYS: dict[str, dict[str, str]] = {
 FIGURES: dict[str, tuple[str, ...]] = {
     "plateau": ("curves", "slopes", "plateaued_by", "ppc", "loo"),
     "diagnose": ("cardinality",),
-    "series": ("pass_at_k", "entropy"),
+    "series": ("pass_at_k", "entropy", "components"),
     "transfer": ("transfer",),
     "compare": ("saturation",),
 }
@@ -167,7 +171,8 @@ class Spec:
 class SeriesConfig:
     """A series analysis (kind "series"): the reliability (pass@1 vs pass@k) and entropy
     diagnoses of the same runs and, when the spec names ``plateau_run`` and
-    ``plateau_after``, the plateau model with that known break on that run's pass@1."""
+    ``plateau_after``, the plateau model with that known break on that run's pass@1 and,
+    when it names ``components``, the reward components' diagnosis."""
 
     reliability: ReliabilityConfig
     entropy: EntropyConfig
@@ -175,6 +180,8 @@ class SeriesConfig:
     reference_runs: tuple[str, ...] | None = None
     plateau_run: str | None = None
     plateau: PlateauConfig | None = None
+    #: the reward components' diagnosis (the spec names ``components``)
+    components: ComponentsConfig | None = None
 
 
 #: the [model] keys of a plateau spec that are not PlateauConfig fields: the run(s) to select
@@ -234,6 +241,18 @@ def analysis_config(spec: Spec) -> PlateauConfig | TransferConfig | CardinalityC
             if m.get("plateau_run") and after is not None
             else None
         ),
+        components=(
+            ComponentsConfig(
+                components=tuple(m["components"]),
+                weights=tuple(float(w) for w in m["component_weights"]) if "component_weights" in m else None,
+                runs=tuple(m["components_runs"]) if m.get("components_runs") else None,
+                reward=pass1,
+                **({"rope": m["component_rope"]} if "component_rope" in m else {}),
+                **draws,
+            )
+            if m.get("components")
+            else None
+        ),
     )
 
 
@@ -246,6 +265,8 @@ def _type_ok(value: Any, kind: str) -> bool:
         return isinstance(value, int) and not isinstance(value, bool)
     if kind == _NUM:
         return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == _NUMS:
+        return isinstance(value, list) and all(_type_ok(v, _NUM) for v in value)
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
@@ -333,6 +354,21 @@ def _check_compare(where: str, model: dict[str, Any], problems: list[str]) -> No
         problems.append(f"{where}: [model] backtest must be >= {MIN_FIT_STEPS} steps, got {model['backtest']}")
 
 
+def _check_series(where: str, model: dict[str, Any], problems: list[str]) -> None:
+    """A series spec's reward components: weights and runs only with components, one weight each."""
+    comps, weights = model.get("components"), model.get("component_weights")
+    for key in ("component_weights", "components_runs", "component_rope"):
+        if key in model and not comps:
+            problems.append(f"{where}: [model] {key} needs components (the reward components to diagnose)")
+    if isinstance(comps, list) and isinstance(weights, list) and comps and len(weights) != len(comps):
+        problems.append(
+            f"{where}: [model] component_weights: {len(weights)} weight(s) for {len(comps)} component(s) {comps}"
+        )
+    rope = model.get("component_rope")
+    if isinstance(rope, int | float) and not isinstance(rope, bool) and rope <= 0:
+        problems.append(f"{where}: [model] component_rope must be positive, got {rope}")
+
+
 def validate_spec(raw: dict[str, Any], path: Path) -> Spec:
     """Validate one parsed spec; raise :class:`SpecError` listing every problem."""
     where = str(path)
@@ -366,6 +402,8 @@ def validate_spec(raw: dict[str, Any], path: Path) -> Spec:
         _check_by_run(where, raw["model"], problems)
     if kind == "compare" and isinstance(raw.get("model"), dict):
         _check_compare(where, raw["model"], problems)
+    if kind == "series" and isinstance(raw.get("model"), dict):
+        _check_series(where, raw["model"], problems)
     sampler = raw.get("sampler", {}) if isinstance(raw.get("sampler"), dict) else {}
     for key in ("draws", "tune", "chains"):
         if isinstance(sampler.get(key), int) and sampler[key] < 1:

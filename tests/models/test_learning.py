@@ -13,7 +13,9 @@ import pytest
 from saturation import replica
 from saturation.models import SamplerConfig
 from saturation.models.learning import (
+    ComponentsConfig,
     diagnose_cardinality,
+    diagnose_components,
     diagnose_entropy,
     diagnose_reliability,
     fit_pass_at_k,
@@ -197,3 +199,82 @@ def test_metrics_csv_errors_name_line_and_field(tmp_path):
     ds = read_metrics_csv(path)
     assert ds["pass_at_k"].attrs == {"metric_name": "reward/avg_pass_at_8", "k": 8}
     assert np.isnan(ds["reward_mean"].sel(run="a", step=2))
+
+
+# ---------------------------------------------------------------------- reward components
+FLAT_PR, FLAT_TF = ((1, 0.45), (30, 0.45)), ((1, 0.55), (30, 0.55))
+
+
+def _components(pr=FLAT_PR, tf=FLAT_TF, seed=0, run="algo"):
+    """A composite-reward run simulated per rollout (prompt clusters, Binomial test cases and
+    tags), not from the trend model."""
+    spec = SeriesSpec(
+        run=run, n_steps=30, components=(("environment/pass_ratio", 0.7, pr, 10), ("environment/tag_f1", 0.3, tf, 4))
+    )
+    return simulate_series(spec, seed=seed)
+
+
+COMPONENTS = ComponentsConfig(components=("environment/pass_ratio", "environment/tag_f1"), weights=(0.7, 0.3))
+
+
+def test_components_flat_and_rising_are_told_apart():
+    series, _ = _components(pr=((1, 0.35), (12, 0.50), (30, 0.50)), seed=3)
+    d = diagnose_components(series, COMPONENTS, seed=3)
+    run = d.numbers["runs"]["algo"]
+    pr, tf = run["environment_pass_ratio"], run["environment_tag_f1"]
+    assert pr["verdict"] == "rose" and tf["verdict"] == "flat", d.verdicts
+    assert _inside(pr["change"], 0.15) and _inside(tf["change"], 0.0)
+    # the share of the reward's change is the weight times the component's change
+    assert pr["share_of_reward_change"]["mean"] == pytest.approx(0.7 * pr["change"]["mean"], rel=1e-9)
+    assert run["composition_ok"] and run["composition_max_abs_error"] < 1e-12
+    assert "all components flat" not in d.verdicts["algo"]
+    flat, _ = _components(seed=5)
+    assert diagnose_components(flat, COMPONENTS, seed=5).numbers["runs"]["algo"]["verdict"] == "all components flat"
+
+
+def test_components_composition_check_flags_wrong_weights():
+    series, _ = _components(seed=1)
+    wrong = ComponentsConfig(components=COMPONENTS.components, weights=(0.5, 0.5))
+    d = diagnose_components(series, wrong, seed=1)
+    run = d.numbers["runs"]["algo"]
+    assert not run["composition_ok"] and run["composition_max_abs_error"] > 0.01
+    assert "is NOT 0.5 x environment/pass_ratio + 0.5 x environment/tag_f1" in d.verdicts["algo"]
+    no_weights = diagnose_components(series, ComponentsConfig(components=COMPONENTS.components), seed=1)
+    assert "composition_ok" not in no_weights.numbers["runs"]["algo"]
+
+
+def test_components_pick_the_runs_that_logged_them_and_name_unknown_ones():
+    algo, _ = _components(seed=2)
+    plain, _ = _series()
+    import xarray as xr
+
+    both = xr.concat([algo, plain], dim="run", join="outer")
+    d = diagnose_components(both, COMPONENTS, seed=2)
+    assert list(d.numbers["runs"]) == ["algo"]  # sim-series logged no components
+    # and the pass@k diagnosis skips the composite-reward run, which has no pass@k
+    assert list(diagnose_reliability(both, seed=2).numbers["runs"]) == ["sim-series"]
+    with pytest.raises(KeyError, match=r"no component 'environment/nope'.*logged metrics"):
+        diagnose_components(both, ComponentsConfig(components=("environment/nope",)))
+    with pytest.raises(ValueError, match="1 weight\\(s\\) for 2 component"):
+        ComponentsConfig(components=("a", "b"), weights=(1.0,))
+
+
+@pytest.mark.slow
+def test_components_interval_coverage_on_per_rollout_simulations():
+    """Per-rollout simulations (prompt clusters, Binomial units; not the trend model): the
+    94 % HDI of each component's change covers the truth, and flat components are never
+    called risen or fallen. Measured: 0.965-0.970 over 100 runs per scenario (docs/calibration.md)."""
+    cover = n = 0
+    wrong = 0
+    for r in range(40):
+        for pr, tf in ((FLAT_PR, FLAT_TF), (((1, 0.35), (12, 0.50), (30, 0.50)), FLAT_TF)):
+            series, truth = _components(pr, tf, seed=1000 + r)
+            d = diagnose_components(series, COMPONENTS, seed=r)
+            for var in ("environment_pass_ratio", "environment_tag_f1"):
+                e = d.numbers["runs"]["algo"][var]
+                true = float(truth["curves"][var][-1] - truth["curves"][var][0])
+                cover += _inside(e["change"], true)
+                n += 1
+                wrong += abs(true) < 1e-12 and e["verdict"] in ("rose", "fell")
+    assert cover / n >= 0.90, (cover, n)
+    assert wrong == 0

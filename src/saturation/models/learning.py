@@ -12,6 +12,9 @@ Three questions, each answered with posteriors and a verdict sentence:
    reward)?
 3. :func:`diagnose_entropy` - did policy entropy collapse, and did it turn together with
    the reward?
+4. :func:`diagnose_components` - a composite reward (code contests' ``0.7 * pass_ratio +
+   0.3 * tag_f1``): did each component move, how much of the reward's change is each
+   component's, and do the logged components add up to the logged reward?
 
 A trend is the plateau model itself (``fit_plateau``: Gaussian on per-step means, hinge
 with an unknown change point, drawn exactly without MCMC) fitted to one series: "start"
@@ -54,6 +57,11 @@ P_DECIDE = 0.95
 PASS_AT_K_ROPE = S.PASS_AT_K_ROPE
 #: entropy counts as stable when |end - start| / start < this
 ENTROPY_ROPE_RELATIVE = S.ENTROPY_ROPE_RELATIVE
+#: a reward component counts as flat when |end - start| < this (absolute, component units)
+COMPONENT_ROPE = S.COMPONENT_ROPE
+#: logged components reproduce the logged reward when the weighted sum is within this at
+#: every step (SkyRL's console tracker rounds to 4 decimals: ``utils/tracking.py``)
+COMPOSITION_TOLERANCE = 1e-3
 #: two change points "coincide" when they are at most this many steps apart
 TOGETHER_STEPS = 3
 #: variables of the cardinality diagnostic (per level) and the per-answer count
@@ -322,7 +330,7 @@ def diagnose_reliability(
     config = config or ReliabilityConfig(
         runs=tuple(runs) if runs else None, pass1=pass1, passk=passk, rope=rope, draws=draws, chains=chains
     )  # the keyword arguments, once into the config (``config`` given: they are not used)
-    runs = list(config.runs) if config.runs else [str(r) for r in series[S.RUN].values]
+    runs = list(config.runs) if config.runs else runs_with(series, (config.pass1, config.passk))
     pass1, passk, rope, draws, chains = config.pass1, config.passk, config.rope, config.draws, config.chains
     k = int(series[passk].attrs.get("k", 0)) or None
     trends: dict[str, dict[str, np.ndarray]] = {}
@@ -344,6 +352,17 @@ def diagnose_reliability(
         )
     stamped = {**asdict(config), "runs": runs, "seed": seed}
     return _diagnosis("reliability", verdicts, numbers, trends, diags, chains, stamped)
+
+
+def runs_with(series: xr.Dataset, variables: tuple[str, ...]) -> list[str]:
+    """The runs of a series with a value of every one of ``variables`` at some step (a
+    composite-reward run has no pass@k; a run that logged no entropy has none), in order."""
+    have = np.ones(series.sizes[S.RUN], dtype=bool)
+    for var in variables:
+        if var not in series:
+            raise ValueError(f"the series has no variable {var!r} (have {sorted(map(str, series.data_vars))})")
+        have &= series[var].notnull().any(S.STEP).to_numpy()
+    return [str(r) for r, ok in zip(series[S.RUN].values, have, strict=True) if ok]
 
 
 def _run_trends(
@@ -571,7 +590,7 @@ def diagnose_entropy(
         draws=draws,
         chains=chains,
     )  # the keyword arguments, once into the config (``config`` given: they are not used)
-    runs = list(config.runs) if config.runs else [str(r) for r in series[S.RUN].values]
+    runs = list(config.runs) if config.runs else runs_with(series, (config.entropy, config.reward))
     entropy, reward, rope_relative = config.entropy, config.reward, config.rope_relative
     draws, chains = config.draws, config.chains
     trends: dict[str, dict[str, np.ndarray]] = {}
@@ -613,3 +632,160 @@ def diagnose_entropy(
         )
     stamped = {**asdict(config), "runs": runs, "seed": seed}
     return _diagnosis("entropy", verdicts, numbers, trends, diags, chains, stamped)
+
+
+# ====================================================================== 4. reward components
+@dataclass(frozen=True)
+class ComponentsConfig:
+    """Settings of :func:`diagnose_components`: the components (logged keys such as
+    ``environment/pass_ratio``, or variable names), their weights in the reward (None: the
+    composition is not checked and no shares are computed), the runs (None: every run that
+    logged all components), the reward series and the ROPE on each component's change."""
+
+    components: tuple[str, ...]
+    weights: tuple[float, ...] | None = None
+    runs: tuple[str, ...] | None = None
+    reward: str = S.REWARD_MEAN
+    rope: float = COMPONENT_ROPE
+    draws: int = 1000
+    chains: int = 4
+
+    def __post_init__(self) -> None:
+        if not self.components:
+            raise ValueError("components: name at least one reward component")
+        if self.weights is not None and len(self.weights) != len(self.components):
+            raise ValueError(
+                f"weights: {len(self.weights)} weight(s) for {len(self.components)} component(s) {self.components}"
+            )
+        if self.rope <= 0:
+            raise ValueError(f"rope must be positive, got {self.rope}")
+
+
+def component_variable(series: xr.Dataset, name: str) -> str:
+    """The series variable of a component named by its logged key
+    (``attrs['metric_name']``) or by its variable name; KeyError naming what the series has."""
+    if name in series.data_vars:
+        return name
+    for var in series.data_vars:
+        if series[var].attrs.get("metric_name") == name:
+            return str(var)
+    logged = sorted(str(series[v].attrs.get("metric_name", v)) for v in series.data_vars)
+    raise KeyError(f"the series has no component {name!r} (logged metrics: {logged})")
+
+
+def _component_verdict(change: np.ndarray, rope: float) -> tuple[str, dict[str, float]]:
+    probs = {
+        "p_in_rope": float(np.mean(np.abs(change) < rope)),
+        "p_up_beyond_rope": float(np.mean(change > rope)),
+        "p_down_beyond_rope": float(np.mean(change < -rope)),
+    }
+    if probs["p_in_rope"] >= P_DECIDE:
+        kind = "flat"
+    elif probs["p_up_beyond_rope"] >= P_DECIDE:
+        kind = "rose"
+    elif probs["p_down_beyond_rope"] >= P_DECIDE:
+        kind = "fell"
+    else:
+        kind = "undetermined"
+    return kind, probs
+
+
+def composition_error(
+    series: xr.Dataset, run: str, reward: str, variables: list[str], weights: tuple[float, ...]
+) -> float:
+    """max over the run's steps of |reward - sum_c w_c component_c| (steps where all are logged; NaN if none)."""
+    one = series.sel({S.RUN: run})
+    total = sum(w * one[v] for w, v in zip(weights, variables, strict=True))
+    err = np.abs(one[reward] - total).to_numpy()
+    err = err[np.isfinite(err)]
+    return float(err.max()) if err.size else float("nan")
+
+
+def diagnose_components(series: xr.Dataset, config: ComponentsConfig, *, seed: int = 0) -> Diagnosis:
+    """Did each component of a composite reward move?
+
+    Per run: the trend (one-level change-point fit, the plateau model drawn exactly) of
+    every component and of the reward; each component's change (end - start) with its
+    HDI and verdict; with ``weights``, each component's share ``w_c * change_c`` of the
+    reward's change and the composition check (the logged components' weighted sum
+    against the logged reward, at every step).
+
+    Verdict per component (P = posterior probability of the change, ROPE ``rope``):
+    "flat" when P(|change| < rope) >= 0.95; "rose" / "fell" when the change exceeds the
+    ROPE with P >= 0.95; else "undetermined". A run is "all components flat" when every
+    component is.
+
+    Parameters
+    ----------
+    series : xarray.Dataset
+        Per-step series (dims run, step) holding the reward and the components.
+    config : ComponentsConfig
+        The components, weights, runs and ROPE.
+    seed : int, default 0
+        Seed of run ``i``'s first trend fit is ``seed + 10 i``.
+
+    Returns
+    -------
+    Diagnosis
+        Named ``"components"``; ``numbers["runs"][run]`` holds per component its trend
+        summary, probabilities, verdict and share, and ``composition_max_abs_error``.
+
+    Notes
+    -----
+    With reward :math:`r_t = \\sum_c w_c y_{c,t}`, the change of the reward's expected
+    value is :math:`\\sum_c w_c \\Delta_c`; the shares are computed from each component's
+    own trend (independent fits), so they add up to the reward's change only up to the
+    trends' differences in shape.
+    """
+    variables = [component_variable(series, c) for c in config.components]
+    runs = list(config.runs) if config.runs else runs_with(series, (*variables, config.reward))
+    if not runs:
+        raise ValueError(f"no run logged all of the components {list(config.components)}")
+    trends: dict[str, dict[str, np.ndarray]] = {}
+    numbers: dict[str, Any] = {"rope": config.rope, "components": list(config.components), "runs": {}}
+    verdicts: dict[str, str] = {}
+    diags: list[dict[str, Any]] = []
+    for i, run in enumerate(runs):
+        out = _run_trends(
+            series,
+            run,
+            (*variables, config.reward),
+            seed=seed + 10 * i,
+            draws=config.draws,
+            chains=config.chains,
+            trends=trends,
+            diags=diags,
+        )
+        kinds, parts = [], []
+        for j, (name, var) in enumerate(zip(config.components, variables, strict=True)):
+            t = trends[f"{var}/{run}"]
+            change = np.ravel(t["end"] - t["start"])
+            kind, probs = _component_verdict(change, config.rope)
+            out[var].update(probs, verdict=kind, component=name)
+            if config.weights is not None:
+                out[var]["share_of_reward_change"] = interval(config.weights[j] * change)
+            kinds.append(kind)
+            parts.append(
+                f"{name} {kind} ({_arrow(out[var])}, P(|change| < {config.rope:g}) = {probs['p_in_rope']:.2f})"
+            )
+        verdict = (
+            "all components flat"
+            if all(k == "flat" for k in kinds)
+            else "; ".join(f"{n} {k}" for n, k in zip(config.components, kinds, strict=True))
+        )
+        out["verdict"] = verdict
+        sentence = f"{run}: {verdict}. " + "; ".join(parts) + "."
+        if config.weights is not None:
+            err = composition_error(series, run, config.reward, variables, config.weights)
+            out["composition_max_abs_error"] = err
+            formula = " + ".join(f"{w:g} x {n}" for w, n in zip(config.weights, config.components, strict=True))
+            ok = bool(err <= COMPOSITION_TOLERANCE)
+            out["composition_ok"] = ok
+            sentence += (
+                f" The logged reward {'is' if ok else 'is NOT'} {formula} (largest difference {err:.2g} over the "
+                f"logged steps{'' if ok else f'; more than {COMPOSITION_TOLERANCE:g}: check the weights'})."
+            )
+        numbers["runs"][run] = out
+        verdicts[run] = sentence
+    stamped = {**asdict(config), "runs": runs, "seed": seed}
+    return _diagnosis("components", verdicts, numbers, trends, diags, config.chains, stamped)
