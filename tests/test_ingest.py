@@ -380,6 +380,7 @@ def test_scan_classifies_files(tmp_path):
         "console_logs": 2,
         "wandb_runs": 0,
         "metrics_csvs": 0,
+        "r2e_trajectory_files": 0,
         "index_files": 1,
         "ignored_files": 1,
     }
@@ -439,3 +440,85 @@ def test_truncated_wandb_history_is_reported(tmp_path):
     assert len(res.problems) == 1 and "run-" in res.problems[0] and "steps before it were read" in res.problems[0]
     with pytest.raises(IngestError):
         ingest_runs([root], progress=False)
+
+
+# ---------------------------------------------------------------- R2E-Gym checkpoint evals
+def _r2e_dir(tmp_path, zst=False):
+    from r2e_fixtures import write_eval
+
+    root = tmp_path / "r2egym_t2"
+    images = [f"namanjain12/pandas_final:{i:04x}" for i in range(4)]
+    files = {
+        "eval_ckpt_struct_t2_step10": [(images[0], 1.0), (images[1], 0.0), (images[2], 0.0), (images[3], None)],
+        "eval_ckpt_struct_t2_step20": [(images[0], 1.0), (images[1], 1.0), (images[2], 0.0)],
+        "eval_ckpt_struct_y_step10": [(images[0], 1.0), (images[1], 1.0), (images[2], 1.0), (images[0], 0.0)],
+    }
+    for name, results in files.items():
+        path = write_eval(root, name, results)
+        if zst:
+            path.with_name(path.name + ".zst").write_bytes(zstandard.ZstdCompressor().compress(path.read_bytes()))
+            path.unlink()
+    (root / "eval_log_index.txt").write_text(
+        "# file -> run label\n"
+        "eval_ckpt_struct_t2_step10.jsonl\tt2\n"
+        "eval_ckpt_struct_t2_step20.jsonl\tt2\n"
+        "eval_ckpt_struct_y_step10.jsonl\tt2yarn\n"
+    )
+    (root / "notes.jsonl").write_text('{"note": "not a trajectory"}\n')
+    return root, images
+
+
+@pytest.mark.parametrize("zst", [False, True])
+def test_r2e_gym_checkpoint_evals_ingest_per_instance_resolves(tmp_path, zst):
+    root, images = _r2e_dir(tmp_path, zst)
+    c = scan_run_dir(root)
+    assert len(c.r2e_trajectories) == 3 and [p.name for p in c.ignored] == ["notes.jsonl"]
+    assert looks_like_run_dir(root)
+    res = ingest_runs([root], progress=False)
+    t = res.trials
+    frame = t[["run", "arm", "step", "instance_id", "sample", "graded", "reward", "ungraded_reason"]].to_dataframe()
+    assert len(frame) == 11 and res.accounting["rows_read"] == 11 and res.accounting["rows_rejected"] == 0
+    assert set(zip(frame["run"], frame["arm"], strict=True)) == {("t2", "t2"), ("t2yarn", "t2yarn")}
+    by = frame.groupby(["arm", "step"])
+    assert by["reward"].sum().to_dict() == {("t2", 10): 1.0, ("t2", 20): 2.0, ("t2yarn", 10): 3.0}
+    assert by.size().to_dict() == {("t2", 10): 4, ("t2", 20): 3, ("t2yarn", 10): 4}
+    # the crashed-free rollout without a reward is ungraded, not a 0 that counts as graded
+    none = frame[~frame["graded"].astype(bool)]
+    assert list(none["instance_id"]) == [images[3]] and list(none["ungraded_reason"]) == ["no_score"]
+    # an instance evaluated twice in one file is two samples
+    again = frame[(frame["arm"] == "t2yarn") & (frame["instance_id"] == images[0])]
+    assert sorted(again["sample"]) == [0, 1] and sorted(again["reward"]) == [0.0, 1.0]
+    assert set(np.unique(t["dataset"].values)) == {"r2egym"}
+    assert set(np.unique(t["stop_reason"].values)) == {"agent"}
+    np.testing.assert_array_equal(np.unique(t["tokens_total"].values), [3000.0])  # 3 steps x 1000 tokens
+    # the trials feed the saturation-curve model's per (arm, step) counts
+    from saturation.models.sigmoid import arm_steps
+
+    counts = arm_steps(t)
+    assert counts.arms == ["t2", "t2yarn"]
+    np.testing.assert_array_equal(counts.n, [[4, 3], [4, 0]])
+
+
+def test_r2e_gym_bad_lines_are_reported_with_file_line_and_field(tmp_path):
+    from r2e_fixtures import trajectory
+
+    root, _ = _r2e_dir(tmp_path)
+    bad = root / "eval_ckpt_struct_t2_step30.jsonl"
+    good = trajectory("img:ok", 1.0, exp_name="x")
+    no_image = json.loads(good)
+    del no_image["docker_image"], no_image["ds"]["docker_image"]
+    bad_reward = json.loads(good) | {"reward": "yes"}
+    bad.write_text(good + "\n" + json.dumps(no_image) + "\n" + json.dumps(bad_reward) + "\n{truncated\n")
+    with pytest.raises(IngestError) as info:
+        ingest_runs([root], progress=False)
+    text = str(info.value)
+    for needle in (
+        f"{bad}:2: field 'ds.docker_image': missing",
+        f"{bad}:3: field 'reward': 'yes' is not a finite number",
+        f"{bad}:4: ",
+    ):
+        assert needle in text, text
+    res = ingest_runs([root], strict=False, progress=False)
+    acc = res.accounting
+    assert acc["rows_read"] == 15 and acc["rows_kept"] == 12 and acc["rows_rejected"] == 3
+    assert res.trials.sizes["trial"] == 12 and int((res.trials["step"] == 30).sum()) == 1

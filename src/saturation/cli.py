@@ -178,14 +178,15 @@ def _cmd_ingest_runs(args: argparse.Namespace) -> int:
     for d in acc["dirs"]:
         _print(
             f"{d['dir']} (run {d['run']}): {d['trajectory_files']} trajectory files, {d['eval_dump_files']} "
-            f"eval dumps, {d['console_logs']} console logs, {d['metrics_csvs']} metrics CSVs, "
-            f"{d['index_files']} index files, {d['ignored_files']} ignored"
+            f"eval dumps, {len(d['console_logs'])} console logs, {d['metrics_csvs']} metrics CSVs, "
+            f"{d['r2e_trajectory_files']} R2E-Gym eval files, {d['index_files']} index files, "
+            f"{d['ignored_files']} ignored"
         )
         for name in d["ignored"][:10]:
             _print(f"  ignored (not a SkyRL file): {name}")
     _print(
-        f"rows read {acc['rows_read']}: kept {acc['rows_kept']} (of which ungraded {acc['rows_ungraded']}: "
-        + ", ".join(f"{k} {v}" for k, v in acc["ungraded_reasons"].items())
+        f"rows read {acc['rows_read']}: kept {acc['rows_kept']} (of which ungraded {acc['rows_ungraded']}"
+        + "".join(f"{': ' if i == 0 else ', '}{k} {v}" for i, (k, v) in enumerate(acc["ungraded_reasons"].items()))
         + f"), rejected {acc['rows_rejected']}, superseded eval-dump rows {acc['rows_superseded']}"
     )
     if acc["answer_statuses"]:

@@ -18,6 +18,10 @@ Dataset, with every file, line and row accounted for:
 * wandb run directories (``wandb/run-*/``, ``wandb/offline-run-*/``) - per-step metrics from
   the ``run-*.wandb`` history (optional extra ``saturation[wandb]``; :mod:`saturation.wandb_history`);
 * per-step metrics CSVs (``*.csv``) - merged into the metrics Dataset;
+* R2E-Gym trajectory files (``{exp_name}.jsonl``, one ``Trajectory.model_dump_json()`` per
+  line, recognised by its first bytes ``{"trajectory_steps":``) - one eval trial per line
+  with the binary resolve ``reward``; the checkpoint step from the file name
+  (``CKPT_STEP_RE``), the run label and arm from ``eval_log_index.txt``;
 * anything else is listed as ignored.
 
 Nothing is evaluated or unpickled: JSON and Python literals only.
@@ -77,6 +81,14 @@ CKPT_STEP_RE = re.compile(r"(?:global_step|step|ckpt)[_-]?(?P<step>\d+)", re.I)
 #: an index line longer than this is malformed (and the line regex stays cheap)
 MAX_INDEX_LINE = 4096
 INDEX_LINE_RE = re.compile(r"^(?P<name>\S+?)\s*(?:[,:=\t]|->|\s)\s*(?P<label>\S.*?)\s*$")
+#: the first bytes of an R2E-Gym trajectory file: ``Trajectory.model_dump_json()`` (pydantic's
+#: compact JSON, fields in declaration order; R2E-Gym@69bc953
+#: ``src/r2egym/agenthub/trajectory/trajectory.py:49-57``) written one per line by
+#: ``runagent_multiple`` (``src/r2egym/agenthub/run/edit.py:218,290``)
+R2E_SIGNATURE = '{"trajectory_steps":'
+JSONL_SUFFIXES = (".jsonl", ".jsonl.zst")
+#: the dataset coordinate of R2E-Gym trials whose ``ds`` names no data source
+R2E_DATASET = "r2egym"
 #: the step given to eval-only results whose checkpoint step is in no file or directory name
 EVAL_ONLY_STEP = 0
 
@@ -105,6 +117,7 @@ class RunContents:
     wandb_runs: list[Path] = field(default_factory=list)  # the wandb run directories
     wandb_files: list[Path] = field(default_factory=list)  # every file inside them
     metrics_csvs: list[Path] = field(default_factory=list)
+    r2e_trajectories: list[Path] = field(default_factory=list)  # R2E-Gym {exp_name}.jsonl files
     index: list[Path] = field(default_factory=list)
     ignored: list[Path] = field(default_factory=list)
 
@@ -116,6 +129,7 @@ class RunContents:
             "console_logs": len(self.logs),
             "wandb_runs": len(self.wandb_runs),
             "metrics_csvs": len(self.metrics_csvs),
+            "r2e_trajectory_files": len(self.r2e_trajectories),
             "index_files": len(self.index),
             "ignored_files": len(self.ignored),
         }
@@ -162,6 +176,8 @@ def scan_run_dir(root: str | Path) -> RunContents:
             out.logs.append(path)
         elif name.endswith(METRICS_SUFFIXES):
             out.metrics_csvs.append(path)
+        elif name.endswith(JSONL_SUFFIXES) and is_r2e_trajectory_file(path):
+            out.r2e_trajectories.append(path)
         else:
             out.ignored.append(path)
     out.wandb_runs = sorted(wandb_dirs)
@@ -175,7 +191,20 @@ def looks_like_run_dir(path: str | Path) -> bool:
     if not path.is_dir():
         return False
     c = scan_run_dir(path)
-    return bool(c.trajectories or c.eval_dumps or c.eval_aggregates or c.logs or c.wandb_runs or c.index)
+    return bool(
+        c.trajectories or c.eval_dumps or c.eval_aggregates or c.logs or c.wandb_runs or c.index or c.r2e_trajectories
+    )
+
+
+def is_r2e_trajectory_file(path: str | Path) -> bool:
+    """True when the file's first non-blank characters are an R2E-Gym trajectory's
+    (``R2E_SIGNATURE``); an unreadable file is not one (it is listed as ignored)."""
+    try:
+        with streams.open_text(path) as f:
+            head = f.read(4096).lstrip()
+    except (OSError, TruncatedStreamError, ValueError):
+        return False
+    return head.startswith(R2E_SIGNATURE)
 
 
 def read_index(path: str | Path, problems: list[str]) -> dict[str, str]:
@@ -596,6 +625,108 @@ def _add_eval_dump_rows(
     return superseded
 
 
+def _r2e_reward(value: Any) -> float | None:
+    """An R2E-Gym ``reward``: 0/1 (a float, or a bool from the SWE-bench path); None if unset."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int | float) and math.isfinite(value):
+        return float(value)
+    raise ValueError(f"{str(value)[:40]!r} is not a finite number")
+
+
+def _r2e_record(record: dict[str, Any], where: str, base: dict[str, Any], counts: dict[str, int]) -> dict[str, Any]:
+    """One R2E-Gym trajectory line as a trial (``sample`` numbers an instance's attempts in the file)."""
+    raw_ds = record.get("ds")
+    ds: Mapping[str, Any] = raw_ds if isinstance(raw_ds, Mapping) else {}
+    inst = next(
+        (str(src[k]) for src in (ds, record) for k in ("instance_id", "docker_image") if src.get(k)),
+        None,
+    )
+    if inst is None:
+        raise ValueError("field 'ds.docker_image': missing (no instance id)")
+    try:
+        reward = _r2e_reward(record.get("reward"))
+    except ValueError as exc:
+        raise ValueError(f"field 'reward': {exc}") from None
+    steps = record.get("trajectory_steps")
+    steps = steps if isinstance(steps, list) else []
+    tokens = [s.get("token_usage_total") for s in steps if isinstance(s, Mapping)]
+    sample = counts.get(inst, 0)
+    counts[inst] = sample + 1
+    return {
+        **base,
+        S.INSTANCE_ID: inst,
+        S.SAMPLE: sample,
+        S.DATASET: str(ds.get("data_source") or R2E_DATASET),
+        "source": where,
+        "stop_reason": str(record.get("exit_reason") or ""),
+        "error_message": "",
+        S.GRADED: reward is not None,
+        S.REWARD: 0.0 if reward is None else reward,
+        "ungraded_reason": L.NO_SCORE if reward is None else "",
+        "answer_status": "",
+        "agent_steps": float(len(steps)),
+        "tokens_total": float(sum(t for t in tokens if isinstance(t, int | float))) if tokens else math.nan,
+        **T.level_values(None),
+    }
+
+
+def _r2e_rows(path: Path, step: int, phase: str, run: str, arm: str | None, rows: _Rows, problems: list[str]) -> None:
+    """The trials of one R2E-Gym trajectory file; every non-blank line is read, kept or rejected."""
+    counts: dict[str, int] = {}
+    base = {S.RUN: run, S.STEP: step, S.PHASE: phase, **({S.ARM: arm} if arm is not None else {})}
+    try:
+        for number, raw in streams.iter_lines(path):
+            if not raw.strip():
+                continue
+            rows.read += 1
+            rows.bytes += len(raw)
+            where = f"{path}:{number}"
+            if raw is streams.OVERLONG:
+                problems.append(f"{where}: line longer than {streams.MAX_LINE_CHARS:,} characters")
+                rows.rejected += 1
+                continue
+            try:
+                record = json.loads(raw)
+                if not isinstance(record, dict):
+                    raise ValueError(f"expected a JSON object, found {type(record).__name__}")
+                rows.add(_r2e_record(record, where, base, counts))
+            except (ValueError, RecursionError) as exc:
+                problems.append(f"{where}: {str(exc)[:160]}")
+                rows.rejected += 1
+    except TruncatedStreamError as exc:
+        problems.append(f"{exc}; the lines before it were ingested")
+    except OSError as exc:
+        problems.append(f"{path}: unreadable ({exc}); the lines before it were ingested")
+
+
+def _add_r2e_rows(
+    c: RunContents,
+    only_step: int | None,
+    run: str,
+    arm: str | None,
+    index_map: Mapping[str, str],
+    rows: _Rows,
+    problems: list[str],
+    bar: Progress,
+) -> None:
+    """The rows of a directory's R2E-Gym trajectory files: a file's run label (and arm) is its
+    ``eval_log_index.txt`` label, else the directory's; its checkpoint step the last step
+    number in its name, else the directory's eval-only step (phase ``eval``); with neither,
+    phase ``eval_only`` at ``EVAL_ONLY_STEP``."""
+    for path in c.r2e_trajectories:
+        name = path.name[: -len(".zst")] if path.name.endswith(".zst") else path.name
+        label = index_map.get(path.name) or index_map.get(name) or index_map.get(Path(name).stem)
+        steps = CKPT_STEP_RE.findall(Path(name).stem)
+        step = int(steps[-1]) if steps else only_step
+        phase = "eval" if step is not None else "eval_only"
+        bar.set_item(f"ingest {path.name}")
+        _r2e_rows(path, EVAL_ONLY_STEP if step is None else step, phase, label or run, label or arm, rows, problems)
+        bar.update()
+
+
 def _eval_aggregate_points(
     c: RunContents, only: int, run: str, dir_name: str, index_map: Mapping[str, str], problems: list[str], bar: Progress
 ) -> list[tuple[str, int, dict[str, float], str]]:
@@ -693,6 +824,7 @@ def ingest_runs(
         + len(c.logs)
         + len(c.wandb_runs)
         + len(c.metrics_csvs)
+        + len(c.r2e_trajectories)
         + len(c.index)
         for c in contents
     )
@@ -742,12 +874,14 @@ def ingest_runs(
             superseded = _add_eval_dump_rows(c, only, run, include_added, eval_traj_keys, rows, problems, bar)
             eval_points += _eval_aggregate_points(c, only, run, root.name, index_map, problems, bar)
             csvs += _read_metrics_csvs(c, problems, bar)
-            bar.update(len(c.index))
             arm = next((arms[k] for k in (str(root), root.name) if k in arms), None)
+            _add_r2e_rows(c, only_step, run, arm, index_map, rows, problems, bar)
+            bar.update(len(c.index))
             if arm is not None:
                 rows.cols.setdefault(S.ARM, [None] * rows.n)
-                for i in range(start, rows.n):
-                    rows.cols[S.ARM][i] = arm
+                for i in range(start, rows.n):  # the directory's arm, where a row has none of its own
+                    if rows.cols[S.ARM][i] is None:
+                        rows.cols[S.ARM][i] = arm
             per_dir.append(
                 {
                     "dir": str(root),
