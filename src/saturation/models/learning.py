@@ -728,7 +728,8 @@ def diagnose_components(series: xr.Dataset, config: ComponentsConfig, *, seed: i
     -------
     Diagnosis
         Named ``"components"``; ``numbers["runs"][run]`` holds per component its trend
-        summary, probabilities, verdict and share, and ``composition_max_abs_error``.
+        summary, probabilities, verdict and share, and ``composition_max_abs_error`` and
+        ``composition_ok`` (None when no step logged the reward and every component).
 
     Notes
     -----
@@ -779,12 +780,15 @@ def diagnose_components(series: xr.Dataset, config: ComponentsConfig, *, seed: i
             err = composition_error(series, run, config.reward, variables, config.weights)
             out["composition_max_abs_error"] = err
             formula = " + ".join(f"{w:g} x {n}" for w, n in zip(config.weights, config.components, strict=True))
-            ok = bool(err <= COMPOSITION_TOLERANCE)
+            ok = None if np.isnan(err) else bool(err <= COMPOSITION_TOLERANCE)
             out["composition_ok"] = ok
-            sentence += (
-                f" The logged reward {'is' if ok else 'is NOT'} {formula} (largest difference {err:.2g} over the "
-                f"logged steps{'' if ok else f'; more than {COMPOSITION_TOLERANCE:g}: check the weights'})."
-            )
+            if ok is None:
+                sentence += f" Whether the logged reward is {formula} cannot be checked: no step logged all of them."
+            else:
+                sentence += (
+                    f" The logged reward {'is' if ok else 'is NOT'} {formula} (largest difference {err:.2g} over "
+                    f"the logged steps{'' if ok else f'; more than {COMPOSITION_TOLERANCE:g}: check the weights'})."
+                )
         numbers["runs"][run] = out
         verdicts[run] = sentence
     stamped = {**asdict(config), "runs": runs, "seed": seed}
