@@ -472,6 +472,12 @@ def test_compare_checks_come_before_the_fit(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().err == "error: --match context=: expected KEY or KEY=VALUE (e.g. context=81920)\n"
     assert main(["compare", str(path), "--arm-attr", "t9:context=1"]) == 2
     assert capsys.readouterr().err == "error: --arm-attr: unknown arm(s) t9; the data has t2, t2yarn\n"
+    assert main(["compare", str(path), "--x", "compute"]) == 2
+    assert capsys.readouterr().err.startswith("error: --x compute needs --metrics")
+    assert main(["compare", str(path), "--metrics", str(path)]) == 2
+    assert capsys.readouterr().err == "error: --metrics and --compute set the compute axis: add --x compute\n"
+    assert main(["compare", str(path), "--x", "compute", "--metrics", str(tmp_path / "nope.csv")]) == 2
+    assert "nope.csv: no such file or directory" in capsys.readouterr().err
     one = _small_table(tmp_path / "one.csv")
     (tmp_path / "noarm.csv").write_text(
         "\n".join(",".join(line.split(",")[:-1]) for line in one.read_text().splitlines()) + "\n"
@@ -500,6 +506,19 @@ def test_compare_command_fits_simulated_arms_and_writes_the_json_contract(tmp_pa
     text = capsys.readouterr().out
     assert "asymptote" in text and "no confounder declared" in text and "converged" in text
     assert "more steps (to step 60)" in text and "predictive intervals covered" in text
+    # the same arms on a compute axis: the runs' logged seconds per step
+    from saturation.series import write_metrics_csv
+    from saturation.simulate import simulate_arm_step_metrics
+
+    metrics = write_metrics_csv(simulate_arm_step_metrics(seed=0)[0], tmp_path / "metrics.csv")
+    on_compute = tmp_path / "compute.json"
+    argv = ["compare", str(arms), "--x", "compute", "--metrics", str(metrics), "--json", str(on_compute)]
+    assert main(argv) == 0
+    got = json.loads(on_compute.read_text())
+    assert got["x"] == {"axis": "compute", "compute": "timing/step"}
+    assert set(got["data"]["compute"]["arms"]) == {"t2", "t2yarn"}
+    text = capsys.readouterr().out
+    assert "x = cumulative timing/step (compute)" in text and "cumulative timing/step, at step" in text
 
 
 def test_numbers_out_of_range_are_usage_errors(capsys):

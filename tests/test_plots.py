@@ -770,6 +770,34 @@ def sigmoid_fit():
     return sigmoid.SigmoidFit(idata, sigmoid.SigmoidConfig(horizon=5), data, est, {"converged": True}, {})
 
 
+def test_saturation_curves_on_a_compute_axis_are_drawn_against_the_compute(sigmoid_fit):
+    from dataclasses import replace
+
+    from saturation.models import sigmoid
+    from saturation.simulate import SigmoidArm, SigmoidArmsSpec, simulate_arm_step_metrics, simulate_sigmoid_arms
+
+    spec = SigmoidArmsSpec(
+        arms=(SigmoidArm("a", n_steps=12, seconds_per_step=500.0), SigmoidArm("b", n_steps=8, seconds_per_step=900.0)),
+        n_steps=12,
+        prompts_per_step=4,
+        samples_per_prompt=4,
+    )
+    trials, _ = simulate_sigmoid_arms(spec, seed=2)
+    data = sigmoid.arm_steps(trials, metrics=simulate_arm_step_metrics(spec, seed=2, cv=0.0)[0])
+    post = sigmoid_fit.idata.posterior.copy()
+    post["midpoint"] = post["midpoint"] * 500.0  # the made-up midpoints in compute units
+    fit = replace(sigmoid_fit, idata=az.InferenceData(posterior=post), data=data)
+    frame = plots.saturation_curves_data(fit)
+    b = _by(frame, arm="b")
+    np.testing.assert_allclose(b["x"], 900.0 * b["step"])  # through step 8, then the same rate
+    fig = _new_figure(plots.plot_saturation_curves, fit)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "cumulative timing/step (compute)"
+    seen = _by(frame, arm="b", forecast=False)
+    _assert_xy(_line(ax, "b"), seen["x"], seen["mean"])
+    assert _overlaps(fig) == []
+
+
 def test_saturation_curves_data_is_the_fits_curve_over_data_and_horizon(sigmoid_fit):
     frame = plots.saturation_curves_data(sigmoid_fit)
     a, b = _by(frame, arm="a"), _by(frame, arm="b")

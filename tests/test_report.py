@@ -80,6 +80,23 @@ tune = 100
 chains = 2
 seed = 1
 """)
+    (specs / "compute.toml").write_text("""
+[analysis]
+kind = "compare"
+title = "Tool arms on the compute axis (tiny, short chains)"
+[data]
+trials = "embedded:r2egym"
+metrics = "embedded:r2egym-compute"
+[model]
+arms = ["t2", "t2yarn"]
+reference = "t2yarn"
+x = "compute"
+[sampler]
+draws = 100
+tune = 100
+chains = 2
+seed = 1
+""")
     (specs / "transfer.toml").write_text("""
 [analysis]
 kind = "transfer"
@@ -109,7 +126,10 @@ def test_small_report_end_to_end_and_cache(tmp_path, monkeypatch, crossing_spec)
     out = tmp_path / "report"
     rep = run_report([specs], out=out, progress=False)
     names = {s.name: s for s in rep.sections}
-    assert set(names) == {"plateau", "diagnose", "series", "transfer", "compare"}
+    assert set(names) == {"plateau", "diagnose", "series", "transfer", "compare", "compute"}
+    assert "midpoint ratio" in names["compute"].verdict
+    arms_md = (out / "compute" / "arms.md").read_text()
+    assert "midpoint (cumulative timing/step)" in arms_md
     assert "CONFOUNDED by context 32768 (t2) vs 81920 (t2yarn)" in names["compare"].verdict
     assert "Back-test: t2: fitted on its first 40 steps" in names["compare"].verdict
     series = names["series"]

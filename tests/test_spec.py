@@ -29,6 +29,7 @@ def test_shipped_specs_validate():
         "swegym-transfer",
         "code-contests",
         "r2egym-tools",
+        "r2egym-tools-compute",
     }
     assert {s.kind for s in specs} == set(KINDS)
     for s in specs:
@@ -154,6 +155,9 @@ def test_every_shipped_spec_builds_its_one_typed_config():
     assert isinstance(tools, SigmoidConfig) and tools.reference == "t2yarn" and tools.sampler == DEFAULT_SAMPLER
     assert tools.arm_attrs == {"t2": {"context": "32768"}, "t2yarn": {"context": "81920"}, "t2ns": {"context": "81920"}}
     assert tools.match == {"context": "81920"} and (tools.horizon, tools.delta) == (20, 0.01)
+    assert tools.x == "step"
+    on_compute = configs["r2egym-tools-compute"]
+    assert isinstance(on_compute, SigmoidConfig) and (on_compute.x, on_compute.compute) == ("compute", "timing/step")
 
 
 def test_compare_spec_problems_are_listed(tmp_path):
@@ -180,6 +184,44 @@ backtest = 3
     )
     for needle in needles:
         assert needle in text, text
+
+
+def test_compare_spec_compute_axis_problems_are_listed(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text("""
+[analysis]
+kind = "compare"
+[data]
+trials = "embedded:r2egym"
+[model]
+x = "compute"
+""")
+    with pytest.raises(SpecError, match=r'x = "compute" needs \[data\] metrics'):
+        load_spec(path)
+    path.write_text("""
+[analysis]
+kind = "compare"
+[data]
+trials = "embedded:r2egym"
+metrics = "embedded:nope"
+[model]
+compute = "timing/step"
+x = "tokens"
+""")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    text = str(info.value)
+    for needle in ("metrics: no embedded data set 'nope'", "x: ['tokens'] not among ['step', 'compute']"):
+        assert needle in text, text
+    path.write_text("""
+[analysis]
+kind = "plateau"
+[data]
+trials = "embedded:swesmith"
+metrics = "embedded:r2egym-compute"
+""")
+    with pytest.raises(SpecError, match="metrics .* is a compare spec's"):
+        load_spec(path)
 
 
 def test_series_spec_component_problems_are_listed(tmp_path):

@@ -705,10 +705,10 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
         diagnose_reliability,
         fit_pass_at_k,
     )
-    from saturation.series import read_metrics_csv
+    from saturation.series import read_metrics
 
     ds = _load_trials_arg(args.trials, "swesmith")
-    series = read_metrics_csv(args.metrics) if args.metrics else replica.load_embedded("code-contests")
+    series = read_metrics(args.metrics) if args.metrics else replica.load_embedded("code-contests")
     kw = {"seed": args.seed, "draws": args.draws, "chains": args.chains}
     results = [diagnose_cardinality(ds, run=args.run, **kw)]
     has_series = {"reward_mean", "pass_at_k"} <= set(map(str, series.data_vars))
@@ -924,13 +924,20 @@ def _cmd_transfer(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------ compare
-def _cmd_compare(args: argparse.Namespace) -> int:
+def _compare_options(args: argparse.Namespace) -> tuple[list[str] | None, dict[str, Any], dict[str, Any]]:
+    """``compare``'s options checked before any data is read: the arms, the declared arm
+    properties and confounders, the x axis and the inputs and outputs."""
     arms = _split_names(args.arms, "--arms")
     if arms is not None and args.reference is not None and args.reference not in arms:
         raise UsageError(f"--reference {args.reference} is not one of --arms {_names(arms)}")
     _check_sampler_installed(args.sampler)
+    if args.x == "compute" and not args.metrics:
+        raise UsageError("--x compute needs --metrics (the per-step metrics of the arms' runs, with --compute)")
+    if args.x == "step" and (args.metrics or args.compute):
+        raise UsageError("--metrics and --compute set the compute axis: add --x compute")
     _require_inputs(args.trials)
-    _check_outputs(args.trials, [args.json, args.idata])
+    _require_inputs([args.metrics] if args.metrics else [], "--metrics")
+    _check_outputs([*args.trials, *([args.metrics] if args.metrics else [])], [args.json, args.idata])
     from saturation.arms import parse_arm_properties  # light: checked before the data load
 
     try:
@@ -941,18 +948,28 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         _, match = parse_arm_properties([], args.match or [])
     except ValueError as err:
         raise UsageError(f"--match {err}") from None
+    return arms, arm_attrs, match
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    arms, arm_attrs, match = _compare_options(args)
     ds = _load_trials_arg(args.trials, "")
     _check_transfer_data(ds, arms, args.reference)
     from saturation.models.sigmoid import (
+        DEFAULT_COMPUTE,
         DEFAULT_SAMPLER,
         SigmoidConfig,
         arm_steps,
+        axis_words,
         backtest_sigmoid,
         check_backtest,
         fit_sigmoid,
     )
+    from saturation.series import read_metrics
 
-    data = arm_steps(ds, arms)
+    compute = args.compute or DEFAULT_COMPUTE
+    metrics = read_metrics(args.metrics) if args.metrics else None
+    data = arm_steps(ds, arms, metrics=metrics, compute=compute)
     unknown = sorted(set(arm_attrs) - set(data.arms))
     if unknown:
         raise UsageError(f"--arm-attr: unknown arm(s) {_names(unknown)}; the data has {_names(data.arms)}")
@@ -971,18 +988,28 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         delta=args.delta,
         arm_attrs=arm_attrs,
         match=match,
+        x=args.x,
+        compute=compute,
     )
     fit = fit_sigmoid(data, config, seed=args.seed)
     out = fit.to_dict()
+    axis, unit = axis_words(fit.data)
     _print(
-        f"saturation curves (Khatri et al. 2025 sigmoid, x = step from 1): arms {_names(fit.data.arms)}, reference "
+        f"saturation curves (Khatri et al. 2025 sigmoid, x = {axis}): arms {_names(fit.data.arms)}, reference "
         f"{out['reference']}, {out['data']['n_trials']} trials, {out['likelihood']} likelihood, "
         f"{int(S.HDI_PROB * 100)}% HDI"
     )
+    digits = 1 if fit.data.compute is None else 3
     for arm, e in out["arms"].items():
+        mid = e["midpoint"]
+        mid_text = (
+            _fmt(mid, digits)
+            if fit.data.compute is None
+            else f"{mid['mean']:.3g} [{mid['hdi'][0]:.3g}, {mid['hdi'][1]:.3g}]"
+        )
         _print(
             f"  {arm}: asymptote {_fmt(e['asymptote'], 3)}, efficiency {_fmt(e['efficiency'], 2)}, midpoint "
-            f"{_fmt(e['midpoint'], 1)} steps, at step {e['last']['step']} {_fmt(e['last'], 3)}, unused headroom "
+            f"{mid_text} {unit}, at step {e['last']['step']} {_fmt(e['last'], 3)}, unused headroom "
             f"{_fmt(e['unused_headroom'], 3)}"
         )
     for sentence in fit.verdicts().values():
@@ -1388,7 +1415,11 @@ def build_parser() -> argparse.ArgumentParser:
         "entropy (default: embedded SWE-smith trials + code-contests series)",
     )
     p.add_argument("trials", nargs="*", metavar="TRIALS", help="trial tables or a .nc Dataset")
-    p.add_argument("--metrics", metavar="CSV", help="per-step metrics CSV (columns run, step, metric names)")
+    p.add_argument(
+        "--metrics",
+        metavar="PATH",
+        help="per-step metrics: a CSV (columns run, step, metric names) or the .nc of ingest --metrics-out",
+    )
     p.add_argument("--run", help="run of the trials to analyse when they hold several")
     p.add_argument(
         "--pass-rope",
@@ -1541,6 +1572,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="also compare the sigmoid with the hinge and the exponential approach per arm by leave-one-step-out "
         "(stacking weights; the sigmoid refitted with the Gaussian likelihood when it is binomial): is a ceiling "
         "an artefact of the curve family? (default: off)",
+    )
+    p.add_argument(
+        "--x",
+        choices=("step", "compute"),
+        default="step",
+        help="the curve's x axis: the step (default) or the compute each arm's run spent through the step "
+        "(cumulative --compute from --metrics)",
+    )
+    p.add_argument(
+        "--metrics",
+        metavar="PATH",
+        help="--x compute: per-step metrics of the arms' runs (a metrics CSV, or the .nc of ingest --metrics-out)",
+    )
+    p.add_argument(
+        "--compute",
+        metavar="KEY[*KEY]",
+        help="--x compute: the per-step compute metric, a logged key or a product of keys (default timing/step, "
+        "seconds per step; tokens: generate/avg_num_tokens*generate/batch_num_seq)",
     )
     _add_sampler_args(p, "compare", defaults=(2000, 1500, 4))  # models.sigmoid.DEFAULT_SAMPLER
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")

@@ -639,24 +639,28 @@ def plot_saturation_curves(fit: Any, *, ax: Axes | None = None) -> Figure:
     the forecast horizon (dashed, lighter band), and at the right each arm's ceiling (the
     asymptote's posterior mean and 94 % HDI)."""
     frame = saturation_curves_data(fit)
+    compute = getattr(fit.data, "compute", None) is not None
+    xcol = "x" if compute else "step"  # on a compute axis: the compute spent through each step
     with style():
         fig, ax_ = _figure(ax, COLUMN, 2.4)
-        right = float(frame["step"].max())
+        right = float(frame[xcol].max())
+        # the ceiling markers right of the data: 4 and 3 steps apart, or the same share of the compute
+        unit = right / float(frame["step"].max()) if compute else 1.0
         arms = list(dict.fromkeys(frame["arm"]))
         for i, arm in enumerate(arms):
             sub = frame[frame["arm"] == arm]
             seen, ahead = sub[~sub["forecast"]], sub[sub["forecast"]]
-            ax_.plot(seen["step"], seen["observed"], "o", color=colour(i), ms=1.8, alpha=0.5, mec="none")
-            ax_.fill_between(seen["step"], seen["hdi_low"], seen["hdi_high"], color=colour(i), alpha=BAND_ALPHA, lw=0)
-            ax_.plot(seen["step"], seen["mean"], color=colour(i), label=str(arm))
+            ax_.plot(seen[xcol], seen["observed"], "o", color=colour(i), ms=1.8, alpha=0.5, mec="none")
+            ax_.fill_between(seen[xcol], seen["hdi_low"], seen["hdi_high"], color=colour(i), alpha=BAND_ALPHA, lw=0)
+            ax_.plot(seen[xcol], seen["mean"], color=colour(i), label=str(arm))
             if len(ahead):
                 edge = pd.concat([seen.iloc[-1:], ahead])
                 ax_.fill_between(
-                    edge["step"], edge["hdi_low"], edge["hdi_high"], color=colour(i), alpha=BAND_ALPHA / 2, lw=0
+                    edge[xcol], edge["hdi_low"], edge["hdi_high"], color=colour(i), alpha=BAND_ALPHA / 2, lw=0
                 )
-                ax_.plot(edge["step"], edge["mean"], color=colour(i), ls="--", lw=0.9)
+                ax_.plot(edge[xcol], edge["mean"], color=colour(i), ls="--", lw=0.9)
             row = sub.iloc[0]
-            x = right + 4 + 3 * i
+            x = right + (4 + 3 * i) * unit
             ax_.errorbar(
                 x,
                 row["asymptote"],
@@ -667,9 +671,11 @@ def plot_saturation_curves(fit: Any, *, ax: Axes | None = None) -> Figure:
                 elinewidth=1,
                 capsize=0,
             )
-        ax_.axvline(right + 2, color="0.8", lw=0.6)
-        ax_.text(right + 3, 1.0, "ceiling", transform=ax_.get_xaxis_transform(), fontsize=6, va="top", color="0.3")
-        ax_.set_xlabel("step")
+        ax_.axvline(right + 2 * unit, color="0.8", lw=0.6)
+        ax_.text(
+            right + 3 * unit, 1.0, "ceiling", transform=ax_.get_xaxis_transform(), fontsize=6, va="top", color="0.3"
+        )
+        ax_.set_xlabel(f"cumulative {fit.data.compute_key} (compute)" if compute else "step")
         ax_.set_ylabel("reward (all rollouts)")
         ax_.legend(loc="upper left")
     return fig

@@ -44,6 +44,7 @@ from saturation.simulate import (
     SigmoidArmsSpec,
     TransferSpec,
     level_curves,
+    simulate_arm_step_metrics,
     simulate_plateau,
     simulate_series_runs,
     simulate_sigmoid_arms,
@@ -197,9 +198,38 @@ CODE_CONTESTS_PLATEAU_STEP = 15
 #: from 0.08 towards ceilings of 0.30 (t2), 0.36 (t2yarn) and 0.33 (t2ns).
 R2EGYM_SPEC = SigmoidArmsSpec(
     arms=(
-        SigmoidArm("t2", r0=0.08, asymptote=0.30, efficiency=1.4, midpoint=18.0, n_steps=84),
-        SigmoidArm("t2yarn", r0=0.08, asymptote=0.36, efficiency=1.4, midpoint=22.0, n_steps=60),
-        SigmoidArm("t2ns", r0=0.08, asymptote=0.33, efficiency=1.2, midpoint=14.0, n_steps=48),
+        # the seconds per step and response tokens per rollout (the compute axis) are ASSUMED
+        # too: the 81k-context arms write longer transcripts and take longer steps
+        SigmoidArm(
+            "t2",
+            r0=0.08,
+            asymptote=0.30,
+            efficiency=1.4,
+            midpoint=18.0,
+            n_steps=84,
+            seconds_per_step=600.0,
+            tokens_per_rollout=9000.0,
+        ),
+        SigmoidArm(
+            "t2yarn",
+            r0=0.08,
+            asymptote=0.36,
+            efficiency=1.4,
+            midpoint=22.0,
+            n_steps=60,
+            seconds_per_step=950.0,
+            tokens_per_rollout=15000.0,
+        ),
+        SigmoidArm(
+            "t2ns",
+            r0=0.08,
+            asymptote=0.33,
+            efficiency=1.2,
+            midpoint=14.0,
+            n_steps=48,
+            seconds_per_step=800.0,
+            tokens_per_rollout=12000.0,
+        ),
     ),
     n_steps=84,
     prompts_per_step=16,
@@ -213,6 +243,8 @@ R2EGYM_SPEC = SigmoidArmsSpec(
 #: assumed context lengths of the arms (the matched-context comparison is at 81,920)
 R2EGYM_CONTEXT = {"t2": 32768, "t2yarn": 81920, "t2ns": 81920}
 R2EGYM_SEED = 20260813
+#: step-to-step variation of the r2egym runs' logged seconds and tokens (ASSUMED)
+R2EGYM_COMPUTE_CV = 0.1
 
 
 def code_contests_checks(ds: xr.Dataset) -> list[str]:
@@ -261,7 +293,7 @@ EMBEDDED_TRIALS = {
     "swegym": "swegym-transfer.trials.csv.zst",
     "r2egym": "r2egym-tools.trials.csv.zst",
 }
-EMBEDDED_SERIES = {"code-contests": "code-contests.metrics.csv"}
+EMBEDDED_SERIES = {"code-contests": "code-contests.metrics.csv", "r2egym-compute": "r2egym-tools.metrics.csv"}
 
 
 def data_dir() -> Path:
@@ -310,11 +342,13 @@ def build_embedded(outdir: str | Path) -> dict[str, Any]:
     transfer, _ = simulate_transfer(SWEGYM_SPEC, SWEGYM_SEED)
     series, _ = simulate_series_runs(CODE_CONTESTS_SPECS, CODE_CONTESTS_SEED)
     tools, _ = simulate_sigmoid_arms(R2EGYM_SPEC, R2EGYM_SEED)
+    tools_compute, _ = simulate_arm_step_metrics(R2EGYM_SPEC, R2EGYM_SEED, cv=R2EGYM_COMPUTE_CV)
     files = {
         EMBEDDED_TRIALS["swesmith"]: write_table(plateau, outdir / EMBEDDED_TRIALS["swesmith"]),
         EMBEDDED_TRIALS["swegym"]: write_table(transfer, outdir / EMBEDDED_TRIALS["swegym"]),
         EMBEDDED_TRIALS["r2egym"]: write_table(tools, outdir / EMBEDDED_TRIALS["r2egym"]),
         EMBEDDED_SERIES["code-contests"]: write_metrics_csv(series, outdir / EMBEDDED_SERIES["code-contests"]),
+        EMBEDDED_SERIES["r2egym-compute"]: write_metrics_csv(tools_compute, outdir / EMBEDDED_SERIES["r2egym-compute"]),
     }
     manifest = {
         "synthetic": S.SYNTHETIC_LABEL,

@@ -54,7 +54,7 @@ from saturation.models.learning import (
 from saturation.models.plateau import STOPPED_VERDICTS, PlateauConfig
 from saturation.models.runs import fit_plateau_runs
 from saturation.models.sampling import interval, merge_diagnostics, nuisance_text
-from saturation.models.sigmoid import SigmoidConfig, arm_steps, backtest_sigmoid, fit_sigmoid
+from saturation.models.sigmoid import SigmoidConfig, arm_steps, axis_words, backtest_sigmoid, fit_sigmoid
 from saturation.models.transfer import TransferConfig
 from saturation.plots import save_figure
 from saturation.progress import Progress
@@ -75,6 +75,7 @@ from saturation.spec import (
     data_path,
     default_spec_dir,
     load_data,
+    load_metrics,
     load_spec,
     load_specs,
 )
@@ -781,9 +782,11 @@ def _compare(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
     comparison."""
     config = analysis_config(spec)
     assert isinstance(config, SigmoidConfig)
-    data = arm_steps(ds, list(config.arms) if config.arms else None)
+    metrics = load_metrics(spec) if config.x == "compute" else None
+    data = arm_steps(ds, list(config.arms) if config.arms else None, metrics=metrics, compute=config.compute)
     fit = fit_sigmoid(data, config, seed=spec.seed)
     est = fit.to_dict()
+    axis, unit = axis_words(data)
     out.idata(fit.idata, "sigmoid_fit")
     ref = est["reference"]
     rows = []
@@ -794,7 +797,7 @@ def _compare(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
                 "arm": arm,
                 "asymptote": interval_cell(e["asymptote"]),
                 "efficiency": interval_cell(e["efficiency"], 2),
-                "midpoint (steps)": interval_cell(e["midpoint"], 1),
+                f"midpoint ({unit})": interval_cell(e["midpoint"], 1 if data.compute is None else 0),
                 "at its last step": interval_cell(e["last"]),
                 "last step": e["last"]["step"],
                 "unused headroom": interval_cell(e["unused_headroom"]),
@@ -812,6 +815,8 @@ def _compare(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
                 "asymptote difference": interval_cell(c["asymptote_diff"]),
                 "P(asymptote higher)": c["p_asymptote_higher"],
                 "efficiency difference": interval_cell(c["efficiency_diff"], 2),
+                "midpoint ratio": interval_cell(c["midpoint_ratio"], 2),
+                "P(halfway sooner)": c["p_midpoint_lower"],
                 f"gap at step {c['last_diff']['step']}": interval_cell(c["last_diff"]),
                 "confounded": "not checked" if c["confounded"] is None else ("yes" if c["confounded"] else "no"),
             }
@@ -837,7 +842,8 @@ def _compare(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
         out.figure(
             lambda: plots.plot_saturation_curves(fit),
             "saturation",
-            f"Saturation curve per arm: per-step all-rollout reward (points), the fitted sigmoid's posterior mean "
+            f"Saturation curve per arm (x = {axis}): per-step all-rollout reward (points), the fitted sigmoid's "
+            f"posterior mean "
             f"and {S.HDI_LABEL} band over the data (solid) and over the next {config.horizon} steps (dashed: an "
             f"extrapolation), and each arm's posterior mean ceiling (dotted). Data: {est['data']['n_trials']} trials, "
             f"{est['likelihood']} likelihood.",
@@ -874,7 +880,8 @@ def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, f
     """Run one analysis (or reuse its cached outputs) and write its files under ``out_dir/<name>``."""
     key_name = "series" if spec.kind == "series" else "trials"
     reference, ref_hash = _reference(spec)
-    parts = [spec.canonical(), data_hash(spec, key_name, data), ref_hash, __version__]
+    metrics_hash = data_hash(spec, "metrics") if "metrics" in spec.data else ""
+    parts = [spec.canonical(), data_hash(spec, key_name, data), ref_hash, metrics_hash, __version__]
     key = hashlib.sha256("\n".join(parts).encode()).hexdigest()
     record = out_dir / spec.name / "section.json"
     if record.exists() and not force:

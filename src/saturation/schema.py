@@ -6,7 +6,10 @@ Every module imports these constants instead of spelling the strings again.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 #: The one interval convention of the package: 94 % highest-density intervals.
 HDI_PROB: Final = 0.94
@@ -147,3 +150,15 @@ SCENARIO_NAMES: Final = (
     "code-contests",
     "sigmoid-arms",
 )
+
+
+def metric_variable(series: xr.Dataset, name: str, what: str = "metric") -> str:
+    """The variable of a per-step series named by its logged key (``attrs['metric_name']``,
+    e.g. ``timing/step``) or by its variable name; KeyError naming the logged metrics otherwise."""
+    if name in series.data_vars:
+        return name
+    for var in series.data_vars:
+        if series[var].attrs.get("metric_name") == name:
+            return str(var)
+    logged = sorted(str(series[v].attrs.get("metric_name", v)) for v in series.data_vars)
+    raise KeyError(f"the series has no {what} {name!r} (logged metrics: {logged})")

@@ -134,3 +134,17 @@ def _safe_name(metric: str) -> str:
         if metric.startswith(prefix):
             return var
     return "".join(ch if ch.isalnum() else "_" for ch in metric).strip("_")
+
+
+def read_metrics(path: str | Path) -> xr.Dataset:
+    """A per-step metrics file: the netCDF ``saturation ingest --metrics-out`` writes
+    (``.nc``), else a metrics CSV (:func:`read_metrics_csv`). ValueError when a netCDF file
+    is not a (run, step) series."""
+    path = Path(path)
+    if path.suffix != ".nc":
+        return read_metrics_csv(path)
+    ds = xr.load_dataset(path)
+    if not {S.RUN, S.STEP} <= set(ds.dims):
+        raise ValueError(f"{path}: not a per-step metrics file (dims {sorted(map(str, ds.dims))}, need run and step)")
+    ds.attrs.setdefault(S.ATTR_SOURCES, json.dumps([str(path)]))
+    return ds

@@ -675,6 +675,10 @@ class SigmoidArm:
     midpoint: float = 10.0
     #: steps this arm ran (default the spec's ``n_steps``): runs of one study need not share a budget
     n_steps: int | None = None
+    #: the run's mean wall-clock seconds per training step (``timing/step``) and mean response
+    #: tokens per rollout (``generate/avg_num_tokens``), for :func:`simulate_arm_step_metrics`
+    seconds_per_step: float = 600.0
+    tokens_per_rollout: float = 8000.0
 
 
 @dataclass(frozen=True)
@@ -767,6 +771,63 @@ def simulate_sigmoid_arms(spec: SigmoidArmsSpec | None = None, seed: int = 0) ->
             for a in spec.arms
         },
         "seed": seed,
+    }
+    return ds, truth
+
+
+def simulate_arm_step_metrics(
+    spec: SigmoidArmsSpec | None = None, seed: int = 0, *, cv: float = 0.1
+) -> tuple[xr.Dataset, dict[str, Any]]:
+    """The per-step compute metrics of :func:`simulate_sigmoid_arms`'s runs, as SkyRL logs them.
+
+    Per run (``{run_prefix}-{arm}``) and step: ``timing/step`` (seconds; SkyRL's ``Timer``,
+    skyrl/train/trainer.py:342,527), ``generate/avg_num_tokens`` (mean response tokens per
+    rollout, generators/utils.py:456-459) and ``generate/batch_num_seq`` (rollouts in the
+    step, trainer.py:962-967), each mean times a log-normal factor with coefficient of
+    variation ``cv`` (``cv = 0``: constant).
+
+    Parameters
+    ----------
+    spec : SigmoidArmsSpec, optional
+        The arms (their ``seconds_per_step`` and ``tokens_per_rollout``) and the design.
+    seed : int, default 0
+        Seed of the random generator.
+    cv : float, default 0.1
+        Step-to-step variation of the seconds and the tokens.
+
+    Returns
+    -------
+    (xarray.Dataset, dict)
+        Series (dims run, step; the logged key in ``attrs['metric_name']``) and the truth:
+        per arm its run, ``seconds_per_step`` and ``tokens_per_rollout``.
+    """
+    spec = spec or SigmoidArmsSpec()
+    rng = np.random.default_rng([seed, 20261202])
+    sigma = float(np.sqrt(np.log1p(cv**2)))
+    steps = spec.first_step + np.arange(spec.n_steps)
+    runs = [f"{spec.run_prefix}-{a.name}" for a in spec.arms]
+    shape = (len(spec.arms), spec.n_steps)
+
+    def noisy(mean: np.ndarray) -> np.ndarray:
+        return mean[:, None] * np.exp(sigma * rng.standard_normal(shape) - sigma**2 / 2)
+
+    seconds = noisy(np.array([a.seconds_per_step for a in spec.arms]))
+    tokens = noisy(np.array([a.tokens_per_rollout for a in spec.arms]))
+    lengths = np.array([[min(a.n_steps or spec.n_steps, spec.n_steps)] for a in spec.arms])
+    ran = np.arange(spec.n_steps)[None, :] < lengths
+    keys = {"timing/step": seconds, "generate/avg_num_tokens": tokens}
+    keys["generate/batch_num_seq"] = np.full(shape, float(spec.prompts_per_step * spec.samples_per_prompt))
+    names = metric_variable_names(list(keys))
+    ds = xr.Dataset(
+        {names[k]: ((S.RUN, S.STEP), np.where(ran, v, np.nan)) for k, v in keys.items()},
+        coords={S.RUN: runs, S.STEP: steps},
+    )
+    for key, var in names.items():
+        ds[var].attrs["metric_name"] = key
+    ds.attrs.update({"simulator": "simulate_arm_step_metrics", "seed": seed, "cv": cv})
+    truth = {
+        a.name: {"run": run, "seconds_per_step": a.seconds_per_step, "tokens_per_rollout": a.tokens_per_rollout}
+        for a, run in zip(spec.arms, runs, strict=True)
     }
     return ds, truth
 

@@ -44,10 +44,10 @@ from saturation.models.learning import CardinalityConfig, ComponentsConfig, Entr
 from saturation.models.plateau import PlateauConfig
 from saturation.models.sampling import SamplerConfig, with_overrides
 from saturation.models.sigmoid import DEFAULT_SAMPLER as SIGMOID_SAMPLER
-from saturation.models.sigmoid import MIN_FIT_STEPS, SigmoidConfig
+from saturation.models.sigmoid import MIN_FIT_STEPS, X_AXES, SigmoidConfig
 from saturation.models.transfer import TransferConfig, default_sampler
 from saturation.replica import EMBEDDED_SERIES, EMBEDDED_TRIALS
-from saturation.series import read_metrics_csv
+from saturation.series import read_metrics, read_metrics_csv
 
 KINDS = ("plateau", "diagnose", "series", "transfer", "compare")
 EMBEDDED = "embedded:"
@@ -102,6 +102,8 @@ MODEL_KEYS: dict[str, dict[str, str]] = {
         "match": _STRS,
         "backtest": _INT,
         "families": _BOOL,
+        "x": _STR,
+        "compute": _STR,
     },
 }
 FIGURES: dict[str, tuple[str, ...]] = {
@@ -117,10 +119,11 @@ CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("model", "walk"): S.WALKS,
     ("sampler", "sampler"): S.SAMPLERS,
     ("model", "compare"): ("hinge", "hinge-separate", "hinge-shared", "linear", "exponential"),
+    ("model", "x"): X_AXES,
 }
 SECTION_KEYS: dict[str, dict[str, str]] = {
     "analysis": {"kind": _STR, "title": _STR, "question": _STR, "name": _STR},
-    "data": {"trials": _STR, "series": _STR, "reference": _STR},
+    "data": {"trials": _STR, "series": _STR, "reference": _STR, "metrics": _STR},
     "sampler": {
         "draws": _INT,
         "tune": _INT,
@@ -308,8 +311,10 @@ def _check_data(where: str, spec_path: Path, kind: str, data: dict[str, Any], pr
     needed = "series" if kind == "series" else "trials"
     if needed not in data:
         problems.append(f"{where}: [data] {needed} is missing (a path or '{EMBEDDED}<name>')")
-    embedded = {"trials": EMBEDDED_TRIALS, "series": EMBEDDED_SERIES}
-    for key in ("trials", "series"):
+    embedded = {"trials": EMBEDDED_TRIALS, "series": EMBEDDED_SERIES, "metrics": EMBEDDED_SERIES}
+    if "metrics" in data and kind != "compare":
+        problems.append(f"{where}: [data] metrics (per-step compute for the x axis) is a compare spec's")
+    for key in ("trials", "series", "metrics"):
         value = data.get(key)
         if not isinstance(value, str):
             continue
@@ -339,7 +344,7 @@ def _check_by_run(where: str, model: dict[str, Any], problems: list[str]) -> Non
         problems.append(f'{where}: [model] runs selects the runs of by = "run"; without it, use run')
 
 
-def _check_compare(where: str, model: dict[str, Any], problems: list[str]) -> None:
+def _check_compare(where: str, model: dict[str, Any], data: dict[str, Any], problems: list[str]) -> None:
     """A compare spec's declared arm properties, confounders, horizon and back-test."""
     for key in ("arm_attrs", "match"):
         items = model.get(key, [])
@@ -352,6 +357,10 @@ def _check_compare(where: str, model: dict[str, Any], problems: list[str]) -> No
         problems.append(f"{where}: [model] horizon must be >= 1, got {model['horizon']}")
     if isinstance(model.get("backtest"), int) and model["backtest"] < MIN_FIT_STEPS:
         problems.append(f"{where}: [model] backtest must be >= {MIN_FIT_STEPS} steps, got {model['backtest']}")
+    if model.get("x") == "compute" and "metrics" not in data:
+        problems.append(f'{where}: [model] x = "compute" needs [data] metrics (the per-step compute of the runs)')
+    if model.get("x", "step") == "step" and ("compute" in model or "metrics" in data):
+        problems.append(f'{where}: [model] compute and [data] metrics set the compute axis: add x = "compute"')
 
 
 def _check_series(where: str, model: dict[str, Any], problems: list[str]) -> None:
@@ -401,7 +410,8 @@ def validate_spec(raw: dict[str, Any], path: Path) -> Spec:
     if kind == "plateau" and isinstance(raw.get("model"), dict):
         _check_by_run(where, raw["model"], problems)
     if kind == "compare" and isinstance(raw.get("model"), dict):
-        _check_compare(where, raw["model"], problems)
+        data_table = raw.get("data")
+        _check_compare(where, raw["model"], data_table if isinstance(data_table, dict) else {}, problems)
     if kind == "series" and isinstance(raw.get("model"), dict):
         _check_series(where, raw["model"], problems)
     sampler = raw.get("sampler", {}) if isinstance(raw.get("sampler"), dict) else {}
@@ -480,6 +490,15 @@ def _source(spec: Spec, key: str, override: str | Path | None) -> tuple[str | No
     path = Path(value) if override is not None else data_path(value, spec.path)
     assert path is not None
     return None, path
+
+
+def load_metrics(spec: Spec) -> xr.Dataset | None:
+    """The spec's ``[data] metrics`` (per-step metrics of the runs: a compare spec's compute
+    axis), or None when it names none."""
+    if "metrics" not in spec.data:
+        return None
+    name, path = _source(spec, "metrics", None)
+    return replica.load_embedded(name) if name is not None else read_metrics(path)
 
 
 def data_hash(spec: Spec, key: str, override: str | Path | None = None) -> str:

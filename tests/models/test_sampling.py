@@ -100,3 +100,27 @@ def test_a_reused_compiled_model_starts_from_this_fits_initial_point():
     clear_compiled_cache()
     np.testing.assert_array_equal(reused, fresh)
     assert abs(fresh.mean() - 50.0) < 1.0
+
+
+def test_a_reused_compiled_model_labels_the_draws_with_this_fits_coordinates():
+    """A cached compiled model keeps the coordinates it was compiled with: a fit of arms c, d
+    after one of arms a, b must still be labelled c, d (the draws are this fit's)."""
+    import pymc as pm
+
+    from saturation.models.sampling import SamplerConfig, clear_compiled_cache, sample_model
+
+    def model(arms: list[str], centre: list[float]) -> pm.Model:
+        with pm.Model(coords={"arm": arms}) as m:
+            c = pm.Data("centre", np.array(centre))
+            pm.Normal("x", mu=c, sigma=1.0, dims="arm")
+        return m
+
+    config = SamplerConfig(draws=50, tune=30, chains=1, sampler="nutpie")
+    clear_compiled_cache()
+    for arms, centre in ((["a", "b"], [0.0, 0.0]), (["c", "d"], [40.0, -40.0])):
+        idata, _ = sample_model(
+            model(arms, centre), cache_key=("test-coords",), data={"centre": np.array(centre)}, seed=1, config=config
+        )
+        assert list(idata.posterior["arm"].values) == arms
+    assert float(idata.posterior["x"].sel(arm="c").mean()) > 30  # the labels go with the right draws
+    clear_compiled_cache()

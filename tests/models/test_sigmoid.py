@@ -293,3 +293,125 @@ def test_the_fits_contrasts_and_sentences_carry_the_confounder(monkeypatch):
     plain = sig.fit_sigmoid(data, sig.SigmoidConfig(reference="t2"))
     assert plain.to_dict()["contrasts"]["t2yarn"]["confounded"] is None
     assert "CONFOUNDED" not in plain.verdicts()["t2yarn"]
+
+
+# ---------------------------------------------------------------- compute on the x axis
+def _compute_arms(n_steps=12, cv=0.0, **kw):
+    from saturation.simulate import simulate_arm_step_metrics
+
+    spec = SigmoidArmsSpec(
+        arms=(SigmoidArm("a", seconds_per_step=600.0), SigmoidArm("b", seconds_per_step=1200.0, n_steps=8)),
+        n_steps=n_steps,
+        prompts_per_step=4,
+        samples_per_prompt=4,
+        **kw,
+    )
+    trials, _ = simulate_sigmoid_arms(spec, seed=3)
+    metrics, truth = simulate_arm_step_metrics(spec, seed=3, cv=cv)
+    return trials, metrics, truth
+
+
+def test_compute_axis_is_each_runs_cumulative_compute():
+    trials, metrics, _ = _compute_arms()
+    data = arm_steps(trials, metrics=metrics)
+    assert data.axis == "compute" and data.compute_key == "timing/step"
+    # x of (arm, step t) = compute through step t; arm b ran 8 of the 12 steps
+    np.testing.assert_allclose(data.x_cells[0], 600.0 * np.arange(1, 13))
+    np.testing.assert_allclose(data.x_cells[1, :8], 1200.0 * np.arange(1, 9))
+    # past an arm's last logged step: its last steps' mean rate
+    np.testing.assert_allclose(data.x_of(1, [8, 10]), [9600.0, 12000.0])
+    with pytest.raises(ValueError, match="x differs per arm"):
+        _ = data.x
+    # tokens per step: a product of logged keys (mean tokens x rollouts)
+    tokens = arm_steps(trials, metrics=metrics, compute="generate/avg_num_tokens*generate/batch_num_seq")
+    np.testing.assert_allclose(tokens.x_cells[0, :3], 8000.0 * 16 * np.arange(1, 4))
+    assert tokens.summary["compute"]["arms"]["a"]["total"] == pytest.approx(8000.0 * 16 * 12)
+
+
+def test_missing_compute_steps_are_interpolated_and_counted():
+    trials, metrics, _ = _compute_arms(cv=0.1)
+    var = "timing_step"
+    gappy = metrics.copy()
+    gappy[var] = gappy[var].where(~((gappy["run"] == "sim-arms-a") & gappy["step"].isin([4, 5])))
+    data = arm_steps(trials, metrics=gappy)
+    assert data.summary["compute"]["arms"]["a"]["interpolated_steps"] == 2
+    per = gappy[var].sel(run="sim-arms-a").to_numpy()
+    filled = per.copy()
+    filled[3:5] = per[2] + (per[5] - per[2]) * np.array([1, 2]) / 3
+    np.testing.assert_allclose(data.x_cells[0], np.cumsum(filled))
+
+
+def test_compute_axis_errors_name_the_arm_run_and_metric():
+    trials, metrics, _ = _compute_arms()
+    with pytest.raises(KeyError, match=r"no compute metric 'timing/nope'.*logged metrics"):
+        arm_steps(trials, metrics=metrics, compute="timing/nope")
+    with pytest.raises(KeyError, match="arm b: its run sim-arms-b has no per-step metrics"):
+        arm_steps(trials, metrics=metrics.sel(run=["sim-arms-a"]))
+    bad = metrics.copy()
+    bad["timing_step"] = bad["timing_step"].where(bad["step"] != 3, 0.0)
+    with pytest.raises(ValueError, match="arm a .*must be a positive number at every step; step 3 has 0.0"):
+        arm_steps(trials, metrics=bad)
+    short = metrics.where(metrics["step"] <= 10)
+    with pytest.raises(ValueError, match="arm a: trials at step 11 outside the logged compute"):
+        arm_steps(trials, metrics=short)
+    from saturation.models.sigmoid import SigmoidConfig
+
+    with pytest.raises(ValueError, match="needs per-step metrics"):
+        fit_sigmoid(trials, SigmoidConfig(x="compute"))
+    with pytest.raises(ValueError, match="x must be one of"):
+        SigmoidConfig(x="tokens").validate()
+
+
+def test_on_a_compute_axis_the_model_and_forecast_use_each_arms_compute():
+    """Plumbing with a made-up posterior: the likelihood's x is the cells' compute, the
+    forecast's N more steps are N more steps of the arm's compute rate."""
+    from saturation.models.sigmoid import SigmoidConfig, build_sigmoid_model, forecast
+
+    trials, metrics, _ = _compute_arms()
+    data = arm_steps(trials, metrics=metrics)
+    _, _, values = build_sigmoid_model(data, SigmoidConfig(x="compute"))
+    obs = data.n > 0
+    np.testing.assert_allclose(values["x"], data.x_cells[obs])
+    assert values["midpoint_mu"] == pytest.approx(np.log(np.median(data.x_cells[:, obs.any(axis=0)])))
+    params = {"a": (0.1, 0.5, 1.5, 6000.0), "b": (0.1, 0.5, 1.5, 6000.0)}
+    fit = _made_up_fit(data, params)
+    got = forecast(fit.idata, data, horizon=4, delta=0.01)
+    for a, (arm, last, rate) in enumerate((("a", 12, 600.0), ("b", 8, 1200.0))):
+        r0, asym, b, c = params[arm]
+        x = np.array([last, last + 4]) * rate
+        now, later = curves.sigmoid_saturation(x, r0=r0, asymptote=asym, efficiency=b, midpoint=c)
+        assert got[arm]["gain"]["mean"] == pytest.approx(later - now, rel=0.05), a
+
+
+@pytest.mark.slow
+def test_compute_axis_recovers_one_curve_that_steps_split_in_two():
+    """Two arms on one compute curve (C_mid 12,000 s) whose steps cost 600 and 1,200 s: on
+    the compute axis their midpoints agree and cover the truth; on the step axis the
+    cheaper arm's midpoint is about twice the other's (20 and 10 steps)."""
+    from saturation.models.sigmoid import SigmoidConfig
+    from saturation.simulate import simulate_arm_step_metrics
+
+    spec = SigmoidArmsSpec(
+        arms=(
+            SigmoidArm("a", r0=0.1, asymptote=0.5, efficiency=1.5, midpoint=20.0, seconds_per_step=600.0),
+            SigmoidArm("b", r0=0.1, asymptote=0.5, efficiency=1.5, midpoint=10.0, seconds_per_step=1200.0),
+        ),
+        n_steps=40,
+        prompts_per_step=16,
+        samples_per_prompt=8,
+    )
+    trials, _ = simulate_sigmoid_arms(spec, seed=3)
+    metrics, _ = simulate_arm_step_metrics(spec, seed=3, cv=0.0)
+    on_compute = fit_sigmoid(trials, SigmoidConfig(x="compute"), metrics=metrics, seed=1)
+    on_steps = fit_sigmoid(trials, SigmoidConfig(), seed=1)
+    assert on_compute.diagnostics["converged"] and on_steps.diagnostics["converged"]
+    mids = {arm: on_compute.estimands["arms"][arm]["midpoint"] for arm in ("a", "b")}
+    for m in mids.values():
+        assert m["hdi"][0] <= 12000.0 <= m["hdi"][1]
+    post = on_compute.idata.posterior["log_midpoint"]
+    assert on_compute.data.arms == ["a", "b"]
+    log_ratio = (post.isel(arm=0) - post.isel(arm=1)).to_numpy().ravel()
+    assert abs(log_ratio.mean()) < 0.3
+    steps = {arm: on_steps.estimands["arms"][arm]["midpoint"]["mean"] for arm in ("a", "b")}
+    assert 1.4 < steps["a"] / steps["b"] < 2.8
+    assert on_compute.estimands["x"] == {"axis": "compute", "compute": "timing/step"}

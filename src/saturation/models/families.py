@@ -184,7 +184,7 @@ def sigmoid_pointwise(fit: SigmoidFit, a: int) -> az.InferenceData:
     obs = data.n[a] > 0
     post = fit.idata.posterior
     chains, draws = post.sizes["chain"], post.sizes["draw"]
-    mu = curve_draws(fit.idata, data.x[obs])[:, a, :]  # (samples, steps): chains stacked first
+    mu = curve_draws(fit.idata, data.x_of(a, data.steps[obs]))[:, a, :]  # (samples, steps): chains first
     tau = post["tau"].isel({S.ARM: a}).to_numpy().reshape(-1, 1)
     ll = curves.normal_logpdf(np, data.mean[a, obs][None], mu, data.var_mean[a, obs][None] + tau**2)
     steps = data.steps[obs]

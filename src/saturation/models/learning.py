@@ -661,18 +661,6 @@ class ComponentsConfig:
             raise ValueError(f"rope must be positive, got {self.rope}")
 
 
-def component_variable(series: xr.Dataset, name: str) -> str:
-    """The series variable of a component named by its logged key
-    (``attrs['metric_name']``) or by its variable name; KeyError naming what the series has."""
-    if name in series.data_vars:
-        return name
-    for var in series.data_vars:
-        if series[var].attrs.get("metric_name") == name:
-            return str(var)
-    logged = sorted(str(series[v].attrs.get("metric_name", v)) for v in series.data_vars)
-    raise KeyError(f"the series has no component {name!r} (logged metrics: {logged})")
-
-
 def _component_verdict(change: np.ndarray, rope: float) -> tuple[str, dict[str, float]]:
     probs = {
         "p_in_rope": float(np.mean(np.abs(change) < rope)),
@@ -738,7 +726,7 @@ def diagnose_components(series: xr.Dataset, config: ComponentsConfig, *, seed: i
     own trend (independent fits), so they add up to the reward's change only up to the
     trends' differences in shape.
     """
-    variables = [component_variable(series, c) for c in config.components]
+    variables = [S.metric_variable(series, c, "component") for c in config.components]
     runs = list(config.runs) if config.runs else runs_with(series, (*variables, config.reward))
     if not runs:
         raise ValueError(f"no run logged all of the components {list(config.components)}")

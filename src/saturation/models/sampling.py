@@ -189,7 +189,23 @@ def sample_model(
     finally:
         if own is not None:
             own.close()
-    return idata, timings
+    return _with_model_coords(idata, model), timings
+
+
+def _with_model_coords(idata: az.InferenceData, model: pm.Model) -> az.InferenceData:
+    """The InferenceData labelled with ``model``'s coordinates: a reused compiled model keeps
+    the coordinate values of the model it was first compiled from (``with_data`` swaps the
+    data only), so a fit of arms c, d after one of arms a, b would be labelled a, b."""
+    for group in idata.groups():
+        ds = idata[group]
+        new = {
+            name: list(vals)
+            for name, vals in model.coords.items()
+            if vals is not None and name in ds.dims and ds.sizes[name] == len(vals)
+        }
+        if new:
+            setattr(idata, group, ds.assign_coords(new))
+    return idata
 
 
 def _with_initial_points(compiled: Any, model: pm.Model) -> Any:

@@ -50,6 +50,14 @@ FORECAST_HORIZON = 20
 FORECAST_DELTA = 0.01
 #: a back-test fits at least this many steps per arm (four curve parameters) and holds out one
 MIN_FIT_STEPS = 5
+#: the curve's x axis: the step (counted from 1) or the compute spent through the step
+X_AXES = ("step", "compute")
+#: the default per-step compute: the trainer's wall-clock seconds per step (``Timer`` in
+#: skyrl/train/utils/utils.py:32-45, logged as ``timing/step``, trainer.py:342,527); on a fixed
+#: cluster GPU-seconds are this times the GPU count, a factor that only rescales C_mid
+DEFAULT_COMPUTE = "timing/step"
+#: extrapolating compute past an arm's last logged step uses the mean of its last this many steps
+COMPUTE_RATE_STEPS = 5
 
 
 @dataclass(frozen=True)
@@ -106,9 +114,19 @@ class SigmoidConfig:
     #: both arms have that value (None: when they have the same value), else it is flagged
     #: as confounded (:func:`confounding`)
     match: dict[str, str | None] = field(default_factory=dict)
+    #: the x axis (:data:`X_AXES`): "step", or "compute", the cumulative per-step compute
+    #: ``compute`` of each arm's run (from the per-step metrics, :func:`step_compute`)
+    x: str = "step"
+    #: the per-step compute metric: a logged key (``timing/step``) or a product of keys
+    #: (``generate/avg_num_tokens*generate/batch_num_seq``: tokens per step)
+    compute: str = DEFAULT_COMPUTE
 
     def validate(self) -> None:
         problems = []
+        if self.x not in X_AXES:
+            problems.append(f"x must be one of {list(X_AXES)}, got {self.x!r}")
+        if not all(part.strip() for part in self.compute.split("*")):
+            problems.append(f"compute must be a metric key or a product of them (a*b), got {self.compute!r}")
         if self.likelihood not in LIKELIHOODS:
             problems.append(f"likelihood must be one of {list(LIKELIHOODS)}, got {self.likelihood!r}")
         if self.horizon < 1:
@@ -135,14 +153,56 @@ class ArmSteps:
     var_mean: np.ndarray
     binary: bool
     summary: dict[str, Any]
+    #: per arm (integer steps, cumulative compute through each, per-step rate for
+    #: extrapolation) when the x axis is compute (:func:`with_compute`); None: steps
+    compute: tuple[tuple[np.ndarray, np.ndarray, float], ...] | None = None
+    #: the per-step compute metric of ``compute``
+    compute_key: str | None = None
 
     @property
     def x(self) -> np.ndarray:
+        """The step axis, shared by the arms: ``step - first step + 1`` (ValueError on a
+        compute axis, where x differs per arm: :attr:`x_cells`, :meth:`x_of`)."""
+        if self.compute is not None:
+            raise ValueError("on a compute axis x differs per arm: use x_cells or x_of(arm, steps)")
         return self.steps - self.steps[0] + 1.0
 
+    @property
+    def axis(self) -> str:
+        return "step" if self.compute is None else "compute"
 
-def arm_steps(ds: xr.Dataset, arms: list[str] | None = None) -> ArmSteps:
-    """The per (arm, step) statistics of a trial Dataset with an ``arm`` coordinate."""
+    def x_of(self, a: int, steps: Any) -> np.ndarray:
+        """Arm ``a``'s x at ``steps``: ``step - first step + 1``, or the compute spent through
+        each step (linear past the arm's last logged step, at its last steps' mean rate)."""
+        steps = np.asarray(steps, dtype=float)
+        if self.compute is None:
+            return steps - self.steps[0] + 1.0
+        grid, cum, rate = self.compute[a]
+        inside = np.interp(steps, grid, cum)
+        return np.where(steps > grid[-1], cum[-1] + (steps - grid[-1]) * rate, inside)
+
+    @property
+    def x_cells(self) -> np.ndarray:
+        """x of every (arm, step), (arms, steps)."""
+        return np.stack([self.x_of(a, self.steps) for a in range(len(self.arms))])
+
+
+def arm_steps(
+    ds: xr.Dataset,
+    arms: list[str] | None = None,
+    *,
+    metrics: xr.Dataset | None = None,
+    compute: str = DEFAULT_COMPUTE,
+) -> ArmSteps:
+    """The per (arm, step) statistics of a trial Dataset with an ``arm`` coordinate; with
+    ``metrics`` (per-step series of the arms' runs) on a compute axis (:func:`with_compute`)."""
+    data = _arm_steps(ds, arms)
+    if metrics is None:
+        return data
+    return with_compute(data, step_compute(metrics, ds, compute, data.arms), compute)
+
+
+def _arm_steps(ds: xr.Dataset, arms: list[str] | None) -> ArmSteps:
     if S.ARM not in ds.coords:
         raise ValueError("the trials have no arm coordinate: a comparison needs arms (ingest --arm DIR=NAME)")
     frame = pd.DataFrame(
@@ -184,13 +244,91 @@ def arm_steps(ds: xr.Dataset, arms: list[str] | None = None) -> ArmSteps:
     return ArmSteps(arms, steps, n, s, mean, var_mean, binary, summary)
 
 
+def step_compute(metrics: xr.Dataset, trials: xr.Dataset, key: str, arms: list[str]) -> dict[str, pd.Series]:
+    """Per arm, its run's per-step compute (``key``: a logged metric or a product ``a*b`` of
+    them) indexed by step; the run of an arm is the one run its trials belong to.
+
+    Raises
+    ------
+    KeyError
+        A metric the series does not hold, or an arm whose run has no metrics.
+    ValueError
+        An arm whose trials come from several runs, or a compute value that is not a
+        positive finite number.
+    """
+    runs: dict[str, set[str]] = {}
+    for run, arm in zip(trials[S.RUN].to_numpy().astype(str), trials[S.ARM].to_numpy().astype(str), strict=True):
+        runs.setdefault(str(arm), set()).add(str(run))
+    variables = [S.metric_variable(metrics, part.strip(), "compute metric") for part in key.split("*")]
+    have = set(map(str, metrics[S.RUN].values)) if S.RUN in metrics.dims else set()
+    out = {}
+    for arm in arms:
+        (run, *more) = sorted(runs[arm])
+        if more:
+            several = ", ".join(sorted(runs[arm]))
+            raise ValueError(f"arm {arm}: trials of several runs ({several}); its compute is ambiguous")
+        if run not in have:
+            raise KeyError(
+                f"arm {arm}: its run {run} has no per-step metrics (runs with metrics: {', '.join(sorted(have))})"
+            )
+        one = metrics.sel({S.RUN: run})
+        values = np.prod([one[v].to_numpy().astype(float) for v in variables], axis=0)
+        series = pd.Series(values, index=one[S.STEP].to_numpy().astype(int)).dropna().sort_index()
+        bad = series[~(np.isfinite(series) & (series > 0))]
+        if len(bad):
+            raise ValueError(
+                f"arm {arm} (run {run}): compute {key} must be a positive number at every step; step "
+                f"{int(bad.index[0])} has {float(bad.iloc[0])!r}"
+            )
+        out[arm] = series
+    return out
+
+
+def with_compute(data: ArmSteps, per_step: dict[str, pd.Series], key: str) -> ArmSteps:
+    """``data`` on a compute axis: x of (arm, step t) is the compute the arm's run spent
+    through step t, the sum of its per-step compute from its first logged step to t.
+
+    A step missing inside the logged range gets its neighbours' linear interpolation
+    (counted in ``summary["compute"]["interpolated_steps"]``); an observed step before an
+    arm's first logged step or after its last is an error (the compute spent is unknown).
+    """
+    entries, problems, info = [], [], {}
+    for a, arm in enumerate(data.arms):
+        series = per_step[arm]
+        if series.empty:
+            problems.append(f"arm {arm}: no per-step compute logged")
+            entries.append((np.array([0.0]), np.array([0.0]), 0.0))
+            continue
+        grid = np.arange(int(series.index[0]), int(series.index[-1]) + 1)
+        per = np.interp(grid, series.index.to_numpy(), series.to_numpy())
+        observed = data.steps[data.n[a] > 0]
+        outside = observed[(observed < grid[0]) | (observed > grid[-1])]
+        if len(outside):
+            problems.append(
+                f"arm {arm}: trials at step {int(outside[0])} outside the logged compute (steps {grid[0]}-{grid[-1]})"
+            )
+        rate = float(per[-COMPUTE_RATE_STEPS:].mean())
+        entries.append((grid.astype(float), np.cumsum(per), rate))
+        info[arm] = {
+            "logged_steps": [int(grid[0]), int(grid[-1])],
+            "interpolated_steps": int(len(grid) - len(series)),
+            "total": float(np.sum(per)),
+            "rate_last_steps": rate,
+        }
+    if problems:
+        raise ValueError(f"compute axis ({key}): " + "; ".join(problems))
+    summary = {**data.summary, "x": "compute", "compute": {"key": key, "arms": info}}
+    return replace(data, compute=tuple(entries), compute_key=key, summary=summary)
+
+
 def build_sigmoid_model(data: ArmSteps, config: SigmoidConfig) -> tuple[pm.Model, str, dict[str, np.ndarray]]:
     """The PyMC model (one curve per arm); returns the model, the likelihood used and the
     values of its ``pm.Data`` (a compiled model is reused for data of the same shape).
 
     Notes
     -----
-    Per arm :math:`a` and step :math:`t` with :math:`x_t = t - t_0 + 1`:
+    Per arm :math:`a` and step :math:`t` with :math:`x_t = t - t_0 + 1` (or, on a compute
+    axis, :math:`x_{at}` the compute arm :math:`a`'s run spent through step :math:`t`):
     :math:`\\mu_{at} = R_{0a} + (A_a - R_{0a}) / (1 + (C_a / x_t)^{B_a})`. Binomial:
     successes :math:`k_{at} \\sim \\mathrm{BetaBinomial}(n_{at}, \\mu\\kappa_a,
     (1-\\mu)\\kappa_a)`; Gaussian: :math:`\\bar y_{at} \\sim N(\\mu_{at},
@@ -207,13 +345,15 @@ def build_sigmoid_model(data: ArmSteps, config: SigmoidConfig) -> tuple[pm.Model
     first = np.array([data.mean[a][obs[a]][0] for a in range(len(data.arms))])
     values = {
         "arm_idx": ai,
-        "x": data.x[ti],
+        "x": data.x_cells[ai, ti],
         "n": data.n[obs].astype(np.int64),
         "successes": np.round(data.successes[obs]).astype(np.int64) if data.binary else data.successes[obs],
         "mean": data.mean[obs],
         "var_mean": data.var_mean[obs],
         "r0_mu": np.full(len(data.arms), p.r0_mu) if p.r0_mu is not None else curves.logit(np.clip(first, 0.02, 0.98)),
-        "midpoint_mu": np.asarray(p.midpoint_mu if p.midpoint_mu is not None else np.log(np.median(data.x))),
+        "midpoint_mu": np.asarray(
+            p.midpoint_mu if p.midpoint_mu is not None else np.log(np.median(data.x_cells[:, obs.any(axis=0)]))
+        ),
     }
     with pm.Model(coords={S.ARM: data.arms}) as model:
         d = {name: pm.Data(name, v) for name, v in values.items()}
@@ -287,7 +427,8 @@ class SigmoidFit:
             note = confounding_note(c["confounders"], arm, ref)
             out[arm] = (
                 f"{arm} has {word} {ref}: asymptote {_fmt(a)} vs {_fmt(r)}, difference {_fmt(c['asymptote_diff'])} "
-                f"(P(higher) = {p:.2f}); efficiency difference {_fmt(c['efficiency_diff'])}; gap at the last "
+                f"(P(higher) = {p:.2f}); efficiency difference {_fmt(c['efficiency_diff'])}; midpoint ratio "
+                f"{_fmt(c['midpoint_ratio'])} (P(halfway sooner) = {c['p_midpoint_lower']:.2f}); gap at the last "
                 f"common step {_fmt(c['last_diff'])}." + (f" {note}." if note else "")
             )
         out.update({f"forecast:{arm}": forecast_sentence(arm, f) for arm, f in est["forecast"].items()})
@@ -318,6 +459,7 @@ def fit_sigmoid(
     priors: SigmoidPriors | None = None,
     sampler: SamplerConfig | None = None,
     seed: int = 0,
+    metrics: xr.Dataset | None = None,
 ) -> SigmoidFit:
     """Fit one saturation curve per arm and compare every arm's ceiling with the reference.
 
@@ -340,15 +482,20 @@ def fit_sigmoid(
         tuning, target_accept 0.95).
     seed : int
         Same seed and data, same numbers.
+    metrics : xarray.Dataset, optional
+        Per-step metrics of the arms' runs (dims run, step): the x axis of
+        ``config.x == "compute"`` (:func:`step_compute`, ``config.compute``).
 
     Returns
     -------
     SigmoidFit
         ``estimands["arms"][arm]``: ``asymptote``, ``efficiency``, ``midpoint`` (in steps
-        counted from 1), ``r0``, ``last`` (the curve at the arm's last step),
+        counted from 1, or in compute units), ``r0``, ``last`` (the curve at the arm's last step),
         ``unused_headroom`` (asymptote minus last) and ``ceiling_gap`` (1 - asymptote);
         ``estimands["contrasts"][arm]`` against the reference: ``asymptote_diff``,
-        ``efficiency_diff``, ``last_diff`` (at the last step both arms observed),
+        ``efficiency_diff``, ``midpoint_ratio`` (the arm's C_mid over the reference's: below 1, it gets
+        halfway sooner in steps or compute) with ``p_midpoint_lower``, ``last_diff`` (at the last step
+        both arms observed),
         ``p_asymptote_higher``, ``confounded`` (None: no confounder declared; True: a
         declared confounder is not matched, :func:`confounding`) and ``confounders`` (per
         declared confounder both arms' values); ``estimands["forecast"][arm]`` (:func:`forecast`). Each estimand
@@ -369,7 +516,7 @@ def fit_sigmoid(
             sampler=sampler or DEFAULT_SAMPLER,
         )
     config.validate()
-    data = ds if isinstance(ds, ArmSteps) else arm_steps(ds, list(config.arms) if config.arms else None)
+    data = _data(ds, config, metrics)
     ref = config.reference or data.arms[0]
     if ref not in data.arms:
         raise KeyError(f"reference arm {ref} not among the arms {', '.join(data.arms)}")
@@ -388,12 +535,35 @@ def fit_sigmoid(
     return SigmoidFit(idata, config, data, estimands, diag, timings)
 
 
+def axis_words(data: ArmSteps) -> tuple[str, str]:
+    """The x axis in words and the midpoint's unit: ("step from 1", "steps") or
+    ("cumulative <key> (compute)", "<key>")."""
+    if data.compute is None:
+        return "step from 1", "steps"
+    return f"cumulative {data.compute_key} (compute)", f"cumulative {data.compute_key}"
+
+
+def _data(ds: xr.Dataset | ArmSteps, config: SigmoidConfig, metrics: xr.Dataset | None) -> ArmSteps:
+    """The fit's per (arm, step) data on the configured axis."""
+    if isinstance(ds, ArmSteps):
+        data = ds
+    else:
+        arms = list(config.arms) if config.arms else None
+        data = arm_steps(ds, arms, metrics=metrics if config.x == "compute" else None, compute=config.compute)
+    if config.x != data.axis:
+        need = "per-step metrics of the arms' runs (--metrics)" if config.x == "compute" else "a step axis"
+        raise ValueError(f"x = {config.x!r} needs {need}; the data are on a {data.axis} axis")
+    return data
+
+
 def curve_draws(idata: az.InferenceData, x: np.ndarray) -> np.ndarray:
-    """The fitted curve at ``x`` for every draw: (samples, arm, len(x))."""
+    """The fitted curve at ``x`` for every draw: (samples, arm, points); ``x`` is shared by
+    the arms (points,) or per arm (arms, points)."""
     post = idata.posterior.stack(sample=("chain", "draw")).transpose("sample", ...)
     p = {v: post[v].to_numpy()[:, :, None] for v in PARAMS}
+    x = np.asarray(x, dtype=float)
     return curves.sigmoid_saturation(
-        np.asarray(x, dtype=float)[None, None, :],
+        x[None, None, :] if x.ndim == 1 else x[None],
         r0=p["r0"],
         asymptote=p["asymptote"],
         efficiency=p["efficiency"],
@@ -453,7 +623,7 @@ def _estimands(
 ) -> dict[str, Any]:
     post = idata.posterior.stack(sample=("chain", "draw")).transpose("sample", ...)
     draws = {v: post[v].to_numpy() for v in PARAMS}  # (samples, arm)
-    curve = curve_draws(idata, data.x)  # (samples, arm, step)
+    curve = curve_draws(idata, data.x_cells)  # (samples, arm, step)
     last_idx = _last_index(data)
     arms: dict[str, Any] = {}
     for a, arm in enumerate(data.arms):
@@ -478,6 +648,9 @@ def _estimands(
         contrasts[arm] = {
             "asymptote_diff": interval(diff),
             "efficiency_diff": interval(draws["efficiency"][:, a] - draws["efficiency"][:, r]),
+            # "which only gets there faster?": the x (steps or compute) to half the rise, as a ratio
+            "midpoint_ratio": interval(draws["midpoint"][:, a] / draws["midpoint"][:, r]),
+            "p_midpoint_lower": float(np.mean(draws["midpoint"][:, a] < draws["midpoint"][:, r])),
             "last_diff": {**interval(curve[:, a, j] - curve[:, r, j]), "step": int(data.steps[j])},
             "p_asymptote_higher": float(np.mean(diff > 0)),
         }
@@ -488,6 +661,7 @@ def _estimands(
         "reference": ref,
         "likelihood": likelihood,
         "hdi_prob": S.HDI_PROB,
+        "x": {"axis": data.axis, "compute": data.compute_key},
         "arms": arms,
         "contrasts": contrasts,
     }
@@ -530,8 +704,8 @@ def forecast(
     """
     out = {}
     for a, (arm, j) in enumerate(zip(data.arms, _last_index(data), strict=True)):
-        x_last = float(data.x[j])
-        now, later = curve_draws(idata, np.array([x_last, x_last + horizon]))[:, a, :].T
+        x_now_later = data.x_of(a, [data.steps[j], data.steps[j] + horizon])
+        now, later = curve_draws(idata, x_now_later)[:, a, :].T
         gain = later - now
         out[arm] = {
             "from_step": int(data.steps[j]),
@@ -624,7 +798,7 @@ def predict_steps(idata: az.InferenceData, data: ArmSteps, likelihood: str, seed
     the curve plus the step's noise (Gaussian: the mean's sampling variance plus tau^2;
     binomial: beta-binomial successes out of the step's rollouts, as a rate)."""
     rng = np.random.default_rng([seed, 20261202])
-    mu = np.clip(curve_draws(idata, data.x), 1e-6, 1 - 1e-6)
+    mu = np.clip(curve_draws(idata, data.x_cells), 1e-6, 1 - 1e-6)
     post = idata.posterior.stack(sample=("chain", "draw")).transpose("sample", ...)
     if likelihood == "binomial":
         kappa = np.exp(post["log_kappa"].to_numpy())[:, :, None]
@@ -635,7 +809,12 @@ def predict_steps(idata: az.InferenceData, data: ArmSteps, likelihood: str, seed
 
 
 def backtest_sigmoid(
-    ds: xr.Dataset | ArmSteps, fit_steps: int, config: SigmoidConfig | None = None, *, seed: int = 0
+    ds: xr.Dataset | ArmSteps,
+    fit_steps: int,
+    config: SigmoidConfig | None = None,
+    *,
+    seed: int = 0,
+    metrics: xr.Dataset | None = None,
 ) -> Backtest:
     """Fit each arm's curve on its first ``fit_steps`` steps and check the forecast of the rest.
 
@@ -649,6 +828,9 @@ def backtest_sigmoid(
         The fit's settings (default :class:`SigmoidConfig`).
     seed : int
         Seeds the fit and the predictive draws.
+    metrics : xarray.Dataset, optional
+        Per-step metrics of the arms' runs, for ``config.x == "compute"`` (as in
+        :func:`fit_sigmoid`; the held-out steps' compute is the logged one).
 
     Returns
     -------
@@ -664,7 +846,7 @@ def backtest_sigmoid(
     worth extrapolating.
     """
     config = config or SigmoidConfig()
-    data = ds if isinstance(ds, ArmSteps) else arm_steps(ds, list(config.arms) if config.arms else None)
+    data = _data(ds, config, metrics)
     check_backtest(data, fit_steps)
     part = truncate(data, fit_steps)
     fit = fit_sigmoid(part, config, seed=seed)
@@ -716,7 +898,8 @@ def saturation_frame(fit: SigmoidFit, *, horizon: int | None = None) -> pd.DataF
     Returns
     -------
     pandas.DataFrame
-        Columns ``arm``, ``step``, ``observed``, ``mean``, ``hdi_low``, ``hdi_high``,
+        Columns ``arm``, ``step``, ``x`` (the curve's x at the step: the step counted from
+        1, or the compute spent through it), ``observed``, ``mean``, ``hdi_low``, ``hdi_high``,
         ``forecast``, ``asymptote``, ``asymptote_low``, ``asymptote_high`` (the arm's
         ceiling: posterior mean and 94 % HDI).
     """
@@ -725,7 +908,8 @@ def saturation_frame(fit: SigmoidFit, *, horizon: int | None = None) -> pd.DataF
     rows = []
     for a, (arm, j) in enumerate(zip(data.arms, _last_index(data), strict=True)):
         steps = np.arange(data.steps[0], data.steps[j] + horizon + 1)
-        draws = curve_draws(fit.idata, steps - data.steps[0] + 1.0)[:, a, :]
+        x = data.x_of(a, steps)
+        draws = curve_draws(fit.idata, x)[:, a, :]
         hdi = np.asarray(az.hdi(draws[None], hdi_prob=S.HDI_PROB))  # (1 chain, draws, steps) -> (steps, 2)
         observed = dict(zip(data.steps[data.n[a] > 0], data.mean[a][data.n[a] > 0], strict=True))
         asym = fit.estimands["arms"][arm]["asymptote"]
@@ -734,6 +918,7 @@ def saturation_frame(fit: SigmoidFit, *, horizon: int | None = None) -> pd.DataF
                 {
                     S.ARM: arm,
                     S.STEP: float(t),
+                    "x": float(x[i]),
                     "observed": float(observed.get(float(t), np.nan)),
                     "mean": float(draws[:, i].mean()),
                     "hdi_low": float(hdi[i, 0]),
