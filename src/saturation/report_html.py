@@ -237,10 +237,12 @@ def anchor(title: str) -> str:
 
 def first_sentence(text: str) -> str:
     """The first sentence of ``text``: up to the first full stop followed by a space and a
-    capital letter (or an opening parenthesis) or by the end; never inside a number such as
+    capital letter (or an opening parenthesis) or by the end, or a full stop after a number
+    or a closing bracket followed by a space and a lower-case word (a sentence that starts
+    with an arm's name: "... -0.004]. t2: 20 more steps"); never inside a number such as
     0.051 or after "e.g." before a lower-case word. REPORT.md's contents lines."""
     text = text.strip()
-    match = re.search(r"[.?!](?=\s+[A-Z(]|\s*$)", text)
+    match = re.search(r"[.?!](?=\s+[A-Z(]|\s*$)|(?<=[\d)\]])\.(?=\s+[a-z])", text)
     return text if match is None else text[: match.end()]
 
 
