@@ -220,7 +220,7 @@ kind = "plateau"
 trials = "embedded:swesmith"
 metrics = "embedded:r2egym-compute"
 """)
-    with pytest.raises(SpecError, match="metrics .* is a compare spec's"):
+    with pytest.raises(SpecError, match=r"metrics .* is a compare spec's"):
         load_spec(path)
 
 

@@ -349,7 +349,7 @@ def test_compute_axis_errors_name_the_arm_run_and_metric():
         arm_steps(trials, metrics=metrics.sel(run=["sim-arms-a"]))
     bad = metrics.copy()
     bad["timing_step"] = bad["timing_step"].where(bad["step"] != 3, 0.0)
-    with pytest.raises(ValueError, match="arm a .*must be a positive number at every step; step 3 has 0.0"):
+    with pytest.raises(ValueError, match=r"arm a .*must be a positive number at every step; step 3 has 0.0"):
         arm_steps(trials, metrics=bad)
     short = metrics.where(metrics["step"] <= 10)
     with pytest.raises(ValueError, match="arm a: trials at step 11 outside the logged compute"):
