@@ -70,3 +70,20 @@ def test_pass_at_k_matches_monte_carlo():
 def test_unreachable_pass_at_k_raises():
     with pytest.raises(ValueError, match="strictly between"):
         curves.beta_concentration_for_pass_at_k(0.5, 0.4, 8)
+
+
+@pytest.mark.parametrize("sd", [0.3, 1.0, 2.0])
+def test_closed_form_logitnormal_location_matches_the_bisection(sd):
+    """The paired sigmoid's likelihood uses the closed-form location (three Newton steps);
+    it must give the population mean the simulators' bisection gives."""
+    mean = np.linspace(0.005, 0.995, 199)
+    loc = curves.logitnormal_location_newton(np, mean, sd)
+    tol = {0.3: 1e-12, 1.0: 1e-6, 2.0: 5e-4}[sd]
+    assert np.abs(curves.logitnormal_mean(loc, sd) - mean).max() < tol
+    inner = (mean > 0.02) & (mean < 0.98)
+    np.testing.assert_allclose(loc[inner], curves.logitnormal_location(mean[inner], sd), atol=10 * tol)
+    import pytensor.tensor as pt
+
+    m, s = pt.dvector("m"), pt.dscalar("s")
+    got = curves.logitnormal_location_newton(pt, m, s).eval({m: mean, s: sd})
+    np.testing.assert_allclose(got, loc, rtol=1e-12)

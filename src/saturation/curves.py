@@ -166,6 +166,37 @@ def logitnormal_location(mean: Any, sd: float, *, tol: float = 1e-12) -> np.ndar
     return (lo + hi) / 2
 
 
+#: Gauss-Hermite nodes of the location's Newton step (a smooth integrand: 20 nodes are exact
+#: to about 1e-10 for sd <= 3)
+_NEWTON_NODES, _NEWTON_WEIGHTS = np.polynomial.hermite_e.hermegauss(20)
+_NEWTON_WEIGHTS = _NEWTON_WEIGHTS / _NEWTON_WEIGHTS.sum()
+#: Newton steps of :func:`logitnormal_location_newton`: with 3 the mean is off by at most 1e-7
+#: at sd 1 and 4e-4 at sd 2 (means 0.005-0.995; tests/test_curves.py)
+NEWTON_STEPS = 3
+
+
+def logitnormal_location_newton(xp: Any, mean: Any, sd: Any, *, steps: int = NEWTON_STEPS) -> Any:
+    r"""The conditional logit location whose mean over N(0, ``sd``) effects is ``mean``
+    (``sd`` a scalar), in closed form (``xp``: numpy or pytensor.tensor, so that a
+    likelihood can differentiate it).
+
+    Notes
+    -----
+    Start from the probit approximation :math:`L_0 = \mathrm{logit}(m)\sqrt{1 + \pi s^2/8}`
+    (error up to 0.01 in the mean for :math:`s \le 2`) and take ``steps`` Newton steps on
+    :math:`g(L) = E[\mathrm{expit}(L + sZ)] - m` with 20-node Gauss-Hermite quadrature,
+    :math:`L_{j+1} = L_j - g(L_j)/g'(L_j)`. :func:`logitnormal_location` (bisection) is the
+    reference it is tested against.
+    """
+    loc = (xp.log(mean) - xp.log1p(-mean)) * xp.sqrt(1 + np.pi * sd**2 / 8)
+    for _ in range(steps):
+        p = 1 / (1 + xp.exp(-(loc[..., None] + sd * _NEWTON_NODES)))
+        g = (p * _NEWTON_WEIGHTS).sum(axis=-1) - mean
+        dg = (p * (1 - p) * _NEWTON_WEIGHTS).sum(axis=-1)
+        loc = loc - g / dg
+    return loc
+
+
 def pass_at_k_beta(mean: Any, concentration: Any, k: int) -> np.ndarray:
     """pass@k = E[1 - (1 - p)^k] for per-prompt success p ~ Beta(mean*kappa, (1-mean)*kappa).
 

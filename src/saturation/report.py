@@ -783,7 +783,8 @@ def _compare(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
     config = analysis_config(spec)
     assert isinstance(config, SigmoidConfig)
     metrics = load_metrics(spec) if config.x == "compute" else None
-    data = arm_steps(ds, list(config.arms) if config.arms else None, metrics=metrics, compute=config.compute)
+    arms = list(config.arms) if config.arms else None
+    data = arm_steps(ds, arms, metrics=metrics, compute=config.compute, paired=config.paired)
     fit = fit_sigmoid(data, config, seed=spec.seed)
     est = fit.to_dict()
     axis, unit = axis_words(data)

@@ -104,6 +104,7 @@ MODEL_KEYS: dict[str, dict[str, str]] = {
         "families": _BOOL,
         "x": _STR,
         "compute": _STR,
+        "paired": _BOOL,
     },
 }
 FIGURES: dict[str, tuple[str, ...]] = {
@@ -357,6 +358,8 @@ def _check_compare(where: str, model: dict[str, Any], data: dict[str, Any], prob
         problems.append(f"{where}: [model] horizon must be >= 1, got {model['horizon']}")
     if isinstance(model.get("backtest"), int) and model["backtest"] < MIN_FIT_STEPS:
         problems.append(f"{where}: [model] backtest must be >= {MIN_FIT_STEPS} steps, got {model['backtest']}")
+    if model.get("paired") is True and model.get("backtest"):
+        problems.append(f"{where}: [model] paired with backtest is not built (the back-test needs instance effects)")
     if model.get("x") == "compute" and "metrics" not in data:
         problems.append(f'{where}: [model] x = "compute" needs [data] metrics (the per-step compute of the runs)')
     if model.get("x", "step") == "step" and ("compute" in model or "metrics" in data):

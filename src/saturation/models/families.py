@@ -234,7 +234,7 @@ def compare_curve_families(
     """
     if fit is None or fit.estimands["likelihood"] != "gaussian":
         base = fit.config if fit is not None else (config or SigmoidConfig())
-        fit = fit_sigmoid(data, replace(base, likelihood="gaussian"), seed=seed)
+        fit = fit_sigmoid(data, replace(base, likelihood="gaussian", paired=False), seed=seed)
     tables, expo, sig, fits = {}, {}, {}, {}
     for a, arm in enumerate(data.arms):
         sd = arm_step_data(data, a)

@@ -88,6 +88,10 @@ class SigmoidPriors:
     step_sd: float = 0.05
     log_kappa_mu: float = float(np.log(50.0))
     log_kappa_sd: float = 1.5
+    #: paired arms (``SigmoidConfig.paired``): the instance effects' sd on the logit scale,
+    #: sigma ~ HalfNormal(this), and the (arm, step) jitter's, tau ~ HalfNormal(``step_logit_sd``)
+    instance_sd: float = 1.0
+    step_logit_sd: float = 0.2
 
 
 @dataclass(frozen=True)
@@ -120,9 +124,15 @@ class SigmoidConfig:
     #: the per-step compute metric: a logged key (``timing/step``) or a product of keys
     #: (``generate/avg_num_tokens*generate/batch_num_seq``: tokens per step)
     compute: str = DEFAULT_COMPUTE
+    #: arms evaluated on shared instances share instance effects (binary rewards only):
+    #: the instance-level binomial of :func:`build_sigmoid_model` instead of one
+    #: beta-binomial cell per (arm, step)
+    paired: bool = False
 
     def validate(self) -> None:
         problems = []
+        if self.paired and self.likelihood == "gaussian":
+            problems.append("paired arms need binary rewards (the binomial likelihood), not 'gaussian'")
         if self.x not in X_AXES:
             problems.append(f"x must be one of {list(X_AXES)}, got {self.x!r}")
         if not all(part.strip() for part in self.compute.split("*")):
@@ -137,6 +147,31 @@ class SigmoidConfig:
             problems.append("an arm property needs a name (e.g. context)")
         if problems:
             raise ValueError("invalid saturation-curve configuration: " + "; ".join(problems))
+
+
+@dataclass
+class InstanceCells:
+    """Rollouts ``n`` and successes ``k`` per observed (arm, step, instance): index arrays
+    into ``ArmSteps.arms``, ``ArmSteps.steps`` and ``instances``."""
+
+    arm_idx: np.ndarray
+    step_idx: np.ndarray
+    inst_idx: np.ndarray
+    n: np.ndarray
+    k: np.ndarray
+    instances: list[str]
+
+    def keep(self, mask: np.ndarray) -> InstanceCells:
+        """The cells whose (arm, step) is True in ``mask`` (arms, steps)."""
+        sel = mask[self.arm_idx, self.step_idx]
+        return replace(
+            self,
+            arm_idx=self.arm_idx[sel],
+            step_idx=self.step_idx[sel],
+            inst_idx=self.inst_idx[sel],
+            n=self.n[sel],
+            k=self.k[sel],
+        )
 
 
 @dataclass
@@ -158,6 +193,8 @@ class ArmSteps:
     compute: tuple[tuple[np.ndarray, np.ndarray, float], ...] | None = None
     #: the per-step compute metric of ``compute``
     compute_key: str | None = None
+    #: per (arm, step, instance) rollouts and successes (:func:`instance_cells`), for paired arms
+    cells: InstanceCells | None = None
 
     @property
     def x(self) -> np.ndarray:
@@ -193,13 +230,46 @@ def arm_steps(
     *,
     metrics: xr.Dataset | None = None,
     compute: str = DEFAULT_COMPUTE,
+    paired: bool = False,
 ) -> ArmSteps:
     """The per (arm, step) statistics of a trial Dataset with an ``arm`` coordinate; with
-    ``metrics`` (per-step series of the arms' runs) on a compute axis (:func:`with_compute`)."""
+    ``metrics`` (per-step series of the arms' runs) on a compute axis (:func:`with_compute`);
+    with ``paired``, also the per (arm, step, instance) cells (:func:`instance_cells`)."""
     data = _arm_steps(ds, arms)
+    if paired:
+        data = replace(data, cells=instance_cells(ds, data))
     if metrics is None:
         return data
     return with_compute(data, step_compute(metrics, ds, compute, data.arms), compute)
+
+
+def instance_cells(ds: xr.Dataset, data: ArmSteps) -> InstanceCells:
+    """Rollouts and successes per (arm, step, instance) of ``data``'s arms (ungraded
+    rollouts count as failures, as in :func:`arm_steps`); ValueError unless every reward
+    is 0 or 1."""
+    if not data.binary:
+        raise ValueError("paired arms need rewards that are 0 or 1 (resolve rates)")
+    frame = pd.DataFrame(
+        {
+            S.ARM: ds[S.ARM].to_numpy().astype(str),
+            S.STEP: ds[S.STEP].to_numpy().astype(float),
+            S.INSTANCE_ID: ds[S.INSTANCE_ID].to_numpy().astype(str),
+            "y": np.where(np.isfinite(ds[S.REWARD].to_numpy()), ds[S.REWARD].to_numpy(), 0.0),
+        }
+    )
+    frame = frame[frame[S.ARM].isin(data.arms)]
+    g = frame.groupby([S.ARM, S.STEP, S.INSTANCE_ID], sort=True)["y"].agg(["size", "sum"]).reset_index()
+    instances = sorted(set(g[S.INSTANCE_ID]))
+    pos = {v: i for i, v in enumerate(instances)}
+    step_pos = {v: i for i, v in enumerate(data.steps)}
+    return InstanceCells(
+        arm_idx=g[S.ARM].map({a: i for i, a in enumerate(data.arms)}).to_numpy(dtype=np.int64),
+        step_idx=g[S.STEP].map(step_pos).to_numpy(dtype=np.int64),
+        inst_idx=g[S.INSTANCE_ID].map(pos).to_numpy(dtype=np.int64),
+        n=g["size"].to_numpy(dtype=np.int64),
+        k=np.round(g["sum"].to_numpy()).astype(np.int64),
+        instances=instances,
+    )
 
 
 def _arm_steps(ds: xr.Dataset, arms: list[str] | None) -> ArmSteps:
@@ -340,6 +410,10 @@ def build_sigmoid_model(data: ArmSteps, config: SigmoidConfig) -> tuple[pm.Model
         likelihood = "binomial" if data.binary else "gaussian"
     if likelihood == "binomial" and not data.binary:
         raise ValueError("likelihood 'binomial' needs rewards that are 0 or 1")
+    if config.paired:
+        if data.cells is None:
+            raise ValueError("paired arms need the per-instance cells (arm_steps(..., paired=True))")
+        likelihood = "binomial-paired"
     obs = data.n > 0
     ai, ti = np.nonzero(obs)
     first = np.array([data.mean[a][obs[a]][0] for a in range(len(data.arms))])
@@ -355,6 +429,16 @@ def build_sigmoid_model(data: ArmSteps, config: SigmoidConfig) -> tuple[pm.Model
             p.midpoint_mu if p.midpoint_mu is not None else np.log(np.median(data.x_cells[:, obs.any(axis=0)]))
         ),
     }
+    if data.cells is not None and config.paired:
+        cell_of = np.full(obs.shape, -1, dtype=np.int64)
+        cell_of[ai, ti] = np.arange(len(ai))
+        c = data.cells
+        values.update(
+            cell_as=cell_of[c.arm_idx, c.step_idx],
+            cell_inst=c.inst_idx,
+            cell_n=c.n,
+            cell_k=c.k,
+        )
     with pm.Model(coords={S.ARM: data.arms}) as model:
         d = {name: pm.Data(name, v) for name, v in values.items()}
         r0_logit = pm.Normal("r0_logit", d["r0_mu"], p.r0_sd, dims=S.ARM)
@@ -372,7 +456,19 @@ def build_sigmoid_model(data: ArmSteps, config: SigmoidConfig) -> tuple[pm.Model
             midpoint=pt.exp(log_m)[i],
         )
         mu = pt.clip(mu, 1e-6, 1 - 1e-6)
-        if likelihood == "binomial":
+        if likelihood == "binomial-paired":
+            assert data.cells is not None
+            # instance effects shared by the arms and the steps, an (arm, step) jitter, both
+            # non-centred; the curve stays the population mean over both
+            sigma = pm.HalfNormal("instance_sd", p.instance_sd)
+            tau = pm.HalfNormal("step_logit_sd", p.step_logit_sd)
+            z = pm.Normal("instance_z", 0.0, 1.0, shape=len(data.cells.instances))
+            e = pm.Normal("step_z", 0.0, 1.0, shape=len(ai))
+            loc = curves.logitnormal_location_newton(pt, mu, pt.sqrt(sigma**2 + tau**2))
+            eta = (loc + tau * e)[d["cell_as"]] + sigma * z[d["cell_inst"]]
+            # the binomial log-likelihood without its constant log C(n, k): k eta - n log(1 + e^eta)
+            pm.Potential("likelihood", (d["cell_k"] * eta - d["cell_n"] * pt.softplus(eta)).sum())
+        elif likelihood == "binomial":
             kappa = pt.exp(pm.Normal("log_kappa", p.log_kappa_mu, p.log_kappa_sd, dims=S.ARM))[i]
             dist = pm.BetaBinomial.dist(n=d["n"], alpha=mu * kappa, beta=(1 - mu) * kappa)
             pm.Potential("likelihood", pm.logp(dist, d["successes"]).sum())
@@ -522,11 +618,18 @@ def fit_sigmoid(
         raise KeyError(f"reference arm {ref} not among the arms {', '.join(data.arms)}")
     model, used, values = build_sigmoid_model(data, config)
     # the data are pm.Data: fits of the same shape (arms, observed cells) reuse one compiled model
-    key = ("sigmoid", used, len(data.arms), len(values["x"]))
+    key: tuple[Any, ...] = ("sigmoid", used, len(data.arms), len(values["x"]))
+    if used == "binomial-paired":
+        key += (len(values["cell_n"]), int(values["cell_inst"].max()) + 1)
     idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=config.sampler)
     _natural_draws(idata)
     names = ["r0_logit", "asymptote_logit", "log_efficiency", "log_midpoint"]
-    names += ["log_kappa"] if used == "binomial" else ["tau"]
+    if used == "binomial-paired":
+        # the instance and step effects are nuisance: their draws are (draws x instances)
+        idata.posterior = idata.posterior.drop_vars(["instance_z", "step_z"])
+        names += ["instance_sd", "step_logit_sd"]
+    else:
+        names += ["log_kappa"] if used == "binomial" else ["tau"]
     diag = diagnostics(idata, names)
     estimands = _estimands(idata, data, ref, used, config)
     estimands["forecast"] = forecast(idata, data, horizon=config.horizon, delta=config.delta)
@@ -549,7 +652,8 @@ def _data(ds: xr.Dataset | ArmSteps, config: SigmoidConfig, metrics: xr.Dataset 
         data = ds
     else:
         arms = list(config.arms) if config.arms else None
-        data = arm_steps(ds, arms, metrics=metrics if config.x == "compute" else None, compute=config.compute)
+        metrics = metrics if config.x == "compute" else None
+        data = arm_steps(ds, arms, metrics=metrics, compute=config.compute, paired=config.paired)
     if config.x != data.axis:
         need = "per-step metrics of the arms' runs (--metrics)" if config.x == "compute" else "a step axis"
         raise ValueError(f"x = {config.x!r} needs {need}; the data are on a {data.axis} axis")
@@ -790,6 +894,7 @@ def truncate(data: ArmSteps, fit_steps: int) -> ArmSteps:
         mean=np.where(keep, data.mean, np.nan),
         var_mean=np.where(keep, data.var_mean, 0.0),
         summary={**data.summary, "fit_steps": fit_steps},
+        cells=data.cells.keep(keep) if data.cells is not None else None,
     )
 
 
@@ -846,6 +951,8 @@ def backtest_sigmoid(
     worth extrapolating.
     """
     config = config or SigmoidConfig()
+    if config.paired:
+        raise ValueError("a back-test of paired arms is not built (its predictive needs the instance effects)")
     data = _data(ds, config, metrics)
     check_backtest(data, fit_steps)
     part = truncate(data, fit_steps)
