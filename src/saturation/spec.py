@@ -43,8 +43,8 @@ from saturation.models import PlateauPriors, TransferPriors
 from saturation.models.learning import CardinalityConfig, ComponentsConfig, EntropyConfig, ReliabilityConfig
 from saturation.models.plateau import PlateauConfig
 from saturation.models.sampling import SamplerConfig, with_overrides
-from saturation.models.sigmoid import DEFAULT_SAMPLER as SIGMOID_SAMPLER
 from saturation.models.sigmoid import MIN_FIT_STEPS, X_AXES, SigmoidConfig
+from saturation.models.sigmoid import default_sampler as sigmoid_sampler
 from saturation.models.transfer import TransferConfig, default_sampler
 from saturation.replica import EMBEDDED_SERIES, EMBEDDED_TRIALS
 from saturation.series import read_metrics, read_metrics_csv
@@ -196,12 +196,12 @@ PLATEAU_SELECTION = ("run", "runs", "by", "compare")
 
 def sampler_config(spec: Spec) -> SamplerConfig:
     """The spec's [sampler] settings on top of the model's own defaults (the transfer
-    model's: ``transfer.default_sampler``; the saturation curves': ``sigmoid.DEFAULT_SAMPLER``);
+    model's: ``transfer.default_sampler``; the saturation curves': ``sigmoid.default_sampler(paired)``);
     the seed is the spec's own (``Spec.seed``)."""
     if spec.kind == "transfer":
         base = default_sampler(spec.model.get("task_effects", "integrated"))
     else:
-        base = SIGMOID_SAMPLER if spec.kind == "compare" else SamplerConfig()
+        base = sigmoid_sampler(bool(spec.model.get("paired"))) if spec.kind == "compare" else SamplerConfig()
     return with_overrides(base, {k: v for k, v in spec.sampler.items() if k != "seed"})
 
 

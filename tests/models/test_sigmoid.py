@@ -487,7 +487,12 @@ def test_paired_arms_recover_the_gap_with_a_narrower_interval():
     trials, truth = _checkpoint_evals(seed=0)
     curve = truth["curves"]["success_rate"].to_numpy()
     gap = curve[1, -1] - curve[0, -1]
-    fits = {p: fit_sigmoid(trials, SigmoidConfig(paired=p, reference="a"), seed=1) for p in (False, True)}
+    from saturation.models.sigmoid import default_sampler
+
+    fits = {
+        p: fit_sigmoid(trials, SigmoidConfig(paired=p, reference="a", sampler=default_sampler(p)), seed=1)
+        for p in (False, True)
+    }
     for fit in fits.values():
         assert fit.diagnostics["converged"], fit.diagnostics
         lo, hi = fit.estimands["contrasts"]["b"]["last_diff"]["hdi"]
