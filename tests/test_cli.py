@@ -478,6 +478,10 @@ def test_compare_checks_come_before_the_fit(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().err == "error: --metrics and --compute set the compute axis: add --x compute\n"
     assert main(["compare", str(path), "--x", "compute", "--metrics", str(tmp_path / "nope.csv")]) == 2
     assert "nope.csv: no such file or directory" in capsys.readouterr().err
+    assert main(["compare", str(path), str(path), "--metric", "reward/avg_raw_reward"]) == 2
+    assert "--metric reward/avg_raw_reward: give one per-step metrics file" in capsys.readouterr().err
+    assert main(["compare", str(path), "--metric", "reward/avg_raw_reward", "--paired"]) == 2
+    assert "--metric fits logged per-step values: --paired is for trials" in capsys.readouterr().err
     assert main(["compare", str(path), "--paired", "--likelihood", "gaussian"]) == 2
     assert "--paired needs binary rewards" in capsys.readouterr().err
     assert main(["compare", str(path), "--paired", "--backtest", "6"]) == 2
@@ -523,6 +527,16 @@ def test_compare_command_fits_simulated_arms_and_writes_the_json_contract(tmp_pa
     assert set(got["data"]["compute"]["arms"]) == {"t2", "t2yarn"}
     text = capsys.readouterr().out
     assert "x = cumulative timing/step (compute)" in text and "cumulative timing/step, at step" in text
+    # the same arms as a metrics CSV of logged per-step means (each run an arm)
+    from saturation.simulate import simulate_sigmoid_series
+
+    logged = write_metrics_csv(simulate_sigmoid_series(seed=0)[0], tmp_path / "arms.metrics.csv")
+    on_series = tmp_path / "series.json"
+    argv = ["compare", str(logged), "--metric", "reward/avg_raw_reward", "--reference", "t2", "--json", str(on_series)]
+    assert main(argv) == 0
+    got = json.loads(on_series.read_text())
+    assert got["data"]["series"] == "reward/avg_raw_reward" and got["likelihood"] == "gaussian"
+    assert "reward/avg_raw_reward logged at 80 (arm, step) points" in capsys.readouterr().out
 
 
 def test_numbers_out_of_range_are_usage_errors(capsys):

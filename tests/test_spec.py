@@ -30,6 +30,7 @@ def test_shipped_specs_validate():
         "code-contests",
         "r2egym-tools",
         "r2egym-tools-compute",
+        "g1-pool-arms",
     }
     assert {s.kind for s in specs} == set(KINDS)
     for s in specs:
@@ -156,6 +157,8 @@ def test_every_shipped_spec_builds_its_one_typed_config():
     assert tools.arm_attrs == {"t2": {"context": "32768"}, "t2yarn": {"context": "81920"}, "t2ns": {"context": "81920"}}
     assert tools.match == {"context": "81920"} and (tools.horizon, tools.delta) == (20, 0.01)
     assert tools.x == "step"
+    pool = configs["g1-pool-arms"]
+    assert isinstance(pool, SigmoidConfig) and (pool.metric, pool.reference) == ("reward/avg_raw_reward", "raw")
     on_compute = configs["r2egym-tools-compute"]
     assert isinstance(on_compute, SigmoidConfig) and (on_compute.x, on_compute.compute) == ("compute", "timing/step")
 
@@ -222,6 +225,37 @@ metrics = "embedded:r2egym-compute"
 """)
     with pytest.raises(SpecError, match=r"metrics .* is a compare spec's"):
         load_spec(path)
+
+
+def test_compare_spec_on_a_logged_metric(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text("""
+[analysis]
+kind = "compare"
+[data]
+series = "embedded:g1-pool-arms"
+[model]
+paired = true
+""")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    text = str(info.value)
+    assert "[data] series (per-step metrics, each run an arm) and [model] metric go together" in text, text
+    assert "trials is missing" not in text, text
+    path.write_text("""
+[analysis]
+kind = "compare"
+[data]
+series = "embedded:g1-pool-arms"
+trials = "embedded:r2egym"
+[model]
+metric = "reward/avg_raw_reward"
+families = true
+""")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    text = str(info.value)
+    assert "give trials or series" in text and "paired and families are for trials" in text, text
 
 
 def test_series_spec_component_problems_are_listed(tmp_path):

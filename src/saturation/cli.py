@@ -931,9 +931,17 @@ def _compare_options(args: argparse.Namespace) -> tuple[list[str] | None, dict[s
     if arms is not None and args.reference is not None and args.reference not in arms:
         raise UsageError(f"--reference {args.reference} is not one of --arms {_names(arms)}")
     _check_sampler_installed(args.sampler)
-    if args.x == "compute" and not args.metrics:
+    if args.metric is not None:
+        if len(args.trials) != 1:
+            raise UsageError(f"--metric {args.metric}: give one per-step metrics file (CSV or .nc), not trial tables")
+        for flag, given in (("--paired", args.paired), ("--families", args.families), ("--metrics", args.metrics)):
+            if given:
+                raise UsageError(f"--metric fits logged per-step values: {flag} is for trials")
+        if args.likelihood == "binomial":
+            raise UsageError("--metric: a logged value has no rollout counts; the likelihood is gaussian")
+    if args.x == "compute" and not (args.metrics or args.metric):
         raise UsageError("--x compute needs --metrics (the per-step metrics of the arms' runs, with --compute)")
-    if args.x == "step" and (args.metrics or args.compute):
+    if args.x == "step" and (args.metrics or args.compute):  # --metric: the series' own runs
         raise UsageError("--metrics and --compute set the compute axis: add --x compute")
     if args.paired and args.likelihood == "gaussian":
         raise UsageError("--paired needs binary rewards (the binomial likelihood), not --likelihood gaussian")
@@ -955,10 +963,15 @@ def _compare_options(args: argparse.Namespace) -> tuple[list[str] | None, dict[s
     return arms, arm_attrs, match
 
 
+def _compare_data_words(summary: dict[str, Any]) -> str:
+    """ "10240 trials", or for a logged metric "reward/avg_raw_reward logged at 120 steps"."""
+    if summary.get("series"):
+        return f"{summary['series']} logged at {sum(summary['steps_per_arm'].values())} (arm, step) points"
+    return f"{summary['n_trials']} trials"
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
     arms, arm_attrs, match = _compare_options(args)
-    ds = _load_trials_arg(args.trials, "")
-    _check_transfer_data(ds, arms, args.reference)
     from saturation.models.sigmoid import (
         DEFAULT_COMPUTE,
         SigmoidConfig,
@@ -968,12 +981,19 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         check_backtest,
         default_sampler,
         fit_sigmoid,
+        series_arm_steps,
     )
     from saturation.series import read_metrics
 
     compute = args.compute or DEFAULT_COMPUTE
-    metrics = read_metrics(args.metrics) if args.metrics else None
-    data = arm_steps(ds, arms, metrics=metrics, compute=compute, paired=args.paired)
+    if args.metric is not None:  # a logged per-step metric: each run of the series is an arm
+        series = read_metrics(args.trials[0])
+        data = series_arm_steps(series, args.metric, arms, compute=compute if args.x == "compute" else None)
+    else:
+        ds = _load_trials_arg(args.trials, "")
+        _check_transfer_data(ds, arms, args.reference)
+        metrics = read_metrics(args.metrics) if args.metrics else None
+        data = arm_steps(ds, arms, metrics=metrics, compute=compute, paired=args.paired)
     unknown = sorted(set(arm_attrs) - set(data.arms))
     if unknown:
         raise UsageError(f"--arm-attr: unknown arm(s) {_names(unknown)}; the data has {_names(data.arms)}")
@@ -995,13 +1015,14 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         x=args.x,
         compute=compute,
         paired=args.paired,
+        metric=args.metric,
     )
     fit = fit_sigmoid(data, config, seed=args.seed)
     out = fit.to_dict()
     axis, unit = axis_words(fit.data)
     _print(
         f"saturation curves (Khatri et al. 2025 sigmoid, x = {axis}): arms {_names(fit.data.arms)}, reference "
-        f"{out['reference']}, {out['data']['n_trials']} trials, {out['likelihood']} likelihood, "
+        f"{out['reference']}, {_compare_data_words(out['data'])}, {out['likelihood']} likelihood, "
         f"{int(S.HDI_PROB * 100)}% HDI"
     )
     digits = 1 if fit.data.compute is None else 3
@@ -1525,7 +1546,8 @@ def build_parser() -> argparse.ArgumentParser:
         "trials",
         nargs="+",
         metavar="TRIALS",
-        help="trial tables or a .nc Dataset with an arm column (try: saturation simulate sigmoid-arms arms.csv)",
+        help="trial tables or a .nc Dataset with an arm column (try: saturation simulate sigmoid-arms arms.csv); "
+        "with --metric, one per-step metrics file",
     )
     p.add_argument("--arms", metavar="A,B", help="comma-separated arms to compare (default: all)")
     p.add_argument("--reference", metavar="ARM", help="the arm the others are compared with (default: the first arm)")
@@ -1595,6 +1617,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY[*KEY]",
         help="--x compute: the per-step compute metric, a logged key or a product of keys (default timing/step, "
         "seconds per step; tokens: generate/avg_num_tokens*generate/batch_num_seq)",
+    )
+    p.add_argument(
+        "--metric",
+        metavar="KEY",
+        help="fit a logged per-step metric instead of trials: TRIALS is then one metrics file (CSV or the .nc of "
+        "ingest --metrics-out) whose runs are the arms, e.g. --metric reward/avg_raw_reward (Gaussian likelihood)",
     )
     p.add_argument(
         "--paired",

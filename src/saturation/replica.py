@@ -48,6 +48,7 @@ from saturation.simulate import (
     simulate_plateau,
     simulate_series_runs,
     simulate_sigmoid_arms,
+    simulate_sigmoid_series,
     simulate_transfer,
 )
 
@@ -243,6 +244,30 @@ R2EGYM_SPEC = SigmoidArmsSpec(
 #: assumed context lengths of the arms (the matched-context comparison is at 81,920)
 R2EGYM_CONTEXT = {"t2": 32768, "t2yarn": 81920, "t2ns": 81920}
 R2EGYM_SEED = 20260813
+# ------------------------------------------------------------------ g1 data-pool arms (assumed)
+#: The study names its g1 data-pool filter arms (``metrics/g1_arms_{metrics,train}.csv``:
+#: ``band``, ``bs32``, ``raw``) and publishes nothing else about them. Every value below is an
+#: ASSUMPTION (docs/data.md): a binary training reward logged per step
+#: (``reward/avg_raw_reward``, 16 prompts x 8 rollouts), 50 steps each, one ceiling (0.40) for
+#: all three (Khatri et al.: recipe details mostly move the efficiency, not the asymptote),
+#: ``band`` (a difficulty-band filter) faster than ``raw``, ``bs32`` slower per step.
+G1_POOL_SPEC = SigmoidArmsSpec(
+    arms=(
+        SigmoidArm("raw", r0=0.10, asymptote=0.40, efficiency=1.3, midpoint=15.0),
+        SigmoidArm("band", r0=0.10, asymptote=0.40, efficiency=1.6, midpoint=10.0),
+        SigmoidArm("bs32", r0=0.10, asymptote=0.40, efficiency=1.3, midpoint=22.0),
+    ),
+    n_steps=50,
+    prompts_per_step=16,
+    samples_per_prompt=8,
+    pool_size=2000,
+    task_sd=1.0,
+    step_sd=0.05,
+    run_prefix="g1-pool",
+    dataset="g1-pool",
+)
+G1_POOL_SEED = 20260813
+
 #: step-to-step variation of the r2egym runs' logged seconds and tokens (ASSUMED)
 R2EGYM_COMPUTE_CV = 0.1
 
@@ -293,7 +318,11 @@ EMBEDDED_TRIALS = {
     "swegym": "swegym-transfer.trials.csv.zst",
     "r2egym": "r2egym-tools.trials.csv.zst",
 }
-EMBEDDED_SERIES = {"code-contests": "code-contests.metrics.csv", "r2egym-compute": "r2egym-tools.metrics.csv"}
+EMBEDDED_SERIES = {
+    "code-contests": "code-contests.metrics.csv",
+    "r2egym-compute": "r2egym-tools.metrics.csv",
+    "g1-pool-arms": "g1-pool-arms.metrics.csv",
+}
 
 
 def data_dir() -> Path:
@@ -343,12 +372,14 @@ def build_embedded(outdir: str | Path) -> dict[str, Any]:
     series, _ = simulate_series_runs(CODE_CONTESTS_SPECS, CODE_CONTESTS_SEED)
     tools, _ = simulate_sigmoid_arms(R2EGYM_SPEC, R2EGYM_SEED)
     tools_compute, _ = simulate_arm_step_metrics(R2EGYM_SPEC, R2EGYM_SEED, cv=R2EGYM_COMPUTE_CV)
+    pool_arms, _ = simulate_sigmoid_series(G1_POOL_SPEC, G1_POOL_SEED)
     files = {
         EMBEDDED_TRIALS["swesmith"]: write_table(plateau, outdir / EMBEDDED_TRIALS["swesmith"]),
         EMBEDDED_TRIALS["swegym"]: write_table(transfer, outdir / EMBEDDED_TRIALS["swegym"]),
         EMBEDDED_TRIALS["r2egym"]: write_table(tools, outdir / EMBEDDED_TRIALS["r2egym"]),
         EMBEDDED_SERIES["code-contests"]: write_metrics_csv(series, outdir / EMBEDDED_SERIES["code-contests"]),
         EMBEDDED_SERIES["r2egym-compute"]: write_metrics_csv(tools_compute, outdir / EMBEDDED_SERIES["r2egym-compute"]),
+        EMBEDDED_SERIES["g1-pool-arms"]: write_metrics_csv(pool_arms, outdir / EMBEDDED_SERIES["g1-pool-arms"]),
     }
     manifest = {
         "synthetic": S.SYNTHETIC_LABEL,
@@ -359,6 +390,7 @@ def build_embedded(outdir: str | Path) -> dict[str, Any]:
             "swegym": SWEGYM_SEED,
             "code-contests": CODE_CONTESTS_SEED,
             "r2egym": R2EGYM_SEED,
+            "g1-pool-arms": G1_POOL_SEED,
         },
     }
     write_atomic(outdir / "MANIFEST.json", json.dumps(manifest, indent=2) + "\n")

@@ -54,7 +54,14 @@ from saturation.models.learning import (
 from saturation.models.plateau import STOPPED_VERDICTS, PlateauConfig
 from saturation.models.runs import fit_plateau_runs
 from saturation.models.sampling import interval, merge_diagnostics, nuisance_text
-from saturation.models.sigmoid import SigmoidConfig, arm_steps, axis_words, backtest_sigmoid, fit_sigmoid
+from saturation.models.sigmoid import (
+    SigmoidConfig,
+    arm_steps,
+    axis_words,
+    backtest_sigmoid,
+    fit_sigmoid,
+    series_arm_steps,
+)
 from saturation.models.transfer import TransferConfig
 from saturation.plots import save_figure
 from saturation.progress import Progress
@@ -782,12 +789,18 @@ def _compare(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
     comparison."""
     config = analysis_config(spec)
     assert isinstance(config, SigmoidConfig)
-    metrics = load_metrics(spec) if config.x == "compute" else None
+    metrics = load_metrics(spec) if config.x == "compute" and config.metric is None else None
     arms = list(config.arms) if config.arms else None
-    data = arm_steps(ds, arms, metrics=metrics, compute=config.compute, paired=config.paired)
+    if config.metric is not None:  # a logged per-step metric: each run an arm
+        compute = config.compute if config.x == "compute" else None
+        data = series_arm_steps(ds, config.metric, arms, compute=compute)
+    else:
+        data = arm_steps(ds, arms, metrics=metrics, compute=config.compute, paired=config.paired)
     fit = fit_sigmoid(data, config, seed=spec.seed)
     est = fit.to_dict()
     axis, unit = axis_words(data)
+    summ = est["data"]
+    data_words = f"{summ['series']} as logged per step" if summ.get("series") else f"{summ['n_trials']} trials"
     out.idata(fit.idata, "sigmoid_fit")
     ref = est["reference"]
     rows = []
@@ -846,7 +859,7 @@ def _compare(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
             f"Saturation curve per arm (x = {axis}): per-step all-rollout reward (points), the fitted sigmoid's "
             f"posterior mean "
             f"and {S.HDI_LABEL} band over the data (solid) and over the next {config.horizon} steps (dashed: an "
-            f"extrapolation), and each arm's posterior mean ceiling (dotted). Data: {est['data']['n_trials']} trials, "
+            f"extrapolation), and each arm's posterior mean ceiling (dotted). Data: {data_words}, "
             f"{est['likelihood']} likelihood.",
         )
     verdict = " ".join(details)
@@ -879,7 +892,7 @@ def _reference(spec: Spec) -> tuple[dict[str, Any] | None, str]:
 
 def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, force: bool = False) -> Section:
     """Run one analysis (or reuse its cached outputs) and write its files under ``out_dir/<name>``."""
-    key_name = "series" if spec.kind == "series" else "trials"
+    key_name = "series" if spec.kind == "series" or "series" in spec.data else "trials"
     reference, ref_hash = _reference(spec)
     metrics_hash = data_hash(spec, "metrics") if "metrics" in spec.data else ""
     parts = [spec.canonical(), data_hash(spec, key_name, data), ref_hash, metrics_hash, __version__]

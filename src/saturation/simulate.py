@@ -775,6 +775,39 @@ def simulate_sigmoid_arms(spec: SigmoidArmsSpec | None = None, seed: int = 0) ->
     return ds, truth
 
 
+def simulate_sigmoid_series(spec: SigmoidArmsSpec | None = None, seed: int = 0) -> tuple[xr.Dataset, dict[str, Any]]:
+    """The logged per-step mean reward of :func:`simulate_sigmoid_arms`'s runs, one run per
+    arm named after it: what a metrics CSV of recipe arms holds (``reward/avg_raw_reward``,
+    the batch mean SkyRL logs), without the trials.
+
+    Parameters
+    ----------
+    spec : SigmoidArmsSpec, optional
+        The arms and the design.
+    seed : int, default 0
+        Seed of :func:`simulate_sigmoid_arms`.
+
+    Returns
+    -------
+    (xarray.Dataset, dict)
+        Series (dims run, step; variable ``reward_mean`` with ``metric_name``
+        ``reward/avg_raw_reward``) and :func:`simulate_sigmoid_arms`'s truth.
+    """
+    trials, truth = simulate_sigmoid_arms(spec, seed)
+    frame = pd.DataFrame(
+        {
+            S.RUN: trials[S.ARM].to_numpy().astype(str),
+            S.STEP: trials[S.STEP].to_numpy().astype(int),
+            "y": trials[S.REWARD].to_numpy(),
+        }
+    )
+    ds = frame.groupby([S.RUN, S.STEP])["y"].mean().rename(S.REWARD_MEAN).to_xarray().to_dataset()
+    ds = ds.reindex({S.RUN: [a.name for a in (spec or SigmoidArmsSpec()).arms]})
+    ds[S.REWARD_MEAN].attrs["metric_name"] = SERIES_METRICS[S.REWARD_MEAN]
+    ds.attrs.update({"simulator": "simulate_sigmoid_series", "seed": seed})
+    return ds, truth
+
+
 def simulate_arm_step_metrics(
     spec: SigmoidArmsSpec | None = None, seed: int = 0, *, cv: float = 0.1
 ) -> tuple[xr.Dataset, dict[str, Any]]:

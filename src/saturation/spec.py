@@ -105,6 +105,7 @@ MODEL_KEYS: dict[str, dict[str, str]] = {
         "x": _STR,
         "compute": _STR,
         "paired": _BOOL,
+        "metric": _STR,
     },
 }
 FIGURES: dict[str, tuple[str, ...]] = {
@@ -309,7 +310,7 @@ def data_path(value: str, spec_path: Path) -> Path | None:
 
 def _check_data(where: str, spec_path: Path, kind: str, data: dict[str, Any], problems: list[str]) -> None:
 
-    needed = "series" if kind == "series" else "trials"
+    needed = "series" if kind == "series" or (kind == "compare" and "series" in data) else "trials"
     if needed not in data:
         problems.append(f"{where}: [data] {needed} is missing (a path or '{EMBEDDED}<name>')")
     embedded = {"trials": EMBEDDED_TRIALS, "series": EMBEDDED_SERIES, "metrics": EMBEDDED_SERIES}
@@ -358,9 +359,15 @@ def _check_compare(where: str, model: dict[str, Any], data: dict[str, Any], prob
         problems.append(f"{where}: [model] horizon must be >= 1, got {model['horizon']}")
     if isinstance(model.get("backtest"), int) and model["backtest"] < MIN_FIT_STEPS:
         problems.append(f"{where}: [model] backtest must be >= {MIN_FIT_STEPS} steps, got {model['backtest']}")
+    if ("series" in data) != ("metric" in model):
+        problems.append(f"{where}: [data] series (per-step metrics, each run an arm) and [model] metric go together")
+    if "series" in data and "trials" in data:
+        problems.append(f"{where}: [data] give trials or series (with [model] metric), not both")
+    if "metric" in model and (model.get("paired") or model.get("families")):
+        problems.append(f"{where}: [model] metric fits logged values: paired and families are for trials")
     if model.get("paired") is True and model.get("backtest"):
         problems.append(f"{where}: [model] paired with backtest is not built (the back-test needs instance effects)")
-    if model.get("x") == "compute" and "metrics" not in data:
+    if model.get("x") == "compute" and "metrics" not in data and "series" not in data:
         problems.append(f'{where}: [model] x = "compute" needs [data] metrics (the per-step compute of the runs)')
     if model.get("x", "step") == "step" and ("compute" in model or "metrics" in data):
         problems.append(f'{where}: [model] compute and [data] metrics set the compute axis: add x = "compute"')

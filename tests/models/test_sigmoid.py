@@ -503,3 +503,49 @@ def test_paired_arms_recover_the_gap_with_a_narrower_interval():
     lo, hi = np.quantile(sd, [0.03, 0.97])
     assert lo <= 1.5 <= hi
     assert "instance_z" not in fits[True].idata.posterior  # nuisance draws dropped
+
+
+# ---------------------------------------------------------------- a logged metric instead of trials
+def test_series_arm_steps_are_the_logged_values_per_run():
+    from saturation.models.sigmoid import SigmoidConfig, build_sigmoid_model, series_arm_steps
+    from saturation.simulate import simulate_sigmoid_series
+
+    series, _ = simulate_sigmoid_series(SigmoidArmsSpec(n_steps=12, prompts_per_step=4, samples_per_prompt=4), seed=3)
+    trials, _ = simulate_sigmoid_arms(SigmoidArmsSpec(n_steps=12, prompts_per_step=4, samples_per_prompt=4), seed=3)
+    data = series_arm_steps(series, "reward/avg_raw_reward")
+    assert data.arms == ["t2", "t2yarn"] and not data.binary and data.summary["series"] == "reward/avg_raw_reward"
+    np.testing.assert_allclose(data.mean, arm_steps(trials).mean)  # the batch means of the same rollouts
+    assert (data.n == 1).all() and (data.var_mean == 0).all()
+    _, used, values = build_sigmoid_model(data, SigmoidConfig(metric="reward/avg_raw_reward"))
+    assert used == "gaussian" and (values["var_mean"] == 0).all()
+    with pytest.raises(KeyError, match="unknown arm"):
+        series_arm_steps(series, "reward/avg_raw_reward", ["t9"])
+    with pytest.raises(KeyError, match="no metric 'reward/nope'"):
+        series_arm_steps(series, "reward/nope")
+    scaled = series.copy()
+    scaled["reward_mean"] = scaled["reward_mean"] * 3
+    with pytest.raises(ValueError, match=r"a rate in \[0, 1\]; arm t2 has"):
+        series_arm_steps(scaled, "reward_mean")
+    with pytest.raises(ValueError, match="fewer than 5 logged steps for arm"):
+        series_arm_steps(series.isel(step=slice(0, 4)), "reward_mean")
+    with pytest.raises(ValueError, match="no rollout counts"):
+        SigmoidConfig(metric="reward_mean", paired=True).validate()
+
+
+@pytest.mark.slow
+def test_a_logged_metric_gives_the_curves_the_trials_give():
+    """The same runs as logged per-step means (no rollout counts) and as trials (Gaussian on
+    the per-step means with their sampling variance): the ceilings and midpoints agree."""
+    from saturation.models.sigmoid import SigmoidConfig
+    from saturation.simulate import simulate_sigmoid_series
+
+    spec = SigmoidArmsSpec(n_steps=40, prompts_per_step=16, samples_per_prompt=8)
+    series, _ = simulate_sigmoid_series(spec, seed=3)
+    trials, _ = simulate_sigmoid_arms(spec, seed=3)
+    logged = fit_sigmoid(series, SigmoidConfig(metric="reward/avg_raw_reward"), seed=1)
+    rolled = fit_sigmoid(trials, SigmoidConfig(likelihood="gaussian"), seed=1)
+    assert logged.diagnostics["converged"] and rolled.diagnostics["converged"]
+    for arm in ("t2", "t2yarn"):
+        a, b = logged.estimands["arms"][arm], rolled.estimands["arms"][arm]
+        assert abs(a["asymptote"]["mean"] - b["asymptote"]["mean"]) < 0.03
+        assert abs(np.log(a["midpoint"]["mean"] / b["midpoint"]["mean"])) < 0.15

@@ -133,9 +133,14 @@ class SigmoidConfig:
     #: the instance-level binomial of :func:`build_sigmoid_model` instead of one
     #: beta-binomial cell per (arm, step); its sampler should be ``default_sampler(True)``
     paired: bool = False
+    #: fit a logged per-step metric of a series (dims run, step; each run an arm) instead of
+    #: trials: the Gaussian likelihood on the logged values (:func:`series_arm_steps`)
+    metric: str | None = None
 
     def validate(self) -> None:
         problems = []
+        if self.metric is not None and (self.paired or self.likelihood == "binomial"):
+            problems.append("a logged metric has no rollout counts: it is fitted unpaired, Gaussian")
         if self.paired and self.likelihood == "gaussian":
             problems.append("paired arms need binary rewards (the binomial likelihood), not 'gaussian'")
         if self.x not in X_AXES:
@@ -248,6 +253,62 @@ def arm_steps(
     return with_compute(data, step_compute(metrics, ds, compute, data.arms), compute)
 
 
+def series_arm_steps(
+    series: xr.Dataset,
+    metric: str,
+    arms: list[str] | None = None,
+    *,
+    compute: str | None = None,
+) -> ArmSteps:
+    """The per (arm, step) data of a logged per-step metric: each run of the series is an
+    arm, each logged value one observation (no rollout counts: ``n`` is 1, the sampling
+    variance 0, so the Gaussian likelihood's step noise tau carries all of it). With
+    ``compute``, on the compute axis of the same series' runs (:func:`with_compute`).
+
+    Raises
+    ------
+    KeyError
+        An unknown metric or arm.
+    ValueError
+        Logged values outside [0, 1] (the curve is a rate) or an arm with fewer than
+        :data:`MIN_FIT_STEPS` values.
+    """
+    var = S.metric_variable(series, metric)
+    present = [str(r) for r in series[S.RUN].values]
+    arms = list(arms) if arms else present
+    unknown = [a for a in arms if a not in present]
+    if unknown:
+        raise KeyError(f"unknown arm(s) {', '.join(unknown)}; the series has runs {', '.join(present)}")
+    values = series[var].sel({S.RUN: arms}).to_numpy().astype(float)
+    steps = series[S.STEP].to_numpy().astype(float)
+    seen = np.isfinite(values)
+    keep = seen.any(axis=0)
+    values, steps, seen = values[:, keep], steps[keep], seen[:, keep]
+    bad = seen & ((values < 0) | (values > 1))
+    if bad.any():
+        a, j = (int(i[0]) for i in np.nonzero(bad))
+        raise ValueError(
+            f"{metric}: the saturation curve is a rate in [0, 1]; arm {arms[a]} has {values[a, j]:g} "
+            f"at step {int(steps[j])}"
+        )
+    short = [a for a, row in zip(arms, seen, strict=True) if row.sum() < MIN_FIT_STEPS]
+    if short:
+        raise ValueError(f"{metric}: fewer than {MIN_FIT_STEPS} logged steps for arm(s) {', '.join(short)}")
+    n = seen.astype(float)
+    mean = np.where(seen, values, np.nan)
+    summary = {
+        "n_trials": None,
+        "series": metric,
+        "arms": arms,
+        "steps": [int(steps[0]), int(steps[-1])],
+        "steps_per_arm": {a: int(row.sum()) for a, row in zip(arms, seen, strict=True)},
+    }
+    data = ArmSteps(arms, steps, n, np.where(seen, values, 0.0), mean, np.zeros_like(n), False, summary)
+    if compute is None:
+        return data
+    return with_compute(data, step_compute(series, None, compute, arms), compute)
+
+
 def instance_cells(ds: xr.Dataset, data: ArmSteps) -> InstanceCells:
     """Rollouts and successes per (arm, step, instance) of ``data``'s arms (ungraded
     rollouts count as failures, as in :func:`arm_steps`); ValueError unless every reward
@@ -319,9 +380,10 @@ def _arm_steps(ds: xr.Dataset, arms: list[str] | None) -> ArmSteps:
     return ArmSteps(arms, steps, n, s, mean, var_mean, binary, summary)
 
 
-def step_compute(metrics: xr.Dataset, trials: xr.Dataset, key: str, arms: list[str]) -> dict[str, pd.Series]:
+def step_compute(metrics: xr.Dataset, trials: xr.Dataset | None, key: str, arms: list[str]) -> dict[str, pd.Series]:
     """Per arm, its run's per-step compute (``key``: a logged metric or a product ``a*b`` of
-    them) indexed by step; the run of an arm is the one run its trials belong to.
+    them) indexed by step; the run of an arm is the one run its trials belong to (no
+    ``trials``: the arm is a run of ``metrics``).
 
     Raises
     ------
@@ -331,9 +393,11 @@ def step_compute(metrics: xr.Dataset, trials: xr.Dataset, key: str, arms: list[s
         An arm whose trials come from several runs, or a compute value that is not a
         positive finite number.
     """
-    runs: dict[str, set[str]] = {}
-    for run, arm in zip(trials[S.RUN].to_numpy().astype(str), trials[S.ARM].to_numpy().astype(str), strict=True):
-        runs.setdefault(str(arm), set()).add(str(run))
+    runs: dict[str, set[str]] = {arm: {arm} for arm in arms} if trials is None else {}
+    if trials is not None:
+        pairs = zip(trials[S.RUN].to_numpy().astype(str), trials[S.ARM].to_numpy().astype(str), strict=True)
+        for run, arm in set(pairs):
+            runs.setdefault(str(arm), set()).add(str(run))
     variables = [S.metric_variable(metrics, part.strip(), "compute metric") for part in key.split("*")]
     have = set(map(str, metrics[S.RUN].values)) if S.RUN in metrics.dims else set()
     out = {}
@@ -661,6 +725,9 @@ def _data(ds: xr.Dataset | ArmSteps, config: SigmoidConfig, metrics: xr.Dataset 
     """The fit's per (arm, step) data on the configured axis."""
     if isinstance(ds, ArmSteps):
         data = ds
+    elif config.metric is not None:
+        arms = list(config.arms) if config.arms else None
+        data = series_arm_steps(ds, config.metric, arms, compute=config.compute if config.x == "compute" else None)
     else:
         arms = list(config.arms) if config.arms else None
         metrics = metrics if config.x == "compute" else None
