@@ -34,7 +34,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -295,6 +295,18 @@ def _eval_dump_rows(
     problems: list[str],
     counts: dict[tuple[int, str], int],
 ) -> None:
+    for where, record in _jsonl_records(path, rows, problems):
+        row = _eval_record(record, where, step, phase, source, run, include_added, counts, problems)
+        if row is None:
+            rows.rejected += 1
+        else:
+            rows.add(row)
+
+
+def _jsonl_records(path: Path, rows: _Rows, problems: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(``file:line``, object) for every JSON-object line of a JSONL file; each non-blank
+    line is counted read, and an overlong, malformed or non-object line is rejected with a
+    problem (so is the damage of a truncated or unreadable file: the lines before it count)."""
     try:
         for number, raw in streams.iter_lines(path):
             if not raw.strip():
@@ -316,11 +328,7 @@ def _eval_dump_rows(
                 problems.append(f"{where}: expected a JSON object, found {type(record).__name__}")
                 rows.rejected += 1
                 continue
-            row = _eval_record(record, where, step, phase, source, run, include_added, counts, problems)
-            if row is None:
-                rows.rejected += 1
-            else:
-                rows.add(row)
+            yield where, record
     except TruncatedStreamError as exc:
         problems.append(f"{exc}; the lines before it were ingested")
     except OSError as exc:
@@ -677,29 +685,12 @@ def _r2e_rows(path: Path, step: int, phase: str, run: str, arm: str | None, rows
     """The trials of one R2E-Gym trajectory file; every non-blank line is read, kept or rejected."""
     counts: dict[str, int] = {}
     base = {S.RUN: run, S.STEP: step, S.PHASE: phase, **({S.ARM: arm} if arm is not None else {})}
-    try:
-        for number, raw in streams.iter_lines(path):
-            if not raw.strip():
-                continue
-            rows.read += 1
-            rows.bytes += len(raw)
-            where = f"{path}:{number}"
-            if raw is streams.OVERLONG:
-                problems.append(f"{where}: line longer than {streams.MAX_LINE_CHARS:,} characters")
-                rows.rejected += 1
-                continue
-            try:
-                record = json.loads(raw)
-                if not isinstance(record, dict):
-                    raise ValueError(f"expected a JSON object, found {type(record).__name__}")
-                rows.add(_r2e_record(record, where, base, counts))
-            except (ValueError, RecursionError) as exc:
-                problems.append(f"{where}: {str(exc)[:160]}")
-                rows.rejected += 1
-    except TruncatedStreamError as exc:
-        problems.append(f"{exc}; the lines before it were ingested")
-    except OSError as exc:
-        problems.append(f"{path}: unreadable ({exc}); the lines before it were ingested")
+    for where, record in _jsonl_records(path, rows, problems):
+        try:
+            rows.add(_r2e_record(record, where, base, counts))
+        except ValueError as exc:
+            problems.append(f"{where}: {str(exc)[:160]}")
+            rows.rejected += 1
 
 
 def _add_r2e_rows(
