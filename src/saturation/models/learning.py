@@ -354,6 +354,18 @@ def diagnose_reliability(
     return _diagnosis("reliability", verdicts, numbers, trends, diags, chains, stamped)
 
 
+def rope_decision(change: np.ndarray, rope: float, words: tuple[str, str, str, str]) -> tuple[str, float, float, float]:
+    """The ROPE rule of a change's draws: ``words`` = (inside, up, down, undetermined); the
+    first three when P(|change| < rope), P(change > rope) or P(change < -rope) reaches
+    ``P_DECIDE`` (the events are disjoint, so at most one can), else the fourth. Returns the
+    word and the three probabilities (inside, up, down)."""
+    change = np.ravel(change)
+    p_in = float(np.mean(np.abs(change) < rope))
+    p_up, p_down = float(np.mean(change > rope)), float(np.mean(change < -rope))
+    decided = [word for word, prob in zip(words, (p_in, p_up, p_down), strict=False) if prob >= P_DECIDE]
+    return (decided[0] if decided else words[3]), p_in, p_up, p_down
+
+
 def runs_with(series: xr.Dataset, variables: tuple[str, ...]) -> list[str]:
     """The runs of a series with a value of every one of ``variables`` at some step (a
     composite-reward run has no pass@k; a run that logged no entropy has none), in order."""
@@ -605,17 +617,10 @@ def diagnose_entropy(
         e = trends[f"{entropy}/{run}"]
         rel = ((e["end"] - e["start"]) / e["start"]).ravel()
         out["relative_change"] = interval(rel)
-        p_down, p_up = float(np.mean(rel < -rope_relative)), float(np.mean(rel > rope_relative))
-        p_stable = float(np.mean(np.abs(rel) < rope_relative))
+        kind, p_stable, p_up, p_down = rope_decision(
+            rel, rope_relative, ("entropy stable", "entropy rising", "entropy collapse", "entropy change undetermined")
+        )
         p_together = float(np.mean(np.abs(gap) <= TOGETHER_STEPS))
-        if p_down >= P_DECIDE:
-            kind = "entropy collapse"
-        elif p_up >= P_DECIDE:
-            kind = "entropy rising"
-        elif p_stable >= P_DECIDE:
-            kind = "entropy stable"
-        else:
-            kind = "entropy change undetermined"
         out.update(
             p_decline_beyond_rope=p_down,
             p_rise_beyond_rope=p_up,
@@ -662,20 +667,8 @@ class ComponentsConfig:
 
 
 def _component_verdict(change: np.ndarray, rope: float) -> tuple[str, dict[str, float]]:
-    probs = {
-        "p_in_rope": float(np.mean(np.abs(change) < rope)),
-        "p_up_beyond_rope": float(np.mean(change > rope)),
-        "p_down_beyond_rope": float(np.mean(change < -rope)),
-    }
-    if probs["p_in_rope"] >= P_DECIDE:
-        kind = "flat"
-    elif probs["p_up_beyond_rope"] >= P_DECIDE:
-        kind = "rose"
-    elif probs["p_down_beyond_rope"] >= P_DECIDE:
-        kind = "fell"
-    else:
-        kind = "undetermined"
-    return kind, probs
+    kind, p_in, p_up, p_down = rope_decision(change, rope, ("flat", "rose", "fell", "undetermined"))
+    return kind, {"p_in_rope": p_in, "p_up_beyond_rope": p_up, "p_down_beyond_rope": p_down}
 
 
 def composition_error(
