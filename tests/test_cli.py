@@ -670,16 +670,20 @@ def test_transfer_summary_prints_arms_as_plain_names(tmp_path, monkeypatch, caps
 
 
 # ------------------------------------------------------------------ no third-party warnings
-def test_importing_the_models_prints_no_third_party_warnings():
+def test_importing_the_models_prints_no_third_party_warnings(tmp_path):
     """``python -W default -c "import saturation.models"`` prints nothing; nor does the first
     read of PyTensor's BLAS flag, which is where a pip-installed PyTensor warns that it found no
-    BLAS (the first graph a fit compiles reads it)."""
+    BLAS (the first graph a fit compiles reads it). The cache directory is fresh, as on a new
+    machine or on the first run of a day: ArviZ prints its refactor notice once a day, keyed on
+    a stamp file in the user cache directory."""
+    import os
     import subprocess
     import sys
 
     code = "import saturation.models\nimport pytensor\npytensor.config.blas__ldflags\n"
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     out = subprocess.run(
-        [sys.executable, "-W", "default", "-c", code], capture_output=True, text=True, check=True, timeout=300
+        [sys.executable, "-W", "default", "-c", code], capture_output=True, text=True, check=True, timeout=300, env=env
     )
     assert out.stderr == ""
 
