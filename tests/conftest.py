@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
+from saturation import schema as S
+from saturation.models.transfer import TransferConfig, TransferFit
 from saturation.simulate import ArmSpec, LevelSpec, PlateauSpec, TransferSpec, simulate_plateau
 
 
@@ -42,3 +46,30 @@ def crossing_spec() -> TransferSpec:
         ungraded_task_sd=0.5,
         step_sd=0.03,
     )
+
+
+def _made_up_transfer_fit(reference, arm, p_start, p_end, cross_mean, p_no_crossover, last_step=36):
+    """A TransferFit around made-up estimands (no sampling): the decision rule under test."""
+    e = {"mean": -0.05, "sd": 0.01, "hdi": [-0.07, -0.03]}
+    estimands = {
+        "initial": {
+            arm: {f"delta_{q}": e for q in (S.ALL_ROLLOUT, S.GRADED_ONLY, S.UNGRADED_RATE)} | {"p_positive": p_start}
+        },
+        "crossover_step": {arm: {"mean": cross_mean, "sd": 1.0, "hdi": [2.0, 6.0], "p_no_crossover": p_no_crossover}},
+        "last_step": {arm: {"step": last_step, f"delta_{S.ALL_ROLLOUT}": e, "p_positive": p_end}},
+    }
+    return TransferFit(
+        idata=None,  # type: ignore[arg-type]
+        config=TransferConfig(reference=reference),
+        data=SimpleNamespace(arms=[reference, arm]),  # type: ignore[arg-type]
+        estimands=estimands,
+        diagnostics={"converged": True},
+        timings={},
+    )
+
+
+@pytest.fixture(scope="session")
+def made_up_transfer_fit():
+    """``factory(reference, arm, p_start, p_end, cross_mean, p_no_crossover)``: a TransferFit
+    around made-up estimands, for tests of the decision rule and of what reads it."""
+    return _made_up_transfer_fit

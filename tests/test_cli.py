@@ -70,7 +70,7 @@ def test_describe_defaults_to_embedded_synthetic_data(capsys, tmp_path):
     assert swesmith["levels"] == ["file", "module", "entity"]
     assert swesmith["levels"] == list(EMBEDDED_LEVELS["swesmith"])  # what `plateau --levels` checks against
     arms = {r["arm"]: r["n_trials"] for r in d["embedded: swegym"]["runs"]}
-    assert arms == {"base": 20156, "s85": 19034}
+    assert arms == {"base": 20156, "s85": 19034, "s85-lr1.2e-5": 18048}
 
 
 def test_plateau_command_writes_the_json_contract(tmp_path, capsys):

@@ -64,6 +64,26 @@ def test_embedded_sizes_match_the_study():
     assert counts == {"base": 20156, "s85": 19034}
 
 
+def test_lr_arm_starts_where_s85_starts_and_loses_more():
+    """The assumed LR arm (docs/data.md): the same first-step truth as s85 (one checkpoint),
+    its all-rollout reward below s85's from step 8 to its last step; appended without changing
+    the base and s85 trials (their steps and counts as published)."""
+    from saturation.replica import LR_ARM, SWEGYM_SPEC
+    from saturation.simulate import transfer_truth_curves
+
+    truth = transfer_truth_curves(SWEGYM_SPEC)
+    s85, lr = (truth.sel({S.ARM: a}) for a in ("s85", LR_ARM))
+    for q in (S.UNGRADED_RATE, S.GRADED_ONLY):
+        assert float(lr[q].sel({S.STEP: 1})) == pytest.approx(float(s85[q].sel({S.STEP: 1})))
+    steps = truth[S.STEP].to_numpy()
+    later = (steps >= 8) & truth["observed"].sel({S.ARM: LR_ARM}).to_numpy()
+    assert later.sum() >= 25
+    assert (lr[S.ALL_ROLLOUT].to_numpy()[later] < s85[S.ALL_ROLLOUT].to_numpy()[later]).all()
+    gym = load_embedded("swegym")
+    assert int((gym[S.ARM] == LR_ARM).sum()) == 18048
+    assert np.unique(gym[S.STEP].to_numpy()[gym[S.ARM].to_numpy() == LR_ARM]).tolist() == list(range(1, 37))
+
+
 @pytest.mark.parametrize("section", ["saturation", "precision_recall", "transfer"])
 def test_study_method_reproduces_published_figures(table, section):
     rows = table[(table.section == section) & (table.note == "")]

@@ -27,6 +27,7 @@ def test_shipped_specs_validate():
         "swesmith-split46",
         "learning-diagnostics",
         "swegym-transfer",
+        "swegym-lr-arm",
         "code-contests",
         "r2egym-tools",
         "r2egym-tools-compute",

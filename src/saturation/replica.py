@@ -115,6 +115,8 @@ SWESMITH_SPEC = PlateauSpec(
 SWESMITH_SEED = 20260813
 
 # ------------------------------------------------------------------ SWE-Gym transfer
+#: the SWE-Gym LR arm: s85 at learning rate 1.2e-5 (seed: "g1 base / s85 / s85@lr1.2e-5")
+LR_ARM = "s85-lr1.2e-5"
 SWEGYM_SPEC = TransferSpec(
     arms=(
         ArmSpec(
@@ -128,6 +130,17 @@ SWEGYM_SPEC = TransferSpec(
             19034,
             ungraded=((1, 0.377), (2, 0.397), (4, 0.397), (20, 0.478), (35, 0.282), (38, 0.28)),
             graded_reward=((1, 0.4767), (2, 0.5222), (4, 0.5222), (20, 0.5747), (35, 0.3329), (38, 0.33)),
+        ),
+        # The LR arm: s85 trained on at LR 1.2e-5 (the recipe's 8e-6 elsewhere). The study names
+        # the arm and publishes no figure for it: EVERY value is ASSUMED (docs/data.md). It starts
+        # where s85 starts (the same checkpoint) and, at the higher LR, loses its start faster:
+        # the ungraded rate climbs sooner and higher, the graded-only reward falls sooner. Appended
+        # last with at most the base arm's steps, so the base and s85 trials are unchanged.
+        ArmSpec(
+            LR_ARM,
+            18048,
+            ungraded=((1, 0.377), (2, 0.40), (4, 0.42), (12, 0.50), (20, 0.55), (35, 0.45), (36, 0.45)),
+            graded_reward=((1, 0.4767), (2, 0.5222), (4, 0.5150), (12, 0.4900), (20, 0.4700), (35, 0.30), (36, 0.30)),
         ),
     ),
     run_prefix="swegym-codesearch",

@@ -62,10 +62,10 @@ from saturation.models.sigmoid import (
     fit_sigmoid,
     series_arm_steps,
 )
-from saturation.models.transfer import TransferConfig
+from saturation.models.transfer import TransferConfig, TransferFit
 from saturation.plots import save_figure
 from saturation.progress import Progress
-from saturation.replica import load_reference
+from saturation.replica import LR_ARM, load_reference
 from saturation.report_html import (
     anchor,
     figure_caption,
@@ -778,8 +778,32 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
             f"{S.HDI_LABEL}. Data: {summ.get('n_trials', '?')} trials ({summ.get('n_graded', '?')} "
             f"graded) on {summ.get('n_tasks', '?')} tasks, steps {summ['steps'][0]}-{summ['steps'][1]}.",
         )
-    verdict = " ".join(details)
+    verdict = " ".join(details + _lr_arm_reading(fit))
     return {"verdict": verdict, "details": details, "diagnostics": fit.diagnostics, "results": json_safe(est)}
+
+
+def _lr_arm_reading(fit: TransferFit) -> list[str]:
+    """What the study said of the SWE-Gym LR arm and whether the fit's decision agrees: the
+    study names the arm (s85 at LR 1.2e-5) and gives no figure for it; from the s85 arm it
+    concludes that an already-RL-trained start loses more than it gains on a new pool, an
+    argument for a lower LR. Empty when the fit has no LR arm against s85."""
+    arm = LR_ARM
+    if arm not in fit.data.arms or fit.config.reference != "s85":
+        return []
+    d = fit.decisions()[arm]
+    agrees = d["end"] == "behind"
+    return [
+        "The study publishes no figure for this arm (its values here are assumed, docs/data.md); from the s85 "
+        "arm it concludes that an already-RL-trained start loses more than it gains on a new pool, an argument "
+        "for a lower LR on such a start. "
+        + (
+            "The fit agrees in direction: at LR 1.2e-5 the s85 start ends behind the 8e-6 arm"
+            + ("" if d["crossover"] is None else f", s85 leading from step {d['crossover']:.0f} on")
+            + "."
+            if agrees
+            else f"The fit does not show the higher LR losing more: at the last step the arm is {d['end']} with s85."
+        )
+    ]
 
 
 def _compare(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:

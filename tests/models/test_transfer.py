@@ -12,6 +12,7 @@ from saturation import schema as S
 from saturation.io import trials_to_frame
 from saturation.models import fit_transfer, transfer_data, transfer_frame
 from saturation.models.transfer import (
+    LEAD_PROB,
     SAMPLED_SAMPLER,
     TransferConfig,
     knot_basis,
@@ -221,3 +222,28 @@ def test_transfer_command_writes_the_json_contract(tmp_path, capsys, monkeypatch
     row = d["by_step"][0]
     assert {"all_rollout", "graded_only", "ungraded_rate"} <= set(row["s85"])
     assert d["data"]["n_trials"] == ds.sizes[S.TRIAL]
+
+
+@pytest.mark.parametrize(
+    ("p_start", "p_end", "p_none", "start", "end", "crossed"),
+    [
+        (LEAD_PROB, 1 - LEAD_PROB, 0.1, "ahead", "behind", True),
+        (LEAD_PROB - 0.01, 1 - LEAD_PROB + 0.01, 0.1, "level", "level", True),
+        (1 - LEAD_PROB, LEAD_PROB, 0.5, "behind", "ahead", False),
+    ],
+)
+def test_decisions_follow_the_one_rule(made_up_transfer_fit, p_start, p_end, p_none, start, end, crossed):
+    """Start and end sides from P(gap > 0) against LEAD_PROB, boundaries included; a crossover
+    named only when P(no crossover) < 0.5; the sentence says which arm leads and from when."""
+    fit = made_up_transfer_fit("s85", "lr", p_start, p_end, 4.2, p_none)
+    d = fit.decisions()["lr"]
+    assert d == {"start": start, "end": end, "crossover": 4.2 if crossed else None}
+    sentence = fit.verdicts()["lr"]
+    words = {"ahead": "ahead of", "behind": "behind", "level": "level with"}
+    assert sentence.startswith(f"lr starts {words[start]} s85")
+    assert f"{end} at step 36" in sentence
+    if crossed:
+        assert ("s85 overtakes it at step 4" if start == "ahead" else "s85 leads from step 4 [2, 6] on") in sentence
+    else:
+        assert "no crossover (P = 0.50)" in sentence
+    assert "base" not in sentence  # the reference is named, not assumed

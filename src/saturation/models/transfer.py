@@ -578,32 +578,54 @@ class TransferFit:
         table.attrs["reference"] = self.config.reference
         return table
 
+    def decisions(self) -> dict[str, dict[str, Any]]:
+        """The decision rule of the report and the CLI, per arm against the reference.
+
+        Returns
+        -------
+        dict
+            ``{arm: {"start", "end", "crossover"}}``: ``start`` is "ahead" when P(all-rollout
+            gap over the first steps > 0) >= :data:`LEAD_PROB`, "behind" when <= 1 - LEAD_PROB,
+            else "level"; ``end`` the same rule on the gap at the last common step;
+            ``crossover`` the posterior mean step from which the reference stays ahead, named
+            only when P(no crossover) < 0.5 (else None).
+        """
+
+        def side(p: float) -> str:
+            return "ahead" if p >= LEAD_PROB else ("behind" if p <= 1 - LEAD_PROB else "level")
+
+        out = {}
+        for arm in [a for a in self.data.arms if a != self.config.reference]:
+            cross = self.estimands["crossover_step"][arm]
+            crossed = cross["mean"] is not None and cross["p_no_crossover"] < 0.5
+            out[arm] = {
+                "start": side(self.estimands["initial"][arm]["p_positive"]),
+                "end": side(self.estimands["last_step"][arm]["p_positive"]),
+                "crossover": float(cross["mean"]) if crossed else None,
+            }
+        return out
+
     def verdicts(self) -> dict[str, str]:
-        """One sentence per arm against the reference: the decision rule of the report and
-        the CLI (:data:`LEAD_PROB`: the arm "starts ahead of" the reference when P(initial
-        all-rollout gap > 0) >= 0.95, "behind" when <= 0.05, else "level with"; a crossover
-        is named when P(no crossover) < 0.5)."""
+        """One sentence per arm against the reference, built from :meth:`decisions`."""
 
         ref, k = self.config.reference, self.config.first_steps
+        start = {"ahead": "starts ahead of", "behind": "starts behind", "level": "starts level with"}
+        end = {"ahead": "ahead", "behind": "behind", "level": "level"}
         out = {}
-        for arm in [a for a in self.data.arms if a != ref]:
+        for arm, d in self.decisions().items():
             ini, cross = self.estimands["initial"][arm], self.estimands["crossover_step"][arm]
             last = self.estimands["last_step"][arm]
-            p = ini["p_positive"]
-            lead = (
-                "starts ahead of"
-                if p >= LEAD_PROB
-                else ("starts behind" if p <= 1 - LEAD_PROB else "starts level with")
-            )
+            at = f"step {cross['mean']:.0f} [{cross['hdi'][0]:.0f}, {cross['hdi'][1]:.0f}]"
             when = (
-                f"the base arm overtakes it at step {cross['mean']:.0f} [{cross['hdi'][0]:.0f}, {cross['hdi'][1]:.0f}]"
-                if cross["mean"] is not None and cross["p_no_crossover"] < 0.5
-                else f"no crossover (P = {cross['p_no_crossover']:.2f})"
+                f"no crossover (P = {cross['p_no_crossover']:.2f})"
+                if d["crossover"] is None
+                else (f"{ref} overtakes it at {at}" if d["start"] == "ahead" else f"{ref} leads from {at} on")
             )
             out[arm] = (
-                f"{arm} {lead} {ref}: all-rollout gap over the first {k} steps "
-                f"{format_interval(ini[f'delta_{S.ALL_ROLLOUT}'])} (P > 0 = {p:.2f}); {when}; gap at step "
-                f"{last['step']} {format_interval(last[f'delta_{S.ALL_ROLLOUT}'])}."
+                f"{arm} {start[d['start']]} {ref}: all-rollout gap over the first {k} steps "
+                f"{format_interval(ini[f'delta_{S.ALL_ROLLOUT}'])} (P > 0 = {ini['p_positive']:.2f}); {when}; "
+                f"{end[d['end']]} at step {last['step']}: gap {format_interval(last[f'delta_{S.ALL_ROLLOUT}'])} "
+                f"(P > 0 = {last['p_positive']:.2f})."
             )
         return out
 
@@ -611,6 +633,7 @@ class TransferFit:
         """The public JSON shape (docs/transfer.md)."""
         return {
             "verdicts": self.verdicts(),
+            "decisions": self.decisions(),
             "data": self.data.summary,
             "reference": self.config.reference,
             "arms": [a for a in self.data.arms if a != self.config.reference],
@@ -800,7 +823,11 @@ def _estimands(idata: az.InferenceData, data: TransferData, config: TransferConf
             "p_no_crossover": float(np.mean(~found)),
             "mass": {str(int(s)): float(np.mean(cross == s)) for s in common},
         }
-        out["last_step"][arm] = {"step": int(common[-1]), **{f"delta_{q}": interval(gap[q][:, -1]) for q in QUANTITIES}}
+        out["last_step"][arm] = {
+            "step": int(common[-1]),
+            **{f"delta_{q}": interval(gap[q][:, -1]) for q in QUANTITIES},
+            "p_positive": float(np.mean(gap[S.ALL_ROLLOUT][:, -1] > 0)),
+        }
     for j, step in enumerate(steps):
         row: dict[str, Any] = {"step": int(step)}
         for a_i, arm in enumerate(data.arms):
