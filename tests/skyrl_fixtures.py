@@ -606,10 +606,13 @@ def run_dir(root: Path, *, model: str = "Qwen/Qwen3-8B", zst: bool = True, token
     return root
 
 
-def eval_only_run_dir(root: Path, *, tokens: int = 300) -> Path:
-    """An eval-only run (``main_generate``): ``step_None/eval/`` trajectories,
-    ``dumped_evals/eval_only/``, and the driver log with the console tracker's ``Step 0``
-    block (loguru's default handler, no colour) and ``Metrics from eval only run: {...}``."""
+def eval_only_run_dir(
+    root: Path, *, tokens: int = 300, checkpoint: int = 85, label: str = "s85-step85", score: float = 0.4123456
+) -> Path:
+    """An eval-only run (``main_generate``) of the checkpoint ``global_step_{checkpoint}``:
+    ``step_None/eval/`` trajectories, ``dumped_evals/eval_only/``, and the driver log with the
+    console tracker's ``Step 0`` block (loguru's default handler, no colour) and ``Metrics from
+    eval only run: {...}``; the eval-log index names the log ``label``."""
     root.mkdir(parents=True, exist_ok=True)
     d = root / "trajectories" / "step_None" / "eval"
     for i, kind in enumerate(["perfect", "partial", "text"]):
@@ -621,17 +624,38 @@ def eval_only_run_dir(root: Path, *, tokens: int = 300) -> Path:
     )
     log = Loguru(colorize=False, fmt=default)
     try:
-        results = {"eval/swe_gym/avg_score": 0.4123456, "eval/swe_gym/pass_at_8": 0.625}
+        results = {"eval/swe_gym/avg_score": score, "eval/swe_gym/pass_at_8": 0.625}
         text = (
-            "+ python -m skyrl.train.entrypoints.main_generate trainer.policy.model.path=ckpt/s85/global_step_85 "
-            "trainer.logger=console\n"
+            "+ python -m skyrl.train.entrypoints.main_generate "
+            f"trainer.policy.model.path=ckpt/s85/global_step_{checkpoint} trainer.logger=console\n"
         )
         text += ray_lines(log.console_log(results, 0), "eval_entrypoint", 777)
         text += log.info(f"Metrics from eval only run: {results}")
     finally:
         log.close()
     write(root / "eval.log", text)
-    write(root / "eval_log_index.txt", "eval.log s85-step85\n")
+    write(root / "eval_log_index.txt", f"eval.log {label}\n")
+    return root
+
+
+def probe_eval_logs(root: Path, steps: tuple[int, ...] = (5, 10, 15), label: str = "g1-probe") -> Path:
+    """A probe-set directory as the study lists it (``logs/codesearch_probe/``: "probe-set eval
+    logs at steps 5/10/15"): one eval-only driver log per checkpoint, each launched with
+    ``global_step_{k}`` and named by its step, and the eval-log index naming them ``label``."""
+    log = Loguru(colorize=False)
+    try:
+        for k in steps:
+            results = {"eval/swe_smith_probe/avg_score": 0.6 + 0.01 * k, "eval/swe_smith_probe/pass_at_8": 0.8}
+            text = (
+                "+ python -m skyrl.train.entrypoints.main_generate "
+                f"trainer.policy.model.path=ckpt/g1/global_step_{k} trainer.logger=console\n"
+            )
+            text += ray_lines(log.console_log(results, 0), "eval_entrypoint", 777)
+            text += log.info(f"Metrics from eval only run: {results}")
+            write(root / f"probe_step{k}.log", text)
+    finally:
+        log.close()
+    write(root / "eval_log_index.txt", "".join(f"probe_step{k}.log\t{label}\n" for k in steps))
     return root
 
 

@@ -115,3 +115,78 @@ def test_bounded_statistics_are_nan_outside_unit_interval(small_plateau):
     assert np.isnan(float(agg["reward_n0"].sel({S.STEP: step})))
     others = agg["reward_n0"].drop_sel({S.STEP: step})
     assert np.isfinite(others.to_numpy()).all()
+
+
+# ------------------------------------------------------------------ one phase per analysis
+def _with_eval(ds, shift=0.3):
+    """``ds`` (train) plus a copy of its trials as phase eval, every F1 and reward moved by
+    ``shift`` (clipped): pooled with the train trials, every step mean would move."""
+    import xarray as xr
+
+    ev = ds.copy(deep=True)
+    ev = ev.assign_coords({S.PHASE: (S.TRIAL, np.full(ev.sizes[S.TRIAL], "eval", dtype=object))})
+    for var in (S.REWARD, S.F1):
+        if var in ev:
+            ev[var] = (ev[var] + shift).clip(0, 1)
+    return xr.concat([ds, ev], dim=S.TRIAL)
+
+
+def test_select_phase_rule(small_plateau):
+    """One phase: as is. Train and eval: train, the eval trials counted as left out (attrs, the
+    note, the fit summary). Eval and eval-only without a choice, or an absent phase: an error
+    naming the phases. A chosen phase is kept alone."""
+    from saturation.aggregate import phase_note, phase_summary, select_phase
+
+    small_plateau, _ = small_plateau
+    assert select_phase(small_plateau) is small_plateau
+    mixed = _with_eval(small_plateau)
+    n = small_plateau.sizes[S.TRIAL]
+    train = select_phase(mixed)
+    assert set(train[S.PHASE].values) == {"train"} and train.sizes[S.TRIAL] == n
+    assert phase_summary(train) == {"phase": "train", "phases_left_out": {"eval": n}}
+    assert phase_note(train) == f"phase train only ({n} trials); left out: {n} eval trials (--phase to choose)"
+    ev = select_phase(mixed, "eval")
+    assert set(ev[S.PHASE].values) == {"eval"} and phase_summary(ev)["phases_left_out"] == {"train": n}
+    assert phase_note(select_phase(small_plateau, "train")) == ""
+    no_train = ev.assign_coords({S.PHASE: (S.TRIAL, np.where(np.arange(n) % 2, "eval", "eval_only"))})
+    with pytest.raises(ValueError, match=rf"several phases, eval \({n // 2} trials\), eval_only \({n // 2} trials\)"):
+        select_phase(no_train)
+    with pytest.raises(ValueError, match=r"phase 'eval_only' is not in the trials \(phases: eval, train\)"):
+        select_phase(mixed, "eval_only")
+    with pytest.raises(ValueError, match="no phase column"):
+        select_phase(small_plateau.drop_vars(S.PHASE), "train")
+
+
+def test_no_model_pools_train_and_eval_trials(small_plateau):
+    """Every model entry point reads the train trials of a train + eval Dataset exactly as it
+    reads the train trials alone (the plateau's per-step statistics, the per-run fits, the
+    pass@k groups, the saturation-curve arms, the transfer groups)."""
+    from saturation.models.learning import group_counts
+    from saturation.models.plateau import step_data
+    from saturation.models.sigmoid import arm_steps
+    from saturation.models.transfer import transfer_data
+
+    small_plateau, _ = small_plateau
+    mixed = _with_eval(small_plateau)
+    a, b = step_data(mixed, response=S.F1), step_data(small_plateau, response=S.F1)
+    np.testing.assert_array_equal(a.y, b.y)
+    np.testing.assert_array_equal(a.n, b.n)
+    assert a.summary["phases_left_out"] == {"eval": small_plateau.sizes[S.TRIAL]}
+    assert group_counts(mixed).equals(group_counts(small_plateau))
+    spec = TransferSpec(
+        arms=(
+            ArmSpec("base", 6 * 16 * 4, ((1, 0.4), (6, 0.3)), ((1, 0.4), (6, 0.5))),
+            ArmSpec("s85", 6 * 16 * 4, ((1, 0.4), (6, 0.4)), ((1, 0.5), (6, 0.45))),
+        ),
+        prompts_per_step=16,
+        samples_per_prompt=4,
+        pool_size=100,
+    )
+    arms, _ = simulate_transfer(spec, seed=1)
+    arms_mixed = _with_eval(arms)
+    x, y = arm_steps(arms_mixed), arm_steps(arms)
+    np.testing.assert_array_equal(x.mean, y.mean)
+    assert x.summary["phases_left_out"] == {"eval": arms.sizes[S.TRIAL]}
+    t, u = transfer_data(arms_mixed), transfer_data(arms)
+    assert t.summary["n_trials"] == u.summary["n_trials"] == arms.sizes[S.TRIAL]
+    assert t.empirical.equals(u.empirical)

@@ -73,6 +73,38 @@ def test_describe_defaults_to_embedded_synthetic_data(capsys, tmp_path):
     assert arms == {"base": 20156, "s85": 19034, "s85-lr1.2e-5": 18048}
 
 
+def test_the_cli_analyses_one_phase_and_says_what_it_left_out(tmp_path, capsys, small_plateau):
+    """Train and eval trials in one table: plateau fits the train trials with a NOTE naming the
+    eval trials left out (and the JSON's data summary says so); --phase eval fits the others;
+    a phase the table lacks is a usage error (exit 2) on one line, before any fit."""
+    import numpy as np
+    import pandas as pd
+
+    from saturation.io import trials_to_frame, write_table
+
+    ds, _ = small_plateau
+    frame = trials_to_frame(ds)
+    ev = frame.assign(phase="eval", sample=frame["sample"])
+    path = write_table(pd.concat([frame, ev], ignore_index=True), tmp_path / "mixed.csv")
+    n = len(frame)
+    rc = main(["plateau", str(path), "--levels", "file", "--json", str(tmp_path / "p.json")])
+    out = capsys.readouterr().out
+    assert rc in (0, 3), out
+    assert f"NOTE: phase train only ({n} trials); left out: {n} eval trials (--phase to choose)" in out
+    d = json.loads((tmp_path / "p.json").read_text())
+    assert d["data"]["n_trials"] == n and d["data"]["phases_left_out"] == {"eval": n}
+    assert main(["plateau", str(path), "--levels", "file", "--phase", "eval", "--json", str(tmp_path / "e.json")]) in (
+        0,
+        3,
+    )
+    assert json.loads((tmp_path / "e.json").read_text())["data"]["phase"] == "eval"
+    capsys.readouterr()
+    assert main(["plateau", str(path), "--phase", "eval_only"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: phase 'eval_only' is not in the trials (phases: eval, train)", err
+    assert np.isfinite(d["levels"]["file"]["end"]["mean"])
+
+
 def test_plateau_command_writes_the_json_contract(tmp_path, capsys):
     from saturation.io import write_table
     from saturation.simulate import LevelSpec, PlateauSpec, simulate_plateau

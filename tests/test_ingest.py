@@ -19,6 +19,7 @@ from skyrl_fixtures import (
     eval_only_run_dir,
     expected_counts,
     f1_by_hand,
+    probe_eval_logs,
     run_dir,
     trajectory,
     write,
@@ -269,6 +270,52 @@ def test_eval_only_run_is_placed_as_eval_only(tmp_path):
     m = res.metrics
     assert list(m["run"].values) == ["s85-step85"] and list(m["step"].values) == [85]
     assert m["eval_swe_gym_avg_score"].item() == pytest.approx(0.4123456)  # the driver's unrounded line wins
+
+
+def test_probe_set_one_directory_per_checkpoint_shares_the_run_label(tmp_path):
+    """A probe set evaluated a directory per checkpoint (steps 5/10/15, each an eval-only run
+    with the same index label): its trials at their checkpoint steps under one run, phase
+    eval_only, every row accounted for; two eval-only directories at the same checkpoint, or a
+    training directory, with one label stay an error."""
+    dirs = [
+        eval_only_run_dir(tmp_path / f"probe_step{k}", checkpoint=k, label="g1-probe", score=0.5 + 0.01 * k)
+        for k in (5, 10, 15)
+    ]
+    res = ingest_runs(dirs, progress=False, workers=1)
+    assert res.problems == []
+    ds = res.trials
+    assert set(zip(ds["run"].values, ds["step"].values.tolist(), ds["phase"].values, strict=True)) == {
+        ("g1-probe", k, "eval_only") for k in (5, 10, 15)
+    }
+    assert res.accounting["rows_kept"] == 9 and res.accounting["rows_read"] == 21  # 3 x (3 kept + 4 superseded)
+    m = res.metrics
+    assert list(m["step"].values) == [5, 10, 15]
+    assert m["eval_swe_gym_avg_score"].sel(run="g1-probe").values.tolist() == pytest.approx([0.55, 0.60, 0.65])
+    again = eval_only_run_dir(tmp_path / "again", checkpoint=10, label="g1-probe")
+    with pytest.raises(ValueError, match="same run identity 'g1-probe'"):
+        ingest_runs([*dirs, again], progress=False, workers=1)
+    train = run_dir(tmp_path / "train")
+    with pytest.raises(ValueError, match="same run identity 'g1-probe'"):
+        ingest_runs([train, dirs[0]], labels={"train": "g1-probe"}, progress=False, workers=1)
+
+
+def test_probe_set_logs_in_one_directory_are_placed_by_their_names(tmp_path):
+    """The probe set's logs in one directory: each log's metrics at the step in its name
+    (5/10/15) under the index label; eval-only trials beside them cannot be placed (three
+    checkpoints named), so they are kept at step 0 with a problem naming the checkpoints."""
+    root = probe_eval_logs(tmp_path / "codesearch_probe")
+    res = ingest_runs([root], progress=False, workers=1)
+    assert res.problems == []
+    m = res.metrics
+    assert list(m["run"].values) == ["g1-probe"] and list(m["step"].values) == [5, 10, 15]
+    assert m["eval_swe_smith_probe_avg_score"].values.ravel().tolist() == pytest.approx([0.65, 0.70, 0.75])
+    write_trajectory(
+        root / "trajectories" / "step_None" / "eval" / "repo__e-0_0.json", trajectory("repo__e-0", "perfect")
+    )
+    res = ingest_runs([root], strict=False, progress=False, workers=1)
+    (problem,) = res.problems
+    assert "1 eval-only trial file(s), but its eval-only logs name checkpoints 5, 10, 15" in problem
+    assert set(res.trials["step"].values) == {0} and set(res.trials["phase"].values) == {"eval_only"}
 
 
 def test_parallel_parse_equals_serial(tmp_path):

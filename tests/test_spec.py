@@ -309,3 +309,21 @@ def test_several_ingested_runs_load_as_one_trial_dataset(tmp_path):
     assert ds.attrs["rows_kept"] == ds.sizes["trial"] == 2 * 16 * 4 * 8
     with pytest.raises(ValueError, match="run 'run-a' is also in"):
         load_inputs([str(paths[0]), str(paths[0])], default="")
+
+
+def test_data_phase_is_validated_and_applied(tmp_path):
+    """``[data] phase``: a value outside train/eval/eval_only is a spec problem; a phase the
+    data lack stops the load with the spec's path; the phase the data hold is kept."""
+    from saturation.spec import load_data
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text(GOOD.replace('trials = "embedded:swesmith"', 'trials = "embedded:swesmith"\nphase = "test"'))
+    with pytest.raises(SpecError, match="phase"):
+        load_spec(bad)
+    absent = tmp_path / "absent.toml"
+    absent.write_text(GOOD.replace('trials = "embedded:swesmith"', 'trials = "embedded:swesmith"\nphase = "eval"'))
+    with pytest.raises(SpecError, match=r"absent.toml: \[data\] phase: phase 'eval' is not in the trials"):
+        load_data(load_spec(absent), "trials")
+    good = tmp_path / "good.toml"
+    good.write_text(GOOD.replace('trials = "embedded:swesmith"', 'trials = "embedded:swesmith"\nphase = "train"'))
+    assert load_data(load_spec(good), "trials").attrs["phase"] == "train"

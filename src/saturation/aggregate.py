@@ -1,8 +1,11 @@
-"""Per-group sufficient statistics of a trial Dataset (what the models consume)."""
+"""Per-group sufficient statistics of a trial Dataset (what the models consume), and the one
+phase rule (:func:`select_phase`): which trials of train, eval and eval-only an analysis uses."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -162,3 +165,73 @@ def aggregate(ds: xr.Dataset, by: Sequence[str] | None = None) -> xr.Dataset:
     out.attrs.update({k: v for k, v in ds.attrs.items()})
     out.attrs["aggregated_by"] = ",".join(by)
     return out
+
+
+def select_phase(ds: xr.Dataset, phase: str | None = None) -> xr.Dataset:
+    """The trials of one phase (train, eval or eval_only): the one rule every analysis applies.
+
+    Training rollouts, periodic evals and eval-only checkpoint runs answer different questions
+    (other prompts, other sampling settings; an eval-only run sits at its checkpoint's step), so
+    no model pools them: a step's mean over train and eval trials together is neither.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Trial Dataset; without a ``phase`` coordinate, or with one phase, it is returned as is
+        (``phase``, when given, must then be that phase).
+    phase : str, optional
+        The phase to keep. Default: the only one; of several, ``schema.DEFAULT_PHASE``
+        ("train") when present, else an error (which of them is meant?).
+
+    Returns
+    -------
+    xarray.Dataset
+        The kept trials; ``attrs["phase"]`` names the phase kept and, when trials of other
+        phases were left out, ``attrs["phases_left_out"]`` is ``{phase: trials}`` as JSON.
+
+    Raises
+    ------
+    ValueError
+        If ``phase`` is not in the data, or the data hold several phases, none of them
+        "train", and ``phase`` is not given.
+    """
+    if S.PHASE not in ds.coords:
+        if phase is not None:
+            raise ValueError(f"phase {phase!r} asked for, but the trials have no phase column")
+        return ds
+    values = ds[S.PHASE].to_numpy().astype(str)
+    names, counts = np.unique(values, return_counts=True)
+    have = dict(zip(map(str, names), map(int, counts), strict=True))
+    if phase is None:
+        if len(have) <= 1:
+            return ds
+        if S.DEFAULT_PHASE not in have:
+            listed = ", ".join(f"{k or '(blank)'} ({v} trials)" for k, v in have.items())
+            raise ValueError(f"the trials hold several phases, {listed}: choose one (--phase, or [data] phase)")
+        phase = S.DEFAULT_PHASE
+    if phase not in have:
+        raise ValueError(f"phase {phase!r} is not in the trials (phases: {', '.join(have) or 'none'})")
+    if len(have) == 1:
+        return ds.assign_attrs({S.ATTR_PHASE: phase})
+    out = ds.isel({S.TRIAL: values == phase})
+    left = {k: v for k, v in have.items() if k != phase}
+    return out.assign_attrs({S.ATTR_PHASE: phase, S.ATTR_PHASES_LEFT_OUT: json.dumps(left)})
+
+
+def phase_note(ds: xr.Dataset) -> str:
+    """One sentence on the phases :func:`select_phase` left out ("" when none)."""
+    left = json.loads(ds.attrs.get(S.ATTR_PHASES_LEFT_OUT, "{}") or "{}")
+    if not left:
+        return ""
+    kept = ds.attrs.get(S.ATTR_PHASE, "?")
+    others = ", ".join(f"{n} {k or '(blank phase)'}" for k, n in left.items())
+    return f"phase {kept} only ({ds.sizes[S.TRIAL]} trials); left out: {others} trials (--phase to choose)"
+
+
+def phase_summary(ds: xr.Dataset) -> dict[str, Any]:
+    """``{"phase": ..., "phases_left_out": {phase: trials}}`` for a fit's data summary (empty
+    when the trials carry no phase)."""
+    if S.ATTR_PHASE not in ds.attrs and S.PHASE not in ds.coords:
+        return {}
+    phase = ds.attrs.get(S.ATTR_PHASE) or next(iter(np.unique(ds[S.PHASE].to_numpy().astype(str))), None)
+    return {"phase": phase, "phases_left_out": json.loads(ds.attrs.get(S.ATTR_PHASES_LEFT_OUT, "{}") or "{}")}

@@ -416,6 +416,21 @@ def _load_trials_arg(paths: list[str] | None, default: str) -> xr.Dataset:
     return load_inputs(paths, default=default)
 
 
+def _load_phase_trials(args: argparse.Namespace, default: str) -> xr.Dataset:
+    """The trials of one phase (``--phase``; default: the only one, or train of several,
+    ``aggregate.select_phase``), a NOTE printed when other phases' trials were left out."""
+    from saturation.aggregate import phase_note, select_phase
+
+    ds = _load_trials_arg(args.trials, default)
+    try:
+        ds = select_phase(ds, args.phase)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    if note := phase_note(ds):
+        _print(f"NOTE: {note}")
+    return ds
+
+
 def _fmt(e: dict[str, Any] | None, digits: int = 4) -> str:
     from saturation.summary import format_interval
 
@@ -533,7 +548,7 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
     if args.by:
         return _cmd_plateau_runs(args)
     levels = _check_plateau_args(args)
-    ds = _load_trials_arg(args.trials, "swesmith")
+    ds = _load_phase_trials(args, "swesmith")
     _check_plateau_data(ds, levels, args.response)
     from saturation.models import fit_plateau
 
@@ -610,7 +625,7 @@ def _cmd_plateau_runs(args: argparse.Namespace) -> int:
     levels = _check_plateau_args(args)
     if idata_dir and not Path(idata_dir).resolve().parent.is_dir():
         raise ValueError(f"{idata_dir}: its directory {Path(idata_dir).resolve().parent} does not exist")
-    ds = _load_trials_arg(args.trials, "swesmith")
+    ds = _load_phase_trials(args, "swesmith")
     _check_plateau_data(ds, levels, args.response)
     from saturation import progress
     from saturation.models.runs import fit_plateau_runs, run_names
@@ -707,7 +722,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     )
     from saturation.series import read_metrics
 
-    ds = _load_trials_arg(args.trials, "swesmith")
+    ds = _load_phase_trials(args, "swesmith")
     series = read_metrics(args.metrics) if args.metrics else replica.load_embedded("code-contests")
     kw = {"seed": args.seed, "draws": args.draws, "chains": args.chains}
     results = [diagnose_cardinality(ds, run=args.run, **kw)]
@@ -814,6 +829,15 @@ def _add_sampler_args(p: argparse.ArgumentParser, model: str, defaults: Any = (1
     )
 
 
+def _add_phase_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--phase",
+        choices=S.PHASES,
+        help="the trials' phase to analyse (default: the only one; of several, train, the others left out "
+        "with a note); train and eval trials are never pooled",
+    )
+
+
 def _add_cluster_args(p: argparse.ArgumentParser, scope: str = "") -> None:
     """``--scheduler`` and ``--workers`` of the commands that fan tasks out with
     :func:`saturation.cluster.map_tasks`; ``scope`` prefixes their help (e.g. "--by run: ")."""
@@ -884,7 +908,7 @@ def _check_transfer_data(ds: xr.Dataset, arms: list[str] | None, reference: str 
 
 def _cmd_transfer(args: argparse.Namespace) -> int:
     arms = _check_transfer_args(args)
-    ds = _load_trials_arg(args.trials, "swegym")
+    ds = _load_phase_trials(args, "swegym")
     _check_transfer_data(ds, arms, args.reference)
     from saturation.models import fit_transfer
     from saturation.models.transfer import default_sampler
@@ -987,10 +1011,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     compute = args.compute or DEFAULT_COMPUTE
     if args.metric is not None:  # a logged per-step metric: each run of the series is an arm
+        if args.phase is not None:
+            raise UsageError("--phase selects trials; --metric reads a per-step metrics file")
         series = read_metrics(args.trials[0])
         data = series_arm_steps(series, args.metric, arms, compute=compute if args.x == "compute" else None)
     else:
-        ds = _load_trials_arg(args.trials, "")
+        ds = _load_phase_trials(args, "")
         _check_transfer_data(ds, arms, args.reference)
         metrics = read_metrics(args.metrics) if args.metrics else None
         data = arm_steps(ds, arms, metrics=metrics, compute=compute, paired=args.paired)
@@ -1378,6 +1404,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plateau", help="Bayesian change-point / plateau analysis (default: embedded SWE-smith)")
     p.add_argument("trials", nargs="*", metavar="TRIALS", help="trial tables or a .nc Dataset")
+    _add_phase_arg(p)
     p.add_argument(
         "--levels", metavar="L1,L2", help="comma-separated levels to fit, e.g. file,module (default: all levels)"
     )
@@ -1441,6 +1468,7 @@ def build_parser() -> argparse.ArgumentParser:
         "entropy (default: embedded SWE-smith trials + code-contests series)",
     )
     p.add_argument("trials", nargs="*", metavar="TRIALS", help="trial tables or a .nc Dataset")
+    _add_phase_arg(p)
     p.add_argument(
         "--metrics",
         metavar="PATH",
@@ -1502,6 +1530,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("transfer", help="hierarchical multi-arm transfer analysis (default: embedded SWE-Gym)")
     p.add_argument("trials", nargs="*", metavar="TRIALS", help="trial tables or a .nc Dataset (needs an arm column)")
+    _add_phase_arg(p)
     p.add_argument("--reference", default="base", metavar="ARM", help="reference arm (default base)")
     p.add_argument(
         "--arms", metavar="A1,A2", help="comma-separated arms to include, the reference among them (default: all)"
@@ -1549,6 +1578,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="trial tables or a .nc Dataset with an arm column (try: saturation simulate sigmoid-arms arms.csv); "
         "with --metric, one per-step metrics file",
     )
+    _add_phase_arg(p)
     p.add_argument("--arms", metavar="A,B", help="comma-separated arms to compare (default: all)")
     p.add_argument("--reference", metavar="ARM", help="the arm the others are compared with (default: the first arm)")
     p.add_argument(

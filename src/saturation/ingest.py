@@ -510,13 +510,39 @@ def _eval_only_step(root: Path, eval_logs: Sequence[ConsoleLog]) -> int | None:
     """The checkpoint step of a directory's eval-only results (one rule for its trials,
     dumps and log): the last step number in the name of its one eval-only log, else in the
     directory name, else in the model path the log was launched with
-    (``trainer.policy.model.path=.../global_step_85``), else None."""
+    (``trainer.policy.model.path=.../global_step_85``) when its eval-only logs agree on one,
+    else None (a probe directory with one log per checkpoint names several: each log is
+    placed by its own name, the directory's eval-only trials cannot be)."""
     names = [Path(eval_logs[0].path).name] if len(eval_logs) == 1 else []
-    for name in (*names, root.name, *(log.config.get(RUN_KEY, "") for log in eval_logs)):
+    for name in (*names, root.name):
         steps = CKPT_STEP_RE.findall(name)
         if steps:
             return int(steps[-1])
-    return None
+    launched = {int(steps[-1]) for log in eval_logs if (steps := CKPT_STEP_RE.findall(log.config.get(RUN_KEY, "")))}
+    return launched.pop() if len(launched) == 1 else None
+
+
+def _has_train_trials(c: RunContents) -> bool:
+    """Whether a directory holds training trials or per-step evals of a training run."""
+    return any(phase != "eval_only" for _, _, phase, _, _ in c.trajectories) or any(
+        phase != "eval_only" for _, _, phase, _ in c.eval_dumps
+    )
+
+
+def _check_eval_only_placed(
+    root: Path, c: RunContents, eval_logs: Sequence[ConsoleLog], only_step: int | None, problems: list[str]
+) -> None:
+    """A problem when a directory's eval-only trials cannot be placed because its eval-only
+    logs name different checkpoints (they are kept at ``EVAL_ONLY_STEP``, phase eval_only)."""
+    n = sum(phase == "eval_only" for _, _, phase, _, _ in c.trajectories)
+    n += sum(phase == "eval_only" for _, _, phase, _ in c.eval_dumps)
+    launched = sorted({int(s[-1]) for log in eval_logs if (s := CKPT_STEP_RE.findall(log.config.get(RUN_KEY, "")))})
+    if only_step is None and n and len(launched) > 1:
+        problems.append(
+            f"{root}: {n} eval-only trial file(s), but its eval-only logs name checkpoints "
+            f"{', '.join(map(str, launched))}: kept at step {EVAL_ONLY_STEP} (phase eval_only); give each "
+            "checkpoint's eval its own directory"
+        )
 
 
 def _count_lines(path: Path, problems: list[str]) -> int:
@@ -826,28 +852,36 @@ def ingest_runs(
     eval_points: list[tuple[str, int, dict[str, float], str]] = []  # run, step, metrics, file
     csvs: list[xr.Dataset] = []
     per_dir: list[dict[str, Any]] = []
-    seen_runs: dict[str, Path] = {}
+    seen_runs: dict[str, tuple[Path, set[int] | None]] = {}  # run -> (first directory, eval-only checkpoints)
     try:  # the display is closed (its status lines stop) even when a directory fails
         for root, c in zip(dirs, contents, strict=True):
             logs, wandb_logs = _read_logs(c, bar, problems)
             run = _dir_identity(root, [*logs, *wandb_logs], labels, index_map)
-            if run in seen_runs:
-                raise ValueError(
-                    f"run directories {seen_runs[run]} and {root} have the same run identity {run!r}; "
-                    "give each a label (labels= / --label DIR=NAME)"
-                )
-            seen_runs[run] = root
             # wandb first: its values are unrounded, the console's are rounded to 4 places
             training = [log for log in [*wandb_logs, *logs] if _is_training(log)]
+            only_step = _eval_only_step(root, [log for log in logs if log.eval_only])
+            # one run's checkpoint evals, a directory per checkpoint (a probe set at steps 5/10/15),
+            # share the run's label: their trials differ in step, so they may; nothing else may
+            checkpoint = None if training or c.wandb_runs or _has_train_trials(c) else only_step
+            if run in seen_runs:
+                first, checkpoints = seen_runs[run]
+                if checkpoint is None or checkpoints is None or checkpoint in checkpoints:
+                    raise ValueError(
+                        f"run directories {first} and {root} have the same run identity {run!r}; "
+                        "give each a label (labels= / --label DIR=NAME)"
+                    )
+                checkpoints.add(checkpoint)
+            else:
+                seen_runs[run] = (root, None if checkpoint is None else {checkpoint})
             if training:
                 train_logs[run] = _merge_logs(training, run)
-            only_step = _eval_only_step(root, [log for log in logs if log.eval_only])
             for log in logs:
                 if log.eval_only:
                     name_steps = CKPT_STEP_RE.findall(Path(log.path).name)
                     step = int(name_steps[-1]) if name_steps else only_step
                     eval_logs.append((log, index_map.get(Path(log.path).name, run), step))
             only = EVAL_ONLY_STEP if only_step is None else only_step
+            _check_eval_only_placed(root, c, [log for log in logs if log.eval_only], only_step, problems)
             start = rows.n
             rejected_before = rows.rejected
             tasks = [

@@ -33,6 +33,7 @@ import xarray as xr
 from saturation import __version__, plots
 from saturation import progress as progress_
 from saturation import schema as S
+from saturation.aggregate import phase_note
 from saturation.cluster import map_tasks
 from saturation.frequentist import split_ols
 from saturation.io import write_atomic, write_netcdf
@@ -955,7 +956,8 @@ def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, f
         title=spec.title,
         question=spec.question,
         verdict=res["verdict"],
-        details=res["details"],
+        # trials of other phases left out (aggregate.select_phase) are said first, never silently
+        details=[f"{note[0].upper()}{note[1:]}." for note in [phase_note(ds)] if note] + list(res["details"]),
         diagnostics=json_safe(res["diagnostics"]),
         converged=bool(res["diagnostics"]["converged"]),
         tables=out.tables,

@@ -37,6 +37,7 @@ import xarray as xr
 
 from saturation import replica
 from saturation import schema as S
+from saturation.aggregate import select_phase
 from saturation.arms import parse_arm_properties
 from saturation.io import expand_paths, open_trials, read_trials
 from saturation.models import PlateauPriors, TransferPriors
@@ -122,10 +123,11 @@ CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("sampler", "sampler"): S.SAMPLERS,
     ("model", "compare"): ("hinge", "hinge-separate", "hinge-shared", "linear", "exponential"),
     ("model", "x"): X_AXES,
+    ("data", "phase"): S.PHASES,
 }
 SECTION_KEYS: dict[str, dict[str, str]] = {
     "analysis": {"kind": _STR, "title": _STR, "question": _STR, "name": _STR},
-    "data": {"trials": _STR, "series": _STR, "reference": _STR, "metrics": _STR},
+    "data": {"trials": _STR, "series": _STR, "reference": _STR, "metrics": _STR, "phase": _STR},
     "sampler": {
         "draws": _INT,
         "tune": _INT,
@@ -559,8 +561,13 @@ def _concat_trials(parts: list[xr.Dataset], names: list[str]) -> xr.Dataset:
 
 
 def load_data(spec: Spec, key: str, override: str | Path | None = None) -> xr.Dataset:
-    """The spec's ``trials`` or ``series`` data (``override`` replaces the source)."""
+    """The spec's ``trials`` or ``series`` data (``override`` replaces the source); trials of
+    one phase, ``[data] phase`` or the default rule (:func:`~saturation.aggregate.select_phase`)."""
     name, path = _source(spec, key, override)
-    if name is not None:
-        return load_inputs(None, default=name)
-    return load_inputs([path], default="", kind=key)
+    ds = load_inputs(None, default=name) if name is not None else load_inputs([path], default="", kind=key)
+    if key != "trials":
+        return ds
+    try:
+        return select_phase(ds, spec.data.get("phase"))
+    except ValueError as err:
+        raise SpecError([f"{spec.path}: [data] phase: {err}"]) from None

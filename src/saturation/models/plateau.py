@@ -39,7 +39,7 @@ from scipy import special, stats
 
 from saturation import curves, progress
 from saturation import schema as S
-from saturation.aggregate import aggregate
+from saturation.aggregate import aggregate, phase_summary, select_phase
 from saturation.frequentist import davies_test
 from saturation.models._exact import (
     LOO_TAU_STRIDE,
@@ -253,7 +253,9 @@ MIN_STEPS = 4
 
 
 def _one_run_of_trials(data: xr.Dataset, run: str | None, summary: dict[str, Any]) -> xr.Dataset:
-    """The trials of one run (``run`` or the only one), their counts recorded in ``summary``."""
+    """The trials of one run (``run`` or the only one) and one phase (:func:`~saturation.io.select_phase`),
+    their counts and the phases left out recorded in ``summary``."""
+    data = select_phase(data)
     runs = sorted(map(str, np.unique(data[S.RUN].values))) if S.RUN in data.coords else []
     if run is not None and run not in runs:
         raise ValueError(f"run {run!r} is not in the data (runs: {runs})")
@@ -266,6 +268,7 @@ def _one_run_of_trials(data: xr.Dataset, run: str | None, summary: dict[str, Any
         n_graded=int(data[S.GRADED].sum()),
         sources=json.loads(data.attrs.get(S.ATTR_SOURCES, "[]")),
         synthetic=data.attrs.get(S.ATTR_SYNTHETIC, ""),
+        **phase_summary(data),
     )
     return data
 
@@ -1015,6 +1018,7 @@ class PlateauFit:
                 "steps": self.data.summary["steps"],
                 "response": self.data.response,
                 "synthetic": self.data.summary.get("synthetic", ""),
+                **{k: self.data.summary[k] for k in ("phase", "phases_left_out") if k in self.data.summary},
             },
             "model": {
                 "description": self.describe_model(),

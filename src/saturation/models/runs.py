@@ -22,7 +22,7 @@ import pandas as pd
 import xarray as xr
 
 from saturation import schema as S
-from saturation.aggregate import aggregate
+from saturation.aggregate import aggregate, select_phase
 from saturation.cluster import map_tasks
 from saturation.models.plateau import PlateauConfig, PlateauFit, StepData, fit_plateau, step_data
 from saturation.models.sampling import merge_diagnostics
@@ -230,7 +230,7 @@ def fit_plateau_runs(
         raise ValueError(f"run(s) {missing} not in the data (runs: {have})")
     attrs = dict(data.attrs)  # the sources and the synthetic label, for every run's summary
     if S.TRIAL in data.dims:  # one pass over the trials: per (run, step) statistics
-        data = aggregate(data, by=(S.RUN, S.STEP))
+        data = aggregate(select_phase(data), by=(S.RUN, S.STEP))
     tasks, failures = [], []
     levels = list(config.levels) if config.levels else None
     for run in runs:

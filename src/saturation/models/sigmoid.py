@@ -23,6 +23,7 @@ import xarray as xr
 
 from saturation import curves
 from saturation import schema as S
+from saturation.aggregate import phase_summary, select_phase
 from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
@@ -244,7 +245,9 @@ def arm_steps(
 ) -> ArmSteps:
     """The per (arm, step) statistics of a trial Dataset with an ``arm`` coordinate; with
     ``metrics`` (per-step series of the arms' runs) on a compute axis (:func:`with_compute`);
-    with ``paired``, also the per (arm, step, instance) cells (:func:`instance_cells`)."""
+    with ``paired``, also the per (arm, step, instance) cells (:func:`instance_cells`).
+    One phase only (:func:`~saturation.io.select_phase`)."""
+    ds = select_phase(ds)
     data = _arm_steps(ds, arms)
     if paired:
         data = replace(data, cells=instance_cells(ds, data))
@@ -376,6 +379,7 @@ def _arm_steps(ds: xr.Dataset, arms: list[str] | None) -> ArmSteps:
         "arms": arms,
         "steps": [int(steps[0]), int(steps[-1])],
         "trials_per_arm": {a: int(n[i].sum()) for i, a in enumerate(arms)},
+        **phase_summary(ds),
     }
     return ArmSteps(arms, steps, n, s, mean, var_mean, binary, summary)
 

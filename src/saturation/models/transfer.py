@@ -49,6 +49,7 @@ import xarray as xr
 
 from saturation import curves
 from saturation import schema as S
+from saturation.aggregate import phase_summary, select_phase
 from saturation.models.marginal import binomial_patterns, log_transfer_marginal, pack_marginal_data, task_segments
 from saturation.models.sampling import (
     SamplerConfig,
@@ -164,6 +165,7 @@ def transfer_data(ds: xr.Dataset, *, arms: list[str] | None = None) -> TransferD
         data summary. Degenerate designs (one arm, too few steps, constant rewards) raise
         ``ValueError``.
     """
+    ds = select_phase(ds)
     if S.ARM not in ds.coords:
         raise KeyError("transfer analysis needs an 'arm' coordinate on the trials")
     arm_all = ds[S.ARM].to_numpy().astype(str)
@@ -228,6 +230,7 @@ def transfer_data(ds: xr.Dataset, *, arms: list[str] | None = None) -> TransferD
         "trials_per_arm": {a: int((frame["arm"] == a).sum()) for a in arms},
         "sources": json.loads(ds.attrs.get(S.ATTR_SOURCES, "[]")),
         "synthetic": ds.attrs.get(S.ATTR_SYNTHETIC, ""),
+        **phase_summary(ds),
     }
     return TransferData(
         arms=arms,
