@@ -220,7 +220,7 @@ def select_phase(ds: xr.Dataset, phase: str | None = None) -> xr.Dataset:
 
 def phase_note(ds: xr.Dataset) -> str:
     """One sentence on the phases :func:`select_phase` left out ("" when none)."""
-    left = json.loads(ds.attrs.get(S.ATTR_PHASES_LEFT_OUT, "{}") or "{}")
+    left = phase_summary(ds).get("phases_left_out")
     if not left:
         return ""
     kept = ds.attrs.get(S.ATTR_PHASE, "?")

@@ -518,8 +518,13 @@ def _eval_only_step(root: Path, eval_logs: Sequence[ConsoleLog]) -> int | None:
         steps = CKPT_STEP_RE.findall(name)
         if steps:
             return int(steps[-1])
-    launched = {int(steps[-1]) for log in eval_logs if (steps := CKPT_STEP_RE.findall(log.config.get(RUN_KEY, "")))}
-    return launched.pop() if len(launched) == 1 else None
+    launched = _launched_steps(eval_logs)
+    return launched[0] if len(launched) == 1 else None
+
+
+def _launched_steps(eval_logs: Sequence[ConsoleLog]) -> list[int]:
+    """The checkpoint steps in the model paths the eval-only logs were launched with, sorted."""
+    return sorted({int(s[-1]) for log in eval_logs if (s := CKPT_STEP_RE.findall(log.config.get(RUN_KEY, "")))})
 
 
 def _has_train_trials(c: RunContents) -> bool:
@@ -536,7 +541,7 @@ def _check_eval_only_placed(
     logs name different checkpoints (they are kept at ``EVAL_ONLY_STEP``, phase eval_only)."""
     n = sum(phase == "eval_only" for _, _, phase, _, _ in c.trajectories)
     n += sum(phase == "eval_only" for _, _, phase, _ in c.eval_dumps)
-    launched = sorted({int(s[-1]) for log in eval_logs if (s := CKPT_STEP_RE.findall(log.config.get(RUN_KEY, "")))})
+    launched = _launched_steps(eval_logs)
     if only_step is None and n and len(launched) > 1:
         problems.append(
             f"{root}: {n} eval-only trial file(s), but its eval-only logs name checkpoints "

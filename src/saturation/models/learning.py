@@ -405,7 +405,7 @@ def _run_trends(
 def group_counts(ds: xr.Dataset, *, success_threshold: float = 1.0, run: str | None = None) -> xr.Dataset:
     """Successes per prompt group: one row per (step, instance_id) with ``n`` samples and
     ``s`` successes (graded and reward >= ``success_threshold``; an ungraded rollout is a
-    failure). Every trial of the phase analysed (:func:`~saturation.io.select_phase`) is counted once."""
+    failure). Every trial of the phase analysed (:func:`~saturation.aggregate.select_phase`) is counted once."""
     ds = select_phase(ds)
     frame = ds[[S.GRADED, S.REWARD]].to_dataframe().reset_index(drop=True)
     for c in (S.RUN, S.STEP, S.INSTANCE_ID):

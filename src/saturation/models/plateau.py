@@ -253,7 +253,7 @@ MIN_STEPS = 4
 
 
 def _one_run_of_trials(data: xr.Dataset, run: str | None, summary: dict[str, Any]) -> xr.Dataset:
-    """The trials of one run (``run`` or the only one) and one phase (:func:`~saturation.io.select_phase`),
+    """The trials of one run (``run`` or the only one) and one phase (:func:`~saturation.aggregate.select_phase`),
     their counts and the phases left out recorded in ``summary``."""
     data = select_phase(data)
     runs = sorted(map(str, np.unique(data[S.RUN].values))) if S.RUN in data.coords else []

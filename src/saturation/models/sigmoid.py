@@ -246,7 +246,7 @@ def arm_steps(
     """The per (arm, step) statistics of a trial Dataset with an ``arm`` coordinate; with
     ``metrics`` (per-step series of the arms' runs) on a compute axis (:func:`with_compute`);
     with ``paired``, also the per (arm, step, instance) cells (:func:`instance_cells`).
-    One phase only (:func:`~saturation.io.select_phase`)."""
+    One phase only (:func:`~saturation.aggregate.select_phase`)."""
     ds = select_phase(ds)
     data = _arm_steps(ds, arms)
     if paired:

@@ -613,7 +613,6 @@ class TransferFit:
 
         ref, k = self.config.reference, self.config.first_steps
         start = {"ahead": "starts ahead of", "behind": "starts behind", "level": "starts level with"}
-        end = {"ahead": "ahead", "behind": "behind", "level": "level"}
         out = {}
         for arm, d in self.decisions().items():
             ini, cross = self.estimands["initial"][arm], self.estimands["crossover_step"][arm]
@@ -627,7 +626,7 @@ class TransferFit:
             out[arm] = (
                 f"{arm} {start[d['start']]} {ref}: all-rollout gap over the first {k} steps "
                 f"{format_interval(ini[f'delta_{S.ALL_ROLLOUT}'])} (P > 0 = {ini['p_positive']:.2f}); {when}; "
-                f"{end[d['end']]} at step {last['step']}: gap {format_interval(last[f'delta_{S.ALL_ROLLOUT}'])} "
+                f"{d['end']} at step {last['step']}: gap {format_interval(last[f'delta_{S.ALL_ROLLOUT}'])} "
                 f"(P > 0 = {last['p_positive']:.2f})."
             )
         return out
