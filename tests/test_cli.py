@@ -516,8 +516,6 @@ def test_compare_checks_come_before_the_fit(tmp_path, monkeypatch, capsys):
     assert "--metric fits logged per-step values: --paired is for trials" in capsys.readouterr().err
     assert main(["compare", str(path), "--paired", "--likelihood", "gaussian"]) == 2
     assert "--paired needs binary rewards" in capsys.readouterr().err
-    assert main(["compare", str(path), "--paired", "--backtest", "6"]) == 2
-    assert "--paired with --backtest is not built" in capsys.readouterr().err
     one = _small_table(tmp_path / "one.csv")
     (tmp_path / "noarm.csv").write_text(
         "\n".join(",".join(line.split(",")[:-1]) for line in one.read_text().splitlines()) + "\n"

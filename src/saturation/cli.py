@@ -969,8 +969,6 @@ def _compare_options(args: argparse.Namespace) -> tuple[list[str] | None, dict[s
         raise UsageError("--metrics and --compute set the compute axis: add --x compute")
     if args.paired and args.likelihood == "gaussian":
         raise UsageError("--paired needs binary rewards (the binomial likelihood), not --likelihood gaussian")
-    if args.paired and args.backtest is not None:
-        raise UsageError("--paired with --backtest is not built (the back-test's predictive needs instance effects)")
     _require_inputs(args.trials)
     _require_inputs([args.metrics] if args.metrics else [], "--metrics")
     _check_outputs([*args.trials, *([args.metrics] if args.metrics else [])], [args.json, args.idata])

@@ -177,7 +177,7 @@ NEWTON_STEPS = 3
 
 def logitnormal_location_newton(xp: Any, mean: Any, sd: Any, *, steps: int = NEWTON_STEPS) -> Any:
     r"""The conditional logit location whose mean over N(0, ``sd``) effects is ``mean``
-    (``sd`` a scalar), in closed form (``xp``: numpy or pytensor.tensor, so that a
+    (``sd`` a scalar, or an array of ``mean``'s shape), in closed form (``xp``: numpy or pytensor.tensor, so that a
     likelihood can differentiate it).
 
     Notes
@@ -189,8 +189,9 @@ def logitnormal_location_newton(xp: Any, mean: Any, sd: Any, *, steps: int = NEW
     reference it is tested against.
     """
     loc = (xp.log(mean) - xp.log1p(-mean)) * xp.sqrt(1 + np.pi * sd**2 / 8)
+    spread = (sd[..., None] if getattr(sd, "ndim", 0) else sd) * _NEWTON_NODES
     for _ in range(steps):
-        p = 1 / (1 + xp.exp(-(loc[..., None] + sd * _NEWTON_NODES)))
+        p = 1 / (1 + xp.exp(-(loc[..., None] + spread)))
         g = (p * _NEWTON_WEIGHTS).sum(axis=-1) - mean
         dg = (p * (1 - p) * _NEWTON_WEIGHTS).sum(axis=-1)
         loc = loc - g / dg

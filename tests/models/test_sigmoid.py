@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import arviz as az
 import numpy as np
 import pytest
 import xarray as xr
@@ -168,8 +169,9 @@ def test_backtest_holds_out_the_later_steps_and_scores_them(monkeypatch):
     params = {a.name: (a.r0, a.asymptote, a.efficiency, a.midpoint) for a in spec.arms}
     seen = {}
 
-    def fake_fit(part, config, seed=0):
+    def fake_fit(part, config, seed=0, instance_effects=False):
         seen["n"] = part.n.copy()
+        assert not instance_effects  # unpaired arms keep no instance draws
         return _made_up_fit(part, params, tau=0.03)
 
     monkeypatch.setattr(sig, "fit_sigmoid", fake_fit)
@@ -464,7 +466,7 @@ def test_instance_cells_are_the_rollouts_per_arm_step_and_instance():
 
 
 def test_paired_arms_settings_are_checked():
-    from saturation.models.sigmoid import SigmoidConfig, backtest_sigmoid
+    from saturation.models.sigmoid import SigmoidConfig, predict_steps
 
     trials, _ = _checkpoint_evals(n_steps=8, instances=4)
     with pytest.raises(ValueError, match="paired arms need binary rewards"):
@@ -473,8 +475,79 @@ def test_paired_arms_settings_are_checked():
     graded["reward"] = graded["reward"] * 0.5
     with pytest.raises(ValueError, match="paired arms need rewards that are 0 or 1"):
         arm_steps(graded, paired=True)
-    with pytest.raises(ValueError, match="back-test of paired arms is not built"):
-        backtest_sigmoid(trials, 5, SigmoidConfig(paired=True))
+    with pytest.raises(ValueError, match="a paired predictive needs the per-instance cells"):
+        predict_steps(_made_up_paired_posterior(2, 4), arm_steps(trials), "binomial-paired", 0)
+
+
+def _made_up_paired_posterior(n_arms, n_instances, *, samples=4000, asymptote=0.5, sigma=1.0, tau=0.0, z=None, seed=0):
+    """A paired fit's posterior with made-up draws: flat curves at ``asymptote`` (r0 equal to
+    it), instance sd ``sigma``, step sd ``tau`` and instance effects ``z`` (default N(0, 1))."""
+    rng = np.random.default_rng(seed)
+    full = np.full((1, samples, n_arms), asymptote)
+    z = rng.standard_normal((1, samples, n_instances)) if z is None else np.broadcast_to(z, (1, samples, n_instances))
+    return az.from_dict(
+        posterior={
+            "r0": full,
+            "asymptote": full,
+            "efficiency": np.ones((1, samples, n_arms)),
+            "midpoint": np.ones((1, samples, n_arms)),
+            "instance_sd": np.full((1, samples), sigma),
+            "step_logit_sd": np.full((1, samples), tau),
+            "instance_z": z,
+        }
+    )
+
+
+def test_paired_predictive_draws_each_instance_at_its_fitted_effect():
+    """The paired predictive of a checkpoint is the instances' binomial successes at their
+    posterior effects: with known effects its mean is the average of expit(L + sigma z_i)
+    (which equals the curve when the z are the population), its spread the binomial one;
+    only the cells asked for are drawn."""
+    from saturation.models.sigmoid import predict_steps
+
+    trials, _ = _checkpoint_evals(n_steps=6, instances=40)
+    data = arm_steps(trials, paired=True)
+    rng = np.random.default_rng(5)
+    z = rng.standard_normal(40)
+    idata = _made_up_paired_posterior(2, 40, asymptote=0.4, sigma=1.5, z=z)
+    where = np.zeros_like(data.n, dtype=bool)
+    where[1, 4:] = True
+    reps = predict_steps(idata, data, "binomial-paired", seed=3, where=where)
+    assert np.isnan(reps[:, ~where]).all() and np.isfinite(reps[:, where]).all()
+    loc = curves.logitnormal_location_newton(np, np.array(0.4), np.array(1.5))
+    p = curves.expit(loc + 1.5 * z)  # these instances' success probabilities
+    for t in (4, 5):
+        draws = reps[:, 1, t]
+        assert abs(draws.mean() - p.mean()) < 4 * np.sqrt((p * (1 - p)).sum()) / 40 / np.sqrt(len(draws))
+        np.testing.assert_allclose(draws.var(), (p * (1 - p)).sum() / 40**2, rtol=0.1)
+    # a step effect widens it; same seed, same draws
+    wide = predict_steps(
+        _made_up_paired_posterior(2, 40, asymptote=0.4, sigma=1.5, tau=0.5, z=z),
+        data,
+        "binomial-paired",
+        seed=3,
+        where=where,
+    )
+    assert wide[:, 1, 4].var() > 1.5 * reps[:, 1, 4].var()
+    np.testing.assert_array_equal(reps, predict_steps(idata, data, "binomial-paired", seed=3, where=where))
+
+
+@pytest.mark.slow
+def test_paired_back_test_covers_the_held_out_checkpoints():
+    """A back-test of paired arms on simulated checkpoint evals (not the model: bisection
+    location, one shared instance difficulty) fitted on 10 of 16 checkpoints: the held-out
+    checkpoints' 94 % predictive intervals cover at least 10 of the 12, the instance
+    effects' draws are dropped after the predictive, and the fit converged."""
+    from saturation.models.sigmoid import SigmoidConfig, backtest_sigmoid, default_sampler
+
+    trials, _ = _checkpoint_evals(seed=2)
+    bt = backtest_sigmoid(trials, 10, SigmoidConfig(paired=True, reference="a", sampler=default_sampler(True)), seed=1)
+    assert bt.fit.diagnostics["converged"], bt.fit.diagnostics
+    assert len(bt.frame) == 12 and bt.frame["inside"].sum() >= 10, bt.frame
+    assert "instance_z" not in bt.fit.idata.posterior
+    # the paired interval is narrower than the independent cells' (instance effects known)
+    widths = (bt.frame["upper"] - bt.frame["lower"]).mean()
+    assert widths < 0.2, widths
 
 
 @pytest.mark.slow

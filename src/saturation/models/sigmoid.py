@@ -635,6 +635,7 @@ def fit_sigmoid(
     sampler: SamplerConfig | None = None,
     seed: int = 0,
     metrics: xr.Dataset | None = None,
+    instance_effects: bool = False,
 ) -> SigmoidFit:
     """Fit one saturation curve per arm and compare every arm's ceiling with the reference.
 
@@ -660,6 +661,9 @@ def fit_sigmoid(
     metrics : xarray.Dataset, optional
         Per-step metrics of the arms' runs (dims run, step): the x axis of
         ``config.x == "compute"`` (:func:`step_compute`, ``config.compute``).
+    instance_effects : bool
+        Paired arms: keep the instance effects' draws ``instance_z`` (samples x instances) in
+        the posterior, which the back-test's predictive needs (default: dropped as nuisance).
 
     Returns
     -------
@@ -699,13 +703,14 @@ def fit_sigmoid(
     # the data are pm.Data: fits of the same shape (arms, observed cells) reuse one compiled model
     key: tuple[Any, ...] = ("sigmoid", used, len(data.arms), len(values["x"]))
     if used == "binomial-paired":
-        key += (len(values["cell_n"]), int(values["cell_inst"].max()) + 1)
+        assert data.cells is not None
+        key += (len(values["cell_n"]), len(data.cells.instances))
     idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=config.sampler)
     _natural_draws(idata)
     names = ["r0_logit", "asymptote_logit", "log_efficiency", "log_midpoint"]
     if used == "binomial-paired":
         # the instance and step effects are nuisance: their draws are (draws x instances)
-        idata.posterior = idata.posterior.drop_vars(["instance_z", "step_z"])
+        idata.posterior = idata.posterior.drop_vars(["step_z"] if instance_effects else ["instance_z", "step_z"])
         names += ["instance_sd", "step_logit_sd"]
     else:
         names += ["log_kappa"] if used == "binomial" else ["tau"]
@@ -980,19 +985,47 @@ def truncate(data: ArmSteps, fit_steps: int) -> ArmSteps:
     )
 
 
-def predict_steps(idata: az.InferenceData, data: ArmSteps, likelihood: str, seed: int) -> np.ndarray:
+def predict_steps(
+    idata: az.InferenceData, data: ArmSteps, likelihood: str, seed: int, where: np.ndarray | None = None
+) -> np.ndarray:
     """Posterior predictive draws of every (arm, step)'s observed value, (samples, arm, step):
     the curve plus the step's noise (Gaussian: the mean's sampling variance plus tau^2;
-    binomial: beta-binomial successes out of the step's rollouts, as a rate)."""
+    binomial: beta-binomial successes out of the step's rollouts, as a rate; paired: the
+    instances' binomial successes, :func:`_predict_paired`). ``where`` (arm, step), optional:
+    only those cells are drawn, the others are NaN."""
     rng = np.random.default_rng([seed, 20261202])
     mu = np.clip(curve_draws(idata, data.x_cells), 1e-6, 1 - 1e-6)
     post = idata.posterior.stack(sample=("chain", "draw")).transpose("sample", ...)
+    if likelihood == "binomial-paired":
+        return _predict_paired(post, data, mu, rng, data.n > 0 if where is None else where)
     if likelihood == "binomial":
         kappa = np.exp(post["log_kappa"].to_numpy())[:, :, None]
         n = np.maximum(data.n, 1).astype(int)[None]
         return rng.binomial(n, rng.beta(mu * kappa, (1 - mu) * kappa)) / n
     tau = post["tau"].to_numpy()[:, :, None]
     return mu + rng.standard_normal(mu.shape) * np.sqrt(data.var_mean[None] + tau**2)
+
+
+def _predict_paired(
+    post: xr.Dataset, data: ArmSteps, mu: np.ndarray, rng: np.random.Generator, where: np.ndarray
+) -> np.ndarray:
+    """Paired arms' predictive rate of each (arm, step) in ``where``: per draw a new step
+    effect :math:`e \\sim N(0, 1)`, the posterior instance effects :math:`z_i` of the
+    instances evaluated there (an instance the fit never saw has its prior draws), binomial
+    successes out of each instance's rollouts, summed over the instances."""
+    if data.cells is None or "instance_z" not in post:
+        raise ValueError("a paired predictive needs the per-instance cells and the instance effects' draws")
+    sigma = post["instance_sd"].to_numpy()
+    tau = post["step_logit_sd"].to_numpy()
+    z = post["instance_z"].to_numpy()  # (samples, instances)
+    c = data.cells
+    out = np.full(mu.shape, np.nan)
+    for a, t in zip(*np.nonzero(where & (data.n > 0)), strict=True):
+        sel = (c.arm_idx == a) & (c.step_idx == t)
+        loc = curves.logitnormal_location_newton(np, mu[:, a, t], np.hypot(sigma, tau))
+        eta = (loc + tau * rng.standard_normal(len(tau)))[:, None] + sigma[:, None] * z[:, c.inst_idx[sel]]
+        out[:, a, t] = rng.binomial(c.n[sel][None, :], curves.expit(eta)).sum(axis=1) / c.n[sel].sum()
+    return out
 
 
 def backtest_sigmoid(
@@ -1030,20 +1063,23 @@ def backtest_sigmoid(
     draws (:func:`predict_steps`), which include that step's own noise, so a calibrated
     forecast covers about 94 % of the held-out steps. The persistence error (the last
     fitted step's observed value carried forward) is the baseline a curve must beat to be
-    worth extrapolating.
+    worth extrapolating. Paired arms (``config.paired``) predict a held-out checkpoint from
+    its instances: a new step effect, the fitted instance effects (the same instances were
+    seen at the fitted checkpoints), binomial successes per instance.
     """
     config = config or SigmoidConfig()
-    if config.paired:
-        raise ValueError("a back-test of paired arms is not built (its predictive needs the instance effects)")
     data = _data(ds, config, metrics)
     check_backtest(data, fit_steps)
     part = truncate(data, fit_steps)
-    fit = fit_sigmoid(part, config, seed=seed)
-    reps = predict_steps(fit.idata, data, fit.estimands["likelihood"], seed)
+    fit = fit_sigmoid(part, config, seed=seed, instance_effects=config.paired)
+    held_out = (data.n > 0) & (part.n == 0)
+    reps = predict_steps(fit.idata, data, fit.estimands["likelihood"], seed, where=held_out)
+    if config.paired:  # the instance effects' draws were kept for the predictive only
+        fit.idata.posterior = fit.idata.posterior.drop_vars("instance_z")
     rows = []
     for a, arm in enumerate(data.arms):
         seen = np.nonzero(part.n[a] > 0)[0]
-        for j in np.nonzero((data.n[a] > 0) & (part.n[a] == 0))[0]:
+        for j in np.nonzero(held_out[a])[0]:
             lo, hi = (float(v) for v in az.hdi(reps[:, a, j], hdi_prob=S.HDI_PROB))
             obs = float(data.mean[a, j])
             rows.append(
