@@ -160,6 +160,7 @@ def test_every_shipped_spec_builds_its_one_typed_config():
     assert tools.x == "step"
     pool = configs["g1-pool-arms"]
     assert isinstance(pool, SigmoidConfig) and (pool.metric, pool.reference) == ("reward/avg_raw_reward", "raw")
+    assert specs["g1-pool-arms"].model["families"] is True  # cheap on Gaussian logged values
     on_compute = configs["r2egym-tools-compute"]
     assert isinstance(on_compute, SigmoidConfig) and (on_compute.x, on_compute.compute) == ("compute", "timing/step")
 
@@ -256,7 +257,7 @@ families = true
     with pytest.raises(SpecError) as info:
         load_spec(path)
     text = str(info.value)
-    assert "give trials or series" in text and "paired and families are for trials" in text, text
+    assert "give trials or series" in text and "families" not in text, text
 
 
 def test_series_spec_component_problems_are_listed(tmp_path):

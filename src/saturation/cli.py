@@ -958,7 +958,7 @@ def _compare_options(args: argparse.Namespace) -> tuple[list[str] | None, dict[s
     if args.metric is not None:
         if len(args.trials) != 1:
             raise UsageError(f"--metric {args.metric}: give one per-step metrics file (CSV or .nc), not trial tables")
-        for flag, given in (("--paired", args.paired), ("--families", args.families), ("--metrics", args.metrics)):
+        for flag, given in (("--paired", args.paired), ("--metrics", args.metrics)):
             if given:
                 raise UsageError(f"--metric fits logged per-step values: {flag} is for trials")
         if args.likelihood == "binomial":

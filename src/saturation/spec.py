@@ -365,8 +365,8 @@ def _check_compare(where: str, model: dict[str, Any], data: dict[str, Any], prob
         problems.append(f"{where}: [data] series (per-step metrics, each run an arm) and [model] metric go together")
     if "series" in data and "trials" in data:
         problems.append(f"{where}: [data] give trials or series (with [model] metric), not both")
-    if "metric" in model and (model.get("paired") or model.get("families")):
-        problems.append(f"{where}: [model] metric fits logged values: paired and families are for trials")
+    if "metric" in model and model.get("paired"):
+        problems.append(f"{where}: [model] metric fits logged values: paired is for trials (shared instances)")
     if model.get("x") == "compute" and "metrics" not in data and "series" not in data:
         problems.append(f'{where}: [model] x = "compute" needs [data] metrics (the per-step compute of the runs)')
     if model.get("x", "step") == "step" and ("compute" in model or "metrics" in data):

@@ -79,6 +79,33 @@ def test_the_sigmoids_pointwise_log_likelihood_is_the_gaussian_of_each_step_mean
         families.sigmoid_pointwise(fit, 0)
 
 
+def test_a_logged_metric_is_compared_as_a_logged_series():
+    """Logged per-step values (no rollout counts) enter the hinge and the exponential as the
+    plateau model reads a logged series: n infinite, no within-step variance; the families'
+    LOO then runs on the same values the sigmoid's Gaussian fit saw."""
+    from saturation.models.sigmoid import series_arm_steps
+    from saturation.simulate import SigmoidArmsSpec, simulate_sigmoid_series
+
+    spec = SigmoidArmsSpec(n_steps=20, prompts_per_step=8, samples_per_prompt=4)
+    series, truth = simulate_sigmoid_series(spec, seed=5)
+    data = series_arm_steps(series, "reward/avg_raw_reward")
+    sd = families.arm_step_data(data, 0)
+    assert np.isinf(sd.n).all() and (sd.var_mean == 0).all() and sd.summary["n_trials"] is None
+    np.testing.assert_array_equal(sd.y[0], data.mean[0])
+    comp = families.compare_curve_families(data, _made_up_gaussian_fit(data), seed=1)
+    for arm in data.arms:
+        table = comp.tables[arm]
+        assert set(table.index) == {"sigmoid", "hinge", "exponential"}
+        assert np.isfinite(table["elpd_loo"]).all()
+        assert table.loc["hinge", "loo_method"] == "exact" and table.loc["sigmoid", "loo_method"] == "PSIS"
+        lo, hi = comp.exponential_asymptote[arm]["hdi"]
+        assert lo <= truth["arms"][arm]["asymptote"] <= hi
+        # no within-step variance: the hinge's step noise carries the logged values' scatter
+        # (32 rollouts a step around a rate of 0.1-0.6, sd about 0.1)
+        tau = float(comp.fits[arm]["hinge"].posterior["tau"].mean())
+        assert 0.05 < tau < 0.2, tau
+
+
 def test_the_caveat_rules_need_a_decisive_elpd_difference():
     def table(elpd, dse, weights):
         order = sorted(elpd, key=lambda f: -elpd[f])

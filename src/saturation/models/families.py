@@ -161,17 +161,21 @@ def _fmt(e: dict[str, Any]) -> str:
 
 def arm_step_data(data: ArmSteps, a: int) -> StepData:
     """Arm ``a``'s observed steps as the plateau model's per-step inputs (one level named
-    after the arm)."""
+    after the arm). A logged metric (:func:`saturation.models.sigmoid.series_arm_steps`)
+    becomes a logged series as the plateau model reads one: no within-step variance, ``n``
+    infinite, the step noise tau carries all of it (as the sigmoid's Gaussian fit of it)."""
     obs = data.n[a] > 0
     arm = data.arms[a]
+    logged = data.summary.get("series") is not None
+    n = np.full(int(obs.sum()), np.inf) if logged else data.n[a, obs]
     return StepData(
         data.steps[obs],
         [arm],
         data.mean[a, obs][None],
-        data.n[a, obs][None],
+        n[None],
         data.var_mean[a, obs][None],
         "reward",
-        summary={"arm": arm, "n_trials": int(data.n[a].sum())},
+        summary={"arm": arm, "n_trials": None if logged else int(data.n[a].sum())},
     )
 
 
