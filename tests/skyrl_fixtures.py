@@ -716,3 +716,148 @@ def wandb_expected(n_steps: int = 4, *, seed: int = 0) -> dict[int, dict[str, fl
     out = {s: {k: float(v) for k, v in step_metrics(s, rng).items()} for s in range(1, n_steps + 1)}
     out[2]["policy/policy_kl"] = float("nan")
     return out
+
+
+# ------------------------------------------------------------------ dynamic sampling
+#: the launch command of a dynamic-sampling run (Hydra overrides echoed by ``set -x``)
+DS_OVERRIDES = OVERRIDES.replace("trainer.logger=console", "trainer.train_batch_size=16 trainer.logger=console")
+
+
+def omegaconf_yaml(kind: str | None) -> str:
+    """What ``OmegaConf.to_yaml(cfg)`` prints for the part of SkyRL's config that matters
+    here (``yaml.dump(..., default_flow_style=False, sort_keys=False)``, None as ``null``;
+    skyrl_train/config/ppo_base_config.yaml L82 and L118-121 at the fork's 81e5a97c)."""
+    import yaml
+
+    cfg = {
+        "trainer": {
+            "policy": {"model": {"path": "Qwen/Qwen3-8B"}},
+            "train_batch_size": 16,
+            "algorithm": {
+                "advantage_estimator": "rloo",
+                "dynamic_sampling": {"type": kind, "max_sample_batches": 30, "min_replace_ratio": 0.3},
+                "clip_cov": {"clip_ratio": 0.0002},
+            },
+            "logger": "console",
+        },
+        "generator": {"n_samples_per_prompt": 8},
+    }
+    return yaml.dump(cfg, default_flow_style=False, allow_unicode=True, sort_keys=False)
+
+
+def dynamic_sampling_log(
+    n_steps: int = 6,
+    *,
+    kind: str = "filter",
+    seed: int = 0,
+    batch: int = 16,
+    n: int = 8,
+    config: str = "override",
+    unfinished: bool = False,
+) -> tuple[str, dict[int, dict[str, Any]]]:
+    """A SkyRL console log of a run with dynamic sampling, and per step what happened.
+
+    Per generation round a dataloader batch of ``batch`` prompts (success rates Beta around
+    a rising curve: the prompt difficulty varies), ``n`` binary rollouts each. The rounds go
+    through upstream's rule and its log calls (the same f-strings, skyrl_train/utils/
+    trainer_utils.py at the fork's 81e5a97c: handle_filter_sampling L432-523,
+    handle_replace_sampling L338-430): filter drops the groups whose rewards' ``np.std`` is
+    0 and resamples until ``batch`` prompts are kept, then truncates to ``batch * n``
+    trajectories; replace copies random good groups over the bad ones when more than 0.3 of
+    the batch is good, else warns and resamples. The step's ``reward/avg_raw_reward`` and
+    ``reward/avg_pass_at_{n}`` are then computed on the processed batch as
+    ``get_metrics_from_generator_output`` does (generators/utils.py L121-158) and logged in
+    the step's block. ``config``: "override" (``trainer.algorithm.dynamic_sampling.type=``
+    on the launch line), "yaml" (the config dump only) or "none" (neither: only the round
+    lines tell). ``unfinished``: the log ends after a last step's round lines (a crash
+    before its training finished).
+
+    Returns the text and per step: ``rounds``, ``generated``, ``mixed`` (prompts whose
+    rollouts' rewards differ; ``mixed_last`` in the last round), ``logged_reward``,
+    ``logged_pass``, ``generated_mean`` (mean reward of every rollout generated) and
+    ``true_rate`` (the prompts' expected success).
+    """
+    rng = np.random.default_rng(seed)
+    log = Loguru()
+    out = io.StringIO()
+    overrides = DS_OVERRIDES + (f" trainer.algorithm.dynamic_sampling.type={kind}" if config == "override" else "")
+    out.write(f"+ python -m skyrl_train.entrypoints.main_base {overrides}\n")
+    truth: dict[int, dict[str, Any]] = {}
+
+    def info(message: str) -> None:
+        out.write(ray_lines(log.info(message)))
+
+    def warning(message: str) -> None:
+        start = log.buffer.tell()
+        log.logger.opt(depth=1).warning(message)
+        out.write(ray_lines(log.buffer.getvalue()[start:]))
+
+    try:
+        if config == "yaml":
+            info(omegaconf_yaml(kind))
+        for step in range(1, n_steps + 2 if unfinished else n_steps + 1):
+            rate = 0.15 + 0.7 * step / (n_steps + 1)  # the policy's mean success over prompts
+            rounds, generated, mixed = 0, 0, 0
+            all_rewards: list[float] = []
+            kept: list[list[float]] = []
+            while True:
+                rounds += 1
+                p = rng.beta(2 * rate / (1 - rate), 2.0, batch)
+                groups = [list((rng.random(n) < pi).astype(float)) for pi in p]
+                all_rewards += [r for g in groups for r in g]
+                generated += batch
+                good = [g for g in groups if np.std(g) > 0]
+                mixed += len(good)
+                if kind == "filter":
+                    kept += good
+                    info("============= Dynamic sampling filter =============")
+                    if len(kept) < batch:
+                        info(f"Dynamic sampling: {len(kept)} < {batch} prompts")
+                        info(f"Resample batch {rounds}, continue sampling...")
+                        info("==================================================")
+                        continue
+                    info(f"Dynamic sampling: collected {len(kept)} >= {batch} prompts")
+                    info("==================================================")
+                    processed = kept[:batch]
+                    break
+                info(f"Replace sampling: {len(good)} good UIDs out of {batch} total prompts")
+                if len(good) > batch * 0.3:
+                    bad = [g for g in groups if np.std(g) == 0]
+                    info("============= Dynamic sampling replace ===========")
+                    info(f"Number of good prompts: {len(good)}")
+                    info(f"Number of bad prompts: {len(bad)}")
+                    picks = rng.permutation(len(good))[: len(bad)] if len(good) >= len(bad) else None
+                    if picks is None:
+                        picks = rng.integers(0, len(good), len(bad))
+                    processed = good + [good[i] for i in picks]  # copies share their uid
+                    info(f"After replacement - Replaced {len(bad) * n // n} bad prompts")  # bad indices // n
+                    info("==================================================")
+                    break
+                warning("===================== Warning (Dynamic sampling replace) ====================")
+                warning("In this mini-batch, most training samples receive low variance rewards.")
+                warning("If you continue to see this warning, please check your data difficulty distribution.")
+                warning("==================================================")
+            if step > n_steps:  # unfinished: the round lines of a step that never logged
+                break
+            rewards = [r for g in processed for r in g]
+            # upstream's pass@n counts unique uids: replace's copies carry their source's uid
+            unique = processed if kind == "filter" else good
+            logged_reward = float(np.mean(rewards))
+            logged_pass = sum(1 for g in unique if any(r > 0 for r in g)) / len(unique)
+            info(f"reward/avg_pass_at_{n}: {logged_pass}, reward/avg_raw_reward: {logged_reward}")
+            payload = step_metrics(step, rng, n_samples=n)
+            payload.update({"reward/avg_raw_reward": logged_reward, f"reward/avg_pass_at_{n}": logged_pass})
+            out.write(ray_lines(log.console_log(payload, step)))
+            truth[step] = {
+                "rounds": rounds,
+                "generated": generated,
+                "mixed": mixed,
+                "logged_reward": logged_reward,
+                "logged_pass": logged_pass,
+                "mixed_last": len(good),  # the last round's mixed groups
+                "generated_mean": float(np.mean(all_rewards)),
+                "true_rate": rate,
+            }
+    finally:
+        log.close()
+    return out.getvalue(), truth

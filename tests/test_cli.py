@@ -250,6 +250,25 @@ def test_ingest_skyrl_run_directories(tmp_path, capsys):
     assert "mix of SkyRL run directories" in capsys.readouterr().err
 
 
+def test_ingest_warns_that_a_dynamic_sampling_runs_reward_metrics_are_of_the_kept_groups(tmp_path, capsys):
+    """A run trained with dynamic sampling (upstream's filter lines in its console log): the
+    ingest says so in a WARNING and in its JSON, and the metrics file keeps the counts."""
+    from saturation.series import dynamic_sampling_runs
+    from skyrl_fixtures import dynamic_sampling_log, write
+
+    run = tmp_path / "g1-ds"
+    write(run / "train.log", dynamic_sampling_log(5, kind="filter", seed=4)[0])
+    mnc, rep = tmp_path / "metrics.nc", tmp_path / "ingest.json"
+    assert main(["ingest", str(run), "--metrics-out", str(mnc), "--json", str(rep), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "WARNING: run Qwen/Qwen3-8B trained with dynamic sampling (filter): SkyRL computes its reward/*" in out
+    (note,) = json.loads(rep.read_text())["dynamic_sampling"]
+    assert "logged pass@k is 1 by construction" in note
+    metrics = open_trials(mnc)
+    assert dynamic_sampling_runs(metrics) == {"Qwen/Qwen3-8B": "filter"}
+    assert int(metrics["dynamic_sampling_rounds"].notnull().sum()) == 5
+
+
 def test_ingest_never_exits_0_with_an_output_unwritten(tmp_path, capsys):
     from skyrl_fixtures import trajectory, write_trajectory
 

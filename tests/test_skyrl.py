@@ -263,3 +263,59 @@ def test_a_tracker_header_without_its_dict_is_reported(tmp_path):
     log = read_console_log(write(tmp_path / "h.log", b[0] + header + b[2]))
     assert sorted(log.steps) == [1, 3] and log.markers_without_block == 1
     assert len(log.problems) == 1 and "not followed by its metrics dict" in log.problems[0]
+
+
+# ------------------------------------------------------------------ dynamic sampling
+@pytest.mark.parametrize(
+    ("kind", "config"), [("filter", "override"), ("replace", "override"), ("filter", "yaml"), ("replace", "none")]
+)
+def test_dynamic_sampling_round_lines_become_per_step_counts(tmp_path, kind, config):
+    """Each round line (upstream's own f-strings, written through loguru and Ray's prefix)
+    is placed at the step whose block follows it; the counts per step are the fixture's, and
+    the strategy comes from the override, the YAML dump or, with neither, the lines."""
+    from skyrl_fixtures import dynamic_sampling_log
+
+    text, truth = dynamic_sampling_log(8, kind=kind, config=config, seed=3)
+    log = read_console_log(write(tmp_path / "run.log", text), strict=True)
+    assert log.dynamic_sampling == kind
+    assert log.yaml_dynamic_sampling == (kind if config == "yaml" else None)
+    assert sorted(log.steps) == sorted(truth)
+    for step, t in truth.items():
+        got = {k.split("/")[1]: log.steps[step][k] for k in log.steps[step] if k.startswith("dynamic_sampling/")}
+        assert got["rounds"] == t["rounds"] and got["prompts_generated"] == t["generated"]
+        assert got["prompts_mixed"] == t["mixed"]
+        assert got["prompts_trained"] == 16
+        assert got["prompts_trained_mixed"] == (16 if kind == "filter" else t["mixed_last"])
+        assert log.steps[step]["reward/avg_raw_reward"] == pytest.approx(t["logged_reward"], abs=5e-5)
+    acc = log.accounting()
+    assert acc["dynamic_sampling_lines"] > 0 and acc["dynamic_sampling_lines_unplaced"] == 0
+    assert acc["malformed"] == 0 and acc["lines"] == len(text.splitlines())
+    ds = metrics_dataset([log])
+    assert ds.attrs["trainer.algorithm.dynamic_sampling.type/Qwen/Qwen3-8B"] == kind
+    assert ds["dynamic_sampling_rounds"].attrs["metric_name"] == "dynamic_sampling/rounds"
+    assert "per-round log lines" in ds["dynamic_sampling_rounds"].attrs["description"]
+
+
+def test_a_step_that_never_logged_leaves_its_round_lines_unplaced(tmp_path):
+    from skyrl_fixtures import dynamic_sampling_log
+
+    text, truth = dynamic_sampling_log(4, kind="filter", seed=1, unfinished=True)
+    log = read_console_log(write(tmp_path / "run.log", text), strict=True)
+    assert sorted(log.steps) == [1, 2, 3, 4] == sorted(truth)
+    assert log.accounting()["dynamic_sampling_lines_unplaced"] >= 1
+
+
+def test_without_dynamic_sampling_nothing_is_added(tmp_path):
+    from skyrl_fixtures import Loguru, omegaconf_yaml, ray_lines
+
+    log = read_console_log(write(tmp_path / "run.log", console_log(4)))
+    assert log.dynamic_sampling is None and not any(k.startswith("dynamic_sampling/") for k in log.steps[2])
+    assert not any(k.startswith("trainer.algorithm.dynamic_sampling") for k in metrics_dataset([log]).attrs)
+    sink = Loguru()  # the config dump of a run with dynamic sampling off: type null
+    try:
+        dump = ray_lines(sink.info(omegaconf_yaml(None)))
+    finally:
+        sink.close()
+    text = dump + console_log(2)
+    log = read_console_log(write(tmp_path / "null.log", text))
+    assert log.yaml_dynamic_sampling == "null" and log.dynamic_sampling is None

@@ -198,6 +198,7 @@ def _cmd_ingest_runs(args: argparse.Namespace) -> int:
             + ", ".join(f"{v} trial(s) at the {k} level" for k, v in mismatches.items())
             + " (kept as recomputed; flagged in reward_dict_mismatch / mismatched_levels)"
         )
+    sampling = _dynamic_sampling_warnings(res.metrics) if res.metrics is not None else []
     if res.problems:
         _print_problems(
             res.problems,
@@ -206,7 +207,13 @@ def _cmd_ingest_runs(args: argparse.Namespace) -> int:
         )
     if args.json:
         _write_json(
-            {"output": args.output, "metrics_output": args.metrics_out, "accounting": acc, "problems": res.problems},
+            {
+                "output": args.output,
+                "metrics_output": args.metrics_out,
+                "accounting": acc,
+                "problems": res.problems,
+                "dynamic_sampling": sampling,
+            },
             args.json,
         )
     # an asked-for output that cannot be written is an error, never a silent exit 0; checked
@@ -237,6 +244,17 @@ def _cmd_ingest_runs(args: argparse.Namespace) -> int:
             _print(f"per-step metrics of runs {_names(res.metrics[S.RUN].values)} found; write them with --metrics-out")
     _print(f"done in {acc['seconds']:.1f} s ({acc['megabytes']:.0f} MB)")
     return EXIT_OK
+
+
+def _dynamic_sampling_warnings(series: xr.Dataset, runs: Sequence[str] | None = None) -> list[str]:
+    """Print (and return) a WARNING per run of ``series`` that trained with dynamic sampling:
+    its logged reward metrics are of the kept groups (``series.dynamic_sampling_notes``)."""
+    from saturation.series import dynamic_sampling_notes
+
+    notes = dynamic_sampling_notes(series, runs)
+    for note in notes:
+        _print(f"WARNING: {note}")
+    return notes
 
 
 def _check_outputs(inputs: Sequence[str], outputs: Sequence[str | None]) -> None:
@@ -749,6 +767,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     synthetic = {str(x.attrs.get(S.ATTR_SYNTHETIC, "")) for x in (ds, series)} - {""}
     for note in sorted(synthetic):
         _print(f"NOTE: {note}")
+    sampling = _dynamic_sampling_warnings(series)
     titles = {
         "cardinality": "1. Real skill or a cardinality prior? (trials)",
         "reliability": "2. Reliability (pass@1) or capability (pass@k)? (logged series)",
@@ -770,6 +789,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
             "trials": ds.attrs.get(S.ATTR_SOURCES, ""),
             "metrics": series.attrs.get(S.ATTR_SOURCES, ""),
             "synthetic": sorted(synthetic),
+            "dynamic_sampling": sampling,
         },
         **{res.name: res.to_dict() for res in results},
     }
@@ -1013,6 +1033,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             raise UsageError("--phase selects trials; --metric reads a per-step metrics file")
         series = read_metrics(args.trials[0])
         data = series_arm_steps(series, args.metric, arms, compute=compute if args.x == "compute" else None)
+        sampling = _dynamic_sampling_warnings(series, data.arms)
     else:
         ds = _load_phase_trials(args, "")
         _check_transfer_data(ds, arms, args.reference)
@@ -1043,6 +1064,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     )
     fit = fit_sigmoid(data, config, seed=args.seed)
     out = fit.to_dict()
+    if args.metric is not None:
+        out["data"] = {**out["data"], "dynamic_sampling": sampling}
     axis, unit = axis_words(fit.data)
     _print(
         f"saturation curves (Khatri et al. 2025 sigmoid, x = {axis}): arms {_names(fit.data.arms)}, reference "

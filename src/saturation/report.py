@@ -75,6 +75,7 @@ from saturation.report_html import (
     run_time_text,
     write_report_html,
 )
+from saturation.series import dynamic_sampling_notes
 from saturation.spec import (
     SeriesConfig,
     Spec,
@@ -956,8 +957,11 @@ def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, f
         title=spec.title,
         question=spec.question,
         verdict=res["verdict"],
-        # trials of other phases left out (aggregate.select_phase) are said first, never silently
-        details=[f"{note[0].upper()}{note[1:]}." for note in [phase_note(ds)] if note] + list(res["details"]),
+        # trials of other phases left out (aggregate.select_phase) and a logged series of a run with
+        # dynamic sampling (its reward metrics are of the kept groups) are said first, never silently
+        details=[f"{note[0].upper()}{note[1:]}." for note in [phase_note(ds)] if note]
+        + [f"WARNING: {note}." for note in (dynamic_sampling_notes(ds) if S.TRIAL not in ds.dims else [])]
+        + list(res["details"]),
         diagnostics=json_safe(res["diagnostics"]),
         converged=bool(res["diagnostics"]["converged"]),
         tables=out.tables,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,23 @@ import xarray as xr
 
 from saturation import schema as S
 from saturation.io import write_atomic
+
+#: the config key of SkyRL's dynamic sampling (None, "filter" or "replace";
+#: skyrl_train/config/ppo_base_config.yaml L118-121 at the fork's 81e5a97c); a metrics
+#: Dataset records a run's strategy in ``attrs[f"{DYNAMIC_SAMPLING_TYPE_KEY}/{run}"]``
+DYNAMIC_SAMPLING_TYPE_KEY = "trainer.algorithm.dynamic_sampling.type"
+#: per-step counts read from dynamic sampling's round lines (not logged metrics; by the
+#: console reader, :meth:`saturation.skyrl.ConsoleLog.place_sampling_events`): the rounds
+#: of generation, the prompts generated over them, those whose rollouts' rewards differ
+#: (kept by filter, "good" for replace), the prompts of the trained batch and how many of
+#: them are distinct mixed groups (replace fills the rest with copies)
+DYNAMIC_SAMPLING_KEYS = {
+    "rounds": "dynamic_sampling/rounds",
+    "prompts_generated": "dynamic_sampling/prompts_generated",
+    "prompts_mixed": "dynamic_sampling/prompts_mixed",
+    "prompts_trained": "dynamic_sampling/prompts_trained",
+    "prompts_trained_mixed": "dynamic_sampling/prompts_trained_mixed",
+}
 
 #: netCDF-safe variable name -> metric name as SkyRL logs it
 SERIES_METRICS = {
@@ -134,6 +152,167 @@ def _safe_name(metric: str) -> str:
         if metric.startswith(prefix):
             return var
     return "".join(ch if ch.isalnum() else "_" for ch in metric).strip("_")
+
+
+#: half the last place of a console-logged value (``f"{x:.4f}"``)
+ROUNDING = 0.5e-4
+
+
+def _logged(series: xr.Dataset, key: str) -> str | None:
+    try:
+        return S.metric_variable(series, key)
+    except KeyError:
+        return None
+
+
+def dynamic_sampling_runs(series: xr.Dataset) -> dict[str, str]:
+    """The runs of a metrics series that trained with dynamic sampling, and the strategy.
+
+    Parameters
+    ----------
+    series : xarray.Dataset
+        A per-step metrics series (module docstring).
+
+    Returns
+    -------
+    dict
+        Run -> ``"filter"`` or ``"replace"`` (from the run's config, its YAML dump or its
+        round lines; ``attrs[f"{DYNAMIC_SAMPLING_TYPE_KEY}/{run}"]``), or ``"unrecorded"``
+        when only the per-step counts (:data:`DYNAMIC_SAMPLING_KEYS`) show it, as in a
+        metrics CSV, which keeps no attributes.
+    """
+    rounds = _logged(series, DYNAMIC_SAMPLING_KEYS["rounds"])
+    out: dict[str, str] = {}
+    for run in map(str, series[S.RUN].values):
+        kind = series.attrs.get(f"{DYNAMIC_SAMPLING_TYPE_KEY}/{run}")
+        if kind:
+            out[run] = str(kind)
+        elif rounds is not None and bool(np.isfinite(series[rounds].sel({S.RUN: run})).any()):
+            out[run] = "unrecorded"
+    return out
+
+
+def dynamic_sampling_bounds(series: xr.Dataset, run: str, metric: str = "reward/avg_raw_reward") -> pd.DataFrame:
+    """What the logged reward of a dynamic-sampling run can say about the whole generated batch.
+
+    Parameters
+    ----------
+    series : xarray.Dataset
+        A per-step metrics series holding the run's dynamic-sampling counts
+        (:data:`DYNAMIC_SAMPLING_KEYS`, read from its console log) and ``metric``.
+    run : str
+        The run.
+    metric : str
+        The logged mean reward (rewards in [0, 1]).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per step with the counts (:data:`DYNAMIC_SAMPLING_KEYS`: ``rounds``,
+        ``prompts_generated`` :math:`G`, ``prompts_mixed`` :math:`M`, ``prompts_trained``
+        :math:`K`, ``prompts_trained_mixed`` :math:`K_m`), ``mixed_share`` :math:`M / G`;
+        ``logged`` :math:`m`; ``lower`` and ``upper``, the bounds on the mean reward of
+        every rollout generated at that step; and, when the series holds
+        ``reward/avg_pass_at_k``, ``pass_logged``, ``pass_lower`` and ``pass_upper`` (the
+        share of generated prompts with a success).
+
+    Raises
+    ------
+    KeyError
+        No dynamic-sampling counts for the run, or no ``metric``.
+    ValueError
+        A logged reward outside [0, 1] (the bounds need bounded rewards), naming the step.
+
+    Notes
+    -----
+    SkyRL computes a step's ``reward/*`` metrics after dynamic sampling, on the trained
+    batch of :math:`K` prompts: filter's first :math:`K` kept groups (all mixed,
+    :math:`K_m = K`), or replace's last round, whose :math:`K_m` good groups are copied over
+    the others. Its reward sum :math:`Km` is that of the :math:`K_m` distinct mixed groups
+    plus that of :math:`K - K_m` copies, each group's mean in [0, 1], so the distinct
+    groups' sum :math:`S` lies in :math:`[\\max(0, Km - (K - K_m)),\\ \\min(K_m, Km)]`
+    (:math:`S = Km` for filter). Every other generated prompt (dropped, kept beyond
+    :math:`K`, replace's bad groups and earlier rounds) has an unknown mean in [0, 1]. The
+    mean of every generated rollout therefore lies in
+    :math:`[S_{lo} / G,\\ (S_{hi} + G - K_m) / G]` for any rewards in [0, 1]; the log holds
+    nothing that narrows it (but the console's rounding of :math:`m` to 4 places, which
+    widens it by :math:`K \\cdot 5 \\cdot 10^{-5} / G`). A mixed group has a success, so
+    the logged pass@k is 1 and the generated prompts' pass@k lies in :math:`[M / G, 1]`.
+    """
+    names = {k: _logged(series, key) for k, key in DYNAMIC_SAMPLING_KEYS.items()}
+    if any(v is None for v in names.values()):
+        raise KeyError(f"run {run}: the series holds no dynamic-sampling counts (read from its console log)")
+    value = S.metric_variable(series, metric)
+    one = series.sel({S.RUN: run})
+    frame = pd.DataFrame({k: one[v].to_numpy() for k, v in names.items() if v is not None})
+    frame.insert(0, S.STEP, one[S.STEP].to_numpy())
+    frame["logged"] = one[value].to_numpy()
+    passes = [v for v in series.data_vars if series[v].attrs.get("k") is not None]
+    if passes:
+        frame["pass_logged"] = one[passes[0]].to_numpy()
+    frame = frame.dropna(subset=["rounds", "logged"]).reset_index(drop=True)
+    bad = frame[(frame["logged"] < 0) | (frame["logged"] > 1)]
+    if len(bad):
+        row = bad.iloc[0]
+        raise ValueError(
+            f"run {run}, step {int(row[S.STEP])}, field {metric}: {row['logged']:g} is outside [0, 1]; "
+            "the bounds need rewards in [0, 1]"
+        )
+    g, k, km = frame["prompts_generated"], frame["prompts_trained"], frame["prompts_trained_mixed"]
+    # the console tracker rounds to 4 places (ConsoleLogger.stringify_floats): m is known to +-5e-5
+    lo_total, hi_total = k * (frame["logged"] - ROUNDING), k * (frame["logged"] + ROUNDING)
+    frame["mixed_share"] = frame["prompts_mixed"] / g
+    frame["lower"] = np.maximum(0.0, lo_total - (k - km)) / g
+    frame["upper"] = np.minimum(1.0, (np.minimum(km, hi_total) + g - km) / g)
+    if passes:
+        frame["pass_lower"], frame["pass_upper"] = frame["mixed_share"], 1.0
+    return frame
+
+
+def dynamic_sampling_notes(series: xr.Dataset, runs: Sequence[str] | None = None) -> list[str]:
+    """Warnings for the runs of a series that trained with dynamic sampling.
+
+    Parameters
+    ----------
+    series : xarray.Dataset
+        A per-step metrics series.
+    runs : sequence of str, optional
+        Only these runs (default: all).
+
+    Returns
+    -------
+    list of str
+        One sentence per such run: its logged ``reward/*`` metrics are of the kept groups
+        only, with the median share of dropped prompts and the median width of
+        :func:`dynamic_sampling_bounds`. The CLI and the report print them wherever such a
+        series is read.
+    """
+    out = []
+    for run, kind in dynamic_sampling_runs(series).items():
+        if runs is not None and run not in runs:
+            continue
+        strategy = "" if kind == "unrecorded" else f" ({kind})"
+        text = (
+            f"run {run} trained with dynamic sampling{strategy}: SkyRL computes its reward/* metrics on the prompt "
+            "groups whose rollouts' rewards differ, after the others are dropped, so its logged mean reward is "
+            "that of the kept groups (too high while the dropped groups mostly fail, too low once they mostly "
+            "succeed: a flatter curve) and its logged pass@k is 1 by construction"
+        )
+        try:
+            frame = dynamic_sampling_bounds(series, run)
+        except (KeyError, ValueError):
+            frame = None
+        if frame is not None and len(frame):
+            dropped = 1 - float(frame["mixed_share"].median())
+            trained = float((frame["prompts_trained"] / frame["prompts_generated"]).median())
+            width = float((frame["upper"] - frame["lower"]).median())
+            text += (
+                f"; a median {dropped:.0%} of a step's generated prompts had all-equal rewards and the trained "
+                f"batch is a median {trained:.0%} of them, so the mean reward of all a step generated is bounded "
+                f"only to an interval of median width {width:.2f} (series.dynamic_sampling_bounds)"
+            )
+        out.append(text + "; fit its trials instead (codescout's trajectory files keep every rollout generated)")
+    return out
 
 
 def read_metrics(path: str | Path) -> xr.Dataset:

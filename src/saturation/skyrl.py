@@ -11,7 +11,12 @@ What a SkyRL console log holds (skyrl-train and recipes built on it; docs/skyrl.
 * an eval-only run logs one ``Metrics from eval only run: {...}`` line;
 * the configuration arrives as command-line overrides (``trainer.policy.model.path=...``)
   and/or a YAML dump; overrides are recorded as run attributes and the run identity is
-  ``trainer.policy.model.path``.
+  ``trainer.policy.model.path``;
+* with dynamic sampling (``trainer.algorithm.dynamic_sampling.type`` filter or replace) the
+  trainer logs, before each step's block, one line per generation round (``Dynamic
+  sampling: 41 < 64 prompts``, ``Replace sampling: 50 good UIDs out of 64 total prompts``):
+  they are read into per-step counts (:data:`saturation.series.DYNAMIC_SAMPLING_KEYS`),
+  because SkyRL computes that step's ``reward/*`` metrics on the kept groups only.
 
 Parsing is literal only (:func:`ast.literal_eval`, never ``eval``); the file is read as a
 stream, so memory stays bounded by the largest block, not the log size. Every line is
@@ -32,7 +37,7 @@ import numpy as np
 import xarray as xr
 
 from saturation import schema as S
-from saturation.series import label_metrics, metric_variable_names
+from saturation.series import DYNAMIC_SAMPLING_KEYS, DYNAMIC_SAMPLING_TYPE_KEY, label_metrics, metric_variable_names
 from saturation.streams import TruncatedStreamError, open_text
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -49,6 +54,17 @@ OVERRIDE_RE = re.compile(
     r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s]+)"
 )
 RUN_KEY = "trainer.policy.model.path"
+#: dynamic sampling's per-round log lines (skyrl_train/utils/trainer_utils.py at the fork's
+#: 81e5a97c: L502 and L509 for filter, L380 and L419 for replace; SkyRL a9564572:
+#: skyrl/train/utils/trainer_utils.py L514, L521, L392, L506)
+DS_FILTER_RE = re.compile(r"Dynamic sampling: (?:(?P<short>\d+) < |collected (?P<done>\d+) >= )(?P<target>\d+) prompts")
+DS_REPLACE_RE = re.compile(r"Replace sampling: (?P<good>\d+) good UIDs out of (?P<total>\d+) total prompts")
+DS_REPLACED_RE = re.compile(r"After replacement - Replaced (?P<bad>\d+) bad prompts")
+DS_MARKERS = ("Dynamic sampling: ", "Replace sampling: ", "After replacement - ")
+#: the YAML dump's ``dynamic_sampling:`` mapping and its ``type:`` line (``OmegaConf.to_yaml``)
+DS_YAML_RE = re.compile(
+    r"^(?P<indent> *)dynamic_sampling:[ \t]*\n(?:(?P=indent) +\w+:.*\n)*?(?P=indent) +type: *(?P<type>\w+)", re.M
+)
 #: a block longer than this many lines is treated as malformed (bounds memory)
 MAX_BLOCK_LINES = 5000
 #: a line longer than this many characters is skipped and reported (bounds memory)
@@ -94,6 +110,15 @@ class ConsoleLog:
     line_prefix: str = ""
     #: lines longer than MAX_LINE_CHARS (skipped, each reported)
     overlong_lines: int = 0
+    #: dynamic sampling's round lines as read: (line, kind, numbers), kind "filter" (kept so
+    #: far, target, done 0/1), "replace" (good, total) or "replaced" (bad)
+    sampling_events: list[tuple[int, str, tuple[int, ...]]] = field(default_factory=list)
+    #: line of each step's ``Step N:`` marker (its first block)
+    step_lines: dict[int, int] = field(default_factory=dict)
+    #: round lines after the last step's block (a step whose training never logged)
+    sampling_unplaced: int = 0
+    #: ``type`` of the YAML dump's ``dynamic_sampling`` mapping ("null" when off)
+    yaml_dynamic_sampling: str | None = None
 
     def merge_step(self, step: int, values: dict[str, float]) -> None:
         """Merge ``values`` into the step's metrics: a key already holding another value
@@ -109,6 +134,59 @@ class ConsoleLog:
     def run(self) -> str:
         return self.config.get(RUN_KEY, Path(self.path).name.split(".")[0])
 
+    @property
+    def dynamic_sampling(self) -> str | None:
+        """The run's dynamic-sampling strategy: the override or the YAML dump
+        (``trainer.algorithm.dynamic_sampling.type``), else what its round lines show; None
+        when off."""
+        configured = self.config.get(DYNAMIC_SAMPLING_TYPE_KEY, self.yaml_dynamic_sampling)
+        if configured is not None and configured.lower() not in ("null", "none", "~", ""):
+            return configured
+        kinds = {kind for _, kind, _ in self.sampling_events}
+        if kinds:
+            return "filter" if "filter" in kinds else "replace"
+        return None
+
+    def place_sampling_events(self) -> None:
+        """Turn the round lines into per-step counts merged into :attr:`steps`: each line
+        belongs to the first step whose ``Step N:`` marker follows it (the trainer generates,
+        filters, trains, then logs). Per step: the rounds, the prompts generated and those
+        with mixed rewards (kept by filter, good for replace) over the rounds; a filter round
+        draws one dataloader batch of ``target`` prompts, and trains on the first ``target``
+        kept; replace trains on its last round's prompts, the good groups and their copies
+        over the others."""
+        if not self.sampling_events:
+            return
+        order = sorted(self.step_lines.items(), key=lambda kv: kv[1])
+        marks = [line for _, line in order]
+        per_step: dict[int, list[tuple[str, tuple[int, ...]]]] = {}
+        for line, kind, numbers in sorted(self.sampling_events):
+            i = int(np.searchsorted(marks, line))
+            if i == len(marks):
+                self.sampling_unplaced += 1
+                continue
+            per_step.setdefault(order[i][0], []).append((kind, numbers))
+        for step, events in per_step.items():
+            filters = [n for kind, n in events if kind == "filter"]
+            replaces = [n for kind, n in events if kind == "replace"]
+            if filters:
+                rounds, target = len(filters), filters[-1][1]
+                generated, mixed, trained, trained_mixed = rounds * target, filters[-1][0], target, target
+            elif replaces:
+                rounds = len(replaces)
+                generated, mixed = sum(n[1] for n in replaces), sum(n[0] for n in replaces)
+                trained_mixed, trained = replaces[-1]
+            else:
+                continue
+            counts = {
+                "rounds": rounds,
+                "prompts_generated": generated,
+                "prompts_mixed": mixed,
+                "prompts_trained": trained,
+                "prompts_trained_mixed": trained_mixed,
+            }
+            self.merge_step(step, {DYNAMIC_SAMPLING_KEYS[k]: float(v) for k, v in counts.items()})
+
     def accounting(self) -> dict[str, Any]:
         return {
             "file": self.path,
@@ -123,6 +201,8 @@ class ConsoleLog:
             "step_markers_without_block": self.markers_without_block,
             "line_prefix": self.line_prefix,
             "overlong_lines": self.overlong_lines,
+            "dynamic_sampling_lines": len(self.sampling_events),
+            "dynamic_sampling_lines_unplaced": self.sampling_unplaced,
             "conflicting_values": self.conflicts,
             "bytes": self.bytes_read,
         }
@@ -342,6 +422,17 @@ class _Scanner:
                 if hit and (pos == 0 or not (head[pos - 1].isalnum() or head[pos - 1] in "_.+-")):
                     out.config.setdefault(hit.group("key"), hit.group("value").strip("'\""))
                 pos = head.find(prefix, pos + 1)
+        for marker in DS_MARKERS:
+            pos = head.find(marker)
+            while pos >= 0:
+                self._sampling_line(head, pos)
+                pos = head.find(marker, pos + 1)
+        pos = head.find("dynamic_sampling:") if out.yaml_dynamic_sampling is None else -1
+        if pos >= 0:  # the YAML dump: the mapping's lines, the Ray prefix and colours removed
+            window = head[head.rfind("\n", 0, pos) + 1 : pos + 4000].split("\n")[:8]
+            hit = DS_YAML_RE.search("\n".join(split_source(line)[1] for line in window) + "\n")
+            if hit:
+                out.yaml_dynamic_sampling = hit.group("type")
         pos = head.find(EVAL_ONLY)
         while pos >= 0:
             start = head.rfind("\n", 0, pos) + 1
@@ -352,6 +443,23 @@ class _Scanner:
             _finish(out, body, "eval", None, f"{out.path}:{self.line_of(text, start)}", self.strict)
             pos = head.find(EVAL_ONLY, stop)
         return keep
+
+    def _sampling_line(self, text: str, pos: int) -> None:
+        """Record one dynamic-sampling round line found at ``pos``."""
+        stop = text.find("\n", pos)
+        line = text[pos : len(text) if stop < 0 else stop]
+        start = text.rfind("\n", 0, pos) + 1
+        event: tuple[str, tuple[int, ...]]
+        if (m := DS_FILTER_RE.match(line)) is not None:
+            kept = m.group("short") or m.group("done")
+            event = ("filter", (int(kept), int(m.group("target")), int(m.group("done") is not None)))
+        elif (m := DS_REPLACE_RE.match(line)) is not None:
+            event = ("replace", (int(m.group("good")), int(m.group("total"))))
+        elif (m := DS_REPLACED_RE.match(line)) is not None:
+            event = ("replaced", (int(m.group("bad")),))
+        else:
+            return
+        self.out.sampling_events.append((self.line_of(text, start), *event))
 
     def _block(self, text: str, start: int, header_end: int, step: int, final: bool) -> str:
         """Find and parse the block of the marker whose line starts at ``start``; return
@@ -403,8 +511,9 @@ class _Scanner:
                 block = "\n".join(parts)
                 out.block_lines += 1 + len(parts)
                 out.interleaved += interleaved
-                where = f"{out.path}:{self.line_of(text, open_at)}"
-                parsed = _finish(out, block, "step", step, where, self.strict)
+                at = self.line_of(text, open_at)
+                where = f"{out.path}:{at}"
+                parsed = _finish(out, block, "step", step, where, self.strict, at)
                 if parsed is not None and len(parts) > 1 and len(parsed) != key_lines:
                     _problem(
                         out,
@@ -531,10 +640,14 @@ def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = 
             if final:
                 break
     out.bytes_read = consumed
+    out.place_sampling_events()
     return out
 
 
-def _finish(out: ConsoleLog, text: str, kind: str, step: int | None, where: str, strict: bool) -> dict[str, Any] | None:
+def _finish(
+    out: ConsoleLog, text: str, kind: str, step: int | None, where: str, strict: bool, line: int = 0
+) -> dict[str, Any] | None:
+    """Parse one block and file its values (a step block's first line in ``step_lines``)."""
     parsed = _parse_block(text, where, out, strict)
     if parsed is None:
         return None
@@ -544,6 +657,7 @@ def _finish(out: ConsoleLog, text: str, kind: str, step: int | None, where: str,
         out.eval_only.append(values)
     elif step is not None:
         out.merge_step(step, values)
+        out.step_lines.setdefault(step, line)
     return parsed
 
 
@@ -576,4 +690,9 @@ def metrics_dataset(logs: list[ConsoleLog]) -> xr.Dataset:
     ds.attrs["accounting"] = json.dumps([log.accounting() for log in logs])
     for log in logs:
         ds.attrs[f"config/{log.run}"] = json.dumps(log.config, sort_keys=True)
+        if log.dynamic_sampling is not None:
+            ds.attrs[f"{DYNAMIC_SAMPLING_TYPE_KEY}/{log.run}"] = log.dynamic_sampling
+    for key in DYNAMIC_SAMPLING_KEYS.values():
+        if key in names:
+            ds[names[key]].attrs["description"] = "read from dynamic sampling's per-round log lines"
     return ds
