@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import replace
-from types import SimpleNamespace
+from types import MethodType, SimpleNamespace
 
 import arviz as az
 import matplotlib.pyplot as plt
@@ -29,7 +29,7 @@ from saturation import schema as S
 from saturation.models import fit_plateau, transfer_data
 from saturation.models.learning import diagnose_cardinality, diagnose_entropy, diagnose_reliability
 from saturation.models.plateau import compare_plateau_models
-from saturation.models.transfer import PARTS, QUANTITIES, TransferConfig
+from saturation.models.transfer import PARTS, QUANTITIES, TransferConfig, TransferFit
 from saturation.simulate import ArmSpec, SeriesSpec, TransferSpec, simulate_series, simulate_transfer
 
 
@@ -126,9 +126,11 @@ def transfer_fit():
         "s85": {"mass": {"3": 0.2, "4": 0.5, "5": 0.1}, "p_no_crossover": 0.2, "mean": 4.0, "hdi": [3.0, 5.0]},
         "s70": {"mass": {"2": 0.05, "6": 0.15}, "p_no_crossover": 0.8, "mean": 5.0, "hdi": [2.0, 6.0]},
     }
-    return SimpleNamespace(
-        idata=idata, data=data, config=TransferConfig(reference="base"), estimands={"crossover_step": crossover}
-    )
+    side = {"s85": {"p_positive": 0.99}, "s70": {"p_positive": 0.5}}  # s85 starts ahead, s70 level
+    estimands = {"crossover_step": crossover, "initial": side, "last_step": side}
+    fit = SimpleNamespace(idata=idata, data=data, config=TransferConfig(reference="base"), estimands=estimands)
+    fit.decisions = MethodType(TransferFit.decisions, fit)  # the real decision rule on these estimands
+    return fit
 
 
 # ---------------------------------------------------------------- helpers
@@ -580,7 +582,7 @@ def test_plot_transfer_curves_gaps_and_crossover(transfer_fit):
             _assert_band(gaps.collections[i], sub["step"], sub["gap_hdi_low"], sub["gap_hdi_high"])
             _assert_xy(_line(gaps, f"{arm} - base"), sub["step"], sub["gap_mean"])
         spans = [p for p in gaps.patches if p.get_width() > 0]
-        if q == S.ALL_ROLLOUT:  # s85 crosses with P = 0.8, s70 with P = 0.2: only s85's HDI is shaded
+        if q == S.ALL_ROLLOUT:  # the rule names s85's crossover (P = 0.8), not s70's (0.2): one span
             (span,) = spans
             np.testing.assert_allclose([span.get_x(), span.get_x() + span.get_width()], [3.0, 5.0])
         else:

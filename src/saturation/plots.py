@@ -567,11 +567,14 @@ def plot_transfer(fit: Any, *, ax: Axes | None = None, quantity: str = S.ALL_ROL
     """Per-arm population curves (posterior mean, 94 % band, empirical points) of the three
     quantities, all-rollout reward, graded-only reward and ungraded rate (top row), and each
     arm's gap to the reference (bottom row, zero line). The all-rollout gap panel shades the
-    crossover step's 94 % HDI. With ``ax``: the curves of ``quantity`` only."""
+    crossover step's 94 % HDI where the fit's decision rule names a crossover
+    (``TransferFit.decisions``, the rule of the report and the CLI). With ``ax``: the curves
+    of ``quantity`` only."""
     import matplotlib.pyplot as plt
 
     full = transfer_data(fit)
     ref = fit.config.reference
+    decided = fit.decisions()
     with style():
         if ax is not None:
             fig, _ = _figure(ax, COLUMN, 2.1)
@@ -594,7 +597,7 @@ def plot_transfer(fit: Any, *, ax: Axes | None = None, quantity: str = S.ALL_ROL
                 )
                 gap_ax.plot(g["step"], g["gap_mean"], color=colour(i), label=f"{arm} - {ref}")
                 cross = fit.estimands["crossover_step"][arm]
-                if q == S.ALL_ROLLOUT and cross.get("hdi") and cross["p_no_crossover"] < 0.5:
+                if q == S.ALL_ROLLOUT and decided[arm]["crossover"] is not None and cross.get("hdi"):
                     gap_ax.axvspan(*cross["hdi"], color=colour(i), alpha=0.12, lw=0)
                     gap_ax.axvline(cross["mean"], color=colour(i), lw=0.7, ls=":")
                     gap_ax.text(
