@@ -587,8 +587,11 @@ def test_plot_transfer_curves_gaps_and_crossover(transfer_fit):
             np.testing.assert_allclose([span.get_x(), span.get_x() + span.get_width()], [3.0, 5.0])
         else:
             assert spans == []
-    assert _legend(top[0]) == arms and top[0].get_legend().get_title().get_text() == "94 % HDI bands"
-    assert _legend(bottom[0]) == [f"{a} - base" for a in others]
+    (legend,) = fig.legends  # the arms' legend sits above the panels, clear of the curves
+    assert [t.get_text() for t in legend.get_texts()] == arms and legend.get_title().get_text() == "94 % HDI bands"
+    assert top[0].get_legend() is None and bottom[0].get_legend() is None
+    for arm in others:  # a gap line wears its arm's colour (the legend above names it)
+        assert _line(bottom[0], f"{arm} - base").get_color() == _line(top[0], arm).get_color()
 
 
 def test_plot_transfer_into_an_axes_draws_the_curves_of_one_quantity(transfer_fit):

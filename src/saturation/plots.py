@@ -612,8 +612,10 @@ def plot_transfer(fit: Any, *, ax: Axes | None = None, quantity: str = S.ALL_ROL
             gap_ax.axhline(0, color="0.4", lw=0.7)
             gap_ax.set_xlabel("step")
             gap_ax.set_ylabel(f"gap to {ref}, {TRANSFER_LABELS[q].split()[0]}")
-        axes[0, 0].legend(loc="upper left", title=f"{HDI_LABEL} bands")
-        axes[1, 0].legend(loc="lower left")
+        # the arms' legend above the panels, where it cannot cover the first steps' curves; a
+        # gap line has its arm's colour and the panel's label names the reference
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside upper center", ncols=len(labels), title=f"{HDI_LABEL} bands")
         fig.align_ylabels(axes[:, 0])
     return fig
 
