@@ -806,7 +806,7 @@ def dynamic_sampling_log(
                 groups = [list((rng.random(n) < pi).astype(float)) for pi in p]
                 all_rewards += [r for g in groups for r in g]
                 generated += batch
-                good = [g for g in groups if np.std(g) > 0]
+                good = [g for g in groups if np.std(g) > 0 or n == 1]  # upstream keeps lone rollouts
                 mixed += len(good)
                 if kind == "filter":
                     kept += good
@@ -822,7 +822,7 @@ def dynamic_sampling_log(
                     break
                 info(f"Replace sampling: {len(good)} good UIDs out of {batch} total prompts")
                 if len(good) > batch * 0.3:
-                    bad = [g for g in groups if np.std(g) == 0]
+                    bad = [g for g in groups if np.std(g) == 0 and n > 1]
                     info("============= Dynamic sampling replace ===========")
                     info(f"Number of good prompts: {len(good)}")
                     info(f"Number of bad prompts: {len(bad)}")

@@ -61,3 +61,35 @@ def test_a_reward_outside_the_unit_interval_is_refused_with_its_step(tmp_path):
     ds["reward_mean"].loc[{"run": "Qwen/Qwen3-8B", "step": 3}] = 2.5
     with pytest.raises(ValueError, match=r"run Qwen/Qwen3-8B, step 3, field reward/avg_raw_reward: 2.5 is outside"):
         SE.dynamic_sampling_bounds(ds, "Qwen/Qwen3-8B")
+
+
+def test_the_pass_bounds_read_the_training_pass_at_k_not_an_eval_one(tmp_path):
+    text, _ = dynamic_sampling_log(4, kind="filter", seed=0)
+    ds = _series(tmp_path, "ds", text)
+    ds["eval_pass_at_8"] = ds["reward_mean"] * 0 + 0.25  # sorts before reward/avg_pass_at_8
+    ds["eval_pass_at_8"].attrs = {"metric_name": "eval/swe_gym/pass_at_8", "k": 8}
+    frame = SE.dynamic_sampling_bounds(ds, "Qwen/Qwen3-8B")
+    assert (frame["pass_logged"] == 1).all()
+
+
+def test_one_rollout_a_prompt_drops_nothing_and_warns_of_nothing(tmp_path):
+    """Upstream keeps every group when n_samples_per_prompt is 1: one round a step, every
+    prompt trained on, the logged metrics are of all of them; no pass@1 bounds."""
+    text, _ = dynamic_sampling_log(4, kind="filter", n=1, seed=0)
+    ds = _series(tmp_path, "ds", text)
+    frame = SE.dynamic_sampling_bounds(ds, "Qwen/Qwen3-8B")
+    assert (frame["rounds"] == 1).all() and "pass_lower" not in frame
+    np.testing.assert_allclose(frame["upper"] - frame["lower"], 2 * 0.5e-4, atol=1e-9)  # the rounding only
+    assert SE.dynamic_sampling_runs(ds) == {"Qwen/Qwen3-8B": "filter"} and SE.dynamic_sampling_notes(ds) == []
+
+
+def test_ingest_keeps_the_strategy_and_the_line_accounting(tmp_path):
+    """Through ingest_runs (which merges a run's training logs) the strategy read from the
+    YAML dump and the round lines' accounting survive."""
+    from saturation.ingest import ingest_runs
+
+    write(tmp_path / "run" / "train.log", dynamic_sampling_log(3, kind="replace", config="yaml", seed=1)[0])
+    res = ingest_runs([tmp_path / "run"], progress=False)
+    assert SE.dynamic_sampling_runs(res.metrics) == {"Qwen/Qwen3-8B": "replace"}
+    (log,) = res.accounting["dirs"][0]["console_logs"]
+    assert log["dynamic_sampling_lines"] > 0 and log["dynamic_sampling_lines_unplaced"] == 0

@@ -319,3 +319,42 @@ def test_without_dynamic_sampling_nothing_is_added(tmp_path):
     text = dump + console_log(2)
     log = read_console_log(write(tmp_path / "null.log", text))
     assert log.yaml_dynamic_sampling == "null" and log.dynamic_sampling is None
+
+
+def test_a_restart_keeps_each_steps_first_counts_and_a_bad_block_places_none(tmp_path):
+    """Round lines go to the next tracker marker in the file, whatever its step: a restart
+    appended to the log (steps 1-3, then 1-4 again) keeps each step's first counts and
+    counts the second's as conflicts; the rounds before a block that cannot be read are
+    unplaced, never added to the next step."""
+    from skyrl_fixtures import dynamic_sampling_log
+
+    first, t1 = dynamic_sampling_log(3, kind="filter", seed=1)
+    second, t2 = dynamic_sampling_log(4, kind="filter", seed=2)
+    log = read_console_log(write(tmp_path / "restart.log", first + second))
+    for step in (1, 2, 3):
+        assert log.steps[step]["dynamic_sampling/rounds"] == t1[step]["rounds"]
+    assert log.steps[4]["dynamic_sampling/rounds"] == t2[4]["rounds"]
+    assert log.steps[4]["dynamic_sampling/prompts_generated"] == t2[4]["generated"]
+    assert log.conflicts > 0
+    text, truth = dynamic_sampling_log(3, kind="filter", seed=5)
+    lines = text.split("\n")
+    header = next(i for i, line in enumerate(lines) if "Step 2:" in line)
+    # step 2's dict holds a value that is no literal: the block is malformed
+    j = next(i for i in range(header, len(lines)) if "'trainer/epoch': 0," in lines[i])
+    lines[j] = lines[j].replace("'trainer/epoch': 0,", "'trainer/epoch': zero,")
+    log = read_console_log(write(tmp_path / "bad.log", "\n".join(lines)))
+    assert any("malformed" in p for p in log.problems) and 2 not in log.steps
+    assert log.steps[1]["dynamic_sampling/rounds"] == truth[1]["rounds"]
+    assert log.steps[3]["dynamic_sampling/rounds"] == truth[3]["rounds"]
+    assert log.accounting()["dynamic_sampling_lines_unplaced"] == truth[2]["rounds"]  # one filter line a round
+
+
+@pytest.mark.parametrize("chunk", [211, 459, 866, 903, 1500])
+def test_the_yaml_dump_is_read_across_a_chunk_boundary(tmp_path, monkeypatch, chunk):
+    import saturation.skyrl as sk
+    from skyrl_fixtures import dynamic_sampling_log
+
+    text, _ = dynamic_sampling_log(2, kind="filter", config="yaml", seed=0)
+    path = write(tmp_path / "run.log", text)
+    monkeypatch.setattr(sk, "CHUNK_CHARS", chunk)
+    assert sk.read_console_log(path, strict=True).yaml_dynamic_sampling == "filter"

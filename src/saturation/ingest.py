@@ -499,9 +499,13 @@ def _merge_logs(logs: Sequence[ConsoleLog], run: str) -> ConsoleLog:
             "bytes_read",
             "interleaved",
             "markers_without_block",
+            "sampling_unplaced",
         ):
             setattr(out, name, getattr(out, name) + getattr(log, name))
         out.problems.extend(log.problems)
+        # dynamic sampling: the per-step counts came with the steps; the strategy and the lines
+        out.sampling_events.extend(log.sampling_events)
+        out.yaml_dynamic_sampling = out.yaml_dynamic_sampling or log.yaml_dynamic_sampling
     out.config[RUN_KEY] = run  # the run identity used everywhere
     return out
 

@@ -960,7 +960,7 @@ def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, f
         # trials of other phases left out (aggregate.select_phase) and a logged series of a run with
         # dynamic sampling (its reward metrics are of the kept groups) are said first, never silently
         details=[f"{note[0].upper()}{note[1:]}." for note in [phase_note(ds)] if note]
-        + [f"WARNING: {note}." for note in (dynamic_sampling_notes(ds) if S.TRIAL not in ds.dims else [])]
+        + [f"WARNING: {note}." for note in (_sampling_notes(spec, ds) if S.TRIAL not in ds.dims else [])]
         + list(res["details"]),
         diagnostics=json_safe(res["diagnostics"]),
         converged=bool(res["diagnostics"]["converged"]),
@@ -977,6 +977,20 @@ def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, f
     )
     write_atomic(record, json.dumps(asdict(section), indent=1) + "\n")
     return section
+
+
+def _sampling_notes(spec: Spec, series: xr.Dataset) -> list[str]:
+    """Dynamic-sampling warnings for the runs the spec analyses: its ``arms`` or ``runs``
+    with its ``components_runs`` and ``plateau_run``; every run of the series when it names
+    neither ``arms`` nor ``runs`` (then it analyses them all)."""
+    primary = spec.model.get("arms") or spec.model.get("runs")
+    if not primary:
+        return dynamic_sampling_notes(series)
+    extra = [
+        *(spec.model.get("components_runs") or []),
+        *([spec.model["plateau_run"]] if "plateau_run" in spec.model else []),
+    ]
+    return dynamic_sampling_notes(series, sorted({str(r) for r in [*primary, *extra]}))
 
 
 def _analysis_task(task: dict[str, Any]) -> Section:

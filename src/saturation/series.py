@@ -213,8 +213,8 @@ def dynamic_sampling_bounds(series: xr.Dataset, run: str, metric: str = "reward/
         :math:`K`, ``prompts_trained_mixed`` :math:`K_m`), ``mixed_share`` :math:`M / G`;
         ``logged`` :math:`m`; ``lower`` and ``upper``, the bounds on the mean reward of
         every rollout generated at that step; and, when the series holds
-        ``reward/avg_pass_at_k``, ``pass_logged``, ``pass_lower`` and ``pass_upper`` (the
-        share of generated prompts with a success).
+        ``reward/avg_pass_at_k`` with k > 1, ``pass_logged``, ``pass_lower`` and
+        ``pass_upper`` (the share of generated prompts with a success).
 
     Raises
     ------
@@ -247,7 +247,14 @@ def dynamic_sampling_bounds(series: xr.Dataset, run: str, metric: str = "reward/
     frame = pd.DataFrame({k: one[v].to_numpy() for k, v in names.items() if v is not None})
     frame.insert(0, S.STEP, one[S.STEP].to_numpy())
     frame["logged"] = one[value].to_numpy()
-    passes = [v for v in series.data_vars if series[v].attrs.get("k") is not None]
+    # the training reward's pass@k (not an eval metric's); with one rollout a prompt nothing
+    # is dropped (upstream keeps every group) and pass@1 is the mean reward: no pass bounds
+    passes = [
+        v
+        for v in series.data_vars
+        if str(series[v].attrs.get("metric_name", "")).startswith("reward/avg_pass_at_")
+        and int(series[v].attrs.get("k", 1)) > 1
+    ]
     if passes:
         frame["pass_logged"] = one[passes[0]].to_numpy()
     frame = frame.dropna(subset=["rounds", "logged"]).reset_index(drop=True)
@@ -269,6 +276,14 @@ def dynamic_sampling_bounds(series: xr.Dataset, run: str, metric: str = "reward/
     return frame
 
 
+def _nothing_dropped(frame: pd.DataFrame) -> bool:
+    """At every step one round, every prompt trained on and none copied."""
+    return bool(
+        (frame["prompts_trained"] == frame["prompts_generated"]).all()
+        and (frame["prompts_trained_mixed"] == frame["prompts_trained"]).all()
+    )
+
+
 def dynamic_sampling_notes(series: xr.Dataset, runs: Sequence[str] | None = None) -> list[str]:
     """Warnings for the runs of a series that trained with dynamic sampling.
 
@@ -284,8 +299,9 @@ def dynamic_sampling_notes(series: xr.Dataset, runs: Sequence[str] | None = None
     list of str
         One sentence per such run: its logged ``reward/*`` metrics are of the kept groups
         only, with the median share of dropped prompts and the median width of
-        :func:`dynamic_sampling_bounds`. The CLI and the report print them wherever such a
-        series is read.
+        :func:`dynamic_sampling_bounds`; none for a run whose counts show that every
+        generated group was trained on (e.g. one rollout a prompt, which upstream never
+        drops). The CLI and the report print them wherever such a series is read.
     """
     out = []
     for run, kind in dynamic_sampling_runs(series).items():
@@ -302,6 +318,8 @@ def dynamic_sampling_notes(series: xr.Dataset, runs: Sequence[str] | None = None
             frame = dynamic_sampling_bounds(series, run)
         except (KeyError, ValueError):
             frame = None
+        if frame is not None and len(frame) and _nothing_dropped(frame):
+            continue  # every generated group was trained on: the logged metrics are of all of them
         if frame is not None and len(frame):
             dropped = 1 - float(frame["mixed_share"].median())
             trained = float((frame["prompts_trained"] / frame["prompts_generated"]).median())

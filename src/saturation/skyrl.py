@@ -56,7 +56,7 @@ OVERRIDE_RE = re.compile(
 RUN_KEY = "trainer.policy.model.path"
 #: dynamic sampling's per-round log lines (skyrl_train/utils/trainer_utils.py at the fork's
 #: 81e5a97c: L502 and L509 for filter, L380 and L419 for replace; SkyRL a9564572:
-#: skyrl/train/utils/trainer_utils.py L514, L521, L392, L506)
+#: skyrl/train/utils/trainer_utils.py L587, L594, L474, L504)
 DS_FILTER_RE = re.compile(r"Dynamic sampling: (?:(?P<short>\d+) < |collected (?P<done>\d+) >= )(?P<target>\d+) prompts")
 DS_REPLACE_RE = re.compile(r"Replace sampling: (?P<good>\d+) good UIDs out of (?P<total>\d+) total prompts")
 DS_REPLACED_RE = re.compile(r"After replacement - Replaced (?P<bad>\d+) bad prompts")
@@ -113,9 +113,10 @@ class ConsoleLog:
     #: dynamic sampling's round lines as read: (line, kind, numbers), kind "filter" (kept so
     #: far, target, done 0/1), "replace" (good, total) or "replaced" (bad)
     sampling_events: list[tuple[int, str, tuple[int, ...]]] = field(default_factory=list)
-    #: line of each step's ``Step N:`` marker (its first block)
-    step_lines: dict[int, int] = field(default_factory=dict)
-    #: round lines after the last step's block (a step whose training never logged)
+    #: every tracker ``Step N:`` marker in the file: (line, step, its block parsed)
+    step_marks: list[tuple[int, int, bool]] = field(default_factory=list)
+    #: round lines not placed: after the last step's block (a step whose training never
+    #: logged) or before a block that could not be read
     sampling_unplaced: int = 0
     #: ``type`` of the YAML dump's ``dynamic_sampling`` mapping ("null" when off)
     yaml_dynamic_sampling: str | None = None
@@ -157,16 +158,19 @@ class ConsoleLog:
         over the others."""
         if not self.sampling_events:
             return
-        order = sorted(self.step_lines.items(), key=lambda kv: kv[1])
-        marks = [line for _, line in order]
-        per_step: dict[int, list[tuple[str, tuple[int, ...]]]] = {}
+        marks = sorted(self.step_marks)
+        lines = [line for line, _, _ in marks]
+        per_mark: dict[int, list[tuple[str, tuple[int, ...]]]] = {}
         for line, kind, numbers in sorted(self.sampling_events):
-            i = int(np.searchsorted(marks, line))
-            if i == len(marks):
+            i = int(np.searchsorted(lines, line))
+            if i == len(marks) or not marks[i][2]:  # no block follows, or it could not be read
                 self.sampling_unplaced += 1
                 continue
-            per_step.setdefault(order[i][0], []).append((kind, numbers))
-        for step, events in per_step.items():
+            per_mark.setdefault(i, []).append((kind, numbers))
+        # a step logged twice (a restart appending to the log) keeps its first counts; the
+        # second's differing values are counted as conflicts (merge_step)
+        for i, events in sorted(per_mark.items()):
+            step = marks[i][1]
             filters = [n for kind, n in events if kind == "filter"]
             replaces = [n for kind, n in events if kind == "replace"]
             if filters:
@@ -392,6 +396,7 @@ class _Scanner:
     def __init__(self, out: ConsoleLog, strict: bool) -> None:
         self.out, self.strict = out, strict
         self.line_base = 0  # lines before the current text
+        self._yaml_pending = ""  # the start of a YAML mapping cut by a chunk's end
         self._cache: tuple[str | None, int, int] = (None, 0, 0)
 
     def line_of(self, text: str, pos: int) -> int:
@@ -427,12 +432,7 @@ class _Scanner:
             while pos >= 0:
                 self._sampling_line(head, pos)
                 pos = head.find(marker, pos + 1)
-        pos = head.find("dynamic_sampling:") if out.yaml_dynamic_sampling is None else -1
-        if pos >= 0:  # the YAML dump: the mapping's lines, the Ray prefix and colours removed
-            window = head[head.rfind("\n", 0, pos) + 1 : pos + 4000].split("\n")[:8]
-            hit = DS_YAML_RE.search("\n".join(split_source(line)[1] for line in window) + "\n")
-            if hit:
-                out.yaml_dynamic_sampling = hit.group("type")
+        self._yaml_type(head, final)
         pos = head.find(EVAL_ONLY)
         while pos >= 0:
             start = head.rfind("\n", 0, pos) + 1
@@ -443,6 +443,26 @@ class _Scanner:
             _finish(out, body, "eval", None, f"{out.path}:{self.line_of(text, start)}", self.strict)
             pos = head.find(EVAL_ONLY, stop)
         return keep
+
+    def _yaml_type(self, head: str, final: bool) -> None:
+        """The YAML dump's ``dynamic_sampling: type:`` (the mapping's lines, the Ray prefix and
+        colours removed); a mapping cut by the chunk's end is completed from the next chunk."""
+        out = self.out
+        if out.yaml_dynamic_sampling is not None:
+            return
+        text, self._yaml_pending = self._yaml_pending + head, ""
+        pos = text.find("dynamic_sampling:")
+        while pos >= 0:
+            start = text.rfind("\n", 0, pos) + 1
+            window = text[start : pos + 4000].split("\n")[:8]
+            hit = DS_YAML_RE.search("\n".join(split_source(line)[1] for line in window) + "\n")
+            if hit:
+                out.yaml_dynamic_sampling = hit.group("type")
+                return
+            if not final and text.count("\n", start) < 8:  # the mapping may go on in the next chunk
+                self._yaml_pending = text[start:][-4000:]
+                return
+            pos = text.find("dynamic_sampling:", pos + 1)
 
     def _sampling_line(self, text: str, pos: int) -> None:
         """Record one dynamic-sampling round line found at ``pos``."""
@@ -529,6 +549,7 @@ class _Scanner:
         if open_at < 0:
             out.markers_without_block += 1
             if TRACKER_HEADER_RE.search(header):  # the tracker's own header, not model text
+                out.step_marks.append((self.line_of(text, start), step, False))
                 _problem(
                     out,
                     f"{out.path}:{self.line_of(text, start)}: the console tracker's 'Step {step}:' is "
@@ -538,11 +559,9 @@ class _Scanner:
             return "done"
         out.block_lines += 1 + len(parts)
         out.interleaved += interleaved
-        _problem(
-            out,
-            f"{out.path}:{self.line_of(text, open_at)}: truncated metrics block of step {step} {problem}",
-            self.strict,
-        )
+        at = self.line_of(text, open_at)
+        out.step_marks.append((at, step, False))
+        _problem(out, f"{out.path}:{at}: truncated metrics block of step {step} {problem}", self.strict)
         return "done"
 
     def _check_after(self, text: str, pos: int, source: str, step: int, where: str) -> None:
@@ -647,8 +666,10 @@ def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = 
 def _finish(
     out: ConsoleLog, text: str, kind: str, step: int | None, where: str, strict: bool, line: int = 0
 ) -> dict[str, Any] | None:
-    """Parse one block and file its values (a step block's first line in ``step_lines``)."""
+    """Parse one block and file its values (a step block's marker in ``step_marks``)."""
     parsed = _parse_block(text, where, out, strict)
+    if kind == "step" and step is not None:
+        out.step_marks.append((line, step, parsed is not None))
     if parsed is None:
         return None
     out.blocks += 1
@@ -657,7 +678,6 @@ def _finish(
         out.eval_only.append(values)
     elif step is not None:
         out.merge_step(step, values)
-        out.step_lines.setdefault(step, line)
     return parsed
 
 
