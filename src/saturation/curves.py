@@ -177,8 +177,8 @@ NEWTON_STEPS = 3
 
 def logitnormal_location_newton(xp: Any, mean: Any, sd: Any, *, steps: int = NEWTON_STEPS) -> Any:
     r"""The conditional logit location whose mean over N(0, ``sd``) effects is ``mean``
-    (``sd`` a scalar, or an array of ``mean``'s shape), in closed form (``xp``: numpy or pytensor.tensor, so that a
-    likelihood can differentiate it).
+    (``sd`` a scalar, or an array of ``mean``'s shape), in closed form (``xp``: numpy or
+    pytensor.tensor, so that a likelihood can differentiate it).
 
     Notes
     -----

@@ -318,9 +318,9 @@ def dynamic_sampling_notes(series: xr.Dataset, runs: Sequence[str] | None = None
             frame = dynamic_sampling_bounds(series, run)
         except (KeyError, ValueError):
             frame = None
-        if frame is not None and len(frame) and _nothing_dropped(frame):
-            continue  # every generated group was trained on: the logged metrics are of all of them
         if frame is not None and len(frame):
+            if _nothing_dropped(frame):
+                continue  # every generated group was trained on: the logged metrics are of all of them
             dropped = 1 - float(frame["mixed_share"].median())
             trained = float((frame["prompts_trained"] / frame["prompts_generated"]).median())
             width = float((frame["upper"] - frame["lower"]).median())

@@ -549,10 +549,11 @@ class _Scanner:
         if open_at < 0:
             out.markers_without_block += 1
             if TRACKER_HEADER_RE.search(header):  # the tracker's own header, not model text
-                out.step_marks.append((self.line_of(text, start), step, False))
+                at = self.line_of(text, start)
+                out.step_marks.append((at, step, False))
                 _problem(
                     out,
-                    f"{out.path}:{self.line_of(text, start)}: the console tracker's 'Step {step}:' is "
+                    f"{out.path}:{at}: the console tracker's 'Step {step}:' is "
                     "not followed by its metrics dict",
                     self.strict,
                 )
