@@ -553,8 +553,7 @@ class _Scanner:
                 out.step_marks.append((at, step, False))
                 _problem(
                     out,
-                    f"{out.path}:{at}: the console tracker's 'Step {step}:' is "
-                    "not followed by its metrics dict",
+                    f"{out.path}:{at}: the console tracker's 'Step {step}:' is not followed by its metrics dict",
                     self.strict,
                 )
             return "done"
