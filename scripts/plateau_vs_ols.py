@@ -5,7 +5,7 @@
 Prints a Markdown table per level: the reference study's published early/late slopes and
 t-values, split OLS at the published split on the replica's per-step means, the Bayesian
 jump model at the same known break (the study's method with uncertainty) and the Bayesian
-unknown-change-point hinge (pooled levels).
+unknown-change-point hinge (separate change points, the default).
 """
 
 from __future__ import annotations

@@ -1,15 +1,17 @@
-"""The small design's change-point coverage, and the checks that ruled causes out
-(docs/calibration.md, "Not fixed: the small design, late change point").
+"""Change-point coverage on the per-trial generator, and the checks behind the pooling
+decision (docs/calibration.md, "What was wrong, and what changed", item 4).
 
-    python scripts/small_design_checks.py VARIANT CHANGEPOINT SIMS SEED
+    python scripts/small_design_checks.py VARIANT CHANGEPOINT SIMS SEED [PROFILE]
 
-VARIANT: ``base`` (the calibrate generator, small profile), ``notask`` (no task effect),
-``nostep`` (no step noise), ``fpconst`` (the spurious rate held constant), ``cluster``
-(cluster-robust per-step variance), ``de`` (a pooled design effect), ``gauss`` (the step
-means' residuals replaced by Gaussian noise of the same per-level covariance around the
-true curve: the model's own likelihood at a fixed truth). Prints the coverage of the
-change point's and the early slope's 94 % HDIs and every miss. Seeds as
-``calibrate.run_trials_task`` (seed * 100003 + sim * 7).
+PROFILE: a ``calibrate.PROFILES`` design (default ``small``). VARIANT: the pooled model (the
+default before 2026-12-03) on ``base`` (the calibrate generator), ``notask`` (no task
+effect), ``nostep`` (no step noise), ``fpconst`` (the spurious rate held constant),
+``cluster`` (cluster-robust per-step variance), ``de`` (a pooled design effect), ``gauss``
+(the step means' residuals replaced by Gaussian noise of the same per-level covariance
+around the true curve: the model's own likelihood at a fixed truth), ``w1L`` (pooled with
+evidence weight 1/L); or ``separate`` (each level its own change point, today's default).
+Prints the coverage of the change point's and the early slope's 94 % HDIs and every miss.
+Seeds as ``calibrate.run_trials_task`` (seed * 100003 + sim * 7).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import numpy as np
 
 from saturation.calibrate import PROFILES, study_levels
 from saturation.models import SamplerConfig, fit_plateau
-from saturation.models.plateau import StepData, step_data
+from saturation.models.plateau import PlateauConfig, StepData, step_data
 from saturation.simulate import PlateauSpec, simulate_plateau
 
 
@@ -44,8 +46,8 @@ def _cluster_variance(ds, sd: StepData) -> np.ndarray:
     return out
 
 
-def main(variant: str, cp: float, nsim: int, seed0: int) -> None:
-    prof = dict(PROFILES["small"])
+def main(variant: str, cp: float, nsim: int, seed0: int, profile: str = "small") -> None:
+    prof = dict(PROFILES[profile])
     levels = study_levels(cp)
     if variant == "notask":
         prof["task_sd"] = 0.0
@@ -71,7 +73,12 @@ def main(variant: str, cp: float, nsim: int, seed0: int) -> None:
             data.y = mu + rng.multivariate_normal(np.zeros(len(data.levels)), cov, size=mu.shape[1]).T
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            fit = fit_plateau(data, shared=True, sampler=SamplerConfig(chains=4, draws=500, sampler="exact"), seed=seed)
+            sampler = SamplerConfig(chains=4, draws=500, sampler="exact")
+            if variant == "w1L":
+                config = PlateauConfig(shared=True, evidence_weight=1 / len(data.levels), sampler=sampler)
+                fit = fit_plateau(data, config, sampler=sampler, seed=seed)
+            else:
+                fit = fit_plateau(data, shared=variant != "separate", sampler=sampler, seed=seed)
         for lv in levels:
             est = fit.estimands["levels"][lv.name]
             lo, hi = est["changepoint"]["hdi"]
@@ -90,8 +97,8 @@ def main(variant: str, cp: float, nsim: int, seed0: int) -> None:
     cov_cp = np.mean([r["inside"] for r in res])
     cov_early = np.mean([r["early_in"] for r in res])
     print(
-        f"{variant} cp {cp:g}: change point {cov_cp:.3f}, early slope {cov_early:.3f} over {len(res)} level fits "
-        f"({nsim} simulations, seed {seed0}, {time.time() - t0:.0f} s)"
+        f"{profile} {variant} cp {cp:g}: change point {cov_cp:.3f}, early slope {cov_early:.3f} "
+        f"over {len(res)} level fits ({nsim} simulations, seed {seed0}, {time.time() - t0:.0f} s)"
     )
     for r in res:
         if not r["inside"]:
@@ -99,4 +106,4 @@ def main(variant: str, cp: float, nsim: int, seed0: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    main(sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), *sys.argv[5:6])

@@ -170,6 +170,36 @@ def test_plateau_command_writes_the_json_contract(tmp_path, capsys):
     assert json.loads((tmp_path / "k.json").read_text())["model"]["continuity"] == "jump"
 
 
+def test_plateau_levels_get_their_own_change_points_unless_pooled(tmp_path, capsys):
+    """Separate change points are the default (pooled ones undercovered on per-trial data,
+    docs/calibration.md); ``--pooled`` opts in and says so; both at once is a usage error."""
+    from saturation.io import write_table
+    from saturation.simulate import LevelSpec, PlateauSpec, simulate_plateau
+
+    spec = PlateauSpec(
+        levels=(LevelSpec("file", 0.55, 0.006, 0.0, 20.0), LevelSpec("module", 0.45, 0.006, 0.0, 20.0)),
+        n_steps=40,
+        prompts_per_step=16,
+        samples_per_prompt=4,
+        pool_size=2000,
+        task_sd=0.5,
+    )
+    ds, _ = simulate_plateau(spec, seed=3)
+    path = write_table(ds, tmp_path / "t.csv")
+    assert main(["plateau", str(path), "--json", str(tmp_path / "s.json")]) == 0
+    out = capsys.readouterr().out
+    assert "unknown break, separate change points" in out and "pooled" not in out, out
+    assert json.loads((tmp_path / "s.json").read_text())["together"]["evidence_weight"] is None
+    assert main(["plateau", str(path), "--pooled", "--json", str(tmp_path / "p.json")]) == 0
+    out = capsys.readouterr().out
+    assert "unknown break, change points pooled around a common one" in out, out
+    assert 0 < json.loads((tmp_path / "p.json").read_text())["together"]["evidence_weight"] <= 1
+    with pytest.raises(SystemExit) as exc:
+        main(["plateau", str(path), "--pooled", "--separate"])
+    assert exc.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
 def test_diagnose_command_defaults_to_the_embedded_data(tmp_path, capsys):
     rc = main(["diagnose", "--draws", "500", "--json", str(tmp_path / "d.json")])
     out = capsys.readouterr().out

@@ -108,7 +108,7 @@ def test_plateau_defaults_have_one_home():
     assert shared >= {"response", "breakpoint", "shared", "likelihood", "rope", "rope_relative", "headroom_ceiling"}
     assert {k: params[k].default for k in shared} == {k: fields[k] for k in shared}
     args = build_parser().parse_args(["plateau"])
-    assert (args.response, args.rope, args.rope_relative, args.likelihood, not args.separate) == (
+    assert (args.response, args.rope, args.rope_relative, args.likelihood, args.pooled) == (
         fields["response"],
         fields["rope"],
         fields["rope_relative"],

@@ -34,7 +34,7 @@ trials = "embedded:swesmith"
 reference = "embedded"
 [model]
 levels = ["file", "module"]
-compare = ["hinge", "hinge-separate"]
+compare = ["hinge", "hinge-shared"]
 {TINY}
 [figures]
 include = ["curves", "slopes", "plateaued_by", "ppc", "loo"]

@@ -174,6 +174,7 @@ def _fit(y: np.ndarray, setting: PlateauSetting, seed: int) -> Any:
         warnings.simplefilter("ignore", ConvergenceWarning)
         return fit_plateau(
             _step_data(y, setting),
+            shared=setting.n_levels > 1,  # several levels: the pooled model is the one checked
             priors=setting.priors(for_fit=True),
             rope=setting.rope,
             sampler=SamplerConfig(draws=setting.draws, chains=setting.chains, sampler="exact"),
@@ -799,7 +800,7 @@ class TrialsSetting:
 
     changepoints: tuple[float, ...] = (20.0, 46.0, 70.0)
     profiles: tuple[str, ...] = ("study", "noisy", "small")
-    shared: bool = True
+    shared: bool = False
     chains: int = 4
     draws: int = 500
 

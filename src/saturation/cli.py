@@ -624,7 +624,7 @@ def _plateau_config(args: argparse.Namespace, levels: list[str] | None) -> Any:
         response=args.response,
         levels=tuple(levels) if levels else None,
         breakpoint=args.breakpoint,
-        shared=not args.separate,
+        shared=args.pooled,
         continuity=args.continuity,
         likelihood=args.likelihood,
         rope=args.rope,
@@ -1449,7 +1449,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="STEP",
         help="known break step (default: unknown, marginalised over every candidate step)",
     )
-    p.add_argument("--separate", action="store_true", help="separate change points per level (default: pooled)")
+    pooling = p.add_mutually_exclusive_group()
+    pooling.add_argument(
+        "--pooled",
+        action="store_true",
+        help="pool the levels' change points around a common one (default: each level its own; "
+        "pooled intervals undercover when the levels share a misfit, docs/calibration.md)",
+    )
+    pooling.add_argument("--separate", action="store_true", help="each level its own change point (the default)")
     p.add_argument(
         "--continuity",
         choices=list(S.CONTINUITIES),
