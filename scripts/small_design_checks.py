@@ -76,7 +76,7 @@ def main(variant: str, cp: float, nsim: int, seed0: int, profile: str = "small")
             sampler = SamplerConfig(chains=4, draws=500, sampler="exact")
             if variant == "w1L":
                 config = PlateauConfig(shared=True, evidence_weight=1 / len(data.levels), sampler=sampler)
-                fit = fit_plateau(data, config, sampler=sampler, seed=seed)
+                fit = fit_plateau(data, config, seed=seed)
             else:
                 fit = fit_plateau(data, shared=variant != "separate", sampler=sampler, seed=seed)
         for lv in levels:

@@ -105,20 +105,22 @@ def test_the_cli_analyses_one_phase_and_says_what_it_left_out(tmp_path, capsys, 
     assert np.isfinite(d["levels"]["file"]["end"]["mean"])
 
 
-def test_plateau_command_writes_the_json_contract(tmp_path, capsys):
+def _plateau_trials_csv(tmp_path, levels, seed):
+    """A small simulated trial table (40 steps of 16 prompts x 4 rollouts) written as CSV."""
     from saturation.io import write_table
-    from saturation.simulate import LevelSpec, PlateauSpec, simulate_plateau
+    from saturation.simulate import PlateauSpec, simulate_plateau
 
     spec = PlateauSpec(
-        levels=(LevelSpec("file", 0.55, 0.02, 0.0, 15.0),),
-        n_steps=40,
-        prompts_per_step=16,
-        samples_per_prompt=4,
-        pool_size=2000,
-        task_sd=0.5,
+        levels=levels, n_steps=40, prompts_per_step=16, samples_per_prompt=4, pool_size=2000, task_sd=0.5
     )
-    ds, _ = simulate_plateau(spec, seed=8)
-    path = write_table(ds, tmp_path / "t.csv")
+    ds, _ = simulate_plateau(spec, seed=seed)
+    return write_table(ds, tmp_path / "t.csv")
+
+
+def test_plateau_command_writes_the_json_contract(tmp_path, capsys):
+    from saturation.simulate import LevelSpec
+
+    path = _plateau_trials_csv(tmp_path, (LevelSpec("file", 0.55, 0.02, 0.0, 15.0),), seed=8)
     rc = main(
         [
             "plateau",
@@ -173,28 +175,21 @@ def test_plateau_command_writes_the_json_contract(tmp_path, capsys):
 def test_plateau_levels_get_their_own_change_points_unless_pooled(tmp_path, capsys):
     """Separate change points are the default (pooled ones undercovered on per-trial data,
     docs/calibration.md); ``--pooled`` opts in and says so; both at once is a usage error."""
-    from saturation.io import write_table
-    from saturation.simulate import LevelSpec, PlateauSpec, simulate_plateau
+    from saturation.simulate import LevelSpec
 
-    spec = PlateauSpec(
-        levels=(LevelSpec("file", 0.55, 0.006, 0.0, 20.0), LevelSpec("module", 0.45, 0.006, 0.0, 20.0)),
-        n_steps=40,
-        prompts_per_step=16,
-        samples_per_prompt=4,
-        pool_size=2000,
-        task_sd=0.5,
-    )
-    ds, _ = simulate_plateau(spec, seed=3)
-    path = write_table(ds, tmp_path / "t.csv")
+    levels = (LevelSpec("file", 0.55, 0.006, 0.0, 20.0), LevelSpec("module", 0.45, 0.006, 0.0, 20.0))
+    path = _plateau_trials_csv(tmp_path, levels, seed=3)
     for flags in ([], ["--separate"]):
         assert main(["plateau", str(path), *flags, "--json", str(tmp_path / "s.json")]) == 0
         model_line = capsys.readouterr().out.splitlines()[0]
         assert "unknown break, separate change points" in model_line, model_line
-        assert json.loads((tmp_path / "s.json").read_text())["together"]["evidence_weight"] is None
+        together = json.loads((tmp_path / "s.json").read_text())["together"]
+        assert together["evidence_weight"] is None and together["caveat"].startswith("separate fits")
     assert main(["plateau", str(path), "--pooled", "--json", str(tmp_path / "p.json")]) == 0
     model_line = capsys.readouterr().out.splitlines()[0]
     assert "unknown break, change points pooled around a common one" in model_line, model_line
-    assert 0 < json.loads((tmp_path / "p.json").read_text())["together"]["evidence_weight"] <= 1
+    together = json.loads((tmp_path / "p.json").read_text())["together"]
+    assert 0 < together["evidence_weight"] <= 1 and together["caveat"] is None
     with pytest.raises(SystemExit) as exc:
         main(["plateau", str(path), "--pooled", "--separate"])
     assert exc.value.code == 2

@@ -608,7 +608,7 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
         _print(f"  caveat: {caveat}")
     if out.get("together"):
         tg = out["together"]
-        rough = "" if tg.get("evidence_weight") is not None else " (separate fits: a rough reading, --pooled to pool)"
+        rough = f" ({tg['caveat']}; --pooled to pool)" if tg["caveat"] else ""
         _print(
             f"  levels stopped together? range of change points {_fmt(tg['changepoint_range'], 1)} steps; "
             f"P(range <= 2) = {tg['p_range_le_2_steps']:.3f}{rough}"

@@ -309,11 +309,7 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
     if reference and "saturation" in reference and fit.config.response == S.F1:
         verdict = _study_sentence(reference["saturation"], est, fit.config.breakpoint) + " " + verdict
     if together:
-        rough = (
-            ""
-            if together.get("evidence_weight") is not None
-            else "; separate fits, so a rough reading: it ignores that the levels' errors are correlated"
-        )
+        rough = f"; {together['caveat']}" if together["caveat"] else ""
         verdict += (
             f" The change points lie within 2 steps of each other with P = {together['p_range_le_2_steps']:.2f}"
             f" (range {format_interval(together['changepoint_range'], 1)} steps{rough})."

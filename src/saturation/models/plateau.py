@@ -1293,6 +1293,10 @@ def _estimands(
             "changepoint_spread_parameter": interval(spread_draws) if pooled else None,
             "evidence_weight": w_ev if pooled else None,
             "level_correlation": corr.round(4).tolist() if pooled else None,
+            # separate fits: the range of independently drawn change points (docs/plateau.md)
+            "caveat": None
+            if pooled
+            else "separate fits, so a rough reading: it ignores that the levels' errors are correlated",
         }
     _add_derived(idata, data, grid, cps, early_draws, pointwise, mass)
     return out
