@@ -157,6 +157,55 @@ def test_patterns_change_nothing_but_the_cost():
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-10)
 
 
+def _rule_directly(data, params, tau_u, nodes=NODES):
+    """The binomial part's adaptive Gauss-Hermite rule written out in NumPy, task by task: the
+    mode by 200 Newton steps (each clipped to 2 logits), the scale from the curvature there, the nodes' log integrands
+    summed in logarithms. The kernel computes the same rule with fewer transcendental calls."""
+    z, w = np.polynomial.hermite.hermgauss(nodes)
+    total = 0.0
+    for i in range(data["n_tasks"]):
+        mine = data["task"] == i
+        c, k, n = params["cu"][data["cell"][mine]], data["k"][mine], data["n"][mine]
+        th = 0.0
+        for _ in range(200):
+            r = expit(c + th)
+            step = (k.sum() - (n * r).sum() - th / tau_u**2) / ((n * r * (1 - r)).sum() + 1 / tau_u**2)
+            th += np.clip(step, -2.0, 2.0)
+        r = expit(c + th)
+        s = np.sqrt(2.0 / ((n * r * (1 - r)).sum() + 1 / tau_u**2))
+        t = th + s * z
+        x = c[:, None] + t[None, :]
+        h = (k[:, None] * x - n[:, None] * np.logaddexp(0, x)).sum(axis=0) - 0.5 * t**2 / tau_u**2
+        total += logsumexp(np.log(w) + z**2 + h) + np.log(s) - np.log(tau_u) - 0.5 * np.log(2 * np.pi)
+    return total
+
+
+@pytest.mark.parametrize(
+    ("rollouts", "fixed_n", "extra_groups", "tau_u", "spread"),
+    [
+        (8, True, 3, 0.7, 0.6),  # the common case: equal integer rollouts (one integer power per node)
+        (8, False, 3, 0.7, 0.6),  # unequal rollouts: logarithms per group
+        (512, True, 30, 3.0, 3.0),  # large powers and ratios: the logarithmic fallback
+        (64, True, 5, 4.0, 25.0),  # curves at +-25 logits: e_g beyond 1e30 at the mode
+    ],
+    ids=["same-rollouts", "varying-rollouts", "large-powers", "saturated-cells"],
+)
+@pytest.mark.parametrize("nodes", [1, 4, 5, 7])
+def test_binomial_part_is_the_rule_written_out(rollouts, fixed_n, extra_groups, tau_u, spread, nodes):
+    data, params = _problem(seed=7, n_tasks=25, rollouts=rollouts, extra_groups=extra_groups, fixed_n=fixed_n)
+    params["cu"] = np.random.default_rng(8).normal(-0.5, spread, len(params["cu"]))
+    ref = _rule_directly(data, params, tau_u, nodes)
+    # the reward part alone: a task sd of zero's limit is not needed, subtract the kernel's own
+    # reward part (a kernel call with no binomial groups)
+    inputs = _inputs(data)
+    empty = list(inputs)
+    for name in ("u_cell", "u_k", "u_n", "u_start", "u_end", "u_weight"):
+        empty[MARGINAL_DATA.index(name)] = inputs[MARGINAL_DATA.index(name)][:0]
+    value = _kernel(params, inputs, tau_u, 0.2, nodes)[0] - _kernel(params, empty, tau_u, 0.2, nodes)[0]
+    assert np.isfinite(value)
+    assert value == pytest.approx(ref, rel=1e-10, abs=1e-8)
+
+
 def test_tiny_task_sds_are_the_likelihood_without_task_effects():
     """At task sd -> 0 the integral is the likelihood at theta = 0 (no funnel, finite gradient)."""
     data, params = _problem(seed=4)

@@ -20,7 +20,7 @@ with :math:`A_i = \\sum_g \\lambda_g n_g` and :math:`B_i = \\sum_g \\lambda_g (S
 \\mu_g)` (compound symmetry; O(groups)).
 
 **Ungraded indicator** (binomial, task effect on the logit scale): adaptive Gauss-Hermite
-quadrature per task: Newton's method from 0 to the mode
+quadrature per task: Halley's method (Newton's with the third derivative) from 0 to the mode
 :math:`\\hat\\theta_i` of :math:`h_i(\\theta) = \\sum_g [k_g (c_g + \\theta) - n_g
 \\log(1 + e^{c_g + \\theta})] - \\theta^2 / 2\\tau^2` (to a step below ``NEWTON_TOL``), nodes
 :math:`\\hat\\theta_i + s_i z_q` with :math:`s_i = (2 / H_i)^{1/2}`, :math:`H_i =
@@ -68,10 +68,10 @@ from pytensor.link.numba.dispatch.basic import register_funcify_default_op_cache
 #: -0.47, 7 nodes -0.036 (docs/transfer.md). What matters for the posterior is how the error
 #: changes with the parameters; 5 nodes keep that far below the posterior sd.
 NODES = 5
-#: Newton's method stops when its step is below this (the error left is about its square)
+#: the mode search stops when its step is below this (the error left is about its cube)
 NEWTON_TOL = 1e-7
 NEWTON_MAX_ITER = 60
-#: each Newton step is clipped to this many logits (robust far from the mode)
+#: each step of the mode search is clipped to this many logits (robust far from the mode)
 MAX_STEP = 2.0
 #: the kernel's data inputs in order (binomial part by distinct task pattern, reward part by task)
 MARGINAL_DATA = (
@@ -143,27 +143,142 @@ def _gaussian_task(
 @numba.njit(cache=True, fastmath=FASTMATH, inline="always")
 def _newton_mode(
     first: int, last: int, ec: np.ndarray, cell: np.ndarray, k: np.ndarray, n: np.ndarray, p0: float
-) -> float:
-    """The mode of h_i (module docstring) by Newton's method from 0, to a step below
-    ``NEWTON_TOL`` (h_i is strictly concave: the prior term)."""
+) -> tuple[float, float]:
+    """The mode of h_i (module docstring) and exp of it, by Halley's method from 0 (Newton's
+    step corrected by h_i''': cubic convergence, about one iteration fewer than Newton's),
+    to a step below ``NEWTON_TOL`` (h_i is strictly concave: the prior term)."""
     # et tracks exp(theta), updated by exp(step) (a Taylor polynomial for small steps: they are most)
     th, et = 0.0, 1.0
     for _ in range(NEWTON_MAX_ITER):
-        g, h = -p0 * th, p0
+        g, h, m3 = -p0 * th, p0, 0.0
         for j in range(first, last):
             e = min(ec[cell[j]] * et, 1e300)
             r = e / (1.0 + e)
+            v = n[j] * r * (1.0 - r)
             g += k[j] - n[j] * r
-            h += n[j] * r * (1.0 - r)
-        step = min(max(g / h, -MAX_STEP), MAX_STEP)
+            h += v
+            m3 += v * (1.0 - 2.0 * r)
+        # Halley: 2 g H / (2 H^2 + g m3); Newton's g / H where the correction is not small
+        den = 2.0 * h * h + g * m3
+        step = 2.0 * g * h / den if den > h * h else g / h
+        step = min(max(step, -MAX_STEP), MAX_STEP)
         th += step
-        if abs(step) < NEWTON_TOL:
-            break
         if abs(step) < 0.03:  # error below step**6 / 720 < 1e-12 (relative)
             et *= 1.0 + step * (1.0 + step / 2.0 * (1.0 + step / 3.0 * (1.0 + step / 4.0 * (1.0 + step / 5.0))))
         else:
             et = math.exp(min(max(th, -700.0), 700.0))
-    return th
+        if abs(step) < NEWTON_TOL:
+            break
+    return th, et
+
+
+@numba.njit(cache=True, fastmath=FASTMATH, inline="always")
+def _int_power(x: float, m: int) -> float:
+    """x ** m for an integer m >= 0 by repeated squaring (exact to rounding, no log or exp)."""
+    out = 1.0
+    while m > 0:
+        if m & 1:
+            out *= x
+        x *= x
+        m >>= 1
+    return out
+
+
+@numba.njit(cache=True, fastmath=FASTMATH, inline="always")
+def _at_mode(
+    first: int,
+    last: int,
+    c: np.ndarray,
+    ec: np.ndarray,
+    cell: np.ndarray,
+    k: np.ndarray,
+    n: np.ndarray,
+    th: float,
+    et: float,
+    p0: float,
+    e_mode: np.ndarray,
+    inv_mode: np.ndarray,
+    r_mode: np.ndarray,
+) -> tuple[float, float, float, float, bool]:
+    """A task's integrand at its mode ``th`` (``et`` = exp(th)): the curvature H, its derivative
+    along theta (m3 = sum of v (1 - 2 r)), the log integrand l_mode = sum_g [k_g (c_g + th) - n_g
+    log(1 + e_g)] - p0 th^2 / 2, the ungraded count and whether every group has the same
+    rollouts; fills e_g, 1 / (1 + e_g) and r_g per group."""
+    n0 = n[first]
+    same_n, k_all, kc = True, 0.0, 0.0
+    for j in range(first, last):
+        same_n = same_n and n[j] == n0
+        k_all += k[j]
+        kc += k[j] * c[cell[j]]
+    h, m3 = p0, 0.0
+    l_mode, prod = kc + k_all * th - 0.5 * p0 * th * th, 1.0
+    for jj in range(last - first):
+        j = first + jj
+        e = min(ec[cell[j]] * et, 1e300)
+        e_mode[jj] = e
+        inv_mode[jj] = 1.0 / (1.0 + e)
+        r = e * inv_mode[jj]
+        r_mode[jj] = r
+        v = n[j] * r * (1.0 - r)
+        h += v
+        m3 += v * (1.0 - 2.0 * r)
+        if e >= 1e30:  # log1p(e) = c + th to double precision
+            l_mode -= n[j] * (c[cell[j]] + th)
+        elif same_n:  # n log prod (1 + e): one log per task instead of one per group
+            prod *= 1.0 + e
+            if prod > 1e200:
+                l_mode -= n0 * math.log(prod)
+                prod = 1.0
+        else:
+            l_mode -= n[j] * math.log1p(e)
+    if prod != 1.0:
+        l_mode -= n0 * math.log(prod)
+    return h, m3, l_mode, k_all, same_n
+
+
+@numba.njit(cache=True, fastmath=FASTMATH, inline="always")
+def _off_centre_node(
+    first: int,
+    last: int,
+    n: np.ndarray,
+    q: int,
+    sg: float,
+    x: float,
+    slope: float,
+    int_n: bool,
+    e_mode: np.ndarray,
+    inv_mode: np.ndarray,
+    r_node: np.ndarray,
+) -> tuple[float, float]:
+    """Node ``q``'s integrand relative to the mode's, exp(x) prod_g R_gq^(-n_g) with sigma_q =
+    ``sg`` (:func:`_binomial_task`), and the log integrand's slope there (``slope`` less the
+    groups' sum of n r); fills r_node[:, q]. The product is one integer power when ``int_n``
+    (all groups the same integer rollouts), in logarithms where it could leave a double's range."""
+    n0 = n[first]
+    # ratio = prod_g R_gq, flushed into log_ratio before it could overflow
+    ratio, log_ratio, flushed = 1.0, 0.0, False
+    for jj in range(last - first):
+        j = first + jj
+        e = min(e_mode[jj] * sg, 1e300)
+        inv = 1.0 / (1.0 + e)
+        r_node[jj, q] = e * inv
+        slope -= n[j] * e * inv
+        # (1 + e sigma) / (1 + e) = sigma to double precision when e is huge
+        f = sg if e_mode[jj] >= 1e30 else (1.0 + e) * inv_mode[jj]
+        if int_n:
+            ratio *= f
+            if ratio > 1e100 or ratio < 1e-100:
+                log_ratio += math.log(ratio)
+                ratio, flushed = 1.0, True
+        else:
+            log_ratio += n[j] * math.log(f)
+    if not int_n:
+        return math.exp(x - log_ratio), slope
+    if not flushed and abs(x) < 600.0:
+        rn = _int_power(ratio, int(n0))
+        if 1e-250 < rn < 1e250:
+            return math.exp(x) / rn, slope
+    return math.exp(x - n0 * (log_ratio + math.log(ratio))), slope
 
 
 @numba.njit(cache=True, fastmath=FASTMATH, inline="always")
@@ -178,69 +293,62 @@ def _binomial_task(
     tau: float,
     weight: float,
     z: np.ndarray,
+    w: np.ndarray,
     logw: np.ndarray,
     work: np.ndarray,
     r_node: np.ndarray,
     d_c: np.ndarray,
 ) -> tuple[float, float]:
     """One task's adaptive Gauss-Hermite binomial marginal (module docstring): its value and
-    exact d/dtau; adds ``weight`` times the exact d/dc (per cell) into ``d_c``. ``ec`` = exp(c) per cell;
-    ``work`` (4, nodes) and ``r_node`` (groups of the widest task, nodes) are scratch."""
+    exact d/dtau; adds ``weight`` times the exact d/dc (per cell) into ``d_c``. ``ec`` = exp(c)
+    per cell; ``w``, ``logw``: the Gauss-Hermite weights and their logs; ``work`` (6,
+    max(nodes, groups)) and ``r_node`` (groups of the widest task, nodes) are scratch.
+
+    Each node's integrand is taken relative to the integrand at the mode (its largest value:
+    h_i is concave). With :math:`e_g = e^{c_g + \\hat\\theta}`, :math:`\\sigma_q = e^{s z_q}`,
+    :math:`A = \\sum_g k_g - \\hat\\theta / \\tau^2` and :math:`R_{gq} = (1 + e_g \\sigma_q) /
+    (1 + e_g)`,
+
+    .. math::
+
+        w_q e^{z_q^2} e^{h_i(\\hat\\theta + s z_q) - h_i(\\hat\\theta)} = w_q \\exp\\big(z_q^2
+            (1 - \\tau^{-2} / H_i) + s z_q A\\big) \\prod_g R_{gq}^{-n_g}.
+
+    Mirror nodes (:math:`z_{Q-1-q} = -z_q`) share :math:`\\sigma_q` as its reciprocal, the
+    middle node of an odd rule is the mode itself, and equal integer rollouts make the product
+    one integer power (by squaring): five nodes take six exponentials and two logarithms
+    instead of fifteen transcendental calls. A node whose factors could leave the range of a
+    double is done in logarithms."""
     nodes = z.shape[0]
     p0 = 1.0 / (tau * tau)
-    post, slope, shift, e_mode = work[0], work[1], work[2], work[3]
-    th = _newton_mode(first, last, ec, cell, k, n, p0)
-    # curvature H at the mode and its derivative along theta (m3 = sum of v (1 - 2 r))
-    et = math.exp(min(max(th, -700.0), 700.0))
-    h, m3 = p0, 0.0
-    for jj in range(last - first):
-        e = min(ec[cell[first + jj]] * et, 1e300)
-        e_mode[jj] = e
-        r = e / (1.0 + e)
-        v = n[first + jj] * r * (1.0 - r)
-        h += v
-        m3 += v * (1.0 - 2.0 * r)
+    post, slope, sig, inv_mode, e_mode, r_mode = work[0], work[1], work[2], work[3], work[4], work[5]
+    th, et = _newton_mode(first, last, ec, cell, k, n, p0)
+    h, m3, l_mode, k_all, same_n = _at_mode(first, last, c, ec, cell, k, n, th, et, p0, e_mode, inv_mode, r_mode)
     s = math.sqrt(2.0 / h)
-    top = -1e300
-    # exp(s z_q): the rule is symmetric (z_{Q-1-q} = -z_q), so half of them by division
-    for q in range((nodes + 1) // 2):
-        shift[q] = math.exp(s * z[q])
-        shift[nodes - 1 - q] = 1.0 / shift[q]
-    # the linear part sum_g k_g (c_g + t) and whether every group has the same rollouts
-    kc, k_all, same_n = 0.0, 0.0, True
-    for j in range(first, last):
-        kc += k[j] * c[cell[j]]
-        k_all += k[j]
-        same_n = same_n and n[j] == n[first]
-    for q in range(nodes):
-        t = th + s * z[q]
-        acc, hp = logw[q] - 0.5 * p0 * t * t + kc + k_all * t, k_all - p0 * t
-        prod = 1.0
-        for jj in range(last - first):
-            j = first + jj
-            e = min(e_mode[jj] * shift[q], 1e300)
-            r = e / (1.0 + e)
-            r_node[jj, q] = r
-            hp -= n[j] * r
-            if e >= 1e30:  # log1p(e) = x to double precision
-                acc -= n[j] * (c[cell[j]] + t)
-            elif same_n:  # n log prod (1 + e): one log per node instead of one per group
-                prod *= 1.0 + e
-            else:
-                acc -= n[j] * math.log1p(e)
-            if prod > 1e200:
-                acc -= n[first] * math.log(prod)
-                prod = 1.0
-        if prod != 1.0:
-            acc -= n[first] * math.log(prod)
-        post[q], slope[q] = acc, hp
-        top = max(top, acc)
+    a_mode = k_all - p0 * th
+    shrink = 1.0 - p0 / h
+    # equal integer rollouts: prod_g R_gq^n as one integer power
+    n0 = n[first]
+    int_n = same_n and n0 == math.floor(n0) and 0.0 <= n0 < 1e9
+    half = nodes // 2
     ssum = 0.0
     for q in range(nodes):
-        post[q] = math.exp(post[q] - top)
+        if q < half:  # the lower half's sigma; the upper half's is its reciprocal
+            sig[q] = math.exp(s * z[q])
+            sig[nodes - 1 - q] = 1.0 / sig[q]
+        if 2 * q + 1 == nodes:  # the middle node of an odd rule: z = 0, t = th
+            hp = a_mode
+            for jj in range(last - first):
+                r_node[jj, q] = r_mode[jj]
+                hp -= n[first + jj] * r_mode[jj]
+            post[q], slope[q] = w[q], hp
+        else:
+            x = logw[q] + z[q] * z[q] * shrink + s * z[q] * a_mode
+            post[q], slope[q] = _off_centre_node(
+                first, last, n, q, sig[q], x, a_mode - p0 * s * z[q], int_n, e_mode, inv_mode, r_node
+            )
         ssum += post[q]
-    # -log tau - log(2 pi) / 2 is added by the caller, once for all patterns
-    value = top + math.log(ssum * s)
+    value = l_mode + math.log(ssum * s)
     # partial derivatives at fixed centre and scale ...
     d_th, d_s, d_tau = 0.0, 1.0 / s, 0.0
     for q in range(nodes):
@@ -255,7 +363,7 @@ def _binomial_task(
     d_tau += d_th * dth_dtau + d_s * ds_dh * (m3 * dth_dtau - 2.0 * p0 / tau)
     for jj in range(last - first):
         j = first + jj
-        r0 = e_mode[jj] / (1.0 + e_mode[jj])
+        r0 = r_mode[jj]
         v = n[j] * r0 * (1.0 - r0)
         dth = -v / h
         fixed = 0.0
@@ -319,9 +427,9 @@ def transfer_marginal_kernel(
     widest = 1
     for p in range(u_start.shape[0]):
         widest = max(widest, u_end[p] - u_start[p])
-    work = np.empty((4, max(nodes, widest)))
+    work = np.empty((6, max(nodes, widest)))
     r_node = np.empty((widest, nodes))
-    logw = np.log(w) + z * z
+    logw = np.log(w)
     ec = np.exp(np.minimum(np.maximum(cu, -700.0), 700.0))
     mu = 1.0 / (1.0 + np.exp(-cr))
     lam = prec[arm]
@@ -329,7 +437,7 @@ def transfer_marginal_kernel(
     total, d_tau_u, d_tau_r = 0.0, 0.0, 0.0
     for p in range(u_start.shape[0]):
         value, dt = _binomial_task(
-            u_start[p], u_end[p], cu, ec, u_cell, u_k, u_n, tau_u, u_weight[p], z, logw, work, r_node, d_cu
+            u_start[p], u_end[p], cu, ec, u_cell, u_k, u_n, tau_u, u_weight[p], z, w, logw, work, r_node, d_cu
         )
         total += u_weight[p] * value
         d_tau_u += u_weight[p] * dt
