@@ -56,6 +56,8 @@ def test_local_cluster_runs_a_small_calibration_and_reports_failed_tasks():
     assert ds.sizes["sim"] == 12 and ds.sizes["check"] == 4 * 2 + 2 * 3 and cal.failures == []
     assert ds["rank"].min() >= 0 and ds["rank"].max() <= ds.attrs["rank_draws"]
     assert ds["converged"].sizes == {"sim": 12} and ds["check_converged"].sizes == {"check": 14}
+    # the exact sampler's own diagnostics (independent draws: R-hat near 1, ESS near the draws)
+    assert (ds["rhat_max"] < 1.01).all() and (ds["ess_bulk_min"] >= 400).all() and (ds["divergences"] == 0).all()
     table = cal.table
     assert list(table["check"][:5]) == [f"SBC {p}" for p in ds["param"].values]
     # same seed, same numbers, whichever way the tasks ran
@@ -297,6 +299,8 @@ def test_transfer_sbc_runs_end_to_end(monkeypatch):
     assert len(flags) == 2 and not cal.failures
     assert sorted(ds["converged"].values.tolist()) == sorted(flags)
     assert ds.attrs["not_converged"] == flags.count(False) >= 1
+    # the numbers behind each flag are kept too: the made-up failure's R-hat among them
+    assert 1.2 in ds["rhat_max"].values.tolist() and np.isfinite(ds["ess_bulk_min"]).all()
     assert {f"SBC {p}" for p in TRANSFER_PARAMS} == set(cal.table["check"])
 
 

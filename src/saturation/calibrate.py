@@ -88,6 +88,9 @@ from saturation.tables import write_tables
 
 SBC_PARAMS = ("changepoint", "start", S.VALUE_AT_CHANGEPOINT, "late_slope", "tau")
 MODELS = S.CALIBRATION_MODELS
+#: a fit's convergence numbers kept per SBC simulation beside its flag (calibration.nc:
+#: which fits failed, and why)
+SIM_DIAGNOSTICS = ("rhat_max", "ess_bulk_min", "divergences")
 #: family-wise error rate of the SBC verdicts (Holm over every SBC test of one calibration)
 FAMILY_ALPHA = 0.05
 
@@ -290,6 +293,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
         "p_late_in_rope": est["p_late_in_rope"],
         "seconds": time.perf_counter() - start,
         "converged": bool(fit.diagnostics["converged"]),
+        **{name: float(fit.diagnostics[name]) for name in SIM_DIAGNOSTICS},
     }
     if task["kind"] == "sbc":
         post = fit.idata.posterior
@@ -317,9 +321,10 @@ def _sbc_result(
     inside: dict[str, bool],
     truth: dict[str, float],
     seconds: float,
-    converged: bool,
+    diagnostics: dict[str, Any],
 ) -> dict[str, Any]:
-    """The result dict of an SBC-only simulation (no plateau verdict)."""
+    """The result dict of an SBC-only simulation (no plateau verdict); ``diagnostics``: the
+    fit's (its convergence flag and the numbers behind it are kept per simulation)."""
     return {
         "kind": "sbc",
         "sim": task["sim"],
@@ -327,7 +332,8 @@ def _sbc_result(
         "plateaued": False,
         "p_late_in_rope": np.nan,
         "seconds": seconds,
-        "converged": bool(converged),
+        "converged": bool(diagnostics["converged"]),
+        **{name: float(diagnostics[name]) for name in SIM_DIAGNOSTICS},
         "rank": ranks,
         "inside": inside,
         "truth": {k: float(v) for k, v in truth.items()},
@@ -353,7 +359,7 @@ def _run_levels_task(task: dict[str, Any], setting: PlateauSetting, rng: np.rand
             )
     name = S.CHANGEPOINT_SPREAD
     ranks[name], inside[name] = _rank_and_cover(post[name].to_numpy().ravel(), theta[name], None, rng)
-    return _sbc_result(task, ranks, inside, theta, time.perf_counter() - start, fit.diagnostics["converged"])
+    return _sbc_result(task, ranks, inside, theta, time.perf_counter() - start, fit.diagnostics)
 
 
 # ------------------------------------------------------------------ transfer model
@@ -560,7 +566,7 @@ def run_transfer_task(task: dict[str, Any]) -> dict[str, Any]:
         inside,
         {k: theta[k] for k in TRANSFER_PARAMS},
         time.perf_counter() - start,
-        fit.diagnostics["converged"],
+        fit.diagnostics,
     )
 
 
@@ -652,7 +658,7 @@ def run_pass_at_k_task(task: dict[str, Any]) -> dict[str, Any]:
         inside,
         {k: theta[k] for k in PASS_AT_K_CHECKED},
         time.perf_counter() - start,
-        d.diagnostics["converged"],
+        d.diagnostics,
     )
 
 
@@ -761,7 +767,7 @@ def run_sigmoid_task(task: dict[str, Any]) -> dict[str, Any]:
         ranks[name], inside[name] = _rank_and_cover(
             full[name][:, :: setting.thin].ravel(), theta[name], interval(full[name].ravel())["hdi"], rng
         )
-    return _sbc_result(task, ranks, inside, theta, time.perf_counter() - start, fit.diagnostics["converged"])
+    return _sbc_result(task, ranks, inside, theta, time.perf_counter() - start, fit.diagnostics)
 
 
 # ------------------------------------------------------------------ plateau on per-trial data that is not the model
@@ -1085,6 +1091,10 @@ def to_dataset(
                 np.array([[r["truth"][p] for p in params] for r in sbc], dtype=float).reshape(-1, len(params)),
             ),
             "converged": (("sim",), np.array([r["converged"] for r in sbc], dtype=bool)),
+            **{
+                name: (("sim",), np.array([r.get(name, np.nan) for r in sbc], dtype=float))
+                for name in SIM_DIAGNOSTICS
+            },
             "check_converged": (("check",), np.array([r["converged"] for r in checks], dtype=bool)),
             "check_kind": (("check",), np.array([r["kind"] for r in checks], dtype=object)),
             "check_effect": (("check",), np.array([r["effect"] for r in checks], dtype=float)),
