@@ -22,11 +22,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import arviz as az
+import numpy as np
 
 from saturation import schema as S
 from saturation.models import fit_transfer
+from saturation.models.marginal import NODES, transfer_marginal_kernel, unpack_marginal_data
 from saturation.models.sampling import ConvergenceWarning
-from saturation.models.transfer import default_sampler
+from saturation.models.transfer import build_transfer_model, default_sampler
 from saturation.replica import load_embedded
 
 NAMES = {
@@ -40,6 +42,34 @@ NAMES = {
 
 def _fmt(mean: float, hdi: list[float]) -> str:
     return f"{mean:.3f} [{hdi[0]:.3f}, {hdi[1]:.3f}]"
+
+
+def kernel_us(fit, rounds: int = 12, calls: int = 200) -> float:
+    """Median time of one likelihood evaluation (value and gradient, the kernel alone) at the
+    posterior mean, in microseconds: the figure that says how fast this machine is today
+    (the fit's time is about evaluations x this, shared by the chains over the cores)."""
+    _, values = build_transfer_model(fit.data, fit.config)
+    post = fit.idata.posterior
+    mean = {v: post[v].mean(("chain", "draw")).to_numpy() for v in post.data_vars}
+    z, w = np.polynomial.hermite.hermgauss(NODES)
+    args = (
+        mean["ungraded_curve"].ravel(),
+        mean["reward_curve"].ravel(),
+        float(mean["ungraded_task_sd"]),
+        float(mean["reward_task_sd"]),
+        mean["reward_sd"] ** -2.0,
+        *unpack_marginal_data(values),
+        z,
+        w,
+    )
+    transfer_marginal_kernel(*args)
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            transfer_marginal_kernel(*args)
+        times.append((time.perf_counter() - t0) / calls * 1e6)
+    return float(np.median(times))
 
 
 def main() -> None:
@@ -72,7 +102,12 @@ def main() -> None:
         f"({d['ess_bulk_min'] / s:.0f}/s), R-hat max {d['rhat_max']:.4f}, divergences {d['divergences']}, "
         f"converged {d['converged']} "
         f"({fit.timings['sampler']}, task effects {args.task_effects}, {cfg.chains} x ({cfg.tune} + {cfg.draws}), "
-        f"target_accept {cfg.target_accept})\n"
+        f"target_accept {cfg.target_accept})"
+    )
+    n_evals = int(fit.idata.sample_stats["n_steps"].sum())
+    print(
+        f"likelihood kernel: {kernel_us(fit):.0f} us per evaluation (median of 12 x 200 at the posterior mean); "
+        f"{n_evals} evaluations in the kept draws\n"
     )
     arms = fit.data.arms
     emp = fit.data.empirical

@@ -1091,10 +1091,7 @@ def to_dataset(
                 np.array([[r["truth"][p] for p in params] for r in sbc], dtype=float).reshape(-1, len(params)),
             ),
             "converged": (("sim",), np.array([r["converged"] for r in sbc], dtype=bool)),
-            **{
-                name: (("sim",), np.array([r.get(name, np.nan) for r in sbc], dtype=float))
-                for name in SIM_DIAGNOSTICS
-            },
+            **{name: (("sim",), np.array([r.get(name, np.nan) for r in sbc], dtype=float)) for name in SIM_DIAGNOSTICS},
             "check_converged": (("check",), np.array([r["converged"] for r in checks], dtype=bool)),
             "check_kind": (("check",), np.array([r["kind"] for r in checks], dtype=object)),
             "check_effect": (("check",), np.array([r["effect"] for r in checks], dtype=float)),

@@ -550,6 +550,12 @@ def _unpack(floats: np.ndarray, ints: np.ndarray, at: np.ndarray) -> tuple[Any, 
     )
 
 
+def unpack_marginal_data(packed: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """The 13 arrays of :func:`pack_marginal_data`'s output, in :data:`MARGINAL_DATA` order
+    (the kernel's data arguments; for benchmarks and checks that call the kernel directly)."""
+    return tuple(_unpack(packed["m_float"], packed["m_int"], packed["m_layout"]))
+
+
 class TransferMarginal(Op):
     """PyTensor Op ``(cu, cr, tau_u, tau_r, prec, *data) -> (logp, *gradient)`` around
     :func:`transfer_marginal_kernel`. Only the first output is meant to be used; the others are
