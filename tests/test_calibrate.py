@@ -167,6 +167,7 @@ def test_pass_at_k_prior_simulator_follows_its_truth():
     assert truth2 == truth and again.identical(ds)
 
 
+@pytest.mark.slow  # NUTS fits, twice
 def test_pass_at_k_calibration_runs_and_is_reproducible():
     """Three small SBC simulations of the pass@k model in this process: ranks in range for every
     checked quantity, a row per quantity in the verdict table, the same numbers twice."""
@@ -199,6 +200,7 @@ def test_sigmoid_prior_simulator_follows_its_truth():
     assert truth2 == truth and np.array_equal(again.successes, data.successes)
 
 
+@pytest.mark.slow  # NUTS fits, twice
 def test_sigmoid_calibration_runs_and_is_reproducible():
     """Two small SBC simulations of the saturation-curve model in this process (the 100-simulation
     run is in docs/calibration.md): ranks in range, one verdict row per quantity, the same numbers twice."""
