@@ -292,8 +292,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
         "plateaued": _plateaued(est),
         "p_late_in_rope": est["p_late_in_rope"],
         "seconds": time.perf_counter() - start,
-        "converged": bool(fit.diagnostics["converged"]),
-        **{name: float(fit.diagnostics[name]) for name in SIM_DIAGNOSTICS},
+        **_convergence(fit.diagnostics),
     }
     if task["kind"] == "sbc":
         post = fit.idata.posterior
@@ -315,6 +314,12 @@ def _rank_and_cover(draws: np.ndarray, truth: float, hdi: Any, rng: np.random.Ge
     return less + int(rng.integers(0, ties + 1)), bool(lo <= truth <= hi)
 
 
+def _convergence(diagnostics: dict[str, Any]) -> dict[str, Any]:
+    """A fit's convergence flag and the numbers behind it (``SIM_DIAGNOSTICS``), as kept in
+    every simulation's result."""
+    return {"converged": bool(diagnostics["converged"]), **{k: float(diagnostics[k]) for k in SIM_DIAGNOSTICS}}
+
+
 def _sbc_result(
     task: dict[str, Any],
     ranks: dict[str, int],
@@ -332,8 +337,7 @@ def _sbc_result(
         "plateaued": False,
         "p_late_in_rope": np.nan,
         "seconds": seconds,
-        "converged": bool(diagnostics["converged"]),
-        **{name: float(diagnostics[name]) for name in SIM_DIAGNOSTICS},
+        **_convergence(diagnostics),
         "rank": ranks,
         "inside": inside,
         "truth": {k: float(v) for k, v in truth.items()},
