@@ -247,3 +247,19 @@ def test_decisions_follow_the_one_rule(made_up_transfer_fit, p_start, p_end, p_n
     else:
         assert "no crossover (P = 0.50)" in sentence
     assert "base" not in sentence  # the reference is named, not assumed
+
+
+@pytest.mark.parametrize("p_none", [1.0, 0.999])
+def test_no_crossover_anywhere_gives_a_sentence_and_a_table(made_up_transfer_fit, p_none):
+    """Issue 40: with no crossover in (almost) any draw the crossover's interval does not exist
+    (mean None); the verdict said nothing and crashed formatting it (TypeError, exit 1)."""
+    fit = made_up_transfer_fit("base", "s85", LEAD_PROB, LEAD_PROB, None, p_none)
+    fit.estimands["crossover_step"]["s85"]["hdi"] = [None, None]
+    last = fit.estimands["last_step"]["s85"]
+    last.update({f"delta_{q}": last[f"delta_{S.ALL_ROLLOUT}"] for q in (S.GRADED_ONLY, S.UNGRADED_RATE)})
+    assert fit.decisions()["s85"]["crossover"] is None
+    sentence = fit.verdicts()["s85"]
+    assert f"no crossover (P = {p_none:.2f})" in sentence and sentence.startswith("s85 starts ahead of base")
+    table = fit.summary()
+    cross = table[table["estimand"] == "crossover_step"].iloc[0]
+    assert cross["mean"] is None or np.isnan(cross["mean"])
