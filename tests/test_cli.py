@@ -148,7 +148,7 @@ def test_plateau_command_writes_the_json_contract(tmp_path, capsys):
         "late_slope",
         "start",
         "end",
-        "headroom",
+        "headroom_to_max",
         "p_early_positive",
         "p_late_in_rope",
         "bf01_late_zero",
@@ -786,3 +786,21 @@ def test_plateau_by_run_prints_one_table_and_lists_the_failed_run(tmp_path, caps
     assert set(doc["runs"]) == {"seed-1", "seed-2"} and doc["failures"][0]["run"] == "short"
     assert sorted(p.name for p in out.iterdir()) == ["seed-1.nc", "seed-2.nc"]
     assert main(["plateau", str(trials), "--by", "run", "--run", "seed-1"]) == 2
+
+
+def test_diagnose_metrics_without_the_keys_names_the_file_and_never_uses_embedded_data(tmp_path, capsys, monkeypatch):
+    """Issue 40: a metrics file whose keys are not SkyRL's exited 0 after analysing the
+    embedded synthetic trials, skipping sections 2 and 3 silently."""
+    import saturation.replica as replica
+
+    metrics = tmp_path / "m.csv"
+    metrics.write_text("run,step,critic/score/mean,actor/entropy\n" + "".join(f"r,{s},0.{s},1.0\n" for s in range(9)))
+
+    def no_embedded(*a, **k):
+        raise AssertionError("the embedded data were loaded for a user's file")
+
+    monkeypatch.setattr(replica, "load_embedded", no_embedded)
+    assert main(["diagnose", "--metrics", str(metrics)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {metrics}: none of the diagnoses fit this file")
+    assert "pass_at_k" in err and "--pass1/--passk" in err and err.count("\n") == 1

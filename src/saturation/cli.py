@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from saturation import __version__
 from saturation import schema as S
@@ -525,6 +525,21 @@ def _check_levels(levels: list[str], have: list[str], response: str) -> None:
         raise UsageError(f"unknown level(s) {_names(unknown)}; have {_names(have) or 'none'}")
 
 
+def _check_ranges(args: argparse.Namespace) -> None:
+    """The sampler's and the ROPE's ranges (:mod:`saturation.limits`, the rule the specs and
+    the configs use), checked before any data are read or memory allocated."""
+    from saturation.limits import DEFAULT_CHAINS, DEFAULT_DRAWS, rope_problems, sampler_problems
+
+    given = {k: getattr(args, k) for k in ("draws", "tune", "chains", "seed") if getattr(args, k, None) is not None}
+    if "draws" in given or "chains" in given:  # their product is bounded: the other at its default
+        given = {"draws": DEFAULT_DRAWS, "chains": DEFAULT_CHAINS, **given}
+    problems = sampler_problems(**given)
+    if getattr(args, "rope", None) is not None and hasattr(args, "rope_relative"):
+        problems += rope_problems(args.rope, args.rope_relative or None, getattr(args, "metric_max", None))
+    if problems:
+        raise UsageError("; ".join(problems))
+
+
 def _check_plateau_args(args: argparse.Namespace) -> list[str] | None:
     """Everything about the plateau options that can be checked before the data are read;
     returns the levels asked for."""
@@ -569,6 +584,7 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
     ds = _load_phase_trials(args, "swesmith")
     _check_plateau_data(ds, levels, args.response)
     from saturation.models import fit_plateau
+    from saturation.models.plateau import FLAT_DEFINITION, LABELS
 
     fit = fit_plateau(ds, _plateau_config(args, levels), run=args.run, seed=args.seed)
     out = fit.to_dict()
@@ -578,7 +594,7 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
     rel = f" or +-{m['rope_relative']:g} x the early gain" if m["rope_relative"] is not None else ""
     _print(
         f"plateau model: response {fit.data.response}; {m['description']}; ROPE: late gain within "
-        f"+-{m['rope']:g}{rel}; {int(S.HDI_PROB * 100)}% HDI"
+        f"+-{m['rope']:g}{rel} ({FLAT_DEFINITION}); {int(S.HDI_PROB * 100)}% HDI"
     )
     for level, e in out["levels"].items():
         _print(f"  {level}: {e['verdict'].upper()} ({e['reason']})")
@@ -589,7 +605,7 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
         _print(f"    late slope        {_fmt(e['late_slope'], 5)}   BF01(late = 0) = {e['bf01_late_zero']:.2f}")
         _print(
             f"    late gain         {_fmt(e['late_gain'], 4)}   94% upper bound {e['late_gain_upper']:.4f}; "
-            f"P(inside the ROPE) = {e['p_flat']:.3f}"
+            f"{LABELS['p_flat']} = {e['p_flat']:.3f}, {LABELS['p_late_in_rope']} = {e['p_late_in_rope']:.3f}"
         )
         if e.get("slowdown_ratio"):
             _print(f"    late/early slope  {_fmt(e['slowdown_ratio'], 2)}")
@@ -601,12 +617,14 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
         if existence:
             _print(f"    a break at all?   {'; '.join(existence)}")
         _print(f"    start -> end      {_fmt(e['start'], 3)} -> {_fmt(e['end'], 3)}")
-        if e.get("headroom"):
-            _print(f"    headroom          {_fmt(e['headroom'], 3)}")
+        if e.get("headroom_to_max"):
+            _print(f"    headroom to max   {_fmt(e['headroom_to_max'], 3)}   ({m['metric_max']:g} - end)")
     _print(f"  verdict: {out['summary']}")
     for caveat in out["caveats"]:
         _print(f"  caveat: {caveat}")
-    if out.get("together"):
+    if out.get("together") and out["together"].get("not_asked"):
+        _print(f"  levels stopped together? not asked: {out['together']['not_asked']}")
+    elif out.get("together"):
         tg = out["together"]
         rough = f" ({tg['caveat']}; --pooled to pool)" if tg["caveat"] else ""
         _print(
@@ -630,6 +648,7 @@ def _plateau_config(args: argparse.Namespace, levels: list[str] | None) -> Any:
         likelihood=args.likelihood,
         rope=args.rope,
         rope_relative=args.rope_relative or None,
+        metric_max=args.metric_max,
         sampler=_sampler_args(args),
     )
 
@@ -741,16 +760,30 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     )
     from saturation.series import read_metrics
 
-    ds = _load_phase_trials(args, "swesmith")
-    series = read_metrics(args.metrics) if args.metrics else replica.load_embedded("code-contests")
+    # the embedded data only when no input is given (the demo); a user's file is never
+    # completed with the synthetic replica's data
+    demo = not args.trials and not args.metrics
+    ds = _load_phase_trials(args, "swesmith") if args.trials or demo else None
+    series = read_metrics(args.metrics) if args.metrics else replica.load_embedded("code-contests") if demo else None
     kw = {"seed": args.seed, "draws": args.draws, "chains": args.chains}
-    results = [diagnose_cardinality(ds, run=args.run, **kw)]
-    has_series = {"reward_mean", "pass_at_k"} <= set(map(str, series.data_vars))
-    if has_series:
-        results.append(diagnose_reliability(series, rope=args.pass_rope, **kw))
-    if {"reward_mean", "policy_entropy"} <= set(map(str, series.data_vars)):
-        results.append(diagnose_entropy(series, rope_relative=args.entropy_rope, **kw))
-    if components is not None:
+    keys = {"pass1": args.pass1, "passk": args.passk, "entropy": args.entropy}
+    plan, skipped = _diagnose_plan(args.metrics, series, keys, components)
+    if ds is None:
+        skipped.append("1. cardinality: skipped (needs graded trials with precision, recall and counts: give TRIALS)")
+    elif args.groups and args.metrics and not args.trials:
+        raise UsageError("--groups fits the trials' prompt groups: give TRIALS")
+    if ds is None and not plan:
+        raise UsageError(f"{args.metrics}: none of the diagnoses fit this file ({'; '.join(skipped)})")
+    results = [diagnose_cardinality(ds, run=args.run, **kw)] if ds is not None else []
+    if "reliability" in plan and series is not None:
+        results.append(diagnose_reliability(series, pass1=args.pass1, passk=args.passk, rope=args.pass_rope, **kw))
+    if "entropy" in plan and series is not None:
+        results.append(
+            diagnose_entropy(series, entropy=args.entropy, reward=args.pass1, rope_relative=args.entropy_rope, **kw)
+        )
+    for line in skipped:
+        _print(line)
+    if components is not None and series is not None:
         config = ComponentsConfig(
             components=tuple(components),
             weights=weights,
@@ -759,16 +792,17 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
             chains=args.chains,
         )
         results.append(diagnose_components(series, config, seed=args.seed))
-    if args.groups:
+    if args.groups and ds is not None:
         results.append(
             fit_pass_at_k(
                 ds, run=args.run, rope=args.pass_rope, seed=args.seed, success_threshold=args.success_threshold
             )
         )
-    synthetic = {str(x.attrs.get(S.ATTR_SYNTHETIC, "")) for x in (ds, series)} - {""}
+    inputs = [x for x in (ds, series) if x is not None]
+    synthetic = {str(x.attrs.get(S.ATTR_SYNTHETIC, "")) for x in inputs} - {""}
     for note in sorted(synthetic):
         _print(f"NOTE: {note}")
-    sampling = _dynamic_sampling_warnings(series)
+    sampling = _dynamic_sampling_warnings(series) if series is not None else []
     titles = {
         "cardinality": "1. Real skill or a cardinality prior? (trials)",
         "reliability": "2. Reliability (pass@1) or capability (pass@k)? (logged series)",
@@ -787,8 +821,9 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
         )
     out = {
         "data": {
-            "trials": ds.attrs.get(S.ATTR_SOURCES, ""),
-            "metrics": series.attrs.get(S.ATTR_SOURCES, ""),
+            "trials": ds.attrs.get(S.ATTR_SOURCES, "") if ds is not None else None,
+            "metrics": series.attrs.get(S.ATTR_SOURCES, "") if series is not None else None,
+            "skipped": skipped,
             "synthetic": sorted(synthetic),
             "dynamic_sampling": sampling,
         },
@@ -797,6 +832,33 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(out, args.json)
     return EXIT_OK if all(res.diagnostics["converged"] for res in results) else EXIT_NOT_CONVERGED
+
+
+def _diagnose_plan(
+    path: str | None, series: xr.Dataset | None, keys: dict[str, str], components: list[str] | None
+) -> tuple[list[str], list[str]]:
+    """Which series diagnoses the metrics can serve, and a line for each that they cannot
+    (naming the file and the missing keys)."""
+    if series is None:
+        return [], ["2-4. series diagnoses: skipped (need per-step metrics: give --metrics PATH)"]
+    have = set(map(str, series.data_vars))
+    needs = {
+        "reliability": ("2. reliability", [keys["pass1"], keys["passk"]], "--pass1/--passk"),
+        "entropy": ("3. entropy", [keys["pass1"], keys["entropy"]], "--pass1/--entropy"),
+    }
+    plan, skipped = [], []
+    for name, (title, wanted, flags) in needs.items():
+        missing = [k for k in wanted if k not in have]
+        if missing:
+            skipped.append(
+                f"{title}: skipped ({path or 'the metrics'} has no {_names(missing)}; name its keys with {flags})"
+            )
+        else:
+            plan.append(name)
+    missing = [k for k in components or [] if k not in have]
+    if missing:
+        raise UsageError(f"--components: {path or 'the metrics'} has no {_names(missing)}; have {_names(sorted(have))}")
+    return plan, skipped
 
 
 # ------------------------------------------------------------------ transfer
@@ -1083,8 +1145,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         )
         _print(
             f"  {arm}: asymptote {_fmt(e['asymptote'], 3)}, efficiency {_fmt(e['efficiency'], 2)}, midpoint "
-            f"{mid_text} {unit}, at step {e['last']['step']} {_fmt(e['last'], 3)}, unused headroom "
-            f"{_fmt(e['unused_headroom'], 3)}"
+            f"{mid_text} {unit}, at step {e['last']['step']} {_fmt(e['last'], 3)}, headroom to ceiling "
+            f"{_fmt(e['headroom_to_ceiling'], 3)}"
         )
     for sentence in fit.verdicts().values():
         _print(f"  {sentence}")
@@ -1279,8 +1341,16 @@ PROGRESS_HELP = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the documented error contract: one line ``error: ...`` naming the
+    command, exit 2 (argparse prints the whole usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="saturation",
         description="Bayesian analysis of RL training dynamics (plateaus, change points, transfer).",
         epilog=EXIT_CODES,
@@ -1486,6 +1556,14 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"also flat when the late gain is within +-SHARE x the early gain (default "
         f"{S.DEFAULT_ROPE_RELATIVE}; 0: off)",
     )
+    p.add_argument(
+        "--metric-max",
+        type=_positive_real,
+        default=1.0,
+        metavar="X",
+        help="the metric's maximum, to which the headroom is measured (default 1, a rate); values outside "
+        "[0, X] report no headroom",
+    )
     _add_sampler_args(p, "plateau")
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")
     p.add_argument("--idata", metavar="PATH", help="write the InferenceData (netCDF)")
@@ -1504,6 +1582,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="per-step metrics: a CSV (columns run, step, metric names) or the .nc of ingest --metrics-out",
     )
     p.add_argument("--run", help="run of the trials to analyse when they hold several")
+    p.add_argument(
+        "--pass1",
+        default=S.REWARD_MEAN,
+        metavar="KEY",
+        help=f"--metrics: the mean-reward key (default {S.REWARD_MEAN})",
+    )
+    p.add_argument(
+        "--passk", default=S.PASS_AT_K, metavar="KEY", help=f"--metrics: the pass@k key (default {S.PASS_AT_K})"
+    )
+    p.add_argument(
+        "--entropy",
+        default=S.POLICY_ENTROPY,
+        metavar="KEY",
+        help=f"--metrics: the policy-entropy key (default {S.POLICY_ENTROPY})",
+    )
     p.add_argument(
         "--pass-rope",
         type=_positive_real,
@@ -1705,6 +1798,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args([a for a in argv if a != "--debug"])
     args.debug = debug
     try:
+        _check_ranges(args)
         return int(args.func(args))
     except KeyboardInterrupt:
         print("interrupted (outputs are written atomically: none is left half-written)", file=sys.stderr)
@@ -1733,7 +1827,9 @@ def _error_classes() -> tuple[type, type]:
 
 def _error_of(exc: Exception, validation: type, spec: type) -> tuple[int, str]:
     """The exit code and one-line message of an error (no traceback; ``--debug`` shows it)."""
-    if isinstance(exc, UsageError):
+    from saturation.limits import OptionError
+
+    if isinstance(exc, UsageError | OptionError):
         return EXIT_USAGE, str(exc)
     if isinstance(exc, validation):
         return EXIT_DATA, str(exc)

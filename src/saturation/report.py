@@ -52,7 +52,7 @@ from saturation.models.learning import (
     diagnose_entropy,
     diagnose_reliability,
 )
-from saturation.models.plateau import STOPPED_VERDICTS, PlateauConfig
+from saturation.models.plateau import FLAT_DEFINITION, LABELS, STOPPED_VERDICTS, PlateauConfig
 from saturation.models.runs import fit_plateau_runs
 from saturation.models.sampling import interval, merge_diagnostics, nuisance_text
 from saturation.models.sigmoid import (
@@ -220,7 +220,7 @@ def _plateau_runs(spec: Spec, ds: xr.Dataset, out: _Out) -> dict[str, Any]:
                 ),
                 "late gain": row.late_gain,
                 "late gain 94 % upper": row.late_gain_upper,
-                "P(late gain in ROPE)": row.p_flat,
+                LABELS["p_flat"]: row.p_flat,
                 "converged": row.converged,
             }
         )
@@ -272,13 +272,13 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
                 "late gain": interval_cell(e["late_gain"]),
                 "late gain 94 % upper": e["late_gain_upper"],
                 "late / early slope": interval_cell(ratio, 2),
-                "P(late gain in ROPE)": e["p_flat"],
+                LABELS["p_flat"]: e["p_flat"],
                 "BF change point : line": e["bf_changepoint_vs_line"],
                 "Davies p": e["davies"]["p_value"] if e.get("davies") else None,
                 "BF01 (late = 0)": e["bf01_late_zero"],
                 "start": interval_cell(e["start"]),
                 "end": interval_cell(e["end"]),
-                "headroom": interval_cell(e["headroom"]),
+                LABELS["headroom_to_max"]: interval_cell(e["headroom_to_max"]),
             }
         )
         where = (
@@ -298,7 +298,7 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
         verdicts.append(
             f"{level}: {e['verdict']} ({e['reason']}); {where}; late gain {format_interval(e['late_gain'])} "
             f"(94 % upper bound {e['late_gain_upper']:.3f}); late/early slope {format_interval(ratio, 2)}{exists}; "
-            f"headroom {format_interval(e['headroom'])}."
+            f"{LABELS['headroom_to_max']} {format_interval(e['headroom_to_max'])}."
         )
     verdicts += [f"Caveat: {c}." for c in est["caveats"]]
     out.table(pd.DataFrame(rows), "estimates", f"{spec.title} ({S.HDI_LABEL})")
@@ -308,7 +308,9 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
     verdict = est["summary"] + "."
     if reference and "saturation" in reference and fit.config.response == S.F1:
         verdict = _study_sentence(reference["saturation"], est, fit.config.breakpoint) + " " + verdict
-    if together:
+    if together and together.get("not_asked"):
+        verdict += f" Stopped together? Not asked: {together['not_asked']}."
+    elif together:
         rough = f"; {together['caveat']}" if together["caveat"] else ""
         verdict += (
             f" The change points lie within 2 steps of each other with P = {together['p_range_le_2_steps']:.2f}"
@@ -401,7 +403,7 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
         "plateaued_by": (
             lambda: plots.plot_plateaued_by(fit),
             f"Posterior probability that each level has plateaued by step t: change point at or before t and the "
-            f"late gain inside the ROPE ({rope}). {data}",
+            f"flat ({FLAT_DEFINITION}; {rope}). {data}",
         ),
         "ppc": (
             lambda: plots.plot_ppc(fit, seed=spec.seed),
@@ -841,7 +843,7 @@ def _compare(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
                 f"midpoint ({unit})": interval_cell(e["midpoint"], 1 if data.compute is None else 0),
                 "at its last step": interval_cell(e["last"]),
                 "last step": e["last"]["step"],
-                "unused headroom": interval_cell(e["unused_headroom"]),
+                "headroom to ceiling": interval_cell(e["headroom_to_ceiling"]),
                 f"gain over the next {f['horizon']} steps": interval_cell(f["gain"]),
                 f"P(gain > {f['delta']:g})": f["p_gain"],
                 **{k: v for k, v in config.arm_attrs.get(arm, {}).items()},

@@ -40,6 +40,7 @@ from saturation import schema as S
 from saturation.aggregate import select_phase
 from saturation.arms import parse_arm_properties
 from saturation.io import expand_paths, open_trials, read_trials
+from saturation.limits import sampler_problems
 from saturation.models import PlateauPriors, TransferPriors
 from saturation.models.learning import CardinalityConfig, ComponentsConfig, EntropyConfig, ReliabilityConfig
 from saturation.models.plateau import PlateauConfig
@@ -66,6 +67,7 @@ MODEL_KEYS: dict[str, dict[str, str]] = {
         "likelihood": _STR,
         "rope": _NUM,
         "rope_relative": _NUM,
+        "metric_max": _NUM,
         "compare": _STRS,
         "by": _STR,
         "runs": _STRS,
@@ -425,14 +427,13 @@ def validate_spec(raw: dict[str, Any], path: Path) -> Spec:
     if kind == "series" and isinstance(raw.get("model"), dict):
         _check_series(where, raw["model"], problems)
     sampler = raw.get("sampler", {}) if isinstance(raw.get("sampler"), dict) else {}
-    for key in ("draws", "tune", "chains"):
-        if isinstance(sampler.get(key), int) and sampler[key] < 1:
-            problems.append(f"{where}: [sampler] {key} must be >= 1, got {sampler[key]}")
+    ranges = {k: sampler.get(k) for k in ("draws", "tune", "chains", "target_accept", "seed")}
+    problems += [f"{where}: [sampler] {p}" for p in sampler_problems(**ranges)]
     if problems:
         raise SpecError(problems)
     assert kind is not None
     figures = raw.get("figures", {}).get("include", list(FIGURES[kind]))
-    return Spec(
+    spec = Spec(
         name=str(analysis.get("name", path.stem)),
         path=path,
         kind=kind,
@@ -445,6 +446,15 @@ def validate_spec(raw: dict[str, Any], path: Path) -> Spec:
         figures=list(figures),
         raw=raw,
     )
+    # the analysis' own config checks its ranges (the ROPE, the sampler): the same rule as the CLI's
+    try:
+        config = analysis_config(spec)
+        check = getattr(config, "validate", None)
+        if check is not None:
+            check()
+    except ValueError as exc:
+        raise SpecError([f"{where}: {' '.join(str(exc).split())}"]) from None
+    return spec
 
 
 def load_spec(path: str | Path) -> Spec:

@@ -104,7 +104,7 @@ def test_outputs_and_attrs():
     assert out["model"]["breakpoint"] == "unknown"
     assert set(out["diagnostics"]) >= {"rhat_max", "ess_bulk_min", "divergences", "converged"}
     lvl = out["levels"]["file"]
-    for key in ("changepoint", "early_slope", "late_slope", "start", "end", "headroom"):
+    for key in ("changepoint", "early_slope", "late_slope", "start", "end", "headroom_to_max"):
         assert set(lvl[key]) == {"mean", "sd", "hdi"}
     assert set(lvl["p_plateaued_by_step"]) == {str(s) for s in range(40)}
     table = fit.summary()
@@ -681,3 +681,52 @@ def test_exact_alternative_draws_match_nuts_on_the_same_model(kind):
         # means within a few Monte-Carlo errors, sds within 10 %
         assert abs(a.mean() - b.mean()) < 4 * b.std() / np.sqrt(az.ess(nuts.posterior[name]).to_array().min()), name
         assert a.std() == pytest.approx(b.std(), rel=0.1), name
+
+
+# --- issue 40: names, headroom, decided outcomes -------------------------------------------
+
+
+def test_every_reported_quantity_has_its_own_label():
+    from saturation.models.plateau import LABELS
+
+    assert len(set(LABELS.values())) == len(LABELS)
+
+
+def test_headroom_is_to_the_metrics_maximum_and_refused_off_its_range():
+    """A reward in [0, 2] got a headroom of 1 - end (negative) silently; now no headroom, a
+    caveat naming the range, and the headroom to a maximum the user gives."""
+    ds, _ = _sim(LevelSpec("file", 0.5, 0.02, 0.0, 15.0), seed=5, n_steps=30)
+    ds["reward"] = ds["reward"] * 2.0
+    fit = fit_plateau(ds, response="reward", seed=1)
+    (est,) = fit.estimands["levels"].values()
+    assert est["headroom_to_max"] is None
+    assert any("outside [0, 1]" in c and "metric_max" in c for c in fit.estimands["caveats"])
+    fit2 = fit_plateau(ds, response="reward", metric_max=2.0, seed=1)
+    (est2,) = fit2.estimands["levels"].values()
+    assert est2["headroom_to_max"]["mean"] == pytest.approx(2.0 - est2["end"]["mean"], abs=1e-9)
+    assert not fit2.estimands["caveats"] or not any("metric_max" in c for c in fit2.estimands["caveats"])
+
+
+def test_a_ten_step_run_does_not_ask_whether_levels_stopped_together():
+    """Was: "0 of 3 levels stopped rising" then "stopped together? P = 1.000"."""
+    levels = tuple(LevelSpec(name, 0.3, 0.01, 0.0, 5.0) for name in ("file", "module", "entity"))
+    spec = PlateauSpec(levels=levels, n_steps=10, prompts_per_step=16, samples_per_prompt=4, pool_size=500)
+    ds, _ = simulate_plateau(spec, 1)
+    together = fit_plateau(ds, seed=1).to_dict()["together"]
+    assert together["not_asked"] and "too short" in together["not_asked"]
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "grid", "asked"),
+    [
+        (["plateaued", "slowed", "plateaued"], np.arange(3.0, 40.0), True),
+        (["plateaued", "still rising", "undetermined"], np.arange(3.0, 40.0), False),
+        (["no change point", "no change point"], np.arange(3.0, 40.0), False),
+        (["plateaued", "plateaued"], np.arange(3.0, 7.0), False),
+    ],
+)
+def test_together_is_asked_only_of_levels_that_stopped(verdicts, grid, asked):
+    from saturation.models.plateau import together_not_asked
+
+    levels = {f"l{i}": {"verdict": v} for i, v in enumerate(verdicts)}
+    assert (together_not_asked(levels, grid) is None) == asked

@@ -41,6 +41,7 @@ from saturation import curves, progress
 from saturation import schema as S
 from saturation.aggregate import aggregate, phase_summary, select_phase
 from saturation.frequentist import davies_test
+from saturation.limits import OptionError, rope_problems
 from saturation.models._exact import (
     LOO_TAU_STRIDE,
     Level,
@@ -76,6 +77,17 @@ VERDICTS = ("no change point", "undetermined", "plateaued", "slowed", "still ris
 #: the verdicts that say "it stopped rising" (headlines, the calibration's false-stop and power rates)
 STOPPED_VERDICTS = ("plateaued", "slowed")
 
+#: One printed name per reported quantity (the CLI, the report, the verdict reasons and the
+#: docs use these; no two quantities share a label).
+LABELS = {
+    "p_flat": "P(flat)",
+    "p_late_in_rope": "P(|late gain| < ROPE)",
+    "p_late_in_rope_relative": "P(|late gain| < relative ROPE x early gain)",
+    "headroom_to_max": "headroom to the metric's maximum",
+}
+#: what "flat" means, printed once beside the P(flat) column
+FLAT_DEFINITION = "flat: the late gain inside the absolute ROPE or inside the relative ROPE x the early gain"
+
 
 @dataclass(frozen=True)
 class VerdictRule:
@@ -96,7 +108,8 @@ class VerdictRule:
     p_rise : float
         Nothing can plateau before it rose: P(early slope > 0) at least this.
     p_flat : float
-        "Plateaued": P(late gain inside the ROPE) at least this.
+        "Plateaued": P(flat) at least this (flat: the late gain inside the absolute ROPE or
+        inside the relative ROPE x the early gain).
     slow_ratio : float
         "Slowed": the late slope below this multiple of the early slope ...
     p_slow : float
@@ -112,7 +125,7 @@ class VerdictRule:
     edge_candidates: int = 3
     #: nothing can plateau before it rose: P(early slope > 0) at least this
     p_rise: float = 0.95
-    #: "plateaued": P(late gain inside the ROPE) at least this
+    #: "plateaued": P(flat) at least this
     p_flat: float = 0.90
     #: "slowed": P(late slope < slow_ratio x early slope) at least p_slow
     slow_ratio: float = 0.5
@@ -184,19 +197,19 @@ def plateau_verdict(
             "reason": f"no decisive early rise (P(early slope > 0) = {est['p_early_positive']:.2f})",
         }
     if est["p_flat"] >= rule.p_flat:
-        return {"verdict": "plateaued", "reason": f"P(late gain inside the ROPE) = {est['p_flat']:.2f}"}
+        return {"verdict": "plateaued", "reason": f"{LABELS['p_flat']} = {est['p_flat']:.2f}"}
     if est["p_slowed"] >= rule.p_slow:
         return {
             "verdict": "slowed",
             "reason": f"P(late slope < {rule.slow_ratio:g} x early slope) = {est['p_slowed']:.2f}; "
-            f"flatness not confirmed (P(late gain inside the ROPE) = {est['p_flat']:.2f})",
+            f"flatness not confirmed ({LABELS['p_flat']} = {est['p_flat']:.2f})",
         }
     if est["p_late_positive"] >= rule.p_still:
         return {"verdict": "still rising", "reason": f"P(late slope > 0) = {est['p_late_positive']:.2f}"}
     return {
         "verdict": "undetermined",
-        "reason": f"neither flat (P = {est['p_flat']:.2f}), clearly slower (P = {est['p_slowed']:.2f}) "
-        f"nor clearly rising (P(late slope > 0) = {est['p_late_positive']:.2f})",
+        "reason": f"neither flat ({LABELS['p_flat']} = {est['p_flat']:.2f}), clearly slower "
+        f"(P = {est['p_slowed']:.2f}) nor clearly rising (P(late slope > 0) = {est['p_late_positive']:.2f})",
     }
 
 
@@ -666,7 +679,9 @@ class PlateauConfig:
     rule: VerdictRule = field(default_factory=VerdictRule)
     priors: PlateauPriors = field(default_factory=PlateauPriors)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
-    headroom_ceiling: float | None = 1.0
+    #: the metric's maximum (1.0 for rates); ``headroom_to_max`` is measured to it. None, or
+    #: data outside [0, metric_max]: no headroom to the maximum (a caveat says why)
+    metric_max: float | None = 1.0
     #: pooled model: weight of the levels' combined evidence on the common change point;
     #: None estimates it from the data (:func:`level_dependence`), 1.0 treats the levels
     #: as independent (the behaviour before 2026-12-01)
@@ -686,10 +701,8 @@ class PlateauConfig:
             problems.append(f"continuity must be one of {CONTINUITIES}, got {self.continuity!r}")
         if self.likelihood not in LIKELIHOODS:
             problems.append(f"likelihood must be one of {LIKELIHOODS}, got {self.likelihood!r}")
-        if not self.rope > 0:
-            problems.append(f"rope must be positive (metric units), got {self.rope}")
-        if self.rope_relative is not None and not self.rope_relative > 0:
-            problems.append(f"rope_relative must be positive (a share of the early gain), got {self.rope_relative}")
+        problems += rope_problems(self.rope, self.rope_relative, self.metric_max)
+        problems += self.sampler.problems()
         if self.priors.min_segment < 2:
             problems.append("priors.min_segment must be >= 2")
         if problems:
@@ -808,7 +821,10 @@ def _grid(data: StepData, config: PlateauConfig) -> np.ndarray:
     if config.breakpoint is None:
         return candidate_grid(data.steps, config.priors.min_segment)
     if not (data.steps[0] < config.breakpoint <= data.steps[-1]):
-        raise ValueError(f"breakpoint {config.breakpoint} outside the observed steps {data.steps[0]}..{data.steps[-1]}")
+        raise OptionError(
+            f"breakpoint {config.breakpoint:g} outside the observed steps: it must lie after the first step "
+            f"{data.steps[0]:g} and at or before the last {data.steps[-1]:g}"
+        )
     return np.array([float(config.breakpoint)])
 
 
@@ -825,9 +841,27 @@ def evidence_weight(data: StepData, config: PlateauConfig) -> float:
 SMALL_STEP_TRIALS = 200
 
 
+def headroom_defined(data: StepData, config: PlateauConfig) -> bool:
+    """Whether the headroom to the metric's maximum means anything: a maximum is set and every
+    per-step value lies in [0, maximum] (a reward summed over functions, a length or a loss
+    has no maximum of 1)."""
+    if config.metric_max is None:
+        return False
+    y = data.y[np.isfinite(data.y)]
+    return bool(y.size) and float(y.min()) >= 0.0 and float(y.max()) <= config.metric_max
+
+
 def data_caveats(data: StepData, config: PlateauConfig) -> list[str]:
-    """What the calibration says about fits on data like these (printed by the CLI and the report)."""
+    """What the calibration says about fits on data like these, and what could not be
+    computed on them (printed by the CLI and the report)."""
     out = []
+    if config.metric_max is not None and not headroom_defined(data, config):
+        y = data.y[np.isfinite(data.y)]
+        span = f"[{y.min():.3g}, {y.max():.3g}]" if y.size else "empty"
+        out.append(
+            f"the per-step values span {span}, outside [0, {config.metric_max:g}]: no headroom to the metric's "
+            "maximum is reported (set metric_max to the metric's real maximum)"
+        )
     n = data.n[np.isfinite(data.n)]
     if config.breakpoint is None and n.size and float(np.median(n)) < SMALL_STEP_TRIALS:
         sims = f"median {np.median(n):.0f} graded trials per step: on per-trial simulations with about 90 per step"
@@ -950,7 +984,7 @@ class PlateauFit:
                 "start",
                 S.VALUE_AT_CHANGEPOINT,
                 "end",
-                "headroom",
+                "headroom_to_max",
                 "early_gain",
                 "late_gain",
                 "slowdown_ratio",
@@ -970,6 +1004,7 @@ class PlateauFit:
             for name in (
                 "p_early_positive",
                 "p_late_in_rope",
+                "p_late_in_rope_relative",
                 "p_flat",
                 "p_slowed",
                 "bf01_late_zero",
@@ -1037,6 +1072,7 @@ class PlateauFit:
                 "likelihood": cfg.likelihood,
                 "rope": cfg.rope,
                 "rope_relative": cfg.rope_relative,
+                "metric_max": cfg.metric_max,
                 "min_segment": cfg.priors.min_segment,
                 "hdi_prob": S.HDI_PROB,
                 "rule": asdict(cfg.rule),
@@ -1066,7 +1102,7 @@ def fit_plateau(
     priors: PlateauPriors | None = None,
     sampler: SamplerConfig | None = None,
     seed: int = 0,
-    headroom_ceiling: float | None = 1.0,
+    metric_max: float | None = 1.0,
 ) -> PlateauFit:
     """Fit the plateau model and compute its estimands.
 
@@ -1077,7 +1113,7 @@ def fit_plateau(
     config : PlateauConfig, optional
         The whole structure at once (e.g. built from a spec by
         :func:`saturation.spec.analysis_config`); when given, the keyword arguments from
-        ``levels`` to ``headroom_ceiling`` are not used.
+        ``levels`` to ``metric_max`` are not used.
     levels : list of str, optional
         Levels to fit (default: every level of the data).
     response : str
@@ -1121,8 +1157,9 @@ def fit_plateau(
         Prior settings (default: scaled to the data, see :class:`PlateauPriors`).
     seed : int
         Seeds the sampler and the post-processing; same seed and data give the same numbers.
-    headroom_ceiling : float or None
-        The ceiling the headroom is measured to (1.0 for rates; None: no headroom).
+    metric_max : float or None
+        The metric's maximum, to which ``headroom_to_max`` is measured (1.0 for rates; None,
+        or data outside [0, metric_max]: no headroom to the maximum, with a caveat).
 
     Returns
     -------
@@ -1143,7 +1180,7 @@ def fit_plateau(
             rule=rule or VerdictRule(),
             priors=priors or PlateauPriors(),
             sampler=sampler or SamplerConfig(),
-            headroom_ceiling=headroom_ceiling,
+            metric_max=metric_max,
         )
     config.validate()
     levels = list(config.levels) if config.levels else None
@@ -1297,9 +1334,26 @@ def _estimands(
             "caveat": None
             if pooled
             else "separate fits, so a rough reading: it ignores that the levels' errors are correlated",
+            "not_asked": together_not_asked(out["levels"], grid),
         }
     _add_derived(idata, data, grid, cps, early_draws, pointwise, mass)
     return out
+
+
+def together_not_asked(levels: dict[str, dict[str, Any]], grid: np.ndarray) -> str | None:
+    """Why "did the levels stop together?" has no answer here (None: it has one).
+
+    It needs at least two levels that stopped rising, and candidate change points spread
+    over more than 4 steps (on a shorter grid any two change points lie within 2 steps and
+    P(range <= 2) would be 1 whatever the data).
+    """
+    stopped = [lv for lv, e in levels.items() if e["verdict"] in STOPPED_VERDICTS]
+    span = float(grid.max() - grid.min()) if grid.size else 0.0
+    if span <= 4:
+        return f"the candidate change points span only {span:g} steps: too short a run to tell"
+    if len(stopped) < 2:
+        return f"{len(stopped)} of {len(levels)} levels stopped rising: there is nothing to have stopped together"
+    return None
 
 
 def _changepoint_draws(
@@ -1476,7 +1530,11 @@ def _level_estimands(
         "start": interval(a),
         S.VALUE_AT_CHANGEPOINT: interval(h),
         "end": interval(end),
-        "headroom": interval(config.headroom_ceiling - end) if config.headroom_ceiling is not None else None,
+        "headroom_to_max": (
+            interval(config.metric_max - end)
+            if config.metric_max is not None and headroom_defined(data, config)
+            else None
+        ),
         "late_gain": late_gain_iv,
         "p_early_positive": float(np.mean(b1 > 0)),
         "p_late_in_rope": float(np.mean(in_rope)),

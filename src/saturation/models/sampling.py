@@ -23,6 +23,7 @@ from scipy.stats import rankdata
 
 from saturation import __version__, progress
 from saturation import schema as S
+from saturation.limits import DEFAULT_CHAINS, DEFAULT_DRAWS, DEFAULT_TUNE, sampler_problems
 
 #: Convergence thresholds reported with every fit.
 RHAT_MAX = 1.01
@@ -59,14 +60,24 @@ class SamplerConfig:
         nutpie only: adapt a low-rank mass matrix (for strongly correlated posteriors).
     """
 
-    draws: int = 1000
-    tune: int = 1000
-    chains: int = 4
+    draws: int = DEFAULT_DRAWS
+    tune: int = DEFAULT_TUNE
+    chains: int = DEFAULT_CHAINS
     sampler: str = "auto"
     target_accept: float = 0.95
     progress: bool = False
     #: nutpie only: adapt a low-rank mass matrix (for strongly correlated posteriors)
     low_rank: bool = False
+
+    def problems(self) -> list[str]:
+        """Every setting out of its range (:func:`saturation.limits.sampler_problems`)."""
+        return sampler_problems(draws=self.draws, tune=self.tune, chains=self.chains, target_accept=self.target_accept)
+
+    def validate(self) -> None:
+        """Raise ValueError naming every setting out of its range."""
+        problems = self.problems()
+        if problems:
+            raise ValueError("invalid sampler settings: " + "; ".join(problems))
 
 
 #: the SamplerConfig fields a spec's [sampler] table or the command line may set
@@ -80,7 +91,9 @@ def with_overrides(base: SamplerConfig, overrides: dict[str, Any]) -> SamplerCon
     unknown = sorted(set(overrides) - set(OVERRIDABLE))
     if unknown:
         raise ValueError(f"unknown sampler setting(s) {unknown}; known: {list(OVERRIDABLE)}")
-    return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+    config = replace(base, **{k: v for k, v in overrides.items() if v is not None})
+    config.validate()
+    return config
 
 
 _COMPILED: OrderedDict[Hashable, Any] = OrderedDict()
@@ -119,7 +132,7 @@ def graph_fingerprint(model: pm.Model) -> str:
     try:  # pytensor >= 2.32 (the old home warns)
         from pytensor.graph.traversal import ancestors
     except ImportError:  # pragma: no cover - older pytensor
-        from pytensor.graph.basic import ancestors
+        from pytensor.graph.basic import ancestors  # type: ignore[no-redef]
 
     outputs = [*model.basic_RVs, *model.potentials, *model.deterministics]
     outputs += [v for v in model.rvs_to_values.values() if v is not None]

@@ -321,7 +321,7 @@ class TransferConfig:
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
 
     def validate(self, data: TransferData | None = None) -> None:
-        problems = []
+        problems = self.sampler.problems()
         if self.first_steps < 1:
             problems.append(f"first_steps must be >= 1, got {self.first_steps}")
         if not self.knot_every > 0:
