@@ -52,7 +52,7 @@ from saturation.models.learning import (
     diagnose_entropy,
     diagnose_reliability,
 )
-from saturation.models.plateau import FLAT_DEFINITION, LABELS, STOPPED_VERDICTS, PlateauConfig
+from saturation.models.plateau import FLAT_DEFINITION, LABELS, STOPPED_VERDICTS, PlateauConfig, together_sentence
 from saturation.models.runs import fit_plateau_runs
 from saturation.models.sampling import interval, merge_diagnostics, nuisance_text
 from saturation.models.sigmoid import (
@@ -308,14 +308,8 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
     verdict = est["summary"] + "."
     if reference and "saturation" in reference and fit.config.response == S.F1:
         verdict = _study_sentence(reference["saturation"], est, fit.config.breakpoint) + " " + verdict
-    if together and together.get("not_asked"):
-        verdict += f" Stopped together? Not asked: {together['not_asked']}."
-    elif together:
-        rough = f"; {together['caveat']}" if together["caveat"] else ""
-        verdict += (
-            f" The change points lie within 2 steps of each other with P = {together['p_range_le_2_steps']:.2f}"
-            f" (range {format_interval(together['changepoint_range'], 1)} steps{rough})."
-        )
+    if together:
+        verdict += " " + together_sentence(together)
     if reference and "saturation" in reference and fit.config.response == S.F1:
         sat = reference["saturation"]
         split = float(sat["split_step"])

@@ -61,6 +61,7 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
+from saturation.summary import format_interval
 
 CONTINUITIES = S.CONTINUITIES
 LIKELIHOODS = S.LIKELIHOODS
@@ -1354,6 +1355,17 @@ def together_not_asked(levels: dict[str, dict[str, Any]], grid: np.ndarray) -> s
     if len(stopped) < 2:
         return f"{len(stopped)} of {len(levels)} levels stopped rising: there is nothing to have stopped together"
     return None
+
+
+def together_sentence(together: dict[str, Any]) -> str:
+    """The answer to "did the levels stop together?" in one sentence (the report's)."""
+    if together.get("not_asked"):
+        return f"Stopped together? Not asked: {together['not_asked']}."
+    rough = f"; {together['caveat']}" if together["caveat"] else ""
+    return (
+        f"The change points lie within 2 steps of each other with P = {together['p_range_le_2_steps']:.2f}"
+        f" (range {format_interval(together['changepoint_range'], 1)} steps{rough})."
+    )
 
 
 def _changepoint_draws(
