@@ -804,3 +804,43 @@ def test_diagnose_metrics_without_the_keys_names_the_file_and_never_uses_embedde
     err = capsys.readouterr().err
     assert err.startswith(f"error: {metrics}: none of the diagnoses fit this file")
     assert "pass_at_k" in err and "--pass1/--passk" in err and err.count("\n") == 1
+
+
+def _sparse_series(path, knees):
+    """A validation metric logged every 10 steps; each run a hinge with its knee between logged points."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    lines = ["run,step,val/acc"]
+    for run, (knee, late) in knees.items():
+        for st in range(0, 301, 10):
+            y = (0.2 + 0.4 * st / knee if st < knee else 0.6 + late * (st - knee)) + rng.normal(0, 0.01)
+            lines.append(f"{run},{st},{y:.6f}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_plateau_on_a_logged_series_finds_a_knee_between_sparse_points(tmp_path, capsys):
+    """Issue 44: a per-step series from one command, the change point on the step axis (a
+    knee at 55 between logged steps 50 and 60 was "no change point": the first candidate
+    was the 6th logged point); a certain late gain is "slowed", not "plateaued"."""
+    metrics = tmp_path / "m.csv"
+    _sparse_series(metrics, {"a": (55, 0.0), "b": (125, 0.0004)})
+    out = tmp_path / "p.json"
+    assert main(["plateau", str(metrics), "--metric", "val/acc", "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["metric"] == "val/acc" and set(res["runs"]) == {"a", "b"}
+    (a,) = res["runs"]["a"]["levels"].values()
+    assert a["verdict"] == "plateaued" and a["changepoint"]["hdi"][0] <= 55 <= a["changepoint"]["hdi"][1]
+    assert a["changepoint"]["hdi"][1] - a["changepoint"]["hdi"][0] < 10  # located inside one logging interval
+    (b,) = res["runs"]["b"]["levels"].values()
+    assert b["verdict"] == "slowed" and b["p_late_positive"] > 0.95
+    printed = capsys.readouterr().out
+    assert "run a, metric val/acc (31 logged steps)" in printed
+
+
+def test_plateau_metric_names_the_logged_keys_when_missing(tmp_path, capsys):
+    metrics = tmp_path / "m.csv"
+    _sparse_series(metrics, {"a": (55, 0.0)})
+    assert main(["plateau", str(metrics), "--metric", "reward"]) == 2
+    err = capsys.readouterr().err
+    assert str(metrics) in err and "val/acc" in err and err.count("\n") == 1

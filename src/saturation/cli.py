@@ -578,16 +578,73 @@ def _check_plateau_data(ds: xr.Dataset, levels: list[str] | None, response: str)
 
 
 def _cmd_plateau(args: argparse.Namespace) -> int:
+    if args.metric is not None:
+        return _cmd_plateau_series(args)
     if args.by:
         return _cmd_plateau_runs(args)
     levels = _check_plateau_args(args)
     ds = _load_phase_trials(args, "swesmith")
     _check_plateau_data(ds, levels, args.response)
     from saturation.models import fit_plateau
-    from saturation.models.plateau import FLAT_DEFINITION, LABELS
 
     fit = fit_plateau(ds, _plateau_config(args, levels), run=args.run, seed=args.seed)
     out = fit.to_dict()
+    _print_plateau(fit, out)
+    return _finish_fit(args, fit, out)
+
+
+def _cmd_plateau_series(args: argparse.Namespace) -> int:
+    """``saturation plateau FILE --metric KEY``: a logged per-step series (any per-step
+    metrics file the readers accept), one fit per run that logged the key; ``--json``
+    holds ``{"metric", "runs": {run: the plateau JSON}}``."""
+    for flag, given in (("--levels", args.levels), ("--by", args.by), ("--phase", args.phase)):
+        if given:
+            raise UsageError(f"--metric fits a logged per-step series: {flag} is for trial tables")
+    if len(args.trials) != 1:
+        raise UsageError(f"--metric {args.metric}: give one per-step metrics file")
+    _require_inputs(args.trials)
+    _check_outputs(args.trials, [args.json, args.idata])
+    from dataclasses import replace
+
+    from saturation.models import fit_plateau
+    from saturation.series import read_metrics
+
+    path = args.trials[0]
+    series = read_metrics(path)
+    try:
+        var = S.metric_variable(series, args.metric)
+    except KeyError as err:
+        raise UsageError(f"{path}: {err.args[0]}") from None
+    logged = series[var].notnull().any(S.STEP)
+    runs = [str(r) for r in series[S.RUN].to_numpy()[logged.to_numpy()]]
+    if args.run is not None:
+        if args.run not in runs:
+            raise UsageError(f"--run {args.run}: {path} has no {args.metric!r} for it; runs {_names(runs)}")
+        runs = [args.run]
+    if args.idata and len(runs) > 1:
+        raise UsageError(f"--idata writes one fit: {path} has {len(runs)} runs of {args.metric!r}; pick one with --run")
+    config = replace(_plateau_config(args, None), response=var)
+    outs, fits = {}, []
+    for run in runs:
+        fit = fit_plateau(series, config, run=run, seed=args.seed)
+        out = fit.to_dict()
+        _print(f"run {run}, metric {args.metric} ({len(fit.data.steps)} logged steps):")
+        _print_plateau(fit, out)
+        _print_diagnostics(out["diagnostics"], fit.timings)
+        outs[run], fits = out, [*fits, fit]
+    if args.json:
+        _write_json({"metric": args.metric, "source": str(path), "runs": outs}, args.json)
+    if args.idata:
+        from saturation.io import write_netcdf
+
+        write_netcdf(fits[0].idata, args.idata)
+    return EXIT_OK if all(o["diagnostics"]["converged"] for o in outs.values()) else EXIT_NOT_CONVERGED
+
+
+def _print_plateau(fit: Any, out: dict[str, Any]) -> None:
+    """The plateau fit as the CLI prints it (one fit: its model, each level, the caveats)."""
+    from saturation.models.plateau import FLAT_DEFINITION, LABELS
+
     if out["data"].get("synthetic"):
         _print(f"NOTE: {out['data']['synthetic']}")
     m = out["model"]
@@ -631,7 +688,6 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
             f"  levels stopped together? range of change points {_fmt(tg['changepoint_range'], 1)} steps; "
             f"P(range <= 2) = {tg['p_range_le_2_steps']:.3f}{rough}"
         )
-    return _finish_fit(args, fit, out)
 
 
 def _plateau_config(args: argparse.Namespace, levels: list[str] | None) -> Any:
@@ -1507,6 +1563,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="per-level variable (f1, precision, recall, ...) or trial variable (e.g. reward) (default f1)",
     )
     p.add_argument("--run", help="run to analyse when the data hold several")
+    p.add_argument(
+        "--metric",
+        metavar="KEY",
+        help="fit a logged per-step series instead of trials: TRIALS is one per-step metrics file and KEY its "
+        "metric as logged (e.g. critic/score/mean); one fit per run that logged it",
+    )
     p.add_argument(
         "--by",
         choices=["run"],

@@ -379,6 +379,8 @@ def _est(**kw):
         "p_flat": 0.2,
         "p_slowed": 0.2,
         "p_late_positive": 0.5,
+        "p_late_negative": 0.5,
+        "p_no_change": 0.0,
     }
     return {**base, **kw}
 
@@ -395,6 +397,15 @@ def _est(**kw):
         ({"p_slowed": 0.94, "p_late_positive": 0.96}, False, "still rising"),
         ({"p_slowed": 0.5, "p_late_positive": 0.9}, False, "undetermined"),
         ({"bf_changepoint_vs_line": None}, False, "undetermined"),  # NUTS likelihoods: no exact BF
+        # issue 44: what real runs do
+        ({"p_no_change": 0.9, "bf_changepoint_vs_line": 0.5}, False, "flat"),  # already saturated
+        ({"p_no_change": 0.89, "bf_changepoint_vs_line": 0.5}, False, "no change point"),
+        ({"p_late_negative": 0.95, "p_late_positive": 0.05}, False, "declining"),
+        ({"p_late_negative": 0.95, "p_flat": 0.9}, False, "plateaued"),  # a decline inside the ROPE
+        # flat relative to the rise but a certain late gain: slowed, not plateaued
+        ({"p_flat": 0.99, "p_late_positive": 0.95, "p_slowed": 0.99}, False, "slowed"),
+        ({"p_flat": 0.99, "p_late_positive": 0.95, "p_slowed": 0.5}, False, "still rising"),
+        ({"p_flat": 0.99, "p_late_positive": 0.94}, False, "plateaued"),
     ],
 )
 def test_verdict_rule_branches(kw, known, verdict):
@@ -407,9 +418,12 @@ def test_verdict_rule_branches(kw, known, verdict):
 def test_verdict_summary_sentence():
     levels = {"file": {"verdict": "plateaued"}, "module": {"verdict": "slowed"}, "entity": {"verdict": "still rising"}}
     assert plateau.verdict_summary(levels) == (
-        "2 of 3 levels stopped rising (file plateaued, module slowed); entity: still rising"
+        "file plateaued (stopped rising); module slowed but is still gaining; entity is still rising"
     )
-    assert plateau.verdict_summary({"m": {"verdict": "slowed"}}) == "The metric stopped rising (m slowed)"
+    assert plateau.verdict_summary({"m": {"verdict": "slowed"}}) == "The metric slowed but is still gaining"
+    both = {"a": {"verdict": "declining"}, "b": {"verdict": "declining"}}
+    assert plateau.verdict_summary(both) == "All 2 levels are declining"
+    assert set(plateau.VERDICT_PHRASES) == set(plateau.VERDICTS)
 
 
 def test_fit_carries_verdicts_and_their_numbers():
@@ -423,7 +437,7 @@ def test_fit_carries_verdicts_and_their_numbers():
     assert est["bf_changepoint_vs_line"] > 10
     assert est["davies"]["p_value"] < 0.01
     assert fit.to_dict()["levels"]["file"]["verdict"] == est["verdict"]
-    assert "stopped rising" in fit.to_dict()["summary"]
+    assert fit.to_dict()["summary"].startswith("The metric plateaued") or "slowed" in fit.to_dict()["summary"]
     # 64 trials per step: the calibration's small-data caveat is attached
     assert fit.to_dict()["caveats"]
     assert "weakly identified" in fit.to_dict()["caveats"][0]

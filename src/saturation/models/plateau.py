@@ -74,7 +74,7 @@ DEFAULT_ROPE = S.DEFAULT_ROPE
 #: early gain (docs/calibration.md "Verdicts" for how it was chosen)
 DEFAULT_ROPE_RELATIVE = S.DEFAULT_ROPE_RELATIVE
 #: the per-level plateau verdicts, in the order the rule tries them (:func:`plateau_verdict`)
-VERDICTS = ("no change point", "undetermined", "plateaued", "slowed", "still rising")
+VERDICTS = ("flat", "no change point", "undetermined", "declining", "plateaued", "slowed", "still rising")
 #: the verdicts that say "it stopped rising" (headlines, the calibration's false-stop and power rates)
 STOPPED_VERDICTS = ("plateaued", "slowed")
 
@@ -85,6 +85,7 @@ LABELS = {
     "p_late_in_rope": "P(|late gain| < ROPE)",
     "p_late_in_rope_relative": "P(|late gain| < relative ROPE x early gain)",
     "headroom_to_max": "headroom to the metric's maximum",
+    "p_no_change": "P(|end - start| < ROPE)",
 }
 #: what "flat" means, printed once beside the P(flat) column
 FLAT_DEFINITION = "flat: the late gain inside the absolute ROPE or inside the relative ROPE x the early gain"
@@ -135,20 +136,30 @@ class VerdictRule:
     p_still: float = 0.95
 
 
+#: what each verdict says in the summary sentence: (of one level, of several)
+VERDICT_PHRASES = {
+    "flat": ("stayed flat (no change over the window)",) * 2,
+    "no change point": ("shows no change point", "show no change point"),
+    "undetermined": ("is undetermined", "are undetermined"),
+    "declining": ("is declining", "are declining"),
+    "plateaued": ("plateaued (stopped rising)",) * 2,
+    "slowed": ("slowed but is still gaining", "slowed but are still gaining"),
+    "still rising": ("is still rising", "are still rising"),
+}
+
+
 def verdict_summary(levels: dict[str, dict[str, Any]]) -> str:
-    """One sentence from the per-level verdicts, e.g. "2 of 3 levels stopped rising
-    (file plateaued, module slowed); entity still rising"."""
-    stopped = [f"{lv} {e['verdict']}" for lv, e in levels.items() if e["verdict"] in STOPPED_VERDICTS]
-    other = [f"{lv}: {e['verdict']}" for lv, e in levels.items() if e["verdict"] not in STOPPED_VERDICTS]
-    n = len(levels)
-    if len(stopped) == n:
-        head = f"{'All ' + str(n) + ' levels' if n > 1 else 'The metric'} stopped rising ({', '.join(stopped)})"
-    else:
-        head = f"{len(stopped)} of {n} {'levels' if n > 1 else 'metric'} stopped rising" + (
-            f" ({', '.join(stopped)})" if stopped else ""
-        )
-        head += "; " + "; ".join(other)
-    return head
+    """One sentence from the per-level verdicts, e.g. "file plateaued (stopped rising);
+    module slowed but is still gaining; entity is still rising"; with one level, "The
+    metric ..."; with every level alike, "All 3 levels ..."."""
+    by_verdict: dict[str, list[str]] = {}
+    for lv, e in levels.items():
+        by_verdict.setdefault(e["verdict"], []).append(lv)
+    if len(levels) == 1:
+        return f"The metric {VERDICT_PHRASES[next(iter(by_verdict))][0]}"
+    if len(by_verdict) == 1:
+        return f"All {len(levels)} levels {VERDICT_PHRASES[next(iter(by_verdict))][1]}"
+    return "; ".join(f"{', '.join(lvs)} {VERDICT_PHRASES[v][len(lvs) > 1]}" for v, lvs in by_verdict.items())
 
 
 def plateau_verdict(
@@ -157,12 +168,16 @@ def plateau_verdict(
     """The verdict of one level from its estimands (the one rule the CLI, the report and
     calibrate use).
 
-    In order: "no change point" (unknown break only: the straight line has the larger
-    marginal likelihood, or the change-point mass piles on the outermost candidates);
-    "undetermined" when the early slope is not decisively positive (nothing to plateau
-    from); "plateaued" (late gain inside the ROPE); "slowed" (late slope decisively below
-    ``slow_ratio`` x the early slope, flatness not confirmed); "still rising" (late slope
-    decisively positive, not slower); otherwise "undetermined".
+    In order: "flat" (the whole change from start to end inside the absolute ROPE: nothing
+    was learnt in the window, e.g. a run resumed after it saturated); "no change point"
+    (unknown break only: the straight line has the larger marginal likelihood, or the
+    change-point mass piles on the outermost candidates); "undetermined" when the early
+    slope is not decisively positive (nothing to plateau from); "declining" (late slope
+    decisively negative, the late loss not inside the ROPE); "plateaued" (late gain inside
+    the ROPE and the late slope not decisively positive: a late gain that is small relative
+    to the rise but certainly still there is not a plateau); "slowed" (late slope decisively
+    below ``slow_ratio`` x the early slope: still gaining, more slowly); "still rising" (late
+    slope decisively positive, not slower); otherwise "undetermined".
 
     Parameters
     ----------
@@ -180,6 +195,11 @@ def plateau_verdict(
     """
     rule = rule or VerdictRule()
     bf = est.get("bf_changepoint_vs_line")
+    if est["p_no_change"] >= rule.p_flat:
+        return {
+            "verdict": "flat",
+            "reason": f"{LABELS['p_no_change']} = {est['p_no_change']:.2f}: no change over the window",
+        }
     if not known_break:
         if bf is not None and bf < rule.bf_line:
             return {
@@ -197,13 +217,28 @@ def plateau_verdict(
             "verdict": "undetermined",
             "reason": f"no decisive early rise (P(early slope > 0) = {est['p_early_positive']:.2f})",
         }
-    if est["p_flat"] >= rule.p_flat:
-        return {"verdict": "plateaued", "reason": f"{LABELS['p_flat']} = {est['p_flat']:.2f}"}
+    if est["p_late_negative"] >= rule.p_still and est["p_flat"] < rule.p_flat:
+        return {
+            "verdict": "declining",
+            "reason": f"P(late slope < 0) = {est['p_late_negative']:.2f} and {LABELS['p_flat']} = "
+            f"{est['p_flat']:.2f} < {rule.p_flat:g}",
+        }
+    gaining = est["p_late_positive"] >= rule.p_still
+    if est["p_flat"] >= rule.p_flat and not gaining:
+        return {
+            "verdict": "plateaued",
+            "reason": f"{LABELS['p_flat']} = {est['p_flat']:.2f} and no decisive late gain (P(late slope > 0) = "
+            f"{est['p_late_positive']:.2f} < {rule.p_still:g})",
+        }
     if est["p_slowed"] >= rule.p_slow:
+        still = (
+            f"the late slope is still decisively positive (P(late slope > 0) = {est['p_late_positive']:.2f})"
+            if gaining
+            else f"flatness not confirmed ({LABELS['p_flat']} = {est['p_flat']:.2f})"
+        )
         return {
             "verdict": "slowed",
-            "reason": f"P(late slope < {rule.slow_ratio:g} x early slope) = {est['p_slowed']:.2f}; "
-            f"flatness not confirmed ({LABELS['p_flat']} = {est['p_flat']:.2f})",
+            "reason": f"P(late slope < {rule.slow_ratio:g} x early slope) = {est['p_slowed']:.2f}; {still}",
         }
     if est["p_late_positive"] >= rule.p_still:
         return {"verdict": "still rising", "reason": f"P(late slope > 0) = {est['p_late_positive']:.2f}"}
@@ -538,12 +573,46 @@ class PlateauPriors:
 
 
 # ====================================================================== likelihood
-def candidate_grid(steps: np.ndarray, min_segment: int) -> np.ndarray:
-    """Change-point candidates: steps with at least ``min_segment`` steps before
-    (t < c) and at least ``min_segment`` at or after (t >= c)."""
-    if len(steps) < 2 * min_segment:
-        raise ValueError(f"{len(steps)} steps cannot hold two segments of min_segment={min_segment}")
-    return np.asarray(steps[min_segment : len(steps) - min_segment + 1], dtype=float)
+#: on the step axis: at least this many logged points on each side of a candidate
+MIN_SEGMENT_POINTS = 2
+#: at most this many candidates (a longer run is searched on an even lattice of steps plus
+#: its logged steps: memory and time grow with candidates x steps)
+MAX_CANDIDATES = 2000
+
+
+def candidate_grid(steps: np.ndarray, min_segment: int, *, on_step_axis: bool = False) -> np.ndarray:
+    """Change-point candidates.
+
+    Observed-step grid (the default): logged steps with at least ``min_segment`` logged
+    steps before (t < c) and at least ``min_segment`` at or after (t >= c).
+
+    ``on_step_axis``: every whole step c whose segments each span at least ``min_segment``
+    steps of the run (c - t_first >= min_segment, t_last + 1 - c >= min_segment) and hold at
+    least :data:`MIN_SEGMENT_POINTS` logged points, so that a knee between two sparse logged
+    points (a validation metric every 10 steps) is representable. On a series logged at
+    every step both grids are the same. More than :data:`MAX_CANDIDATES` candidates are
+    thinned to an even lattice plus the logged steps.
+    """
+    steps = np.asarray(steps, dtype=float)
+    if not on_step_axis:
+        if len(steps) < 2 * min_segment:
+            raise ValueError(f"{len(steps)} steps cannot hold two segments of min_segment={min_segment}")
+        return np.asarray(steps[min_segment : len(steps) - min_segment + 1], dtype=float)
+    k = MIN_SEGMENT_POINTS
+    if len(steps) < 2 * k:
+        raise ValueError(f"{len(steps)} logged steps cannot hold two segments of {k} points")
+    lo = max(float(steps[k - 1]) + 1.0, float(steps[0]) + min_segment)
+    hi = min(float(steps[-k]), float(steps[-1]) + 1.0 - min_segment)
+    if hi < lo:
+        raise ValueError(
+            f"steps {steps[0]:g}..{steps[-1]:g} cannot hold two segments of {min_segment} steps with {k} logged "
+            "points each"
+        )
+    grid = np.arange(np.ceil(lo), np.floor(hi) + 1.0)
+    if len(grid) > MAX_CANDIDATES:
+        lattice = np.round(np.linspace(grid[0], grid[-1], MAX_CANDIDATES))
+        grid = np.unique(np.concatenate([lattice, steps[(steps >= grid[0]) & (steps <= grid[-1])]]))
+    return grid
 
 
 def step_loglik(
@@ -820,7 +889,8 @@ def late_prior_ratio(xp: Any, b2: Any, sd: Any, ref: Any) -> Any:
 def _grid(data: StepData, config: PlateauConfig) -> np.ndarray:
     """The known break as a one-point grid, or every candidate step."""
     if config.breakpoint is None:
-        return candidate_grid(data.steps, config.priors.min_segment)
+        exact = config.likelihood == "gaussian" and config.sampler.sampler in ("auto", "exact")
+        return candidate_grid(data.steps, config.priors.min_segment, on_step_axis=exact)
     if not (data.steps[0] < config.breakpoint <= data.steps[-1]):
         raise OptionError(
             f"breakpoint {config.breakpoint:g} outside the observed steps: it must lie after the first step "
@@ -1557,6 +1627,8 @@ def _level_estimands(
         "slowdown_ratio": interval(ratio) if ratio.size > 1 else None,
         "p_slowed": float(np.mean(b2 < config.rule.slow_ratio * b1)),
         "p_late_positive": float(np.mean(b2 > 0)),
+        "p_late_negative": float(np.mean(b2 < 0)),
+        "p_no_change": float(np.mean(np.abs(end - a) < config.rope)),
         "edge_mass": float(mass_j[: config.rule.edge_candidates].sum() + mass_j[-config.rule.edge_candidates :].sum())
         if config.breakpoint is None and n_grid > 2 * config.rule.edge_candidates
         else 0.0,
@@ -2050,11 +2122,7 @@ def plateau_prior_predictive(
     n_levels = len(sd.levels)
     t = sd.steps
     t0 = float(t[0])
-    grid = (
-        np.array([float(config.breakpoint)])
-        if config.breakpoint is not None
-        else candidate_grid(t, config.priors.min_segment)
-    )
+    grid = _grid(sd, config)
     pri = config.priors.resolve(sd, grid=grid)
 
     def normal(mu: np.ndarray, sd_: np.ndarray) -> np.ndarray:
