@@ -624,14 +624,16 @@ def _cmd_plateau_series(args: argparse.Namespace) -> int:
     if args.idata and len(runs) > 1:
         raise UsageError(f"--idata writes one fit: {path} has {len(runs)} runs of {args.metric!r}; pick one with --run")
     config = replace(_plateau_config(args, None), response=var)
-    outs, fits = {}, []
+    outs: dict[str, Any] = {}
+    fits: list[Any] = []
     for run in runs:
         fit = fit_plateau(series, config, run=run, seed=args.seed)
         out = fit.to_dict()
         _print(f"run {run}, metric {args.metric} ({len(fit.data.steps)} logged steps):")
         _print_plateau(fit, out)
         _print_diagnostics(out["diagnostics"], fit.timings)
-        outs[run], fits = out, [*fits, fit]
+        outs[run] = out
+        fits.append(fit)
     if args.json:
         _write_json({"metric": args.metric, "source": str(path), "runs": outs}, args.json)
     if args.idata:
