@@ -379,7 +379,8 @@ def _est(**kw):
         "p_flat": 0.2,
         "p_slowed": 0.2,
         "p_late_positive": 0.5,
-        "p_late_negative": 0.5,
+        "p_late_gain_beyond_rope": 0.3,
+        "p_late_loss_beyond_rope": 0.3,
         "p_no_change": 0.0,
     }
     return {**base, **kw}
@@ -400,12 +401,12 @@ def _est(**kw):
         # issue 44: what real runs do
         ({"p_no_change": 0.9, "bf_changepoint_vs_line": 0.5}, False, "flat"),  # already saturated
         ({"p_no_change": 0.89, "bf_changepoint_vs_line": 0.5}, False, "no change point"),
-        ({"p_late_negative": 0.95, "p_late_positive": 0.05}, False, "declining"),
-        ({"p_late_negative": 0.95, "p_flat": 0.9}, False, "plateaued"),  # a decline inside the ROPE
-        # flat relative to the rise but a certain late gain: slowed, not plateaued
-        ({"p_flat": 0.99, "p_late_positive": 0.95, "p_slowed": 0.99}, False, "slowed"),
-        ({"p_flat": 0.99, "p_late_positive": 0.95, "p_slowed": 0.5}, False, "still rising"),
-        ({"p_flat": 0.99, "p_late_positive": 0.94}, False, "plateaued"),
+        ({"p_late_loss_beyond_rope": 0.95}, False, "declining"),
+        ({"p_late_loss_beyond_rope": 0.94, "p_flat": 0.9}, False, "plateaued"),  # a decline inside the ROPE
+        # flat relative to the rise but a certain late gain in the metric's units: not a plateau
+        ({"p_flat": 0.99, "p_late_gain_beyond_rope": 0.95, "p_slowed": 0.99}, False, "slowed"),
+        ({"p_flat": 0.99, "p_late_gain_beyond_rope": 0.95, "p_late_positive": 0.99}, False, "still rising"),
+        ({"p_flat": 0.99, "p_late_gain_beyond_rope": 0.94, "p_late_positive": 0.99}, False, "plateaued"),
     ],
 )
 def test_verdict_rule_branches(kw, known, verdict):

@@ -86,6 +86,8 @@ LABELS = {
     "p_late_in_rope_relative": "P(|late gain| < relative ROPE x early gain)",
     "headroom_to_max": "headroom to the metric's maximum",
     "p_no_change": "P(|end - start| < ROPE)",
+    "p_late_gain_beyond_rope": "P(late gain > ROPE)",
+    "p_late_loss_beyond_rope": "P(late gain < -ROPE)",
 }
 #: what "flat" means, printed once beside the P(flat) column
 FLAT_DEFINITION = "flat: the late gain inside the absolute ROPE or inside the relative ROPE x the early gain"
@@ -172,10 +174,10 @@ def plateau_verdict(
     was learnt in the window, e.g. a run resumed after it saturated); "no change point"
     (unknown break only: the straight line has the larger marginal likelihood, or the
     change-point mass piles on the outermost candidates); "undetermined" when the early
-    slope is not decisively positive (nothing to plateau from); "declining" (late slope
-    decisively negative, the late loss not inside the ROPE); "plateaued" (late gain inside
-    the ROPE and the late slope not decisively positive: a late gain that is small relative
-    to the rise but certainly still there is not a plateau); "slowed" (late slope decisively
+    slope is not decisively positive (nothing to plateau from); "declining" (the late gain
+    decisively below -ROPE: a loss in the metric's own units); "plateaued" (late gain inside
+    the ROPE and not decisively above the absolute ROPE: a late gain that is small relative
+    to the rise but certainly there in the metric's units is not a plateau); "slowed" (late slope decisively
     below ``slow_ratio`` x the early slope: still gaining, more slowly); "still rising" (late
     slope decisively positive, not slower); otherwise "undetermined".
 
@@ -217,22 +219,21 @@ def plateau_verdict(
             "verdict": "undetermined",
             "reason": f"no decisive early rise (P(early slope > 0) = {est['p_early_positive']:.2f})",
         }
-    if est["p_late_negative"] >= rule.p_still and est["p_flat"] < rule.p_flat:
+    if est["p_late_loss_beyond_rope"] >= rule.p_still:
         return {
             "verdict": "declining",
-            "reason": f"P(late slope < 0) = {est['p_late_negative']:.2f} and {LABELS['p_flat']} = "
-            f"{est['p_flat']:.2f} < {rule.p_flat:g}",
+            "reason": f"{LABELS['p_late_loss_beyond_rope']} = {est['p_late_loss_beyond_rope']:.2f} >= {rule.p_still:g}",
         }
-    gaining = est["p_late_positive"] >= rule.p_still
+    gaining = est["p_late_gain_beyond_rope"] >= rule.p_still
     if est["p_flat"] >= rule.p_flat and not gaining:
         return {
             "verdict": "plateaued",
-            "reason": f"{LABELS['p_flat']} = {est['p_flat']:.2f} and no decisive late gain (P(late slope > 0) = "
-            f"{est['p_late_positive']:.2f} < {rule.p_still:g})",
+            "reason": f"{LABELS['p_flat']} = {est['p_flat']:.2f} and no decisive late gain beyond the absolute ROPE "
+            f"({LABELS['p_late_gain_beyond_rope']} = {est['p_late_gain_beyond_rope']:.2f} < {rule.p_still:g})",
         }
     if est["p_slowed"] >= rule.p_slow:
         still = (
-            f"the late slope is still decisively positive (P(late slope > 0) = {est['p_late_positive']:.2f})"
+            f"still gaining ({LABELS['p_late_gain_beyond_rope']} = {est['p_late_gain_beyond_rope']:.2f})"
             if gaining
             else f"flatness not confirmed ({LABELS['p_flat']} = {est['p_flat']:.2f})"
         )
@@ -1627,7 +1628,8 @@ def _level_estimands(
         "slowdown_ratio": interval(ratio) if ratio.size > 1 else None,
         "p_slowed": float(np.mean(b2 < config.rule.slow_ratio * b1)),
         "p_late_positive": float(np.mean(b2 > 0)),
-        "p_late_negative": float(np.mean(b2 < 0)),
+        "p_late_gain_beyond_rope": float(np.mean(late_gain > config.rope)),
+        "p_late_loss_beyond_rope": float(np.mean(late_gain < -config.rope)),
         "p_no_change": float(np.mean(np.abs(end - a) < config.rope)),
         "edge_mass": float(mass_j[: config.rule.edge_candidates].sum() + mass_j[-config.rule.edge_candidates :].sum())
         if config.breakpoint is None and n_grid > 2 * config.rule.edge_candidates
