@@ -35,7 +35,7 @@ LAYERS = [
     ["aggregate", "localization", "validate", "models.sampling", "models._exact"],
     ["io", "trajectory", "models.plateau", "models.transfer", "models.sigmoid"],
     ["series", "tables", "models", "models.learning", "models.runs", "models.families"],
-    ["plots", "simulate", "skyrl"],
+    ["plots", "simulate", "skyrl", "runlogs"],
     ["replica", "wandb_history", ""],  # "": the package itself (saturation/__init__.py)
     ["calibrate", "spec", "ingest", "scenarios", "report_html"],
     ["report"],

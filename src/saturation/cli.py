@@ -287,6 +287,8 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     from saturation.io import read_trials_report, write_trials
 
     runs = [looks_like_run_dir(p) for p in args.inputs]
+    if args.format or args.run_column or _runlog_inputs(args.inputs, runs):
+        return _cmd_ingest_runlogs(args)
     if any(runs):
         if not all(runs):
             raise ValueError(
@@ -322,6 +324,64 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
             },
             args.json,
         )
+    return EXIT_OK
+
+
+def _runlog_inputs(inputs: Sequence[str], skyrl: Sequence[bool]) -> bool:
+    """Whether the inputs are run logs of other frameworks (runlogs.FORMATS); a mix with
+    SkyRL run directories or trial tables is a usage error."""
+    from saturation.runlogs import detect_format
+
+    kinds = [None if r else detect_format(p) for p, r in zip(inputs, skyrl, strict=True)]
+    if any(kinds) and not all(kinds):
+        others = [p for p, k in zip(inputs, kinds, strict=True) if k is None]
+        raise UsageError(
+            f"mix of run logs and other inputs ({_names(others)}); ingest them separately, or name the format "
+            "of every input with --format"
+        )
+    return any(kinds)
+
+
+def _cmd_ingest_runlogs(args: argparse.Namespace) -> int:
+    """``saturation ingest`` of verl / TRL / TensorBoard / MLflow / wandb-export / table run logs."""
+    for flag in ("output", "label", "arm", "index", "include_added", "workers", "rejects"):
+        if getattr(args, flag):
+            raise UsageError(f"--{flag.replace('_', '-')} does not apply to run logs (write them with --metrics-out)")
+    from saturation.io import write_netcdf
+    from saturation.runlogs import RunLogError, read_runlogs, summary_lines
+
+    try:
+        res = read_runlogs(
+            args.inputs,
+            format=args.format,
+            run_column=_split_names(args.run_column, "--run-column"),
+            strict=not args.lenient,
+        )
+    except RunLogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_DATA
+    for line in summary_lines(res):
+        _print(line)
+    if res.problems:
+        _print_problems(
+            res.problems, f"{len(res.problems)} problem(s) (lenient mode: the rest was read):", "(in --json)"
+        )
+    if args.json:
+        _write_json(
+            {"metrics_output": args.metrics_out, "accounting": res.accounting, "problems": res.problems}, args.json
+        )
+    if res.metrics is None:
+        print("error: no numeric per-step metrics found; nothing written", file=sys.stderr)
+        return EXIT_DATA
+    runs = _names(res.metrics[S.RUN].values)
+    if args.metrics_out:
+        write_netcdf(res.metrics, args.metrics_out)
+        _print(
+            f"wrote {args.metrics_out}: per-step metrics, runs {runs}, {res.metrics.sizes[S.STEP]} steps, "
+            f"{len(res.metrics.data_vars)} metrics"
+        )
+    else:
+        _print(f"per-step metrics of runs {runs} found; write them with --metrics-out")
     return EXIT_OK
 
 
@@ -816,7 +876,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
         diagnose_reliability,
         fit_pass_at_k,
     )
-    from saturation.series import read_metrics
+    from saturation.runlogs import read_metrics
 
     # the embedded data only when no input is given (the demo); a user's file is never
     # completed with the synthetic replica's data
@@ -1146,7 +1206,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         fit_sigmoid,
         series_arm_steps,
     )
-    from saturation.series import read_metrics
+    from saturation.runlogs import read_metrics
 
     compute = args.compute or DEFAULT_COMPUTE
     if args.metric is not None:  # a logged per-step metric: each run of the series is an arm
@@ -1544,6 +1604,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="reject bad rows/files (reported with file and line) and ingest the rest instead of failing",
     )
     p.add_argument("--rejects", metavar="PATH", help="tables: side file for rejected rows (lenient mode)")
+    p.add_argument(
+        "--format",
+        choices=S.RUNLOG_FORMATS,
+        help="run logs of other frameworks (docs/your-run.md): read every INPUT as this format (default: detected "
+        "from name and content)",
+    )
+    p.add_argument(
+        "--run-column",
+        metavar="COL[,COL]",
+        help="per-step tables: the column(s) naming each row's run (several runs in one file, e.g. algorithm,seed)",
+    )
     p.add_argument("--json", metavar="PATH", help="write the accounting/validation report as JSON")
     p.set_defaults(func=_cmd_ingest)
 

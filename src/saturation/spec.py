@@ -49,7 +49,7 @@ from saturation.models.sigmoid import MIN_FIT_STEPS, X_AXES, SigmoidConfig
 from saturation.models.sigmoid import default_sampler as sigmoid_sampler
 from saturation.models.transfer import TransferConfig, default_sampler
 from saturation.replica import EMBEDDED_SERIES, EMBEDDED_TRIALS
-from saturation.series import read_metrics, read_metrics_csv
+from saturation.runlogs import read_metrics
 
 KINDS = ("plateau", "diagnose", "series", "transfer", "compare")
 EMBEDDED = "embedded:"
@@ -536,7 +536,8 @@ def data_hash(spec: Spec, key: str, override: str | Path | None = None) -> str:
 def load_inputs(paths: Sequence[str | Path] | None, *, default: str, kind: str = "trials") -> xr.Dataset:
     """The one data loader of the CLI and the specs: no paths, the embedded data set
     ``default``; one ``.nc``, a trial Dataset written by ``saturation ingest``; ``kind``
-    "series", a metrics CSV; else graded-trial tables (files or directories)."""
+    "series", a metrics CSV or a run log (:func:`saturation.runlogs.read_metrics`); else
+    graded-trial tables (files or directories)."""
 
     if not paths:
         return replica.load_embedded(default)
@@ -546,8 +547,8 @@ def load_inputs(paths: Sequence[str | Path] | None, *, default: str, kind: str =
         return _concat_trials([open_trials(p) for p in paths], [str(p) for p in paths])
     if kind == "series":
         if len(paths) != 1:
-            raise ValueError(f"a series is one metrics CSV, got {len(paths)} paths")
-        return read_metrics_csv(paths[0])
+            raise ValueError(f"a series is one per-step metrics file, got {len(paths)} paths")
+        return read_metrics(paths[0])  # a metrics CSV or any run log (runlogs.FORMATS)
     return read_trials(list(paths))
 
 
