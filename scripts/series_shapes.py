@@ -92,7 +92,9 @@ def main() -> None:
         lo, hi = beta_interval(k, args.reps)
         verdicts = ", ".join(f"{v} {c}" for v, c in counts.most_common())
         knee_text = f"{inside}/{args.reps}" if knee is not None else "-"
-        print(f"| {name} | {' or '.join(honest)} | {k / args.reps:.2f} [{lo:.2f}, {hi:.2f}] | {verdicts} | {knee_text} |")
+        print(
+            f"| {name} | {' or '.join(honest)} | {k / args.reps:.2f} [{lo:.2f}, {hi:.2f}] | {verdicts} | {knee_text} |"
+        )
     print(f"\n{time.perf_counter() - t_all:.1f} s")
 
 

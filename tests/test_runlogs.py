@@ -334,3 +334,32 @@ def test_cli_compare_reads_a_trainer_state(tmp_path, capsys):
     code = main(["compare", str(state), "--metric", "reward", "--draws", "200", "--chains", "2"])
     assert code in (0, 3)
     assert "saturation curves" in capsys.readouterr().out
+
+
+def test_plateau_answers_from_a_raw_verl_console_log_and_a_trl_run(tmp_path, capsys):
+    """Issue 42's done-when through issue 44's command: the raw file in, the answer out, no
+    conversion step (the exact sampler: no compile)."""
+    from saturation.cli import main
+
+    rng = np.random.default_rng(5)
+    logged = []
+    for step in range(1, 121):
+        m = F.verl_metrics(step, rng, val=step % 10 == 0)
+        m["critic/score/mean"] = np.float64((0.2 + 0.5 * step / 40 if step < 40 else 0.7) + rng.normal(0, 0.01))
+        logged.append((step, m))
+    log = F.write_verl_console(tmp_path / "verl.log", logged)
+    out = tmp_path / "p.json"
+    assert main(["plateau", str(log), "--metric", "critic/score/mean", "--json", str(out)]) == 0
+    (run,) = json.loads(out.read_text())["runs"].values()
+    (est,) = run["levels"].values()
+    assert est["verdict"] == "plateaued" and est["changepoint"]["hdi"][0] <= 40 <= est["changepoint"]["hdi"][1]
+    # the validation metric, logged every 10 steps, is its own series on the step axis
+    assert main(["plateau", str(log), "--metric", "val-core/openai/gsm8k/reward/mean@1"]) in (0, 3)
+
+    F.write_trl_output(tmp_path / "grpo", list(range(10, 301, 10)), save_every=150, logging_steps=10)
+    assert main(["plateau", str(tmp_path / "grpo"), "--metric", "reward", "--json", str(out)]) in (0, 3)
+    res = json.loads(out.read_text())
+    assert res["metric"] == "reward" and len(res["runs"]) == 1
+    (est,) = next(iter(res["runs"].values()))["levels"].values()
+    assert est["headroom_to_max"] is None  # TRL's reward is a sum of reward functions: [0, 2] here
+    assert "outside [0, 1]" in capsys.readouterr().out

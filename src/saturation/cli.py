@@ -667,7 +667,7 @@ def _cmd_plateau_series(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from saturation.models import fit_plateau
-    from saturation.series import read_metrics
+    from saturation.runlogs import read_metrics
 
     path = args.trials[0]
     series = read_metrics(path)
