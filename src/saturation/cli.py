@@ -885,7 +885,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     series = read_metrics(args.metrics) if args.metrics else replica.load_embedded("code-contests") if demo else None
     kw = {"seed": args.seed, "draws": args.draws, "chains": args.chains}
     keys = {"pass1": args.pass1, "passk": args.passk, "entropy": args.entropy}
-    plan, skipped = _diagnose_plan(args.metrics, series, keys, components)
+    plan, skipped = _diagnose_plan(args.metrics, series, keys)
     if ds is None:
         skipped.append("1. cardinality: skipped (needs graded trials with precision, recall and counts: give TRIALS)")
     elif args.groups and args.metrics and not args.trials:
@@ -952,14 +952,12 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     return EXIT_OK if all(res.diagnostics["converged"] for res in results) else EXIT_NOT_CONVERGED
 
 
-def _diagnose_plan(
-    path: str | None, series: xr.Dataset | None, keys: dict[str, str], components: list[str] | None
-) -> tuple[list[str], list[str]]:
+def _diagnose_plan(path: str | None, series: xr.Dataset | None, keys: dict[str, str]) -> tuple[list[str], list[str]]:
     """Which series diagnoses the metrics can serve, and a line for each that they cannot
     (naming the file and the missing keys)."""
     if series is None:
         return [], ["2-4. series diagnoses: skipped (need per-step metrics: give --metrics PATH)"]
-    have = set(map(str, series.data_vars))
+    have = set(map(str, series.data_vars)) | {str(series[v].attrs.get("metric_name", v)) for v in series.data_vars}
     needs = {
         "reliability": ("2. reliability", [keys["pass1"], keys["passk"]], "--pass1/--passk"),
         "entropy": ("3. entropy", [keys["pass1"], keys["entropy"]], "--pass1/--entropy"),
@@ -973,9 +971,6 @@ def _diagnose_plan(
             )
         else:
             plan.append(name)
-    missing = [k for k in components or [] if k not in have]
-    if missing:
-        raise UsageError(f"--components: {path or 'the metrics'} has no {_names(missing)}; have {_names(sorted(have))}")
     return plan, skipped
 
 

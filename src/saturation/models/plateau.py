@@ -44,6 +44,7 @@ from saturation.frequentist import davies_test
 from saturation.limits import OptionError, rope_problems
 from saturation.models._exact import (
     LOO_TAU_STRIDE,
+    RHO_GRID,
     Level,
     alternative_level,
     curve_prior,
@@ -750,6 +751,10 @@ class PlateauConfig:
     rule: VerdictRule = field(default_factory=VerdictRule)
     priors: PlateauPriors = field(default_factory=PlateauPriors)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    #: the step noise: "independent" across steps, or "ar1": autocorrelated on the step axis
+    #: (drifting prompt difficulty, a logged running mean), its coefficient summed exactly on
+    #: a grid (exact Gaussian sampler only; :class:`~saturation.models._exact.DependentLevel`)
+    noise: str = "independent"
     #: the metric's maximum (1.0 for rates); ``headroom_to_max`` is measured to it. None, or
     #: data outside [0, metric_max]: no headroom to the maximum (a caveat says why)
     metric_max: float | None = 1.0
@@ -772,6 +777,10 @@ class PlateauConfig:
             problems.append(f"continuity must be one of {CONTINUITIES}, got {self.continuity!r}")
         if self.likelihood not in LIKELIHOODS:
             problems.append(f"likelihood must be one of {LIKELIHOODS}, got {self.likelihood!r}")
+        if self.noise not in S.NOISES:
+            problems.append(f"noise must be one of {S.NOISES}, got {self.noise!r}")
+        elif self.noise == "ar1" and (self.likelihood != "gaussian" or self.sampler.sampler not in ("auto", "exact")):
+            problems.append("noise 'ar1' needs the Gaussian likelihood and the exact sampler (auto or exact)")
         problems += rope_problems(self.rope, self.rope_relative, self.metric_max)
         problems += self.sampler.problems()
         if self.priors.min_segment < 2:
@@ -1112,7 +1121,8 @@ class PlateauFit:
                 if cfg.continuity == "jump"
                 else "continuous hinge at the break"
             )
-            return f"known break at step {cfg.breakpoint:g} ({shape}), {cfg.likelihood} likelihood"
+            noise = ", AR(1) step noise" if cfg.noise == "ar1" else ""
+            return f"known break at step {cfg.breakpoint:g} ({shape}), {cfg.likelihood} likelihood{noise}"
         pooling = (
             f"change points pooled around a common one (evidence weight "
             f"{self.estimands['together']['evidence_weight']:.2f} for correlated levels)"
@@ -1121,7 +1131,8 @@ class PlateauFit:
             if len(self.data.levels) > 1
             else "one change point"
         )
-        return f"unknown break, {pooling}, {cfg.continuity}, {cfg.likelihood} likelihood"
+        noise = ", AR(1) step noise" if cfg.noise == "ar1" else ""
+        return f"unknown break, {pooling}, {cfg.continuity}, {cfg.likelihood} likelihood{noise}"
 
     def to_dict(self) -> dict[str, Any]:
         """The public JSON shape (docs/plateau.md)."""
@@ -1145,6 +1156,7 @@ class PlateauFit:
                 "rope": cfg.rope,
                 "rope_relative": cfg.rope_relative,
                 "metric_max": cfg.metric_max,
+                "noise": cfg.noise,
                 "min_segment": cfg.priors.min_segment,
                 "hdi_prob": S.HDI_PROB,
                 "rule": asdict(cfg.rule),
@@ -1175,6 +1187,7 @@ def fit_plateau(
     sampler: SamplerConfig | None = None,
     seed: int = 0,
     metric_max: float | None = 1.0,
+    noise: str = "independent",
 ) -> PlateauFit:
     """Fit the plateau model and compute its estimands.
 
@@ -1185,7 +1198,7 @@ def fit_plateau(
     config : PlateauConfig, optional
         The whole structure at once (e.g. built from a spec by
         :func:`saturation.spec.analysis_config`); when given, the keyword arguments from
-        ``levels`` to ``metric_max`` are not used.
+        ``levels`` to ``noise`` are not used.
     levels : list of str, optional
         Levels to fit (default: every level of the data).
     response : str
@@ -1229,6 +1242,9 @@ def fit_plateau(
         Prior settings (default: scaled to the data, see :class:`PlateauPriors`).
     seed : int
         Seeds the sampler and the post-processing; same seed and data give the same numbers.
+    noise : {"independent", "ar1"}
+        The step noise: independent across steps (the default), or AR(1) on the step axis
+        with its coefficient summed exactly (Gaussian likelihood, exact sampler).
     metric_max : float or None
         The metric's maximum, to which ``headroom_to_max`` is measured (1.0 for rates; None,
         or data outside [0, metric_max]: no headroom to the maximum, with a caveat).
@@ -1253,6 +1269,7 @@ def fit_plateau(
             priors=priors or PlateauPriors(),
             sampler=sampler or SamplerConfig(),
             metric_max=metric_max,
+            noise=noise,
         )
     config.validate()
     levels = list(config.levels) if config.levels else None
@@ -1277,6 +1294,7 @@ def fit_plateau(
             draws=config.sampler.draws,
             seed=seed,
             evidence_weight=evidence_weight(sd, config),
+            rho_grid=RHO_GRID if config.noise == "ar1" else None,
         )
     else:
         model, values = build_plateau_model(sd, config)
@@ -1311,11 +1329,24 @@ def fit_plateau(
     ]
     diag = diagnostics(idata, sampled)
     log_bf = (
-        hinge_line_log_bf(sd.y, sd.var_mean, sd.steps, grid, pri, config.continuity == "jump", hinge_evidence)
+        hinge_line_log_bf(
+            sd.y,
+            sd.var_mean,
+            sd.steps,
+            grid,
+            pri,
+            config.continuity == "jump",
+            hinge_evidence,
+            rho_grid=RHO_GRID if config.noise == "ar1" else None,
+        )
         if config.likelihood == "gaussian"
         else None
     )
     estimands = _estimands(idata, sd, config, grid, pri, seed, log_bf, exact_cps)
+    if S.NOISE_RHO in idata.posterior:
+        rho = idata.posterior[S.NOISE_RHO].stack(sample=("chain", "draw")).transpose("sample", ...).to_numpy()
+        for j, level in enumerate(sd.levels):
+            estimands["levels"][level][S.NOISE_RHO] = interval(rho[:, j])
     estimands["caveats"] = data_caveats(sd, config)
     _attach(idata, sd, config, diag, grid)
     fit = PlateauFit(idata, config, sd, estimands, diag, timings)
