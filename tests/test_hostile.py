@@ -157,8 +157,7 @@ def test_an_output_that_is_an_input_is_refused(tmp_path, capsys, flag):
 
 
 def test_a_failed_or_interrupted_write_leaves_the_old_file(tmp_path, monkeypatch):
-    from pathlib import Path
-
+    from saturation import io
     from saturation.io import write_trials
 
     path = tmp_path / "t.csv"
@@ -167,12 +166,11 @@ def test_a_failed_or_interrupted_write_leaves_the_old_file(tmp_path, monkeypatch
     out = tmp_path / "o.nc"
     out.write_bytes(b"previous result")
 
-    def boom(self, data):  # SIGINT half-way through writing the file
-        with open(self, "wb") as f:
-            f.write(data[: len(data) // 2])
+    def boom(file, data, target):  # SIGINT half-way through writing the file
+        file.write(data[: len(data) // 2])
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(Path, "write_bytes", boom)
+    monkeypatch.setattr(io, "_write_payload", boom)
     with pytest.raises(KeyboardInterrupt):
         write_trials(ds, out)
     assert out.read_bytes() == b"previous result"
@@ -200,18 +198,17 @@ def _fail_plain_writes(monkeypatch, err, only: str = ""):
     """Every file write through ``write_atomic`` fails with ``err`` (a full disk, no
     permission): the sandbox runs as root with free disk, so the fault is injected at the
     one place every output is written. ``only``: just the file of that name."""
-    from pathlib import Path
+    from saturation import io
 
-    real = Path.write_bytes
+    real = io._write_payload
 
-    def failing(self, data):
-        if self.name.endswith(".partial") and self.name.startswith(f".{only}"):
-            with open(self, "wb") as f:  # a partial file exists when the fault strikes
-                f.write(data[: len(data) // 2])
+    def failing(file, data, target):
+        if target.name.startswith(only):
+            file.write(data[: len(data) // 2])  # a partial file exists when the fault strikes
             raise OSError(err, os.strerror(err))
-        return real(self, data)
+        return real(file, data, target)
 
-    monkeypatch.setattr(Path, "write_bytes", failing)
+    monkeypatch.setattr(io, "_write_payload", failing)
 
 
 @pytest.mark.parametrize("err", [errno.ENOSPC, errno.EACCES, errno.EROFS])
@@ -556,3 +553,31 @@ def test_pass_at_k_when_every_rollout_fails_or_succeeds_is_a_message(reward):
     what = "failed" if reward == 0 else "succeeded"
     with pytest.raises(ValueError, match=f"every one of the 24 rollouts {what}"):
         fit_pass_at_k(ds)
+
+
+# ------------------------------------------------------------------ issue 41: never delete, overwrite or leak
+def test_write_atomic_never_follows_a_planted_symlink_or_replaces_a_link(tmp_path):
+    """A symlink planted at the old predictable temporary name (``.NAME.PID.partial``) in a
+    shared output directory is neither followed nor renamed over the output; an output
+    that is itself a symlink is refused, its target untouched."""
+    from saturation.io import write_atomic
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not yours")
+    out = tmp_path / "out"
+    out.mkdir()
+    planted = out / f".results.json.{os.getpid()}.partial"
+    planted.symlink_to(victim)
+    write_atomic(out / "results.json", "new")
+    assert victim.read_text() == "not yours"
+    assert not (out / "results.json").is_symlink() and (out / "results.json").read_text() == "new"
+    assert planted.is_symlink()  # not ours: left alone
+    mode = (out / "results.json").stat().st_mode & 0o777
+    umask = os.umask(0)
+    os.umask(umask)
+    assert mode == 0o666 & ~umask  # what a plain open would give, not mkstemp's 0600
+    (out / "REPORT.md").symlink_to(victim)
+    with pytest.raises(OSError, match=r"REPORT\.md: it is a symbolic link"):
+        write_atomic(out / "REPORT.md", "x")
+    assert victim.read_text() == "not yours" and (out / "REPORT.md").is_symlink()
+    assert not [p for p in out.iterdir() if p.name.endswith(".partial") and not p.is_symlink()]

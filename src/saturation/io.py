@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
+import hashlib
 import io
 import json
 import os
+import re
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from os import PathLike
 from pathlib import Path
@@ -626,31 +630,80 @@ def read_trials_report(
     return _build_dataset(valid, [str(p) for p in files]), valid
 
 
-@contextlib.contextmanager
-def atomic_target(path: PathArg) -> Iterator[Path]:
-    """A temporary path beside ``path`` to write to; renamed over ``path`` when the block
-    ends normally, removed otherwise (an error, SIGINT): readers see the old file or the
-    new one, never half of either."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+#: the process's umask (read once): a written file gets the mode a plain ``open`` would give it
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
+class OutputError(ValueError):
+    """An output path the command refuses before writing anything: outside its output root,
+    the same file as another output or as an input (after resolving symbolic links)."""
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+=@,-]")
+#: longest name component written (file systems allow 255 bytes; suffixes are added)
+MAX_NAME = 120
+
+
+def safe_name(name: str) -> str:
+    """A spec, run or arm name as one file-name component, safe to join to a directory.
+
+    Every character but ASCII letters, digits and ``. _ + = @ , -`` becomes ``_`` (so a
+    ``/``, a ``\\``, a NUL, a control character or a space never reaches the file system);
+    leading dots become ``_`` (no hidden file, no ``.`` or ``..``); an empty name is ``_``;
+    a name longer than :data:`MAX_NAME` is cut and given a hash of the whole name. Two
+    different names can give one component (``a/b`` and ``a_b``): callers that need
+    distinct files check for that (:func:`saturation.report.run_report` refuses, the
+    report's files of one section get a numbered suffix).
+
+    Parameters
+    ----------
+    name : str
+        Any text (a spec ``name``, a run or an arm from the data).
+
+    Returns
+    -------
+    str
+        A non-empty component without path separators, never ``.`` or ``..``.
+    """
+    text = _UNSAFE.sub("_", str(name))
+    stripped = text.lstrip(".")
+    text = "_" * (len(text) - len(stripped)) + stripped
+    if len(text) > MAX_NAME:
+        text = text[: MAX_NAME - 17] + "-" + hashlib.sha256(str(name).encode()).hexdigest()[:16]
+    return text or "_"
+
+
+def inside(path: PathArg, root: PathArg) -> bool:
+    """Whether ``path`` lies inside ``root`` (or is it) once symbolic links are resolved."""
+    target, base = Path(path).resolve(), Path(root).resolve()
+    return target == base or base in target.parents
+
+
+def _write_payload(file: Any, payload: bytes, target: Path) -> None:
+    """Write ``payload`` to ``file``, the open temporary file of ``target`` (the one place
+    every output's bytes are written, so tests can inject faults here)."""
+    file.write(payload)
 
 
 def write_atomic(path: PathArg, data: bytes | str) -> Path:
-    """Write ``data`` (text is UTF-8) to ``path`` atomically (:func:`atomic_target`).
+    """Write ``data`` (text is UTF-8) to ``path`` atomically.
 
-    A failed write (full disk, no permission) raises ``OSError`` with a one-line message
-    naming ``path``; the previous file, if any, is left as it was and no partial file
-    remains.
+    The bytes go to a new temporary file beside ``path`` (created by
+    :func:`tempfile.mkstemp`: a fresh random name opened with ``O_CREAT | O_EXCL |
+    O_NOFOLLOW``, so a symbolic link or file planted at a predictable name is never
+    followed or reused), which is then renamed over ``path``: readers see the old file or
+    the new one, never half of either. A ``path`` that is a symbolic link is refused (an
+    ``OSError``): the link's target is not this command's file, and replacing the link
+    would silently move the output somewhere its owner did not point it. A failed write
+    (full disk, no permission, an interrupt) leaves the previous file, if any, as it was
+    and removes the temporary file.
 
     Parameters
     ----------
     path : path
-        File to write (replaced if it exists); its directory must exist.
+        File to write (replaced if it exists and is not a symbolic link); its directory
+        must exist.
     data : bytes or str
         Content; a ``str`` is encoded as UTF-8.
 
@@ -662,15 +715,32 @@ def write_atomic(path: PathArg, data: bytes | str) -> Path:
     Raises
     ------
     OSError
-        If the file cannot be written.
+        If the file cannot be written, or ``path`` is a symbolic link.
     """
+    path = Path(path)
     payload = data.encode() if isinstance(data, str) else data
+    link = OSError(errno.EEXIST, f"could not write {path}: it is a symbolic link (not replaced; remove it first)")
+    if path.is_symlink():
+        raise link
+    tmp: Path | None = None
     try:
-        with atomic_target(path) as tmp:
-            tmp.write_bytes(payload)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+        tmp = Path(name)
+        with os.fdopen(fd, "wb") as file:
+            os.fchmod(file.fileno(), 0o666 & ~_UMASK)
+            _write_payload(file, payload, path)
+        if path.is_symlink():  # planted while we wrote
+            raise link
+        os.replace(tmp, path)
+        tmp = None
     except OSError as exc:
+        if exc is link:
+            raise
         raise OSError(exc.errno, f"could not write {path}: {exc.strerror or exc}") from exc
-    return Path(path)
+    finally:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+    return path
 
 
 def netcdf_bytes(obj: xr.Dataset | Any) -> bytes:
