@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -581,3 +582,144 @@ def test_write_atomic_never_follows_a_planted_symlink_or_replaces_a_link(tmp_pat
         write_atomic(out / "REPORT.md", "x")
     assert victim.read_text() == "not yours" and (out / "REPORT.md").is_symlink()
     assert not [p for p in out.iterdir() if p.name.endswith(".partial") and not p.is_symlink()]
+
+
+def _made_up_runner(monkeypatch, names=(), extra=()):
+    """A plateau analysis without a fit: it writes a table of the data's runs, a table per
+    name in ``names`` (as a report names files after arms), a fit file, a figure and a plain
+    file through the report's ``_Out``; returns the list of analyses it ran."""
+    import xarray as xr
+
+    from saturation import report
+
+    ran = []
+
+    def made_up(spec, ds, reference, out):
+        import matplotlib.pyplot as plt
+
+        ran.append(spec.name)
+        frame = pd.DataFrame({"run": [str(r) for r in np.unique(ds["run"].values)]})
+        for name in ["estimates", *(f"families_{n}" for n in names), *extra]:
+            out.table(frame, name, f"{spec.title}: {name}")
+        out.idata(xr.Dataset({"x": ("d", np.arange(3.0))}), "plateau_fit")
+        out.figure(lambda: plt.figure(figsize=(1, 1)), "curves", "a figure")
+        diag = {"rhat_max": 1.0, "ess_bulk_min": 900.0, "ess_tail_min": 800.0, "divergences": 0, "converged": True}
+        return {"verdict": "made up.", "details": [], "results": {}, "diagnostics": diag}
+
+    monkeypatch.setitem(report.RUNNERS, "plateau", made_up)
+    return ran
+
+
+def _spec(path, trials, name=None, title="T"):
+    line = "" if name is None else f"name = {json.dumps(name)}\n"
+    path.write_text(f'[analysis]\nkind = "plateau"\ntitle = {json.dumps(title)}\n{line}[data]\ntrials = "{trials}"\n')
+    return path
+
+
+def _trials(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join([HEADER, *_rows(30)]) + "\n")
+    return path
+
+
+def test_the_reports_clean_up_never_deletes_its_input(tmp_path, monkeypatch, capsys):
+    """The issue's repro: spec plateau.toml, trials plateau/trials.csv, ``--out .``: the
+    section's directory is the data's; a re-run deletes only what the report wrote (its
+    manifest): the input and a user's file there survive, a table no longer written goes."""
+    ran = _made_up_runner(monkeypatch, extra=["old_table"])
+    monkeypatch.chdir(tmp_path)
+    trials = _trials(tmp_path / "plateau" / "trials.csv")
+    before = trials.read_bytes()
+    (tmp_path / "plateau" / "notes.txt").write_text("mine")
+    _spec(tmp_path / "plateau.toml", "plateau/trials.csv")
+    assert main(["report", "plateau.toml", "--out", ".", "--no-progress"]) == 0
+    assert trials.read_bytes() == before and (tmp_path / "plateau" / "old_table.csv").exists()
+    _made_up_runner(monkeypatch)  # the next run writes no old_table
+    assert main(["report", "plateau.toml", "--out", ".", "--no-progress", "--force"]) == 0
+    assert trials.read_bytes() == before and (tmp_path / "plateau" / "notes.txt").read_text() == "mine"
+    assert not (tmp_path / "plateau" / "old_table.csv").exists()  # the report's own stale file: swept
+    assert (tmp_path / "plateau" / "estimates.csv").exists() and ran == ["plateau"]
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("name", ["../victim", "ABS", "", "..", "Qwen/Qwen3-8B", "a\nb<c>"])
+def test_spec_names_never_become_paths_outside_out(tmp_path, monkeypatch, capsys, name):
+    """A spec ``name`` (or a file stem such as ``...toml``'s ``..``) is sanitised into one
+    directory inside --out; files beside --out, in its root and the lock survive."""
+    _made_up_runner(monkeypatch)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("keep")
+    name = str(victim) if name == "ABS" else name
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("mine")
+    _trials(tmp_path / "specs" / "t.csv")
+    spec = _spec(tmp_path / "specs" / "s.toml", "t.csv", name=name)
+    if name == "..":  # the name comes from the file: "...toml" has the stem ".."
+        spec = _spec(tmp_path / "specs" / "...toml", "t.csv")
+    for _ in range(2):  # the second run sweeps
+        assert main(["report", str(spec), "--out", str(out), "--no-progress", "--force"]) == 0, capsys.readouterr()
+    assert (victim / "keep.txt").read_text() == "keep" and (out / "mine.txt").read_text() == "mine"
+    (section,) = json.loads((out / "results.json").read_text())["analyses"].values()
+    for rel in section["tables"] + section["figures"] + section["fits"]:
+        path = (out / rel).resolve()
+        assert path.parent.parent == out.resolve() and path.exists(), rel
+    capsys.readouterr()
+
+
+def test_run_and_arm_names_in_file_names_are_sanitised_and_kept_apart(tmp_path, monkeypatch):
+    from saturation.report import run_report
+
+    _made_up_runner(monkeypatch, names=["Qwen/Qwen3-8B", "Qwen_Qwen3-8B", "../../../x", "/etc/passwd"])
+    _trials(tmp_path / "t.csv")
+    rep = run_report([_spec(tmp_path / "s.toml", "t.csv", name="s")], out=tmp_path / "out", progress=False)
+    tables = rep.sections[0].tables
+    assert len(set(tables)) == len(tables) == 5
+    assert "s/families_Qwen_Qwen3-8B.md" in tables and "s/families_Qwen_Qwen3-8B-2.md" in tables
+    assert all((tmp_path / "out" / t).resolve().parent == (tmp_path / "out" / "s").resolve() for t in tables)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "s.toml", "t.csv"]
+
+
+def test_two_analyses_never_share_a_directory(tmp_path, monkeypatch, capsys):
+    """``same`` and ``same/`` get their own directories and tables; names that would give
+    one directory (``a/b`` and ``a_b``, or one named like REPORT.md) are refused first."""
+    _made_up_runner(monkeypatch)
+    _trials(tmp_path / "t.csv")
+    one = _spec(tmp_path / "one.toml", "t.csv", name="same", title="One")
+    two = _spec(tmp_path / "two.toml", "t.csv", name="same/", title="Two")
+    out = tmp_path / "out"
+    assert main(["report", str(one), str(two), "--out", str(out), "--no-progress"]) == 0
+    analyses = json.loads((out / "results.json").read_text())["analyses"]
+    assert analyses["same"]["tables"] != analyses["same/"]["tables"]
+    assert {Path(t).parent.name for a in analyses.values() for t in a["tables"]} == {"same", "same_"}
+    capsys.readouterr()
+    for a, b in [("a/b", "a_b"), ("x", "REPORT.md"), ("R", "r")]:
+        _spec(one, "t.csv", name=a)
+        _spec(two, "t.csv", name=b)
+        assert main(["report", str(one), str(two), "--out", str(tmp_path / "o2"), "--no-progress"]) == EXIT_USAGE
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and "taken by" in err, err
+        assert not (tmp_path / "o2").exists()
+
+
+def test_the_report_never_overwrites_or_reads_its_own_outputs(tmp_path, monkeypatch, capsys):
+    """An input where an output goes is refused before it is replaced; ``--out`` inside the
+    data directory is refused (the second run would read estimates.csv as trials)."""
+    _made_up_runner(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    trials = _trials(tmp_path / "plateau" / "estimates.csv")
+    before = trials.read_bytes()
+    _spec(tmp_path / "plateau.toml", "plateau/estimates.csv")
+    assert main(["report", "plateau.toml", "--out", ".", "--no-progress"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "would overwrite this input" in err and len(err.strip().splitlines()) == 1
+    assert trials.read_bytes() == before
+    data = tmp_path / "data"
+    _trials(data / "t.csv")
+    _spec(tmp_path / "d.toml", "data")
+    for out in ("data/report", "data"):
+        assert main(["report", "d.toml", "--out", out, "--no-progress"]) == EXIT_USAGE
+        assert "read the report's own files as data" in capsys.readouterr().err
+    assert sorted(p.name for p in data.iterdir()) == ["t.csv"]
+    assert main(["report", "d.toml", "--data", "data", "--out", "data/r", "--no-progress"]) == EXIT_USAGE

@@ -1721,19 +1721,20 @@ class _NotRaised(Exception):
     """Stands for an error class whose module was never imported (so it cannot have been raised)."""
 
 
-def _error_classes() -> tuple[type, type]:
-    """TrialValidationError and SpecError, looked up without importing their modules:
-    ``saturation.spec`` imports PyMC (seconds), which a usage error must not wait for."""
+def _error_classes() -> tuple[type, type, type]:
+    """TrialValidationError, SpecError and io.OutputError, looked up without importing their
+    modules: ``saturation.spec`` imports PyMC (seconds), which a usage error must not wait for."""
     validate, spec = sys.modules.get("saturation.validate"), sys.modules.get("saturation.spec")
     return (
         getattr(validate, "TrialValidationError", _NotRaised),
         getattr(spec, "SpecError", _NotRaised),
+        getattr(sys.modules.get("saturation.io"), "OutputError", _NotRaised),
     )
 
 
-def _error_of(exc: Exception, validation: type, spec: type) -> tuple[int, str]:
+def _error_of(exc: Exception, validation: type, spec: type, output: type = _NotRaised) -> tuple[int, str]:
     """The exit code and one-line message of an error (no traceback; ``--debug`` shows it)."""
-    if isinstance(exc, UsageError):
+    if isinstance(exc, UsageError | output):
         return EXIT_USAGE, str(exc)
     if isinstance(exc, validation):
         return EXIT_DATA, str(exc)

@@ -95,7 +95,7 @@ def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
     """
     stem = Path(stem)
     out = []
-    pdf, png = stem.with_suffix(".pdf"), stem.with_suffix(".png")
+    pdf, png = stem.with_name(f"{stem.name}.pdf"), stem.with_name(f"{stem.name}.png")  # a stem may hold dots
     with style():
         for path, kwargs in (
             (pdf, {"metadata": {"CreationDate": None}}),  # reproducible bytes: no time stamp

@@ -118,7 +118,8 @@ def write_tables(frame: pd.DataFrame, stem: Path, caption: str = "") -> list[Pat
     """Write ``stem.csv`` (numbers only, full precision: interval cells split by
     :func:`numeric_frame`), ``stem.md`` and ``stem.tex`` (formatted text), atomically. A
     result table, not a trial table: that is :func:`saturation.io.write_table`."""
-    paths = [stem.with_suffix(".csv"), stem.with_suffix(".md"), stem.with_suffix(".tex")]
+    stem = Path(stem)  # suffixes appended, not replaced: a stem may hold dots ("families_model-1.5B")
+    paths = [stem.with_name(f"{stem.name}{ext}") for ext in (".csv", ".md", ".tex")]
     write_atomic(paths[0], numeric_frame(frame).to_csv(index=False, lineterminator="\n"))
     write_atomic(paths[1], table_markdown(frame))
     write_atomic(paths[2], table_latex(frame, caption))
