@@ -723,3 +723,49 @@ def test_the_report_never_overwrites_or_reads_its_own_outputs(tmp_path, monkeypa
         assert "read the report's own files as data" in capsys.readouterr().err
     assert sorted(p.name for p in data.iterdir()) == ["t.csv"]
     assert main(["report", "d.toml", "--data", "data", "--out", "data/r", "--no-progress"]) == EXIT_USAGE
+
+
+@pytest.mark.parametrize("fault", ["outside", "outside_hashed", "truncated_fit", "empty_png", "corrupt", "wrong_type"])
+def test_a_cache_record_is_checked_never_trusted_by_existence(tmp_path, monkeypatch, capsys, fault):
+    """A section.json naming a file outside its directory (a local file would be copied into
+    REPORT.md and embedded in REPORT.html), a truncated fit, an empty PNG, a corrupt or
+    ill-typed record: never reused, the analysis refitted with a one-line note, no crash."""
+    import hashlib
+
+    ran = _made_up_runner(monkeypatch)
+    _trials(tmp_path / "t.csv")
+    spec = _spec(tmp_path / "s.toml", "t.csv", name="s")
+    secret = tmp_path / "secret.md"
+    secret.write_text("SECRET-TOKEN")
+    out = tmp_path / "out"
+    argv = ["report", str(spec), "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    record = out / "s" / "section.json"
+    obj = json.loads(record.read_text())
+    if fault.startswith("outside"):
+        obj["tables"].append("../../secret.md")
+        if fault == "outside_hashed":
+            obj["written"]["../../secret.md"] = hashlib.sha256(secret.read_bytes()).hexdigest()
+        record.write_text(json.dumps(obj))
+    elif fault == "truncated_fit":
+        fit = out / "s" / "plateau_fit.nc"
+        fit.write_bytes(fit.read_bytes()[:100])
+    elif fault == "empty_png":
+        (out / "s" / "curves.png").write_bytes(b"")
+    elif fault == "corrupt":
+        record.write_text(record.read_text()[:50])
+    else:
+        obj["seconds"] = "soon"
+        record.write_text(json.dumps(obj))
+    capsys.readouterr()
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert ran == ["s", "s"]  # refitted
+    note = [line for line in text.splitlines() if "note:" in line]
+    assert len(note) == 1 and ("not trusted" in note[0] or "changed" in note[0]), text
+    assert "note: " in (out / "REPORT.md").read_text()
+    for page in ("REPORT.md", "REPORT.html"):
+        assert "SECRET-TOKEN" not in (out / page).read_text()
+    assert secret.read_text() == "SECRET-TOKEN"
+    assert main(argv) == 0 and ran == ["s", "s"]  # the refit's record is trusted again: reused
+    assert "note:" not in capsys.readouterr().out
