@@ -152,7 +152,7 @@ def test_an_output_that_is_an_input_is_refused(tmp_path, capsys, flag):
     before = path.read_bytes()
     argv = ["ingest", str(path), "--lenient"]
     argv += ["-o", str(path)] if flag == "-o" else ["-o", str(tmp_path / "o.nc"), flag, str(path)]
-    assert main(argv) == EXIT_DATA
+    assert main(argv) == EXIT_USAGE
     assert "would overwrite" in capsys.readouterr().err
     assert path.read_bytes() == before and not (tmp_path / "o.nc").exists()
 
@@ -769,3 +769,28 @@ def test_a_cache_record_is_checked_never_trusted_by_existence(tmp_path, monkeypa
     assert secret.read_text() == "SECRET-TOKEN"
     assert main(argv) == 0 and ran == ["s", "s"]  # the refit's record is trusted again: reused
     assert "note:" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flag", ["--metrics-out", "--json", "--rejects", "--json-default-rejects", "--link"])
+def test_two_outputs_naming_one_file_are_refused(tmp_path, capsys, flag):
+    """``ingest -o x --metrics-out x`` (or ``--json x``, ``--rejects x``, the default rejects
+    file, a symlink to the other output): exit 2, one line, nothing written."""
+    from skyrl_fixtures import run_dir
+
+    path = tmp_path / "v.csv"
+    path.write_text("\n".join([HEADER, *_rows(5), "r,x,a,0,true,1"]) + "\n")
+    out = tmp_path / "x.nc"
+    argv = ["ingest", str(path), "--lenient", "-o", str(out)]
+    if flag == "--metrics-out":
+        argv = ["ingest", str(run_dir(tmp_path / "run", zst=False)), "-o", str(out), flag, str(out), "--no-progress"]
+    elif flag == "--json-default-rejects":
+        argv += ["--json", str(tmp_path / "x.rejected.csv")]
+    elif flag == "--link":
+        (tmp_path / "link.json").symlink_to(out)
+        argv += ["--json", str(tmp_path / "link.json")]
+    else:
+        argv += [flag, str(out)]
+    assert main(argv) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and "the same file" in err, err
+    assert not out.exists() and not (tmp_path / "x.rejected.csv").exists()

@@ -259,15 +259,20 @@ def _dynamic_sampling_warnings(series: xr.Dataset, runs: Sequence[str] | None = 
 
 def _check_outputs(inputs: Sequence[str], outputs: Sequence[str | None]) -> None:
     """Before anything is read or written: every output must be writable (its directory
-    exists, it is not a directory) and none may be an input or land inside a directory of
-    input tables (it would be read next time)."""
+    exists, it is not a directory), distinct from every other output, and none may be an
+    input or land inside a directory of input tables (it would be read next time); the last
+    two are usage errors (exit 2)."""
     resolved = {Path(p).resolve() for p in inputs}
+    seen: dict[Path, str] = {}
     for out in outputs:
         if not out or out == "-":
             continue
-        target = Path(out).resolve()
+        target = Path(out).resolve()  # symbolic links resolved: two names of one file are one output
+        if target in seen:
+            raise UsageError(f"{out}: two outputs would be the same file ({seen[target]}); give each its own path")
+        seen[target] = out
         if target in resolved or any(i.is_dir() and i in target.parents and not _is_run_dir(i) for i in resolved):
-            raise ValueError(f"{out}: the output would overwrite or land among the inputs; choose another path")
+            raise UsageError(f"{out}: the output would overwrite or land among the inputs; choose another path")
         if target.is_dir():
             raise ValueError(f"{out}: is a directory; give a file path")
         if not target.parent.is_dir():
@@ -282,7 +287,8 @@ def _is_run_dir(path: Path) -> bool:
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
     _require_inputs(args.inputs)
-    _check_outputs(args.inputs, [args.output, args.metrics_out, args.json, args.rejects])
+    default_rejects = str(Path(args.output).with_suffix("")) + ".rejected.csv" if args.output and args.lenient else None
+    _check_outputs(args.inputs, [args.output, args.metrics_out, args.json, args.rejects or default_rejects])
     from saturation.ingest import looks_like_run_dir
     from saturation.io import read_trials_report, write_trials
 
@@ -300,7 +306,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     if not args.output:
         raise ValueError("-o/--output is required for trial tables")
 
-    rejects = args.rejects or (str(Path(args.output).with_suffix("")) + ".rejected.csv" if args.lenient else None)
+    rejects = args.rejects or default_rejects
     ds, valid = read_trials_report(args.inputs, strict=not args.lenient, rejects=rejects)
     write_trials(ds, args.output)
     _print(f"read {len(json.loads(ds.attrs[S.ATTR_SOURCES]))} file(s)")
