@@ -794,3 +794,50 @@ def test_two_outputs_naming_one_file_are_refused(tmp_path, capsys, flag):
     err = capsys.readouterr().err
     assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and "the same file" in err, err
     assert not out.exists() and not (tmp_path / "x.rejected.csv").exists()
+
+
+HOSTILE_RUN = "=cmd|' /C calc'!A0\x1b]0;owned\x07<img src=x onerror=alert(1)>"
+
+
+def test_every_writer_escapes_for_its_format(tmp_path, monkeypatch, capsys):
+    """A run name with a spreadsheet formula, terminal escapes and HTML, a spec title with a
+    newline and a live ``\\input``: the CSV cell is neutralised, the .tex has no line that
+    TeX would run, REPORT.md shows the HTML as text, the terminal shows the escapes escaped."""
+    _made_up_runner(monkeypatch)
+    rows = [f"{HOSTILE_RUN},{i // 10},i{i % 10},0,true,{(i % 7) / 7:.3f}" for i in range(30)]
+    (tmp_path / "t.csv").write_text("\n".join([HEADER, *rows]) + "\n")
+    title = "T\n\\input{/etc/passwd}\n\\immediate\\write18{id} <script>alert(1)</script>"
+    spec = _spec(tmp_path / "s.toml", "t.csv", name="s", title=title)
+    out = tmp_path / "out"
+    assert main(["report", str(spec), "--out", str(out), "--no-progress"]) == 0
+    csv = (out / "s" / "estimates.csv").read_text().splitlines()
+    assert csv[1].startswith("\"'=cmd") or csv[1].startswith("'=cmd"), csv
+    tex = (out / "s" / "estimates.tex").read_text()
+    live = [line for line in tex.splitlines() if not line.startswith("%")]  # a comment ends at its line
+    assert not [line for line in live if "\\input" in line or "\\write18" in line or "\\immediate" in line]
+    assert tex.splitlines()[0].startswith("% T \\input{/etc/passwd} \\immediate")  # inert: one comment line
+    md = (out / "REPORT.md").read_text()
+    assert "<img" not in md and "<script>" not in md and "&lt;img src=x" in md and "&lt;script&gt;" in md
+    assert "\x1b" not in md and "\n\\input" not in md
+    capsys.readouterr()
+    assert main(["ingest", str(tmp_path / "t.csv"), "-o", str(tmp_path / "t.nc")]) == 0
+    assert main(["describe", str(tmp_path / "t.nc")]) == 0
+    shown = capsys.readouterr().out
+    assert "\x1b" not in shown and "\x07" not in shown and "\\x1b]0;owned\\x07" in shown
+
+
+def test_rejected_rows_with_formulas_are_neutralised_numbers_kept(tmp_path, monkeypatch):
+    """The rejects CSV names the file (here ``=cmd|calc.csv``) and holds the raw row: no cell
+    starts a formula; a plain number such as -7 is left as it is."""
+    from saturation.io import neutralise_formulas
+
+    monkeypatch.chdir(tmp_path)
+    path = Path("=cmd|calc.csv")
+    path.write_text("\n".join([HEADER, *_rows(5), "r,-7,a,0,true,1"]) + "\n")
+    read_trials_report([path], strict=False, rejects=tmp_path / "r.csv")
+    frame = pd.read_csv(tmp_path / "r.csv", dtype=str)
+    cells = [c for c in frame.to_numpy().ravel() if isinstance(c, str)]
+    assert "'=cmd|calc.csv" in cells and not any(c.startswith(("=", "+", "@", "\t")) for c in cells), cells
+    frame = pd.DataFrame({"a": ["-7", "+0.5", "-x", "@a", "\tb", "ok"], "n": [-1.0, 2, 3, 4, 5, 6]})
+    assert list(neutralise_formulas(frame)["a"]) == ["-7", "+0.5", "'-x", "'@a", "'\tb", "ok"]
+    assert list(neutralise_formulas(frame)["n"]) == [-1.0, 2, 3, 4, 5, 6]

@@ -81,8 +81,18 @@ def _require_inputs(paths: Sequence[str] | None, flag: str = "") -> None:
             raise UsageError(f"{flag + ' ' if flag else ''}{path}: no such file or directory")
 
 
+_CONTROL_RE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _shown(text: str) -> str:
+    """``text`` safe for a terminal: every control character but the newline (ESC, CR,
+    BEL, ...) shown escaped (``\\x1b``), so a run name cannot move the cursor, recolour or
+    retitle the terminal, or overwrite an earlier line."""
+    return _CONTROL_RE.sub(lambda m: repr(m.group(0))[1:-1], text)
+
+
 def _print(msg: str = "") -> None:
-    print(msg, flush=True)
+    print(_shown(msg), flush=True)
 
 
 def _write_json(obj: Any, path: str) -> None:
@@ -1719,7 +1729,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         code, message = _error_of(exc, *_error_classes())
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {_shown(message)}", file=sys.stderr)
         return code
 
 

@@ -622,7 +622,7 @@ def read_trials_report(
     files = expand_paths(paths)
     valid = validate_trials((t for p in files for t in _iter_raw(p)), strict=strict)
     if rejects is not None:
-        write_atomic(rejects, valid.rejected.to_csv(index=False).encode())
+        write_atomic(rejects, neutralise_formulas(valid.rejected).to_csv(index=False).encode())
     if not len(valid.frame):
         acc = valid.accounting
         first = Problem("<input>", "", "", f"no valid rows: {acc['read']} read, {acc['rejected']} rejected")
@@ -672,6 +672,49 @@ def safe_name(name: str) -> str:
     if len(text) > MAX_NAME:
         text = text[: MAX_NAME - 17] + "-" + hashlib.sha256(str(name).encode()).hexdigest()[:16]
     return text or "_"
+
+
+#: first characters that make a spreadsheet read a CSV cell as a formula (OWASP's list)
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralise_formulas(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every text cell that a spreadsheet would run as a formula prefixed by
+    ``'``: a cell starting with ``= + - @``, a tab or a carriage return (a run name
+    ``=cmd|' /C calc'!A0``, a rejected row's raw field). A cell that is a plain number
+    (``-7``, ``+0.5``) is left as it is; numeric columns are never touched.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        A table about to be written as CSV.
+
+    Returns
+    -------
+    pandas.DataFrame
+        A copy with the risky text cells prefixed (``frame`` itself when there is none).
+    """
+
+    def safe(value: Any) -> Any:
+        if not isinstance(value, str) or not value.startswith(FORMULA_PREFIXES):
+            return value
+        if value[0] in "+-":
+            try:
+                float(value)
+                return value
+            except ValueError:
+                pass
+        return "'" + value
+
+    out = frame
+    for col in frame.columns:
+        if not (frame[col].dtype == object or pd.api.types.is_string_dtype(frame[col].dtype)):
+            continue
+        fixed = frame[col].map(safe)
+        if not fixed.equals(frame[col]):
+            out = out.copy() if out is frame else out
+            out[col] = fixed
+    return out
 
 
 def inside(path: PathArg, root: PathArg) -> bool:

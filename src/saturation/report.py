@@ -89,7 +89,7 @@ from saturation.spec import (
     load_specs,
 )
 from saturation.summary import format_interval, json_safe
-from saturation.tables import interval_cell, write_tables
+from saturation.tables import interval_cell, markdown_text, write_tables
 
 #: warnings that say nothing about a fit (pip-installed PyTensor has no BLAS; models run on numba)
 HARMLESS_WARNINGS = ("PyTensor could not link to a BLAS installation",)
@@ -1443,27 +1443,28 @@ def write_report_md(report: Report) -> Path:
     if report.failures:
         lines += [
             f"> **ERROR: {len(report.failures)} analysis(es) failed and are missing from this report:** "
-            + "; ".join(f"{f['task']}: {f['error']}" for f in report.failures),
+            + "; ".join(markdown_text(f"{f['task']}: {f['error']}") for f in report.failures),
             "",
         ]
     bad = [s.name for s in report.sections if not s.converged]
     if bad:
         lines += [
-            f"> **WARNING: {len(bad)} fit(s) did not converge ({', '.join(bad)}). Their numbers are not "
+            f"> **WARNING: {len(bad)} fit(s) did not converge ({markdown_text(', '.join(bad))}). Their numbers are not "
             "trustworthy; see their diagnostics.**",
             "",
         ]
     lines += ["## Contents", ""]
     for i, s in enumerate(report.sections, 1):
-        lines.append(f"{i}. [{s.title}](#{anchor(f'{i} {s.title}')}) - {first_sentence(s.verdict)}")
+        title = markdown_text(s.title).replace("]", "\\]")
+        lines.append(f"{i}. [{title}](#{anchor(f'{i} {s.title}')}) - {markdown_text(first_sentence(s.verdict))}")
     lines.append("")
     for i, s in enumerate(report.sections, 1):
-        lines += [f"## {i} {s.title}", ""]
+        lines += [f"## {i} {markdown_text(s.title)}", ""]
         if s.question:
-            lines += [f"**Question.** {s.question}", ""]
-        lines += [f"**Verdict.** {s.verdict}", ""]
+            lines += [f"**Question.** {markdown_text(s.question)}", ""]
+        lines += [f"**Verdict.** {markdown_text(s.verdict)}", ""]
         if s.details:
-            lines += [f"- {d}" for d in s.details] + [""]
+            lines += [f"- {markdown_text(d)}" for d in s.details] + [""]
         d = s.diagnostics
         state = "converged" if s.converged else "**NOT CONVERGED - do not read these numbers**"
         lines += [
@@ -1481,9 +1482,9 @@ def write_report_md(report: Report) -> Path:
                 "",
             ]
         for w in s.warnings:
-            lines += [f"> warning: {w}", ""]
+            lines += [f"> warning: {markdown_text(w)}", ""]
         for n in s.notes:
-            lines += [f"> note: {n}", ""]
+            lines += [f"> note: {markdown_text(n)}", ""]
         for table in s.tables:
             path = report.out / table
             name = Path(table).stem.replace("_", " ")
@@ -1495,9 +1496,9 @@ def write_report_md(report: Report) -> Path:
                 "",
             ]
         for j, fig in enumerate(s.figures, 1):
-            caption = figure_caption(s, fig)
+            caption = markdown_text(figure_caption(s, fig))
             lines += [
-                f"![{s.title}: {Path(fig).stem.replace('_', ' ')}]({fig})",
+                f"![{markdown_text(s.title).replace(']', chr(92) + ']')}: {Path(fig).stem.replace('_', ' ')}]({fig})",
                 "",
                 f"*Figure {i}.{j}. {caption}* ([PDF]({Path(fig).with_suffix('.pdf').as_posix()}))",
                 "",
