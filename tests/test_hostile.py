@@ -841,3 +841,29 @@ def test_rejected_rows_with_formulas_are_neutralised_numbers_kept(tmp_path, monk
     frame = pd.DataFrame({"a": ["-7", "+0.5", "-x", "@a", "\tb", "ok"], "n": [-1.0, 2, 3, 4, 5, 6]})
     assert list(neutralise_formulas(frame)["a"]) == ["-7", "+0.5", "'-x", "'@a", "'\tb", "ok"]
     assert list(neutralise_formulas(frame)["n"]) == [-1.0, 2, 3, 4, 5, 6]
+
+
+def test_dangling_links_fifos_and_devices_are_listed_never_opened(tmp_path, capsys):
+    """In an input directory: a dangling symlink (an unfetched git-annex file) and a FIFO
+    are listed as not read with the reason (strict: an error naming them; lenient: file
+    problems), the FIFO never opened (it would block forever); given directly, an error."""
+    from saturation.io import read_trials_report
+
+    d = tmp_path / "data"
+    d.mkdir()
+    (d / "a.csv").write_text("\n".join([HEADER, *_rows(20)]) + "\n")
+    (d / "b.csv").symlink_to(tmp_path / ".git" / "annex" / "objects" / "b")
+    os.mkfifo(d / "c.csv")
+    with pytest.raises(TrialValidationError) as info:
+        read_trials_report([d])
+    text = str(info.value)
+    assert "b.csv: a dangling symbolic link" in text and "c.csv: a FIFO; never opened" in text
+    ds, valid = read_trials_report([d], strict=False)
+    listed = json.loads(ds.attrs["file_problems"])
+    assert any("b.csv: a dangling" in p for p in listed) and any("c.csv: a FIFO" in p for p in listed)
+    assert valid.accounting["read"] == 20
+    assert main(["ingest", str(d), "-o", str(tmp_path / "o.nc"), "--lenient"]) == 0
+    assert "c.csv: a FIFO; never opened" in capsys.readouterr().out
+    assert main(["ingest", str(d / "c.csv"), "-o", str(tmp_path / "o2.nc")]) == EXIT_DATA
+    assert "c.csv: a FIFO; never opened" in capsys.readouterr().err
+    assert main(["ingest", str(d / "b.csv"), "-o", str(tmp_path / "o2.nc")]) == EXIT_USAGE  # no such input

@@ -15,6 +15,7 @@ import io
 import json
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from os import PathLike
@@ -49,18 +50,60 @@ def table_format(path: PathArg) -> tuple[str, bool]:
     raise ValueError(f"{path}: unsupported file type; expected one of {', '.join(SUFFIXES)}")
 
 
-def expand_paths(paths: PathArg | Iterable[PathArg]) -> list[Path]:
-    """Expand files and directories (recursively) into a sorted list of table files."""
+def not_regular(path: PathArg) -> str:
+    """Why ``path`` cannot be read as a file (a dangling symbolic link, such as an unfetched
+    git-annex file; a FIFO, which would block the reader forever; a device or a socket),
+    or ``""`` for a regular file. Only ``stat`` is called: the file is never opened."""
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode  # follows symbolic links
+    except FileNotFoundError:
+        if path.is_symlink():
+            return "a dangling symbolic link (an unfetched git-annex file?); not read"
+        return "no such file; not read"
+    except OSError as exc:
+        return f"{exc.strerror or exc}; not read"
+    if stat.S_ISREG(mode):
+        return ""
+    kind = (
+        "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "not a regular file"
+    )
+    return f"{kind}; never opened"
+
+
+def expand_paths(paths: PathArg | Iterable[PathArg], *, skipped: list[tuple[Path, str]] | None = None) -> list[Path]:
+    """Expand files and directories (recursively) into a sorted list of table files.
+
+    A table file in a directory that is not a regular file (:func:`not_regular`: a dangling
+    symbolic link, a FIFO, a device) is never opened: it is appended to ``skipped`` as
+    ``(path, reason)`` so the caller can account for it. A path given directly that is not
+    a regular file is a ``ValueError`` naming it.
+    """
     if isinstance(paths, str | PathLike):
         paths = [paths]
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.is_file() and f.name.lower().endswith(SUFFIXES))
+            named = sorted(f for f in p.rglob("*") if f.name.lower().endswith(SUFFIXES) and not f.is_dir())
+            found = [f for f in named if not not_regular(f)]
+            passed = [(f, not_regular(f)) for f in named if not_regular(f)]
+            if skipped is not None:
+                skipped.extend(passed)
             if not found:
-                raise FileNotFoundError(f"{p}: directory holds no {'/'.join(SUFFIXES)} files")
+                why = "; ".join(f"{f}: {r}" for f, r in passed[:3])
+                extra = f" that can be read ({why})" if why else ""
+                raise FileNotFoundError(f"{p}: directory holds no {'/'.join(SUFFIXES)} files{extra}")
             out.extend(found)
-        elif p.exists():
+        elif p.exists() or p.is_symlink():
+            reason = not_regular(p)
+            if reason:
+                raise ValueError(f"{p}: {reason}")
             table_format(p)
             out.append(p)
         else:
@@ -619,8 +662,13 @@ def read_trials_report(
     ValueError
         If a file's suffix is not a supported table format.
     """
-    files = expand_paths(paths)
+    skipped: list[tuple[Path, str]] = []
+    files = expand_paths(paths, skipped=skipped)
+    not_read = [Problem(str(f), "", "", reason) for f, reason in skipped]  # listed, never silently left out
+    if not_read and strict:
+        raise TrialValidationError(not_read)
     valid = validate_trials((t for p in files for t in _iter_raw(p)), strict=strict)
+    valid.problems[:0] = not_read
     if rejects is not None:
         write_atomic(rejects, neutralise_formulas(valid.rejected).to_csv(index=False).encode())
     if not len(valid.frame):
