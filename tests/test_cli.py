@@ -309,7 +309,7 @@ def test_ingest_never_exits_0_with_an_output_unwritten(tmp_path, capsys):
     assert not mnc.exists() and not (tmp_path / "t.nc").exists()
     table = tmp_path / "t.csv"
     table.write_text("run,step,instance_id,sample,graded,reward\nr,1,a,0,true,1.0\n")
-    assert main(["ingest", str(table), "-o", str(table)]) == 1
+    assert main(["ingest", str(table), "-o", str(table)]) == 2
     assert "would overwrite" in capsys.readouterr().err
     assert table.read_text().startswith("run,step")
 

@@ -81,8 +81,18 @@ def _require_inputs(paths: Sequence[str] | None, flag: str = "") -> None:
             raise UsageError(f"{flag + ' ' if flag else ''}{path}: no such file or directory")
 
 
+_CONTROL_RE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _shown(text: str) -> str:
+    """``text`` safe for a terminal: every control character but the newline (ESC, CR,
+    BEL, ...) shown escaped (``\\x1b``), so a run name cannot move the cursor, recolour or
+    retitle the terminal, or overwrite an earlier line."""
+    return _CONTROL_RE.sub(lambda m: repr(m.group(0))[1:-1], text)
+
+
 def _print(msg: str = "") -> None:
-    print(msg, flush=True)
+    print(_shown(msg), flush=True)
 
 
 def _write_json(obj: Any, path: str) -> None:
@@ -259,15 +269,20 @@ def _dynamic_sampling_warnings(series: xr.Dataset, runs: Sequence[str] | None = 
 
 def _check_outputs(inputs: Sequence[str], outputs: Sequence[str | None]) -> None:
     """Before anything is read or written: every output must be writable (its directory
-    exists, it is not a directory) and none may be an input or land inside a directory of
-    input tables (it would be read next time)."""
+    exists, it is not a directory), distinct from every other output, and none may be an
+    input or land inside a directory of input tables (it would be read next time); the last
+    two are usage errors (exit 2)."""
     resolved = {Path(p).resolve() for p in inputs}
+    seen: dict[Path, str] = {}
     for out in outputs:
         if not out or out == "-":
             continue
-        target = Path(out).resolve()
+        target = Path(out).resolve()  # symbolic links resolved: two names of one file are one output
+        if target in seen:
+            raise UsageError(f"{out}: two outputs would be the same file ({seen[target]}); give each its own path")
+        seen[target] = out
         if target in resolved or any(i.is_dir() and i in target.parents and not _is_run_dir(i) for i in resolved):
-            raise ValueError(f"{out}: the output would overwrite or land among the inputs; choose another path")
+            raise UsageError(f"{out}: the output would overwrite or land among the inputs; choose another path")
         if target.is_dir():
             raise ValueError(f"{out}: is a directory; give a file path")
         if not target.parent.is_dir():
@@ -282,7 +297,8 @@ def _is_run_dir(path: Path) -> bool:
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
     _require_inputs(args.inputs)
-    _check_outputs(args.inputs, [args.output, args.metrics_out, args.json, args.rejects])
+    default_rejects = str(Path(args.output).with_suffix("")) + ".rejected.csv" if args.output and args.lenient else None
+    _check_outputs(args.inputs, [args.output, args.metrics_out, args.json, args.rejects or default_rejects])
     from saturation.ingest import looks_like_run_dir
     from saturation.io import read_trials_report, write_trials
 
@@ -302,7 +318,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     if not args.output:
         raise ValueError("-o/--output is required for trial tables")
 
-    rejects = args.rejects or (str(Path(args.output).with_suffix("")) + ".rejected.csv" if args.lenient else None)
+    rejects = args.rejects or default_rejects
     ds, valid = read_trials_report(args.inputs, strict=not args.lenient, rejects=rejects)
     write_trials(ds, args.output)
     _print(f"read {len(json.loads(ds.attrs[S.ATTR_SOURCES]))} file(s)")
@@ -1937,7 +1953,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         code, message = _error_of(exc, *_error_classes())
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {_shown(message)}", file=sys.stderr)
         return code
 
 
@@ -1945,21 +1961,22 @@ class _NotRaised(Exception):
     """Stands for an error class whose module was never imported (so it cannot have been raised)."""
 
 
-def _error_classes() -> tuple[type, type]:
-    """TrialValidationError and SpecError, looked up without importing their modules:
-    ``saturation.spec`` imports PyMC (seconds), which a usage error must not wait for."""
+def _error_classes() -> tuple[type, type, type]:
+    """TrialValidationError, SpecError and io.OutputError, looked up without importing their
+    modules: ``saturation.spec`` imports PyMC (seconds), which a usage error must not wait for."""
     validate, spec = sys.modules.get("saturation.validate"), sys.modules.get("saturation.spec")
     return (
         getattr(validate, "TrialValidationError", _NotRaised),
         getattr(spec, "SpecError", _NotRaised),
+        getattr(sys.modules.get("saturation.io"), "OutputError", _NotRaised),
     )
 
 
-def _error_of(exc: Exception, validation: type, spec: type) -> tuple[int, str]:
+def _error_of(exc: Exception, validation: type, spec: type, output: type = _NotRaised) -> tuple[int, str]:
     """The exit code and one-line message of an error (no traceback; ``--debug`` shows it)."""
     from saturation.limits import OptionError
 
-    if isinstance(exc, UsageError | OptionError):
+    if isinstance(exc, UsageError | OptionError | output):
         return EXIT_USAGE, str(exc)
     if isinstance(exc, validation):
         return EXIT_DATA, str(exc)
