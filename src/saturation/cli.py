@@ -783,6 +783,7 @@ def _plateau_config(args: argparse.Namespace, levels: list[str] | None) -> Any:
         rope=args.rope,
         rope_relative=args.rope_relative or None,
         metric_max=args.metric_max,
+        noise=args.noise,
         sampler=_sampler_args(args),
     )
 
@@ -1701,6 +1702,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SHARE",
         help=f"also flat when the late gain is within +-SHARE x the early gain (default "
         f"{S.DEFAULT_ROPE_RELATIVE}; 0: off)",
+    )
+    p.add_argument(
+        "--noise",
+        choices=S.NOISES,
+        default="independent",
+        help="step noise: independent across steps (default), or ar1: autocorrelated on the step axis (drifting "
+        "difficulty, smoothed logs), its coefficient summed exactly; Gaussian likelihood only",
     )
     p.add_argument(
         "--metric-max",

@@ -68,6 +68,7 @@ MODEL_KEYS: dict[str, dict[str, str]] = {
         "rope": _NUM,
         "rope_relative": _NUM,
         "metric_max": _NUM,
+        "noise": _STR,
         "compare": _STRS,
         "by": _STR,
         "runs": _STRS,
@@ -120,6 +121,7 @@ FIGURES: dict[str, tuple[str, ...]] = {
 }
 CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("model", "continuity"): S.CONTINUITIES,
+    ("model", "noise"): S.NOISES,
     ("model", "likelihood"): S.LIKELIHOODS,
     ("model", "walk"): S.WALKS,
     ("sampler", "sampler"): S.SAMPLERS,

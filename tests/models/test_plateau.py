@@ -5,6 +5,7 @@ from __future__ import annotations
 import arviz as az
 import numpy as np
 import pytest
+import xarray as xr
 
 from saturation import schema as S
 from saturation.aggregate import aggregate
@@ -745,3 +746,65 @@ def test_together_is_asked_only_of_levels_that_stopped(verdicts, grid, asked):
 
     levels = {f"l{i}": {"verdict": v} for i, v in enumerate(verdicts)}
     assert (together_not_asked(levels, grid) is None) == asked
+
+
+# --- issue 44: AR(1) step noise -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("rho", "vbar"), [(0.0, 0.0004), (0.7, 0.0), (0.9, 0.0004)])
+def test_rotated_ar1_evidence_equals_the_multivariate_normal(rho, vbar):
+    """log p(y | c, tau, rho) through the rotation (DependentLevel's algebra) against the
+    Gaussian density written out: y ~ N(X m0, vbar I + tau^2 R_rho + X S0 X')."""
+    from scipy import stats as st
+
+    from saturation.models._exact import _normal_stats, ar1_rotation, design
+
+    rng = np.random.default_rng(1)
+    steps = np.array([0.0, 1, 2, 4, 7, 10, 11, 15, 20, 30])  # uneven: the OU correlation rho^|dt|
+    x = design(steps, np.array([7.0]), 0.0, False)  # (1, T, 3)
+    m0, sd0 = np.array([0.3, 0.6, 0.0]), np.array([0.2, 0.2, 0.01])
+    y = rng.normal(0.5, 0.05, len(steps))
+    tau = np.array([0.03])
+    q, lam = ar1_rotation(steps, rho)
+    scale = 1 / np.sqrt(lam)
+    xr = np.einsum("ts,ctp->csp", q, x) * scale[None, :, None]
+    got = _normal_stats((q.T @ y) * scale, np.full(len(steps), vbar) * scale**2, xr, m0, 1 / sd0**2, tau)[0][0, 0]
+    got -= 0.5 * np.log(lam).sum()
+    r = rho ** np.abs(steps[:, None] - steps[None, :])
+    cov = vbar * np.eye(len(steps)) + tau[0] ** 2 * r + x[0] @ np.diag(sd0**2) @ x[0].T
+    want = st.multivariate_normal(x[0] @ m0, cov).logpdf(y)
+    assert got == pytest.approx(want, abs=1e-8)
+
+
+def test_ar1_with_only_rho_zero_is_the_independent_model():
+    from saturation.models._exact import DependentLevel, Level, design
+
+    ds, _ = _sim(LevelSpec("file", 0.5, 0.01, 0.0, 20.0), seed=2)
+    sd = plateau.step_data(ds)
+    grid = plateau.candidate_grid(sd.steps, 5)
+    x = design(sd.steps, grid, float(sd.steps[0]), False)
+    m0, sd0 = np.array([0.5, 0.7, 0.0]), np.tile([0.3, 0.3, 0.01], (len(grid), 1))
+    hinge = (sd.steps, grid, False, float(sd.steps[0]))
+    a = Level(sd.y[0], sd.var_mean[0], x, m0, sd0, 0.1, hinge=hinge)
+    b = DependentLevel(sd.y[0], sd.var_mean[0], x, m0, sd0, 0.1, sd.steps, hinge=hinge, rho_grid=(0.0,))
+    assert b.log_evidence == pytest.approx(a.log_evidence, abs=1e-10)
+    np.testing.assert_allclose(b.log_m - b.log_m.max(), a.log_m - a.log_m.max(), atol=1e-10)
+
+
+def test_ar1_fit_reports_rho_and_widens_intervals_on_autocorrelated_series():
+    """A logged series with strongly autocorrelated noise: the AR(1) fit finds rho high and
+    its change-point interval is wider than the independent fit's (which is overconfident)."""
+    rng = np.random.default_rng(4)
+    t = np.arange(91.0)
+    eta = np.zeros(91)
+    for i in range(1, 91):
+        eta[i] = 0.85 * eta[i - 1] + rng.normal(0, 0.02 * np.sqrt(1 - 0.85**2))
+    y = np.where(t < 40, 0.3 + 0.0075 * t, 0.6) + eta
+    ds = xr.Dataset({"m": (("run", "step"), y[None])}, coords={"run": ["r"], "step": t})
+    ind = fit_plateau(ds, response="m", seed=1).estimands["levels"]["m"]
+    ar = fit_plateau(ds, response="m", noise="ar1", seed=1)
+    e = ar.estimands["levels"]["m"]
+    assert e["noise_rho"]["mean"] > 0.5
+    assert ar.to_dict()["model"]["noise"] == "ar1" and "AR(1)" in ar.describe_model()
+    width = lambda v: v["hdi"][1] - v["hdi"][0]  # noqa: E731
+    assert width(e["late_slope"]) > 1.5 * width(ind["late_slope"])
