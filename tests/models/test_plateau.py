@@ -808,3 +808,17 @@ def test_ar1_fit_reports_rho_and_widens_intervals_on_autocorrelated_series():
     assert ar.to_dict()["model"]["noise"] == "ar1" and "AR(1)" in ar.describe_model()
     width = lambda v: v["hdi"][1] - v["hdi"][0]  # noqa: E731
     assert width(e["late_slope"]) > 1.5 * width(ind["late_slope"])
+
+
+def test_an_independent_fit_warns_when_its_residuals_are_autocorrelated():
+    rng = np.random.default_rng(4)
+    t = np.arange(91.0)
+    eta = np.zeros(91)
+    for i in range(1, 91):
+        eta[i] = 0.85 * eta[i - 1] + rng.normal(0, 0.02 * np.sqrt(1 - 0.85**2))
+    hinge = np.where(t < 40, 0.3 + 0.0075 * t, 0.6)
+    for noise, warned in ((eta, True), (rng.normal(0, 0.02, 91), False)):
+        ds = xr.Dataset({"m": (("run", "step"), (hinge + noise)[None])}, coords={"run": ["r"], "step": t})
+        caveats = fit_plateau(ds, response="m", seed=1).estimands["caveats"]
+        assert any("autocorrelated" in c and "--noise ar1" in c for c in caveats) == warned
+    assert not any("autocorrelated" in c for c in fit_plateau(ds, response="m", noise="ar1").estimands["caveats"])

@@ -959,6 +959,47 @@ def data_caveats(data: StepData, config: PlateauConfig) -> list[str]:
     return out
 
 
+#: lag-1 autocorrelation of the residuals from which an independent-noise fit warns (and
+#: it must also exceed twice its standard error under independence, 2 / sqrt(T))
+RESIDUAL_AUTOCORRELATION = 0.3
+
+
+def autocorrelation_caveats(data: StepData, config: PlateauConfig, levels: dict[str, dict[str, Any]]) -> list[str]:
+    """A caveat per level whose residuals from the fitted curve (at the posterior means) are
+    positively autocorrelated, when the fit assumed independent step noise: its intervals are
+    then too narrow (scripts/ar_coverage.py), and ``noise = "ar1"`` models the dependence."""
+    if config.noise != "independent" or config.likelihood != "gaussian":
+        return []
+    out = []
+    t = data.steps
+    for j, (level, e) in enumerate(levels.items()):
+        c = e["changepoint"]["mean"] if e.get("changepoint") else config.breakpoint
+        if c is None:
+            continue
+        mu = curves.hinge_through(
+            t,
+            float(c),
+            e["start"]["mean"],
+            e[S.VALUE_AT_CHANGEPOINT]["mean"],
+            e["late_slope"]["mean"],
+            e["jump"]["mean"] if e.get("jump") else 0.0,
+            float(t[0]),
+        )
+        r = data.y[j] - mu
+        ok = np.isfinite(r)
+        r = r[ok] - r[ok].mean()
+        if r.size < 8 or not np.any(r):
+            continue
+        r1 = float(np.sum(r[1:] * r[:-1]) / np.sum(r * r))
+        if r1 > max(RESIDUAL_AUTOCORRELATION, 2 / np.sqrt(r.size)):
+            out.append(
+                f"{level}: the residuals from the fitted curve are autocorrelated (lag-1 r = {r1:.2f}): with "
+                "independent step noise assumed, the intervals are too narrow; refit with --noise ar1 "
+                '(noise = "ar1")'
+            )
+    return out
+
+
 def _pooled(config: PlateauConfig, n_levels: int) -> bool:
     """Several levels with an unknown, shared (pooled) change point."""
     return config.breakpoint is None and config.shared and n_levels > 1
@@ -1347,7 +1388,7 @@ def fit_plateau(
         rho = idata.posterior[S.NOISE_RHO].stack(sample=("chain", "draw")).transpose("sample", ...).to_numpy()
         for j, level in enumerate(sd.levels):
             estimands["levels"][level][S.NOISE_RHO] = interval(rho[:, j])
-    estimands["caveats"] = data_caveats(sd, config)
+    estimands["caveats"] = data_caveats(sd, config) + autocorrelation_caveats(sd, config, estimands["levels"])
     _attach(idata, sd, config, diag, grid)
     fit = PlateauFit(idata, config, sd, estimands, diag, timings)
     warn_if_not_converged(diag, f"plateau fit ({sd.response}, levels {sd.levels})")
