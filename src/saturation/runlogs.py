@@ -1005,6 +1005,8 @@ def detect_format(path: str | Path) -> str | None:
     if path.is_dir():
         return _detect_dir(path)
     name = path.name
+    if not path.is_file():  # a FIFO, a device, a dangling link: never opened (a FIFO would block)
+        return None
     if name.startswith("events.out.tfevents."):
         return "tensorboard"
     if name.endswith(".nc"):
