@@ -377,6 +377,7 @@ def _est(**kw):
         "bf_changepoint_vs_line": 50.0,
         "edge_mass": 0.0,
         "p_early_positive": 1.0,
+        "p_rise_positive": 1.0,
         "p_flat": 0.2,
         "p_slowed": 0.2,
         "p_late_positive": 0.5,
@@ -393,7 +394,8 @@ def _est(**kw):
         ({"bf_changepoint_vs_line": 0.5}, False, "no change point"),
         ({"bf_changepoint_vs_line": 0.5, "p_flat": 0.99}, True, "plateaued"),  # a known break is not questioned
         ({"edge_mass": 0.7}, False, "no change point"),
-        ({"p_early_positive": 0.9, "p_flat": 0.99}, False, "undetermined"),
+        ({"p_rise_positive": 0.9, "p_flat": 0.99}, False, "undetermined"),
+        ({"p_early_positive": 0.5, "p_flat": 0.99}, False, "plateaued"),  # a jump was the rise
         ({"p_flat": 0.9}, False, "plateaued"),
         ({"p_flat": 0.89, "p_slowed": 0.95}, False, "slowed"),
         ({"p_slowed": 0.94, "p_late_positive": 0.96}, False, "still rising"),
