@@ -824,3 +824,22 @@ def test_an_independent_fit_warns_when_its_residuals_are_autocorrelated():
         caveats = fit_plateau(ds, response="m", seed=1).estimands["caveats"]
         assert any("autocorrelated" in c and "--noise ar1" in c for c in caveats) == warned
     assert not any("autocorrelated" in c for c in fit_plateau(ds, response="m", noise="ar1").estimands["caveats"])
+
+
+def test_an_abrupt_jump_is_located_and_called_by_default():
+    """Issue 44: a jump then flat was located 10/24 and called plateaued/slowed 7/24 by the
+    hinge; the default now weighs the hinge and the jump by their exact evidence."""
+    t = np.arange(91.0)
+    rng = np.random.default_rng(0)
+    y = np.where(t < 45, 0.3, 0.5) + rng.normal(0, 0.02, 91)
+    ds = xr.Dataset({"m": (("run", "step"), y[None])}, coords={"run": ["r"], "step": t})
+    fit = fit_plateau(ds, response="m", seed=1)
+    e = fit.estimands["levels"]["m"]
+    assert fit.config.continuity == "jump" and fit.to_dict()["shape"]["p_jump"] > 0.99
+    assert e["verdict"] == "plateaued" and e["changepoint"]["hdi"][0] <= 45 <= e["changepoint"]["hdi"][1]
+    assert "chosen over the hinge" in fit.describe_model()
+    # a hinge-shaped series keeps the hinge
+    y2 = np.where(t < 45, 0.3 + 0.2 * t / 45, 0.5) + rng.normal(0, 0.02, 91)
+    ds2 = xr.Dataset({"m": (("run", "step"), y2[None])}, coords={"run": ["r"], "step": t})
+    fit2 = fit_plateau(ds2, response="m", seed=1)
+    assert fit2.config.continuity == "hinge" and fit2.to_dict()["shape"]["p_jump"] < 0.5
