@@ -756,7 +756,9 @@ class PlateauConfig:
     #: the step noise: "independent" across steps, or "ar1": autocorrelated on the step axis
     #: (drifting prompt difficulty, a logged running mean), its coefficient summed exactly on
     #: a grid (exact Gaussian sampler only; :class:`~saturation.models._exact.DependentLevel`)
-    noise: str = "independent"
+    #: None (the default) resolves at the fit: "ar1" for a logged per-step series on the exact
+    #: path (no within-step variance: the rotation is exact there), else "independent"
+    noise: str | None = None
     #: the metric's maximum (1.0 for rates); ``headroom_to_max`` is measured to it. None, or
     #: data outside [0, metric_max]: no headroom to the maximum (a caveat says why)
     metric_max: float | None = 1.0
@@ -779,7 +781,7 @@ class PlateauConfig:
             problems.append(f"continuity must be one of {CONTINUITIES}, got {self.continuity!r}")
         if self.likelihood not in LIKELIHOODS:
             problems.append(f"likelihood must be one of {LIKELIHOODS}, got {self.likelihood!r}")
-        if self.noise not in S.NOISES:
+        if self.noise is not None and self.noise not in S.NOISES:
             problems.append(f"noise must be one of {S.NOISES}, got {self.noise!r}")
         elif self.noise == "ar1" and (self.likelihood != "gaussian" or self.sampler.sampler not in ("auto", "exact")):
             problems.append("noise 'ar1' needs the Gaussian likelihood and the exact sampler (auto or exact)")
@@ -1235,7 +1237,7 @@ def fit_plateau(
     sampler: SamplerConfig | None = None,
     seed: int = 0,
     metric_max: float | None = 1.0,
-    noise: str = "independent",
+    noise: str | None = None,
 ) -> PlateauFit:
     """Fit the plateau model and compute its estimands.
 
@@ -1292,9 +1294,11 @@ def fit_plateau(
         Prior settings (default: scaled to the data, see :class:`PlateauPriors`).
     seed : int
         Seeds the sampler and the post-processing; same seed and data give the same numbers.
-    noise : {"independent", "ar1"}
-        The step noise: independent across steps (the default), or AR(1) on the step axis
-        with its coefficient summed exactly (Gaussian likelihood, exact sampler).
+    noise : {"independent", "ar1"}, optional
+        The step noise: independent across steps, or AR(1) on the step axis with its
+        coefficient summed exactly (Gaussian likelihood, exact sampler). Default: "ar1" for
+        a logged per-step series, "independent" for trials (whose fit warns when its
+        residuals are autocorrelated).
     metric_max : float or None
         The metric's maximum, to which ``headroom_to_max`` is measured (1.0 for rates; None,
         or data outside [0, metric_max]: no headroom to the maximum, with a caveat).
@@ -1325,6 +1329,10 @@ def fit_plateau(
     levels = list(config.levels) if config.levels else None
     response = config.response
     sd = data if isinstance(data, StepData) else step_data(data, response=response, levels=levels, run=run)
+    if config.noise is None:
+        exact = config.likelihood == "gaussian" and config.sampler.sampler in ("auto", "exact")
+        series = bool(sd.summary.get("series")) and exact
+        config = replace(config, noise="ar1" if series else "independent")
     if config.continuity == "auto":
         return _fit_either_shape(sd, config, seed)
     grid = _grid(sd, config)
