@@ -530,6 +530,31 @@ def hinge_line_log_bf(
     return out
 
 
+def line_change_draws(
+    y: np.ndarray,
+    var_mean: np.ndarray,
+    steps: np.ndarray,
+    priors: dict[str, np.ndarray],
+    j: int,
+    rng: np.random.Generator,
+    n: int,
+    rho_grid: tuple[float, ...] | None = None,
+) -> np.ndarray:
+    """Posterior draws (n,) of the change from the first to the last step under the straight
+    line of :func:`hinge_line_log_bf` (same priors and noise model): what "no change over
+    the window" is read from when the line is the better model."""
+    m0, sd0 = curve_prior(priors, j, False)
+    x = design_line(steps)
+    tau_sd = float(priors["tau_sd"][j])
+    level: Level | DependentLevel = (
+        Level(y, var_mean, x, m0[:2], sd0[:1, :2], tau_sd)
+        if rho_grid is None
+        else DependentLevel(y, var_mean, x, m0[:2], sd0[:1, :2], tau_sd, steps, rho_grid=rho_grid)
+    )
+    beta = level.draw(rng, np.zeros(n, dtype=int))[1]
+    return beta[:, 1] - beta[:, 0]
+
+
 def log_evidence(
     y: np.ndarray,
     var_mean: np.ndarray,
