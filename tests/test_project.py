@@ -31,7 +31,18 @@ def test_ci_runs_the_readme_test_command():
 
 #: ARCHITECTURE.md's layers: a module may import only from strictly lower layers
 LAYERS = [
-    ["schema", "curves", "summary", "progress", "cluster", "frequentist", "streams", "models.marginal", "arms"],
+    [
+        "schema",
+        "curves",
+        "summary",
+        "progress",
+        "cluster",
+        "frequentist",
+        "streams",
+        "models.marginal",
+        "arms",
+        "_lazy",
+    ],
     ["aggregate", "localization", "validate", "models.sampling", "models._exact"],
     ["io", "trajectory", "models.plateau", "models.transfer", "models.sigmoid"],
     ["series", "tables", "models", "models.learning", "models.runs", "models.families"],

@@ -26,14 +26,19 @@ on the same model.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import arviz as az
 import numpy as np
 from scipy import special
 
 from saturation import curves
 from saturation import schema as S
+from saturation._lazy import lazy
+
+if TYPE_CHECKING:
+    import arviz as az
+else:
+    az = lazy("arviz")  # imported on first use (ARCHITECTURE.md)
 
 #: points of the first (coarse) and second (refined) pass of each scale grid
 COARSE_POINTS = 160

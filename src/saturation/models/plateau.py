@@ -26,19 +26,16 @@ import json
 import warnings
 from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import arviz as az
 import numpy as np
 import pandas as pd
-import pymc as pm
-import pytensor
-import pytensor.tensor as pt
 import xarray as xr
-from scipy import special, stats
+from scipy import special
 
 from saturation import curves, progress
 from saturation import schema as S
+from saturation._lazy import lazy
 from saturation.aggregate import aggregate, phase_summary, select_phase
 from saturation.frequentist import davies_test
 from saturation.models._exact import (
@@ -60,6 +57,15 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
+
+if TYPE_CHECKING:
+    import arviz as az
+    import pymc as pm
+    import pytensor
+    import pytensor.tensor as pt
+    from scipy import stats
+else:  # imported on first use: the exact Gaussian path needs none of them (ARCHITECTURE.md)
+    az, pm, pytensor, pt, stats = map(lazy, ("arviz", "pymc", "pytensor", "pytensor.tensor", "scipy.stats"))
 
 CONTINUITIES = S.CONTINUITIES
 LIKELIHOODS = S.LIKELIHOODS
@@ -201,7 +207,7 @@ def plateau_verdict(
 
 
 _NP = SimpleNamespace(log=np.log, gammaln=special.gammaln, cumsum=np.cumsum, exp=np.exp)
-_PT = SimpleNamespace(log=pt.log, gammaln=pt.gammaln, cumsum=pt.cumsum, exp=pt.exp)
+_PT: Any = pt  # PyTensor's log, gammaln, cumsum and exp: the names _NP gives (pt is looked up on first use)
 
 
 # ====================================================================== data

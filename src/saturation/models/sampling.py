@@ -11,17 +11,22 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import asdict, dataclass, is_dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import arviz as az
 import numpy as np
-import pymc as pm
-from pymc.initial_point import make_initial_point_fn
 from scipy.special import ndtri
-from scipy.stats import rankdata
 
 from saturation import __version__, progress
 from saturation import schema as S
+from saturation._lazy import lazy
+
+if TYPE_CHECKING:
+    import arviz as az
+    import pymc as pm
+    from pymc import initial_point as pymc_initial_point
+    from scipy import stats
+else:  # imported on first use: the exact draws need none of them (ARCHITECTURE.md)
+    az, pm, pymc_initial_point, stats = map(lazy, ("arviz", "pymc", "pymc.initial_point", "scipy.stats"))
 
 #: Convergence thresholds reported with every fit.
 RHAT_MAX = 1.01
@@ -219,7 +224,7 @@ def _with_initial_points(compiled: Any, model: pm.Model) -> Any:
     (PyMC's ``make_initial_point_fn``, support points with jitter on every free variable,
     transformed values) and flattened in the compiled model's variable order.
     """
-    fn = make_initial_point_fn(
+    fn = pymc_initial_point.make_initial_point_fn(
         model=model, default_strategy="support_point", jitter_rvs=set(model.free_RVs), return_transformed=True
     )
     # nutpie's order: the free variables' value (transformed) variables (compile_pymc.py:700-712)
@@ -302,7 +307,7 @@ def _z_scale(x: np.ndarray) -> np.ndarray:
     Blom offset 3/8, normal quantiles."""
 
     flat = x.reshape(-1, x.shape[-1])
-    rank = rankdata(flat, method="average", axis=0)
+    rank = stats.rankdata(flat, method="average", axis=0)
     return ndtri((rank - 0.375) / (flat.shape[0] + 0.25)).reshape(x.shape)
 
 

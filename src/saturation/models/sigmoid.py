@@ -12,17 +12,15 @@ the trials; ``x = step - first step + 1``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import arviz as az
 import numpy as np
 import pandas as pd
-import pymc as pm
-import pytensor.tensor as pt
 import xarray as xr
 
 from saturation import curves
 from saturation import schema as S
+from saturation._lazy import lazy
 from saturation.aggregate import phase_summary, select_phase
 from saturation.models.sampling import (
     SamplerConfig,
@@ -32,6 +30,13 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
+
+if TYPE_CHECKING:
+    import arviz as az
+    import pymc as pm
+    import pytensor.tensor as pt
+else:  # imported on first use (ARCHITECTURE.md): the spec and the CLI read this module's configs
+    az, pm, pt = map(lazy, ("arviz", "pymc", "pytensor.tensor"))
 
 #: the curve parameters, in the order of :func:`curves.sigmoid_saturation`
 PARAMS = ("r0", "asymptote", "efficiency", "midpoint")

@@ -38,19 +38,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import arviz as az
 import numpy as np
 import pandas as pd
-import pymc as pm
-import pytensor.tensor as pt
 import xarray as xr
 
 from saturation import curves
 from saturation import schema as S
+from saturation._lazy import lazy
 from saturation.aggregate import phase_summary, select_phase
-from saturation.models.marginal import binomial_patterns, log_transfer_marginal, pack_marginal_data, task_segments
 from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
@@ -60,6 +57,13 @@ from saturation.models.sampling import (
     warn_if_not_converged,
 )
 from saturation.summary import format_interval
+
+if TYPE_CHECKING:
+    import arviz as az
+    import pymc as pm
+    import pytensor.tensor as pt
+else:  # imported on first use (ARCHITECTURE.md): the spec and the CLI read this module's configs
+    az, pm, pt = map(lazy, ("arviz", "pymc", "pytensor.tensor"))
 
 #: posterior probability of a positive initial gap for "starts ahead" (1 - it: "behind")
 LEAD_PROB = 0.95
@@ -366,6 +370,9 @@ def resolve_walk(data: TransferData, config: TransferConfig) -> str:
 
 def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm.Model, dict[str, np.ndarray]]:
     """Build the PyMC model; returns (model, pm.Data values)."""
+    # deferred: the marginal's PyTensor Op and numba kernels are imported only to build the model
+    from saturation.models.marginal import binomial_patterns, log_transfer_marginal, pack_marginal_data, task_segments
+
     config.validate(data)
     knots, basis = knot_basis(data.steps, config.knot_every)
     walk = resolve_walk(data, config)
