@@ -35,7 +35,7 @@ from scipy import special
 
 from saturation import curves, progress
 from saturation import schema as S
-from saturation._lazy import lazy
+from saturation._lazy import DeferredInferenceData, lazy
 from saturation.aggregate import aggregate, phase_summary, select_phase
 from saturation.frequentist import davies_test
 from saturation.models._exact import (
@@ -53,6 +53,7 @@ from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
     interval,
+    kde_at,
     sample_model,
     stamp_attrs,
     warn_if_not_converged,
@@ -915,6 +916,25 @@ def _pooled_logw(xp: Any, grid: Any, spread: Any, logsumexp: Any) -> Any:
 
 
 # ====================================================================== fit
+class _InferenceDataField:
+    """``PlateauFit.idata``: the exact sampler's groups (a ``DeferredInferenceData``, no
+    ArviZ import) become an ``arviz.InferenceData`` the first time the field is read.
+    Attached after the dataclass is made (so the field keeps no default)."""
+
+    slot = "_idata"
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return self
+        value = obj.__dict__[self.slot]
+        if isinstance(value, DeferredInferenceData):
+            value = obj.__dict__[self.slot] = value.to_inference_data()
+        return value
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self.slot] = value
+
+
 @dataclass
 class PlateauFit:
     """Result of :func:`fit_plateau`: InferenceData plus tidy estimands and diagnostics.
@@ -1055,6 +1075,9 @@ class PlateauFit:
         }
 
 
+PlateauFit.idata = _InferenceDataField()  # type: ignore[assignment]
+
+
 def fit_plateau(
     data: xr.Dataset | StepData,
     config: PlateauConfig | None = None,
@@ -1158,6 +1181,7 @@ def fit_plateau(
     grid = _grid(sd, config)
     pri = config.priors.resolve(sd, config.likelihood, grid=grid)
     hinge_evidence = exact_cps = None
+    idata: Any  # an InferenceData, or the exact sampler's groups until one is asked for
     if config.sampler.sampler in ("auto", "exact") and config.likelihood == "gaussian":
         progress.stage("sample (exact)")
         idata, timings, hinge_evidence, exact_cps = sample_gaussian_exact(
@@ -1472,8 +1496,10 @@ def _level_estimands(
     # Savage-Dickey: posterior density of the late slope at 0 over its prior density at 0
     # (of the hinge's own late slope, whose prior is known; zero there is zero late gain)
     b2_hinge = p["late_slope"][:, j]
-    post_density = float(stats.gaussian_kde(b2_hinge)(0.0)[0]) if np.std(b2_hinge) > 0 else np.inf
-    bf01 = post_density / float(np.mean(stats.norm.pdf(0.0, 0.0, pri["late_slope_sd"][j])))
+    # (kde_at: scipy.stats.gaussian_kde's number, curves.normal_pdf: scipy.stats.norm.pdf's,
+    # both without importing scipy.stats)
+    post_density = kde_at(b2_hinge, 0.0) if np.std(b2_hinge) > 0 else np.inf
+    bf01 = post_density / float(np.mean(curves.normal_pdf(0.0, 0.0, pri["late_slope_sd"][j])))
     est: dict[str, Any] = {
         "changepoint": interval(c) if config.breakpoint is None else None,
         "changepoint_mass": {str(int(g_)): float(m_) for g_, m_ in zip(grid, mass_j, strict=True)},
