@@ -49,6 +49,7 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
+from saturation.summary import convergence_words, short_repr
 
 if TYPE_CHECKING:
     import arviz as az
@@ -160,6 +161,10 @@ class Diagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdicts": self.verdicts, "numbers": self.numbers, "diagnostics": self.diagnostics}
+
+    def __repr__(self) -> str:
+        head = f"Diagnosis({self.name}, {len(self.verdicts)} unit(s); {convergence_words(self.diagnostics)})"
+        return short_repr(head, [f"{unit}: {v}" for unit, v in self.verdicts.items()])
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
+from saturation.summary import convergence_words, format_interval, short_repr
 
 if TYPE_CHECKING:
     import arviz as az
@@ -1017,6 +1018,19 @@ class PlateauFit:
         table.attrs["converged"] = self.diagnostics["converged"]
         table.attrs["hdi_prob"] = S.HDI_PROB
         return table
+
+    def __repr__(self) -> str:
+        sd, cfg = self.data, self.config
+        head = (
+            f"PlateauFit(response {sd.response}, {len(sd.levels)} level(s) x {len(sd.steps)} steps, "
+            f"{cfg.likelihood}, {self.timings.get('sampler', '?')}; {convergence_words(self.diagnostics)})"
+        )
+        lines = [
+            f"{lv}: {e['verdict']}; change point {format_interval(e.get('changepoint'), 1)}; "
+            f"late slope {format_interval(e.get('late_slope'), 5)}"
+            for lv, e in self.estimands["levels"].items()
+        ]
+        return short_repr(head, lines)
 
     def verdicts(self) -> dict[str, dict[str, str]]:
         """Per level: ``{"verdict", "reason"}`` (:func:`plateau_verdict`)."""

@@ -30,6 +30,7 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
+from saturation.summary import convergence_words, format_interval, short_repr
 
 if TYPE_CHECKING:
     import arviz as az
@@ -576,6 +577,23 @@ class SigmoidFit:
     estimands: dict[str, Any]
     diagnostics: dict[str, Any]
     timings: dict[str, Any]
+
+    def __repr__(self) -> str:
+        est, d = self.estimands, self.data
+        head = (
+            f"SigmoidFit({len(d.arms)} arm(s) x {len(d.steps)} steps, reference {est.get('reference')}; "
+            f"{convergence_words(self.diagnostics)})"
+        )
+        lines = [
+            f"{arm}: asymptote {format_interval(a.get('asymptote'))}"
+            + (
+                f"; P(higher than {est['reference']}) = {est['contrasts'][arm]['p_asymptote_higher']:.2f}"
+                if arm in est.get("contrasts", {})
+                else ""
+            )
+            for arm, a in est.get("arms", {}).items()
+        ]
+        return short_repr(head, lines)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract of ``saturation compare``: ``{"arms", "contrasts",

@@ -56,7 +56,7 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
-from saturation.summary import format_interval
+from saturation.summary import convergence_words, format_interval, short_repr
 
 if TYPE_CHECKING:
     import arviz as az
@@ -614,6 +614,20 @@ class TransferFit:
                 "crossover": float(cross["mean"]) if crossed else None,
             }
         return out
+
+    def __repr__(self) -> str:
+        d = self.data
+        head = (
+            f"TransferFit({len(d.arms)} arms x {len(getattr(d, 'steps', ()))} steps, "
+            f"{len(getattr(d, 'tasks', ()))} tasks, reference "
+            f"{self.config.reference}; {convergence_words(self.diagnostics)})"
+        )
+        lines = [
+            f"{arm}: starts {v['start']}, ends {v['end']}"
+            + (f", crossover at step {v['crossover']:.0f}" if v["crossover"] is not None else "")
+            for arm, v in self.decisions().items()
+        ]
+        return short_repr(head, lines)
 
     def verdicts(self) -> dict[str, str]:
         """One sentence per arm against the reference, built from :meth:`decisions`."""
