@@ -192,3 +192,15 @@ def test_plateau_defaults_have_one_home():
         fields["likelihood"],
         fields["shared"],
     )
+
+
+def test_api_page_lists_every_public_object():
+    """docs/api.md documents every name of ``saturation.__all__`` (mkdocstrings renders it)."""
+    import re
+
+    import saturation
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text()
+    documented = set(re.findall(r"^::: ([\w.]+)$", page, re.M))
+    missing = [f"{saturation._LAZY[n]}.{n}" for n in saturation.__all__ if n in saturation._LAZY]
+    assert not [m for m in missing if m not in documented]
