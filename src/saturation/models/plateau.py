@@ -944,7 +944,8 @@ class PlateauFit:
     ----------
     idata : arviz.InferenceData
         Posterior draws (change points, curve parameters, derived estimands) with the
-        config, data summary and diagnostics in its attrs.
+        config, data summary and diagnostics in its attrs. The exact sampler's draws are
+        made an InferenceData (and ArviZ imported) when this is first read.
     config : PlateauConfig
         The analysis settings the fit ran with.
     data : StepData

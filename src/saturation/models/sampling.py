@@ -25,9 +25,8 @@ if TYPE_CHECKING:
     import arviz as az
     import pymc as pm
     from pymc import initial_point as pymc_initial_point
-    from scipy import stats
 else:  # imported on first use: the exact draws need none of them (ARCHITECTURE.md)
-    az, pm, pymc_initial_point, stats = map(lazy, ("arviz", "pymc", "pymc.initial_point", "scipy.stats"))
+    az, pm, pymc_initial_point = map(lazy, ("arviz", "pymc", "pymc.initial_point"))
 
 #: Convergence thresholds reported with every fit.
 RHAT_MAX = 1.01
