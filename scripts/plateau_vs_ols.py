@@ -58,7 +58,7 @@ def main() -> None:
             f"{ef['changepoint']['mean']:.1f} [{ef['changepoint']['hdi'][0]:.0f}, {ef['changepoint']['hdi'][1]:.0f}] |"
         )
         print(
-            f"| {level} | P(late gain in ROPE) / P(early > 0) | - | - | {ej['p_late_in_rope']:.3f} / "
+            f"| {level} | P(\\|late gain\\| < ROPE) / P(early > 0) | - | - | {ej['p_late_in_rope']:.3f} / "
             f"{ej['p_early_positive']:.3f} | {ef['p_late_in_rope']:.3f} / {ef['p_early_positive']:.3f} |"
         )
     tg = free.estimands.get("together") or {}

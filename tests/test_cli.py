@@ -148,7 +148,7 @@ def test_plateau_command_writes_the_json_contract(tmp_path, capsys):
         "late_slope",
         "start",
         "end",
-        "headroom",
+        "headroom_to_max",
         "p_early_positive",
         "p_late_in_rope",
         "bf01_late_zero",
@@ -309,7 +309,7 @@ def test_ingest_never_exits_0_with_an_output_unwritten(tmp_path, capsys):
     assert not mnc.exists() and not (tmp_path / "t.nc").exists()
     table = tmp_path / "t.csv"
     table.write_text("run,step,instance_id,sample,graded,reward\nr,1,a,0,true,1.0\n")
-    assert main(["ingest", str(table), "-o", str(table)]) == 1
+    assert main(["ingest", str(table), "-o", str(table)]) == 2
     assert "would overwrite" in capsys.readouterr().err
     assert table.read_text().startswith("run,step")
 
@@ -786,3 +786,61 @@ def test_plateau_by_run_prints_one_table_and_lists_the_failed_run(tmp_path, caps
     assert set(doc["runs"]) == {"seed-1", "seed-2"} and doc["failures"][0]["run"] == "short"
     assert sorted(p.name for p in out.iterdir()) == ["seed-1.nc", "seed-2.nc"]
     assert main(["plateau", str(trials), "--by", "run", "--run", "seed-1"]) == 2
+
+
+def test_diagnose_metrics_without_the_keys_names_the_file_and_never_uses_embedded_data(tmp_path, capsys, monkeypatch):
+    """Issue 40: a metrics file whose keys are not SkyRL's exited 0 after analysing the
+    embedded synthetic trials, skipping sections 2 and 3 silently."""
+    import saturation.replica as replica
+
+    metrics = tmp_path / "m.csv"
+    metrics.write_text("run,step,critic/score/mean,actor/entropy\n" + "".join(f"r,{s},0.{s},1.0\n" for s in range(9)))
+
+    def no_embedded(*a, **k):
+        raise AssertionError("the embedded data were loaded for a user's file")
+
+    monkeypatch.setattr(replica, "load_embedded", no_embedded)
+    assert main(["diagnose", "--metrics", str(metrics)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {metrics}: none of the diagnoses fit this file")
+    assert "pass_at_k" in err and "--pass1/--passk" in err and err.count("\n") == 1
+
+
+def _sparse_series(path, knees):
+    """A validation metric logged every 10 steps; each run a hinge with its knee between logged points."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    lines = ["run,step,val/acc"]
+    for run, (knee, late) in knees.items():
+        for st in range(0, 301, 10):
+            y = (0.2 + 0.4 * st / knee if st < knee else 0.6 + late * (st - knee)) + rng.normal(0, 0.01)
+            lines.append(f"{run},{st},{y:.6f}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_plateau_on_a_logged_series_finds_a_knee_between_sparse_points(tmp_path, capsys):
+    """Issue 44: a per-step series from one command, the change point on the step axis (a
+    knee at 55 between logged steps 50 and 60 was "no change point": the first candidate
+    was the 6th logged point); a certain late gain is "slowed", not "plateaued"."""
+    metrics = tmp_path / "m.csv"
+    _sparse_series(metrics, {"a": (55, 0.0), "b": (125, 0.0004)})
+    out = tmp_path / "p.json"
+    assert main(["plateau", str(metrics), "--metric", "val/acc", "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["metric"] == "val/acc" and set(res["runs"]) == {"a", "b"}
+    (a,) = res["runs"]["a"]["levels"].values()
+    assert a["verdict"] == "plateaued" and a["changepoint"]["hdi"][0] <= 55 <= a["changepoint"]["hdi"][1]
+    assert a["changepoint"]["hdi"][1] - a["changepoint"]["hdi"][0] < 10  # located inside one logging interval
+    (b,) = res["runs"]["b"]["levels"].values()
+    assert b["verdict"] == "slowed" and b["p_late_positive"] > 0.95
+    printed = capsys.readouterr().out
+    assert "run a, metric val/acc (31 logged steps)" in printed
+
+
+def test_plateau_metric_names_the_logged_keys_when_missing(tmp_path, capsys):
+    metrics = tmp_path / "m.csv"
+    _sparse_series(metrics, {"a": (55, 0.0)})
+    assert main(["plateau", str(metrics), "--metric", "reward"]) == 2
+    err = capsys.readouterr().err
+    assert str(metrics) in err and "val/acc" in err and err.count("\n") == 1

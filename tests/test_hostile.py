@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -151,14 +152,13 @@ def test_an_output_that_is_an_input_is_refused(tmp_path, capsys, flag):
     before = path.read_bytes()
     argv = ["ingest", str(path), "--lenient"]
     argv += ["-o", str(path)] if flag == "-o" else ["-o", str(tmp_path / "o.nc"), flag, str(path)]
-    assert main(argv) == EXIT_DATA
+    assert main(argv) == EXIT_USAGE
     assert "would overwrite" in capsys.readouterr().err
     assert path.read_bytes() == before and not (tmp_path / "o.nc").exists()
 
 
 def test_a_failed_or_interrupted_write_leaves_the_old_file(tmp_path, monkeypatch):
-    from pathlib import Path
-
+    from saturation import io
     from saturation.io import write_trials
 
     path = tmp_path / "t.csv"
@@ -167,12 +167,11 @@ def test_a_failed_or_interrupted_write_leaves_the_old_file(tmp_path, monkeypatch
     out = tmp_path / "o.nc"
     out.write_bytes(b"previous result")
 
-    def boom(self, data):  # SIGINT half-way through writing the file
-        with open(self, "wb") as f:
-            f.write(data[: len(data) // 2])
+    def boom(file, data, target):  # SIGINT half-way through writing the file
+        file.write(data[: len(data) // 2])
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(Path, "write_bytes", boom)
+    monkeypatch.setattr(io, "_write_payload", boom)
     with pytest.raises(KeyboardInterrupt):
         write_trials(ds, out)
     assert out.read_bytes() == b"previous result"
@@ -200,18 +199,17 @@ def _fail_plain_writes(monkeypatch, err, only: str = ""):
     """Every file write through ``write_atomic`` fails with ``err`` (a full disk, no
     permission): the sandbox runs as root with free disk, so the fault is injected at the
     one place every output is written. ``only``: just the file of that name."""
-    from pathlib import Path
+    from saturation import io
 
-    real = Path.write_bytes
+    real = io._write_payload
 
-    def failing(self, data):
-        if self.name.endswith(".partial") and self.name.startswith(f".{only}"):
-            with open(self, "wb") as f:  # a partial file exists when the fault strikes
-                f.write(data[: len(data) // 2])
+    def failing(file, data, target):
+        if target.name.startswith(only):
+            file.write(data[: len(data) // 2])  # a partial file exists when the fault strikes
             raise OSError(err, os.strerror(err))
-        return real(self, data)
+        return real(file, data, target)
 
-    monkeypatch.setattr(Path, "write_bytes", failing)
+    monkeypatch.setattr(io, "_write_payload", failing)
 
 
 @pytest.mark.parametrize("err", [errno.ENOSPC, errno.EACCES, errno.EROFS])
@@ -556,3 +554,316 @@ def test_pass_at_k_when_every_rollout_fails_or_succeeds_is_a_message(reward):
     what = "failed" if reward == 0 else "succeeded"
     with pytest.raises(ValueError, match=f"every one of the 24 rollouts {what}"):
         fit_pass_at_k(ds)
+
+
+# ------------------------------------------------------------------ issue 41: never delete, overwrite or leak
+def test_write_atomic_never_follows_a_planted_symlink_or_replaces_a_link(tmp_path):
+    """A symlink planted at the old predictable temporary name (``.NAME.PID.partial``) in a
+    shared output directory is neither followed nor renamed over the output; an output
+    that is itself a symlink is refused, its target untouched."""
+    from saturation.io import write_atomic
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not yours")
+    out = tmp_path / "out"
+    out.mkdir()
+    planted = out / f".results.json.{os.getpid()}.partial"
+    planted.symlink_to(victim)
+    write_atomic(out / "results.json", "new")
+    assert victim.read_text() == "not yours"
+    assert not (out / "results.json").is_symlink() and (out / "results.json").read_text() == "new"
+    assert planted.is_symlink()  # not ours: left alone
+    mode = (out / "results.json").stat().st_mode & 0o777
+    umask = os.umask(0)
+    os.umask(umask)
+    assert mode == 0o666 & ~umask  # what a plain open would give, not mkstemp's 0600
+    (out / "REPORT.md").symlink_to(victim)
+    with pytest.raises(OSError, match=r"REPORT\.md: it is a symbolic link"):
+        write_atomic(out / "REPORT.md", "x")
+    assert victim.read_text() == "not yours" and (out / "REPORT.md").is_symlink()
+    assert not [p for p in out.iterdir() if p.name.endswith(".partial") and not p.is_symlink()]
+
+
+def _made_up_runner(monkeypatch, names=(), extra=()):
+    """A plateau analysis without a fit: it writes a table of the data's runs, a table per
+    name in ``names`` (as a report names files after arms), a fit file, a figure and a plain
+    file through the report's ``_Out``; returns the list of analyses it ran."""
+    import xarray as xr
+
+    from saturation import report
+
+    ran = []
+
+    def made_up(spec, ds, reference, out):
+        import matplotlib.pyplot as plt
+
+        ran.append(spec.name)
+        frame = pd.DataFrame({"run": [str(r) for r in np.unique(ds["run"].values)]})
+        for name in ["estimates", *(f"families_{n}" for n in names), *extra]:
+            out.table(frame, name, f"{spec.title}: {name}")
+        out.idata(xr.Dataset({"x": ("d", np.arange(3.0))}), "plateau_fit")
+        out.figure(lambda: plt.figure(figsize=(1, 1)), "curves", "a figure")
+        diag = {"rhat_max": 1.0, "ess_bulk_min": 900.0, "ess_tail_min": 800.0, "divergences": 0, "converged": True}
+        return {"verdict": "made up.", "details": [], "results": {}, "diagnostics": diag}
+
+    monkeypatch.setitem(report.RUNNERS, "plateau", made_up)
+    return ran
+
+
+def _spec(path, trials, name=None, title="T"):
+    line = "" if name is None else f"name = {json.dumps(name)}\n"
+    path.write_text(f'[analysis]\nkind = "plateau"\ntitle = {json.dumps(title)}\n{line}[data]\ntrials = "{trials}"\n')
+    return path
+
+
+def _trials(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join([HEADER, *_rows(30)]) + "\n")
+    return path
+
+
+def test_the_reports_clean_up_never_deletes_its_input(tmp_path, monkeypatch, capsys):
+    """The issue's repro: spec plateau.toml, trials plateau/trials.csv, ``--out .``: the
+    section's directory is the data's; a re-run deletes only what the report wrote (its
+    manifest): the input and a user's file there survive, a table no longer written goes."""
+    ran = _made_up_runner(monkeypatch, extra=["old_table"])
+    monkeypatch.chdir(tmp_path)
+    trials = _trials(tmp_path / "plateau" / "trials.csv")
+    before = trials.read_bytes()
+    (tmp_path / "plateau" / "notes.txt").write_text("mine")
+    _spec(tmp_path / "plateau.toml", "plateau/trials.csv")
+    assert main(["report", "plateau.toml", "--out", ".", "--no-progress"]) == 0
+    assert trials.read_bytes() == before and (tmp_path / "plateau" / "old_table.csv").exists()
+    _made_up_runner(monkeypatch)  # the next run writes no old_table
+    assert main(["report", "plateau.toml", "--out", ".", "--no-progress", "--force"]) == 0
+    assert trials.read_bytes() == before and (tmp_path / "plateau" / "notes.txt").read_text() == "mine"
+    assert not (tmp_path / "plateau" / "old_table.csv").exists()  # the report's own stale file: swept
+    assert (tmp_path / "plateau" / "estimates.csv").exists() and ran == ["plateau"]
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("name", ["../victim", "ABS", "", "..", "Qwen/Qwen3-8B", "a\nb<c>"])
+def test_spec_names_never_become_paths_outside_out(tmp_path, monkeypatch, capsys, name):
+    """A spec ``name`` (or a file stem such as ``...toml``'s ``..``) is sanitised into one
+    directory inside --out; files beside --out, in its root and the lock survive."""
+    _made_up_runner(monkeypatch)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("keep")
+    name = str(victim) if name == "ABS" else name
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("mine")
+    _trials(tmp_path / "specs" / "t.csv")
+    spec = _spec(tmp_path / "specs" / "s.toml", "t.csv", name=name)
+    if name == "..":  # the name comes from the file: "...toml" has the stem ".."
+        spec = _spec(tmp_path / "specs" / "...toml", "t.csv")
+    for _ in range(2):  # the second run sweeps
+        assert main(["report", str(spec), "--out", str(out), "--no-progress", "--force"]) == 0, capsys.readouterr()
+    assert (victim / "keep.txt").read_text() == "keep" and (out / "mine.txt").read_text() == "mine"
+    (section,) = json.loads((out / "results.json").read_text())["analyses"].values()
+    for rel in section["tables"] + section["figures"] + section["fits"]:
+        path = (out / rel).resolve()
+        assert path.parent.parent == out.resolve() and path.exists(), rel
+    capsys.readouterr()
+
+
+def test_run_and_arm_names_in_file_names_are_sanitised_and_kept_apart(tmp_path, monkeypatch):
+    from saturation.report import run_report
+
+    _made_up_runner(monkeypatch, names=["Qwen/Qwen3-8B", "Qwen_Qwen3-8B", "../../../x", "/etc/passwd"])
+    _trials(tmp_path / "t.csv")
+    rep = run_report([_spec(tmp_path / "s.toml", "t.csv", name="s")], out=tmp_path / "out", progress=False)
+    tables = rep.sections[0].tables
+    assert len(set(tables)) == len(tables) == 5
+    assert "s/families_Qwen_Qwen3-8B.md" in tables and "s/families_Qwen_Qwen3-8B-2.md" in tables
+    assert all((tmp_path / "out" / t).resolve().parent == (tmp_path / "out" / "s").resolve() for t in tables)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "s.toml", "t.csv"]
+
+
+def test_two_analyses_never_share_a_directory(tmp_path, monkeypatch, capsys):
+    """``same`` and ``same/`` get their own directories and tables; names that would give
+    one directory (``a/b`` and ``a_b``, or one named like REPORT.md) are refused first."""
+    _made_up_runner(monkeypatch)
+    _trials(tmp_path / "t.csv")
+    one = _spec(tmp_path / "one.toml", "t.csv", name="same", title="One")
+    two = _spec(tmp_path / "two.toml", "t.csv", name="same/", title="Two")
+    out = tmp_path / "out"
+    assert main(["report", str(one), str(two), "--out", str(out), "--no-progress"]) == 0
+    analyses = json.loads((out / "results.json").read_text())["analyses"]
+    assert analyses["same"]["tables"] != analyses["same/"]["tables"]
+    assert {Path(t).parent.name for a in analyses.values() for t in a["tables"]} == {"same", "same_"}
+    capsys.readouterr()
+    for a, b in [("a/b", "a_b"), ("x", "REPORT.md"), ("R", "r")]:
+        _spec(one, "t.csv", name=a)
+        _spec(two, "t.csv", name=b)
+        assert main(["report", str(one), str(two), "--out", str(tmp_path / "o2"), "--no-progress"]) == EXIT_USAGE
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and "taken by" in err, err
+        assert not (tmp_path / "o2").exists()
+
+
+def test_the_report_never_overwrites_or_reads_its_own_outputs(tmp_path, monkeypatch, capsys):
+    """An input where an output goes is refused before it is replaced; ``--out`` inside the
+    data directory is refused (the second run would read estimates.csv as trials)."""
+    _made_up_runner(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    trials = _trials(tmp_path / "plateau" / "estimates.csv")
+    before = trials.read_bytes()
+    _spec(tmp_path / "plateau.toml", "plateau/estimates.csv")
+    assert main(["report", "plateau.toml", "--out", ".", "--no-progress"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "would overwrite this input" in err and len(err.strip().splitlines()) == 1
+    assert trials.read_bytes() == before
+    data = tmp_path / "data"
+    _trials(data / "t.csv")
+    _spec(tmp_path / "d.toml", "data")
+    for out in ("data/report", "data"):
+        assert main(["report", "d.toml", "--out", out, "--no-progress"]) == EXIT_USAGE
+        assert "read the report's own files as data" in capsys.readouterr().err
+    assert sorted(p.name for p in data.iterdir()) == ["t.csv"]
+    assert main(["report", "d.toml", "--data", "data", "--out", "data/r", "--no-progress"]) == EXIT_USAGE
+
+
+@pytest.mark.parametrize("fault", ["outside", "outside_hashed", "truncated_fit", "empty_png", "corrupt", "wrong_type"])
+def test_a_cache_record_is_checked_never_trusted_by_existence(tmp_path, monkeypatch, capsys, fault):
+    """A section.json naming a file outside its directory (a local file would be copied into
+    REPORT.md and embedded in REPORT.html), a truncated fit, an empty PNG, a corrupt or
+    ill-typed record: never reused, the analysis refitted with a one-line note, no crash."""
+    import hashlib
+
+    ran = _made_up_runner(monkeypatch)
+    _trials(tmp_path / "t.csv")
+    spec = _spec(tmp_path / "s.toml", "t.csv", name="s")
+    secret = tmp_path / "secret.md"
+    secret.write_text("SECRET-TOKEN")
+    out = tmp_path / "out"
+    argv = ["report", str(spec), "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    record = out / "s" / "section.json"
+    obj = json.loads(record.read_text())
+    if fault.startswith("outside"):
+        obj["tables"].append("../../secret.md")
+        if fault == "outside_hashed":
+            obj["written"]["../../secret.md"] = hashlib.sha256(secret.read_bytes()).hexdigest()
+        record.write_text(json.dumps(obj))
+    elif fault == "truncated_fit":
+        fit = out / "s" / "plateau_fit.nc"
+        fit.write_bytes(fit.read_bytes()[:100])
+    elif fault == "empty_png":
+        (out / "s" / "curves.png").write_bytes(b"")
+    elif fault == "corrupt":
+        record.write_text(record.read_text()[:50])
+    else:
+        obj["seconds"] = "soon"
+        record.write_text(json.dumps(obj))
+    capsys.readouterr()
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert ran == ["s", "s"]  # refitted
+    note = [line for line in text.splitlines() if "note:" in line]
+    assert len(note) == 1 and ("not trusted" in note[0] or "changed" in note[0]), text
+    assert "note: " in (out / "REPORT.md").read_text()
+    for page in ("REPORT.md", "REPORT.html"):
+        assert "SECRET-TOKEN" not in (out / page).read_text()
+    assert secret.read_text() == "SECRET-TOKEN"
+    assert main(argv) == 0 and ran == ["s", "s"]  # the refit's record is trusted again: reused
+    assert "note:" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flag", ["--metrics-out", "--json", "--rejects", "--json-default-rejects", "--link"])
+def test_two_outputs_naming_one_file_are_refused(tmp_path, capsys, flag):
+    """``ingest -o x --metrics-out x`` (or ``--json x``, ``--rejects x``, the default rejects
+    file, a symlink to the other output): exit 2, one line, nothing written."""
+    from skyrl_fixtures import run_dir
+
+    path = tmp_path / "v.csv"
+    path.write_text("\n".join([HEADER, *_rows(5), "r,x,a,0,true,1"]) + "\n")
+    out = tmp_path / "x.nc"
+    argv = ["ingest", str(path), "--lenient", "-o", str(out)]
+    if flag == "--metrics-out":
+        argv = ["ingest", str(run_dir(tmp_path / "run", zst=False)), "-o", str(out), flag, str(out), "--no-progress"]
+    elif flag == "--json-default-rejects":
+        argv += ["--json", str(tmp_path / "x.rejected.csv")]
+    elif flag == "--link":
+        (tmp_path / "link.json").symlink_to(out)
+        argv += ["--json", str(tmp_path / "link.json")]
+    else:
+        argv += [flag, str(out)]
+    assert main(argv) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and "the same file" in err, err
+    assert not out.exists() and not (tmp_path / "x.rejected.csv").exists()
+
+
+HOSTILE_RUN = "=cmd|' /C calc'!A0\x1b]0;owned\x07<img src=x onerror=alert(1)>"
+
+
+def test_every_writer_escapes_for_its_format(tmp_path, monkeypatch, capsys):
+    """A run name with a spreadsheet formula, terminal escapes and HTML, a spec title with a
+    newline and a live ``\\input``: the CSV cell is neutralised, the .tex has no line that
+    TeX would run, REPORT.md shows the HTML as text, the terminal shows the escapes escaped."""
+    _made_up_runner(monkeypatch)
+    rows = [f"{HOSTILE_RUN},{i // 10},i{i % 10},0,true,{(i % 7) / 7:.3f}" for i in range(30)]
+    (tmp_path / "t.csv").write_text("\n".join([HEADER, *rows]) + "\n")
+    title = "T\n\\input{/etc/passwd}\n\\immediate\\write18{id} <script>alert(1)</script>"
+    spec = _spec(tmp_path / "s.toml", "t.csv", name="s", title=title)
+    out = tmp_path / "out"
+    assert main(["report", str(spec), "--out", str(out), "--no-progress"]) == 0
+    csv = (out / "s" / "estimates.csv").read_text().splitlines()
+    assert csv[1].startswith("\"'=cmd") or csv[1].startswith("'=cmd"), csv
+    tex = (out / "s" / "estimates.tex").read_text()
+    live = [line for line in tex.splitlines() if not line.startswith("%")]  # a comment ends at its line
+    assert not [line for line in live if "\\input" in line or "\\write18" in line or "\\immediate" in line]
+    assert tex.splitlines()[0].startswith("% T \\input{/etc/passwd} \\immediate")  # inert: one comment line
+    md = (out / "REPORT.md").read_text()
+    assert "<img" not in md and "<script>" not in md and "&lt;img src=x" in md and "&lt;script&gt;" in md
+    assert "\x1b" not in md and "\n\\input" not in md
+    capsys.readouterr()
+    assert main(["ingest", str(tmp_path / "t.csv"), "-o", str(tmp_path / "t.nc")]) == 0
+    assert main(["describe", str(tmp_path / "t.nc")]) == 0
+    shown = capsys.readouterr().out
+    assert "\x1b" not in shown and "\x07" not in shown and "\\x1b]0;owned\\x07" in shown
+
+
+def test_rejected_rows_with_formulas_are_neutralised_numbers_kept(tmp_path, monkeypatch):
+    """The rejects CSV names the file (here ``=cmd|calc.csv``) and holds the raw row: no cell
+    starts a formula; a plain number such as -7 is left as it is."""
+    from saturation.io import neutralise_formulas
+
+    monkeypatch.chdir(tmp_path)
+    path = Path("=cmd|calc.csv")
+    path.write_text("\n".join([HEADER, *_rows(5), "r,-7,a,0,true,1"]) + "\n")
+    read_trials_report([path], strict=False, rejects=tmp_path / "r.csv")
+    frame = pd.read_csv(tmp_path / "r.csv", dtype=str)
+    cells = [c for c in frame.to_numpy().ravel() if isinstance(c, str)]
+    assert "'=cmd|calc.csv" in cells and not any(c.startswith(("=", "+", "@", "\t")) for c in cells), cells
+    frame = pd.DataFrame({"a": ["-7", "+0.5", "-x", "@a", "\tb", "ok"], "n": [-1.0, 2, 3, 4, 5, 6]})
+    assert list(neutralise_formulas(frame)["a"]) == ["-7", "+0.5", "'-x", "'@a", "'\tb", "ok"]
+    assert list(neutralise_formulas(frame)["n"]) == [-1.0, 2, 3, 4, 5, 6]
+
+
+def test_dangling_links_fifos_and_devices_are_listed_never_opened(tmp_path, capsys):
+    """In an input directory: a dangling symlink (an unfetched git-annex file) and a FIFO
+    are listed as not read with the reason (strict: an error naming them; lenient: file
+    problems), the FIFO never opened (it would block forever); given directly, an error."""
+    from saturation.io import read_trials_report
+
+    d = tmp_path / "data"
+    d.mkdir()
+    (d / "a.csv").write_text("\n".join([HEADER, *_rows(20)]) + "\n")
+    (d / "b.csv").symlink_to(tmp_path / ".git" / "annex" / "objects" / "b")
+    os.mkfifo(d / "c.csv")
+    with pytest.raises(TrialValidationError) as info:
+        read_trials_report([d])
+    text = str(info.value)
+    assert "b.csv: a dangling symbolic link" in text and "c.csv: a FIFO; never opened" in text
+    ds, valid = read_trials_report([d], strict=False)
+    listed = json.loads(ds.attrs["file_problems"])
+    assert any("b.csv: a dangling" in p for p in listed) and any("c.csv: a FIFO" in p for p in listed)
+    assert valid.accounting["read"] == 20
+    assert main(["ingest", str(d), "-o", str(tmp_path / "o.nc"), "--lenient"]) == 0
+    assert "c.csv: a FIFO; never opened" in capsys.readouterr().out
+    assert main(["ingest", str(d / "c.csv"), "-o", str(tmp_path / "o2.nc")]) == EXIT_DATA
+    assert "c.csv: a FIFO; never opened" in capsys.readouterr().err
+    assert main(["ingest", str(d / "b.csv"), "-o", str(tmp_path / "o2.nc")]) == EXIT_USAGE  # no such input

@@ -835,3 +835,19 @@ def test_plot_saturation_curves_draws_each_arm_its_band_forecast_and_ceiling(sig
     _assert_errorbars(bars[1], [right + 7], [_by(frame, arm="b")["asymptote"].iloc[0]], [0.41], [0.69])
     ax2 = _into_ax(plots.plot_saturation_curves, sigmoid_fit)
     assert _legend(ax2) == ["a", "b"]
+
+
+def test_data_strings_with_dollars_are_drawn_as_text(tmp_path):
+    """A run, arm or level name holding ``$`` (or a mathtext command) is text in the
+    package's style: the figure draws and saves (issue 41: it failed in mathtext)."""
+    import matplotlib.pyplot as plt
+
+    with plots.style():
+        fig, ax = plt.subplots()
+        ax.plot([0, 1], [0, 1], label="arm $x^{ and $\\frac{")
+        ax.set_yticks([0, 1], ["$lvl", "a$b$\\sqrt"])
+        ax.set_title("run $\\undefined{$")
+        ax.legend()
+    plots.save_figure(fig, tmp_path / "dollars")
+    plt.close(fig)
+    assert (tmp_path / "dollars.png").stat().st_size > 0 and (tmp_path / "dollars.pdf").stat().st_size > 0

@@ -41,12 +41,13 @@ LAYERS = [
         "streams",
         "models.marginal",
         "arms",
+        "limits",
         "_lazy",
     ],
     ["aggregate", "localization", "validate", "models.sampling", "models._exact"],
     ["io", "trajectory", "models.plateau", "models.transfer", "models.sigmoid"],
     ["series", "tables", "models", "models.learning", "models.runs", "models.families"],
-    ["plots", "simulate", "skyrl"],
+    ["plots", "simulate", "skyrl", "runlogs"],
     ["replica", "wandb_history"],
     ["calibrate", "spec", "ingest", "scenarios", "report_html"],
     ["report"],
@@ -170,7 +171,7 @@ def test_plateau_defaults_have_one_home():
     fields = {f.name: f.default for f in dataclasses.fields(PlateauConfig) if f.default is not dataclasses.MISSING}
     params = inspect.signature(fit_plateau).parameters
     shared = set(fields) & set(params) - {"continuity"}  # continuity: None = by the break, resolved in the config
-    assert shared >= {"response", "breakpoint", "shared", "likelihood", "rope", "rope_relative", "headroom_ceiling"}
+    assert shared >= {"response", "breakpoint", "shared", "likelihood", "rope", "rope_relative", "metric_max"}
     assert {k: params[k].default for k in shared} == {k: fields[k] for k in shared}
     args = build_parser().parse_args(["plateau"])
     assert (args.response, args.rope, args.rope_relative, args.likelihood, args.pooled) == (

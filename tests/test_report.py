@@ -14,7 +14,7 @@ from saturation.cli import main
 from saturation.io import write_table
 from saturation.report import run_report
 from saturation.simulate import simulate_transfer
-from saturation.tables import table_latex, table_markdown
+from saturation.tables import markdown_text, table_latex, table_markdown
 
 TINY = "[sampler]\ndraws = 200\nchains = 2\nseed = 3\n"
 
@@ -138,7 +138,7 @@ def test_small_report_end_to_end_and_cache(tmp_path, monkeypatch, crossing_spec)
     assert {"series/reward_components.md", "series/components.png"} <= {*series.tables, *series.figures}
     text = (out / "REPORT.md").read_text()
     for s in rep.sections:
-        assert s.title in text and s.verdict in text
+        assert markdown_text(s.title) in text and markdown_text(s.verdict) in text  # HTML escaped
         for f in [*s.tables, *s.figures, *s.fits]:
             assert (out / f).exists(), f
         for fig in s.figures:
@@ -174,7 +174,7 @@ def test_small_report_end_to_end_and_cache(tmp_path, monkeypatch, crossing_spec)
     for s in rep.sections:
         for j, fig in enumerate(s.figures, 1):
             caption = s.captions[fig]
-            assert len(caption) > 60 and f"*Figure {rep.sections.index(s) + 1}.{j}. {caption}*" in text
+            assert len(caption) > 60 and f"*Figure {rep.sections.index(s) + 1}.{j}. {markdown_text(caption)}*" in text
         banded = [f for f in s.figures if not f.endswith(("plateaued_by.png", "loo.png"))]  # no bands there
         assert all("94 %" in s.captions[f] for f in banded), s.name
     # contents lines end at a sentence, never inside a number

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from saturation import __version__
 from saturation import schema as S
@@ -81,8 +81,18 @@ def _require_inputs(paths: Sequence[str] | None, flag: str = "") -> None:
             raise UsageError(f"{flag + ' ' if flag else ''}{path}: no such file or directory")
 
 
+_CONTROL_RE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _shown(text: str) -> str:
+    """``text`` safe for a terminal: every control character but the newline (ESC, CR,
+    BEL, ...) shown escaped (``\\x1b``), so a run name cannot move the cursor, recolour or
+    retitle the terminal, or overwrite an earlier line."""
+    return _CONTROL_RE.sub(lambda m: repr(m.group(0))[1:-1], text)
+
+
 def _print(msg: str = "") -> None:
-    print(msg, flush=True)
+    print(_shown(msg), flush=True)
 
 
 def _write_json(obj: Any, path: str) -> None:
@@ -259,15 +269,20 @@ def _dynamic_sampling_warnings(series: xr.Dataset, runs: Sequence[str] | None = 
 
 def _check_outputs(inputs: Sequence[str], outputs: Sequence[str | None]) -> None:
     """Before anything is read or written: every output must be writable (its directory
-    exists, it is not a directory) and none may be an input or land inside a directory of
-    input tables (it would be read next time)."""
+    exists, it is not a directory), distinct from every other output, and none may be an
+    input or land inside a directory of input tables (it would be read next time); the last
+    two are usage errors (exit 2)."""
     resolved = {Path(p).resolve() for p in inputs}
+    seen: dict[Path, str] = {}
     for out in outputs:
         if not out or out == "-":
             continue
-        target = Path(out).resolve()
+        target = Path(out).resolve()  # symbolic links resolved: two names of one file are one output
+        if target in seen:
+            raise UsageError(f"{out}: two outputs would be the same file ({seen[target]}); give each its own path")
+        seen[target] = out
         if target in resolved or any(i.is_dir() and i in target.parents and not _is_run_dir(i) for i in resolved):
-            raise ValueError(f"{out}: the output would overwrite or land among the inputs; choose another path")
+            raise UsageError(f"{out}: the output would overwrite or land among the inputs; choose another path")
         if target.is_dir():
             raise ValueError(f"{out}: is a directory; give a file path")
         if not target.parent.is_dir():
@@ -282,11 +297,14 @@ def _is_run_dir(path: Path) -> bool:
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
     _require_inputs(args.inputs)
-    _check_outputs(args.inputs, [args.output, args.metrics_out, args.json, args.rejects])
+    default_rejects = str(Path(args.output).with_suffix("")) + ".rejected.csv" if args.output and args.lenient else None
+    _check_outputs(args.inputs, [args.output, args.metrics_out, args.json, args.rejects or default_rejects])
     from saturation.ingest import looks_like_run_dir
     from saturation.io import read_trials_report, write_trials
 
     runs = [looks_like_run_dir(p) for p in args.inputs]
+    if args.format or args.run_column or _runlog_inputs(args.inputs, runs):
+        return _cmd_ingest_runlogs(args)
     if any(runs):
         if not all(runs):
             raise ValueError(
@@ -300,7 +318,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     if not args.output:
         raise ValueError("-o/--output is required for trial tables")
 
-    rejects = args.rejects or (str(Path(args.output).with_suffix("")) + ".rejected.csv" if args.lenient else None)
+    rejects = args.rejects or default_rejects
     ds, valid = read_trials_report(args.inputs, strict=not args.lenient, rejects=rejects)
     write_trials(ds, args.output)
     _print(f"read {len(json.loads(ds.attrs[S.ATTR_SOURCES]))} file(s)")
@@ -322,6 +340,64 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
             },
             args.json,
         )
+    return EXIT_OK
+
+
+def _runlog_inputs(inputs: Sequence[str], skyrl: Sequence[bool]) -> bool:
+    """Whether the inputs are run logs of other frameworks (runlogs.FORMATS); a mix with
+    SkyRL run directories or trial tables is a usage error."""
+    from saturation.runlogs import detect_format
+
+    kinds = [None if r else detect_format(p) for p, r in zip(inputs, skyrl, strict=True)]
+    if any(kinds) and not all(kinds):
+        others = [p for p, k in zip(inputs, kinds, strict=True) if k is None]
+        raise UsageError(
+            f"mix of run logs and other inputs ({_names(others)}); ingest them separately, or name the format "
+            "of every input with --format"
+        )
+    return any(kinds)
+
+
+def _cmd_ingest_runlogs(args: argparse.Namespace) -> int:
+    """``saturation ingest`` of verl / TRL / TensorBoard / MLflow / wandb-export / table run logs."""
+    for flag in ("output", "label", "arm", "index", "include_added", "workers", "rejects"):
+        if getattr(args, flag):
+            raise UsageError(f"--{flag.replace('_', '-')} does not apply to run logs (write them with --metrics-out)")
+    from saturation.io import write_netcdf
+    from saturation.runlogs import RunLogError, read_runlogs, summary_lines
+
+    try:
+        res = read_runlogs(
+            args.inputs,
+            format=args.format,
+            run_column=_split_names(args.run_column, "--run-column"),
+            strict=not args.lenient,
+        )
+    except RunLogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_DATA
+    for line in summary_lines(res):
+        _print(line)
+    if res.problems:
+        _print_problems(
+            res.problems, f"{len(res.problems)} problem(s) (lenient mode: the rest was read):", "(in --json)"
+        )
+    if args.json:
+        _write_json(
+            {"metrics_output": args.metrics_out, "accounting": res.accounting, "problems": res.problems}, args.json
+        )
+    if res.metrics is None:
+        print("error: no numeric per-step metrics found; nothing written", file=sys.stderr)
+        return EXIT_DATA
+    runs = _names(res.metrics[S.RUN].values)
+    if args.metrics_out:
+        write_netcdf(res.metrics, args.metrics_out)
+        _print(
+            f"wrote {args.metrics_out}: per-step metrics, runs {runs}, {res.metrics.sizes[S.STEP]} steps, "
+            f"{len(res.metrics.data_vars)} metrics"
+        )
+    else:
+        _print(f"per-step metrics of runs {runs} found; write them with --metrics-out")
     return EXIT_OK
 
 
@@ -525,6 +601,21 @@ def _check_levels(levels: list[str], have: list[str], response: str) -> None:
         raise UsageError(f"unknown level(s) {_names(unknown)}; have {_names(have) or 'none'}")
 
 
+def _check_ranges(args: argparse.Namespace) -> None:
+    """The sampler's and the ROPE's ranges (:mod:`saturation.limits`, the rule the specs and
+    the configs use), checked before any data are read or memory allocated."""
+    from saturation.limits import DEFAULT_CHAINS, DEFAULT_DRAWS, rope_problems, sampler_problems
+
+    given = {k: getattr(args, k) for k in ("draws", "tune", "chains", "seed") if getattr(args, k, None) is not None}
+    if "draws" in given or "chains" in given:  # their product is bounded: the other at its default
+        given = {"draws": DEFAULT_DRAWS, "chains": DEFAULT_CHAINS, **given}
+    problems = sampler_problems(**given)
+    if getattr(args, "rope", None) is not None and hasattr(args, "rope_relative"):
+        problems += rope_problems(args.rope, args.rope_relative or None, getattr(args, "metric_max", None))
+    if problems:
+        raise UsageError("; ".join(problems))
+
+
 def _check_plateau_args(args: argparse.Namespace) -> list[str] | None:
     """Everything about the plateau options that can be checked before the data are read;
     returns the levels asked for."""
@@ -563,6 +654,8 @@ def _check_plateau_data(ds: xr.Dataset, levels: list[str] | None, response: str)
 
 
 def _cmd_plateau(args: argparse.Namespace) -> int:
+    if args.metric is not None:
+        return _cmd_plateau_series(args)
     if args.by:
         return _cmd_plateau_runs(args)
     levels = _check_plateau_args(args)
@@ -572,13 +665,71 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
 
     fit = fit_plateau(ds, _plateau_config(args, levels), run=args.run, seed=args.seed)
     out = fit.to_dict()
+    _print_plateau(fit, out)
+    return _finish_fit(args, fit, out)
+
+
+def _cmd_plateau_series(args: argparse.Namespace) -> int:
+    """``saturation plateau FILE --metric KEY``: a logged per-step series (any per-step
+    metrics file the readers accept), one fit per run that logged the key; ``--json``
+    holds ``{"metric", "runs": {run: the plateau JSON}}``."""
+    for flag, given in (("--levels", args.levels), ("--by", args.by), ("--phase", args.phase)):
+        if given:
+            raise UsageError(f"--metric fits a logged per-step series: {flag} is for trial tables")
+    if len(args.trials) != 1:
+        raise UsageError(f"--metric {args.metric}: give one per-step metrics file")
+    _require_inputs(args.trials)
+    _check_outputs(args.trials, [args.json, args.idata])
+    from dataclasses import replace
+
+    from saturation.models import fit_plateau
+    from saturation.runlogs import read_metrics
+
+    path = args.trials[0]
+    series = read_metrics(path)
+    try:
+        var = S.metric_variable(series, args.metric)
+    except KeyError as err:
+        raise UsageError(f"{path}: {err.args[0]}") from None
+    logged = series[var].notnull().any(S.STEP)
+    runs = [str(r) for r in series[S.RUN].to_numpy()[logged.to_numpy()]]
+    if args.run is not None:
+        if args.run not in runs:
+            raise UsageError(f"--run {args.run}: {path} has no {args.metric!r} for it; runs {_names(runs)}")
+        runs = [args.run]
+    if args.idata and len(runs) > 1:
+        raise UsageError(f"--idata writes one fit: {path} has {len(runs)} runs of {args.metric!r}; pick one with --run")
+    config = replace(_plateau_config(args, None), response=var)
+    outs: dict[str, Any] = {}
+    fits: list[Any] = []
+    for run in runs:
+        fit = fit_plateau(series, config, run=run, seed=args.seed)
+        out = fit.to_dict()
+        _print(f"run {run}, metric {args.metric} ({len(fit.data.steps)} logged steps):")
+        _print_plateau(fit, out)
+        _print_diagnostics(out["diagnostics"], fit.timings)
+        outs[run] = out
+        fits.append(fit)
+    if args.json:
+        _write_json({"metric": args.metric, "source": str(path), "runs": outs}, args.json)
+    if args.idata:
+        from saturation.io import write_netcdf
+
+        write_netcdf(fits[0].idata, args.idata)
+    return EXIT_OK if all(o["diagnostics"]["converged"] for o in outs.values()) else EXIT_NOT_CONVERGED
+
+
+def _print_plateau(fit: Any, out: dict[str, Any]) -> None:
+    """The plateau fit as the CLI prints it (one fit: its model, each level, the caveats)."""
+    from saturation.models.plateau import FLAT_DEFINITION, LABELS
+
     if out["data"].get("synthetic"):
         _print(f"NOTE: {out['data']['synthetic']}")
     m = out["model"]
     rel = f" or +-{m['rope_relative']:g} x the early gain" if m["rope_relative"] is not None else ""
     _print(
         f"plateau model: response {fit.data.response}; {m['description']}; ROPE: late gain within "
-        f"+-{m['rope']:g}{rel}; {int(S.HDI_PROB * 100)}% HDI"
+        f"+-{m['rope']:g}{rel} ({FLAT_DEFINITION}); {int(S.HDI_PROB * 100)}% HDI"
     )
     for level, e in out["levels"].items():
         _print(f"  {level}: {e['verdict'].upper()} ({e['reason']})")
@@ -589,7 +740,7 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
         _print(f"    late slope        {_fmt(e['late_slope'], 5)}   BF01(late = 0) = {e['bf01_late_zero']:.2f}")
         _print(
             f"    late gain         {_fmt(e['late_gain'], 4)}   94% upper bound {e['late_gain_upper']:.4f}; "
-            f"P(inside the ROPE) = {e['p_flat']:.3f}"
+            f"{LABELS['p_flat']} = {e['p_flat']:.3f}, {LABELS['p_late_in_rope']} = {e['p_late_in_rope']:.3f}"
         )
         if e.get("slowdown_ratio"):
             _print(f"    late/early slope  {_fmt(e['slowdown_ratio'], 2)}")
@@ -601,19 +752,20 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
         if existence:
             _print(f"    a break at all?   {'; '.join(existence)}")
         _print(f"    start -> end      {_fmt(e['start'], 3)} -> {_fmt(e['end'], 3)}")
-        if e.get("headroom"):
-            _print(f"    headroom          {_fmt(e['headroom'], 3)}")
+        if e.get("headroom_to_max"):
+            _print(f"    headroom to max   {_fmt(e['headroom_to_max'], 3)}   ({m['metric_max']:g} - end)")
     _print(f"  verdict: {out['summary']}")
     for caveat in out["caveats"]:
         _print(f"  caveat: {caveat}")
-    if out.get("together"):
+    if out.get("together") and out["together"].get("not_asked"):
+        _print(f"  levels stopped together? not asked: {out['together']['not_asked']}")
+    elif out.get("together"):
         tg = out["together"]
         rough = f" ({tg['caveat']}; --pooled to pool)" if tg["caveat"] else ""
         _print(
             f"  levels stopped together? range of change points {_fmt(tg['changepoint_range'], 1)} steps; "
             f"P(range <= 2) = {tg['p_range_le_2_steps']:.3f}{rough}"
         )
-    return _finish_fit(args, fit, out)
 
 
 def _plateau_config(args: argparse.Namespace, levels: list[str] | None) -> Any:
@@ -630,6 +782,8 @@ def _plateau_config(args: argparse.Namespace, levels: list[str] | None) -> Any:
         likelihood=args.likelihood,
         rope=args.rope,
         rope_relative=args.rope_relative or None,
+        metric_max=args.metric_max,
+        noise=args.noise,
         sampler=_sampler_args(args),
     )
 
@@ -739,18 +893,32 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
         diagnose_reliability,
         fit_pass_at_k,
     )
-    from saturation.series import read_metrics
+    from saturation.runlogs import read_metrics
 
-    ds = _load_phase_trials(args, "swesmith")
-    series = read_metrics(args.metrics) if args.metrics else replica.load_embedded("code-contests")
+    # the embedded data only when no input is given (the demo); a user's file is never
+    # completed with the synthetic replica's data
+    demo = not args.trials and not args.metrics
+    ds = _load_phase_trials(args, "swesmith") if args.trials or demo else None
+    series = read_metrics(args.metrics) if args.metrics else replica.load_embedded("code-contests") if demo else None
     kw = {"seed": args.seed, "draws": args.draws, "chains": args.chains}
-    results = [diagnose_cardinality(ds, run=args.run, **kw)]
-    has_series = {"reward_mean", "pass_at_k"} <= set(map(str, series.data_vars))
-    if has_series:
-        results.append(diagnose_reliability(series, rope=args.pass_rope, **kw))
-    if {"reward_mean", "policy_entropy"} <= set(map(str, series.data_vars)):
-        results.append(diagnose_entropy(series, rope_relative=args.entropy_rope, **kw))
-    if components is not None:
+    keys = {"pass1": args.pass1, "passk": args.passk, "entropy": args.entropy}
+    plan, skipped = _diagnose_plan(args.metrics, series, keys)
+    if ds is None:
+        skipped.append("1. cardinality: skipped (needs graded trials with precision, recall and counts: give TRIALS)")
+    elif args.groups and args.metrics and not args.trials:
+        raise UsageError("--groups fits the trials' prompt groups: give TRIALS")
+    if ds is None and not plan:
+        raise UsageError(f"{args.metrics}: none of the diagnoses fit this file ({'; '.join(skipped)})")
+    results = [diagnose_cardinality(ds, run=args.run, **kw)] if ds is not None else []
+    if "reliability" in plan and series is not None:
+        results.append(diagnose_reliability(series, pass1=args.pass1, passk=args.passk, rope=args.pass_rope, **kw))
+    if "entropy" in plan and series is not None:
+        results.append(
+            diagnose_entropy(series, entropy=args.entropy, reward=args.pass1, rope_relative=args.entropy_rope, **kw)
+        )
+    for line in skipped:
+        _print(line)
+    if components is not None and series is not None:
         config = ComponentsConfig(
             components=tuple(components),
             weights=weights,
@@ -759,16 +927,17 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
             chains=args.chains,
         )
         results.append(diagnose_components(series, config, seed=args.seed))
-    if args.groups:
+    if args.groups and ds is not None:
         results.append(
             fit_pass_at_k(
                 ds, run=args.run, rope=args.pass_rope, seed=args.seed, success_threshold=args.success_threshold
             )
         )
-    synthetic = {str(x.attrs.get(S.ATTR_SYNTHETIC, "")) for x in (ds, series)} - {""}
+    inputs = [x for x in (ds, series) if x is not None]
+    synthetic = {str(x.attrs.get(S.ATTR_SYNTHETIC, "")) for x in inputs} - {""}
     for note in sorted(synthetic):
         _print(f"NOTE: {note}")
-    sampling = _dynamic_sampling_warnings(series)
+    sampling = _dynamic_sampling_warnings(series) if series is not None else []
     titles = {
         "cardinality": "1. Real skill or a cardinality prior? (trials)",
         "reliability": "2. Reliability (pass@1) or capability (pass@k)? (logged series)",
@@ -787,8 +956,9 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
         )
     out = {
         "data": {
-            "trials": ds.attrs.get(S.ATTR_SOURCES, ""),
-            "metrics": series.attrs.get(S.ATTR_SOURCES, ""),
+            "trials": ds.attrs.get(S.ATTR_SOURCES, "") if ds is not None else None,
+            "metrics": series.attrs.get(S.ATTR_SOURCES, "") if series is not None else None,
+            "skipped": skipped,
             "synthetic": sorted(synthetic),
             "dynamic_sampling": sampling,
         },
@@ -797,6 +967,28 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(out, args.json)
     return EXIT_OK if all(res.diagnostics["converged"] for res in results) else EXIT_NOT_CONVERGED
+
+
+def _diagnose_plan(path: str | None, series: xr.Dataset | None, keys: dict[str, str]) -> tuple[list[str], list[str]]:
+    """Which series diagnoses the metrics can serve, and a line for each that they cannot
+    (naming the file and the missing keys)."""
+    if series is None:
+        return [], ["2-4. series diagnoses: skipped (need per-step metrics: give --metrics PATH)"]
+    have = set(map(str, series.data_vars)) | {str(series[v].attrs.get("metric_name", v)) for v in series.data_vars}
+    needs = {
+        "reliability": ("2. reliability", [keys["pass1"], keys["passk"]], "--pass1/--passk"),
+        "entropy": ("3. entropy", [keys["pass1"], keys["entropy"]], "--pass1/--entropy"),
+    }
+    plan, skipped = [], []
+    for name, (title, wanted, flags) in needs.items():
+        missing = [k for k in wanted if k not in have]
+        if missing:
+            skipped.append(
+                f"{title}: skipped ({path or 'the metrics'} has no {_names(missing)}; name its keys with {flags})"
+            )
+        else:
+            plan.append(name)
+    return plan, skipped
 
 
 # ------------------------------------------------------------------ transfer
@@ -1026,7 +1218,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         fit_sigmoid,
         series_arm_steps,
     )
-    from saturation.series import read_metrics
+    from saturation.runlogs import read_metrics
 
     compute = args.compute or DEFAULT_COMPUTE
     if args.metric is not None:  # a logged per-step metric: each run of the series is an arm
@@ -1083,8 +1275,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         )
         _print(
             f"  {arm}: asymptote {_fmt(e['asymptote'], 3)}, efficiency {_fmt(e['efficiency'], 2)}, midpoint "
-            f"{mid_text} {unit}, at step {e['last']['step']} {_fmt(e['last'], 3)}, unused headroom "
-            f"{_fmt(e['unused_headroom'], 3)}"
+            f"{mid_text} {unit}, at step {e['last']['step']} {_fmt(e['last'], 3)}, headroom to ceiling "
+            f"{_fmt(e['headroom_to_ceiling'], 3)}"
         )
     for sentence in fit.verdicts().values():
         _print(f"  {sentence}")
@@ -1279,8 +1471,16 @@ PROGRESS_HELP = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the documented error contract: one line ``error: ...`` naming the
+    command, exit 2 (argparse prints the whole usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="saturation",
         description="Bayesian analysis of RL training dynamics (plateaus, change points, transfer).",
         epilog=EXIT_CODES,
@@ -1416,6 +1616,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="reject bad rows/files (reported with file and line) and ingest the rest instead of failing",
     )
     p.add_argument("--rejects", metavar="PATH", help="tables: side file for rejected rows (lenient mode)")
+    p.add_argument(
+        "--format",
+        choices=S.RUNLOG_FORMATS,
+        help="run logs of other frameworks (docs/your-run.md): read every INPUT as this format (default: detected "
+        "from name and content)",
+    )
+    p.add_argument(
+        "--run-column",
+        metavar="COL[,COL]",
+        help="per-step tables: the column(s) naming each row's run (several runs in one file, e.g. algorithm,seed)",
+    )
     p.add_argument("--json", metavar="PATH", help="write the accounting/validation report as JSON")
     p.set_defaults(func=_cmd_ingest)
 
@@ -1437,6 +1648,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="per-level variable (f1, precision, recall, ...) or trial variable (e.g. reward) (default f1)",
     )
     p.add_argument("--run", help="run to analyse when the data hold several")
+    p.add_argument(
+        "--metric",
+        metavar="KEY",
+        help="fit a logged per-step series instead of trials: TRIALS is one per-step metrics file and KEY its "
+        "metric as logged (e.g. critic/score/mean); one fit per run that logged it",
+    )
     p.add_argument(
         "--by",
         choices=["run"],
@@ -1486,6 +1703,21 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"also flat when the late gain is within +-SHARE x the early gain (default "
         f"{S.DEFAULT_ROPE_RELATIVE}; 0: off)",
     )
+    p.add_argument(
+        "--noise",
+        choices=S.NOISES,
+        default="independent",
+        help="step noise: independent across steps (default), or ar1: autocorrelated on the step axis (drifting "
+        "difficulty, smoothed logs), its coefficient summed exactly; Gaussian likelihood only",
+    )
+    p.add_argument(
+        "--metric-max",
+        type=_positive_real,
+        default=1.0,
+        metavar="X",
+        help="the metric's maximum, to which the headroom is measured (default 1, a rate); values outside "
+        "[0, X] report no headroom",
+    )
     _add_sampler_args(p, "plateau")
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")
     p.add_argument("--idata", metavar="PATH", help="write the InferenceData (netCDF)")
@@ -1504,6 +1736,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="per-step metrics: a CSV (columns run, step, metric names) or the .nc of ingest --metrics-out",
     )
     p.add_argument("--run", help="run of the trials to analyse when they hold several")
+    p.add_argument(
+        "--pass1",
+        default=S.REWARD_MEAN,
+        metavar="KEY",
+        help=f"--metrics: the mean-reward key (default {S.REWARD_MEAN})",
+    )
+    p.add_argument(
+        "--passk", default=S.PASS_AT_K, metavar="KEY", help=f"--metrics: the pass@k key (default {S.PASS_AT_K})"
+    )
+    p.add_argument(
+        "--entropy",
+        default=S.POLICY_ENTROPY,
+        metavar="KEY",
+        help=f"--metrics: the policy-entropy key (default {S.POLICY_ENTROPY})",
+    )
     p.add_argument(
         "--pass-rope",
         type=_positive_real,
@@ -1705,6 +1952,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args([a for a in argv if a != "--debug"])
     args.debug = debug
     try:
+        _check_ranges(args)
         return int(args.func(args))
     except KeyboardInterrupt:
         print("interrupted (outputs are written atomically: none is left half-written)", file=sys.stderr)
@@ -1713,7 +1961,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         code, message = _error_of(exc, *_error_classes())
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {_shown(message)}", file=sys.stderr)
         return code
 
 
@@ -1721,19 +1969,22 @@ class _NotRaised(Exception):
     """Stands for an error class whose module was never imported (so it cannot have been raised)."""
 
 
-def _error_classes() -> tuple[type, type]:
-    """TrialValidationError and SpecError, looked up without importing their modules:
-    ``saturation.spec`` imports PyMC (seconds), which a usage error must not wait for."""
+def _error_classes() -> tuple[type, type, type]:
+    """TrialValidationError, SpecError and io.OutputError, looked up without importing their
+    modules: ``saturation.spec`` imports PyMC (seconds), which a usage error must not wait for."""
     validate, spec = sys.modules.get("saturation.validate"), sys.modules.get("saturation.spec")
     return (
         getattr(validate, "TrialValidationError", _NotRaised),
         getattr(spec, "SpecError", _NotRaised),
+        getattr(sys.modules.get("saturation.io"), "OutputError", _NotRaised),
     )
 
 
-def _error_of(exc: Exception, validation: type, spec: type) -> tuple[int, str]:
+def _error_of(exc: Exception, validation: type, spec: type, output: type = _NotRaised) -> tuple[int, str]:
     """The exit code and one-line message of an error (no traceback; ``--debug`` shows it)."""
-    if isinstance(exc, UsageError):
+    from saturation.limits import OptionError
+
+    if isinstance(exc, UsageError | OptionError | output):
         return EXIT_USAGE, str(exc)
     if isinstance(exc, validation):
         return EXIT_DATA, str(exc)

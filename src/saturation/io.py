@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
+import hashlib
 import io
 import json
 import os
+import re
+import stat
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from os import PathLike
 from pathlib import Path
@@ -48,18 +53,60 @@ def table_format(path: PathArg) -> tuple[str, bool]:
     raise ValueError(f"{path}: unsupported file type; expected one of {', '.join(SUFFIXES)}")
 
 
-def expand_paths(paths: PathArg | Iterable[PathArg]) -> list[Path]:
-    """Expand files and directories (recursively) into a sorted list of table files."""
+def not_regular(path: PathArg) -> str:
+    """Why ``path`` cannot be read as a file (a dangling symbolic link, such as an unfetched
+    git-annex file; a FIFO, which would block the reader forever; a device or a socket),
+    or ``""`` for a regular file. Only ``stat`` is called: the file is never opened."""
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode  # follows symbolic links
+    except FileNotFoundError:
+        if path.is_symlink():
+            return "a dangling symbolic link (an unfetched git-annex file?); not read"
+        return "no such file; not read"
+    except OSError as exc:
+        return f"{exc.strerror or exc}; not read"
+    if stat.S_ISREG(mode):
+        return ""
+    kind = (
+        "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "not a regular file"
+    )
+    return f"{kind}; never opened"
+
+
+def expand_paths(paths: PathArg | Iterable[PathArg], *, skipped: list[tuple[Path, str]] | None = None) -> list[Path]:
+    """Expand files and directories (recursively) into a sorted list of table files.
+
+    A table file in a directory that is not a regular file (:func:`not_regular`: a dangling
+    symbolic link, a FIFO, a device) is never opened: it is appended to ``skipped`` as
+    ``(path, reason)`` so the caller can account for it. A path given directly that is not
+    a regular file is a ``ValueError`` naming it.
+    """
     if isinstance(paths, str | PathLike):
         paths = [paths]
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.is_file() and f.name.lower().endswith(SUFFIXES))
+            named = sorted(f for f in p.rglob("*") if f.name.lower().endswith(SUFFIXES) and not f.is_dir())
+            found = [f for f in named if not not_regular(f)]
+            passed = [(f, not_regular(f)) for f in named if not_regular(f)]
+            if skipped is not None:
+                skipped.extend(passed)
             if not found:
-                raise FileNotFoundError(f"{p}: directory holds no {'/'.join(SUFFIXES)} files")
+                why = "; ".join(f"{f}: {r}" for f, r in passed[:3])
+                extra = f" that can be read ({why})" if why else ""
+                raise FileNotFoundError(f"{p}: directory holds no {'/'.join(SUFFIXES)} files{extra}")
             out.extend(found)
-        elif p.exists():
+        elif p.exists() or p.is_symlink():
+            reason = not_regular(p)
+            if reason:
+                raise ValueError(f"{p}: {reason}")
             table_format(p)
             out.append(p)
         else:
@@ -618,10 +665,15 @@ def read_trials_report(
     ValueError
         If a file's suffix is not a supported table format.
     """
-    files = expand_paths(paths)
+    skipped: list[tuple[Path, str]] = []
+    files = expand_paths(paths, skipped=skipped)
+    not_read = [Problem(str(f), "", "", reason) for f, reason in skipped]  # listed, never silently left out
+    if not_read and strict:
+        raise TrialValidationError(not_read)
     valid = validate_trials((t for p in files for t in _iter_raw(p)), strict=strict)
+    valid.problems[:0] = not_read
     if rejects is not None:
-        write_atomic(rejects, valid.rejected.to_csv(index=False).encode())
+        write_atomic(rejects, neutralise_formulas(valid.rejected).to_csv(index=False).encode())
     if not len(valid.frame):
         acc = valid.accounting
         first = Problem("<input>", "", "", f"no valid rows: {acc['read']} read, {acc['rejected']} rejected")
@@ -629,31 +681,123 @@ def read_trials_report(
     return _build_dataset(valid, [str(p) for p in files]), valid
 
 
-@contextlib.contextmanager
-def atomic_target(path: PathArg) -> Iterator[Path]:
-    """A temporary path beside ``path`` to write to; renamed over ``path`` when the block
-    ends normally, removed otherwise (an error, SIGINT): readers see the old file or the
-    new one, never half of either."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+#: the process's umask (read once): a written file gets the mode a plain ``open`` would give it
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
+class OutputError(ValueError):
+    """An output path the command refuses before writing anything: outside its output root,
+    the same file as another output or as an input (after resolving symbolic links)."""
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+=@,-]")
+#: longest name component written (file systems allow 255 bytes; suffixes are added)
+MAX_NAME = 120
+
+
+def safe_name(name: str) -> str:
+    """A spec, run or arm name as one file-name component, safe to join to a directory.
+
+    Every character but ASCII letters, digits and ``. _ + = @ , -`` becomes ``_`` (so a
+    ``/``, a ``\\``, a NUL, a control character or a space never reaches the file system);
+    leading dots become ``_`` (no hidden file, no ``.`` or ``..``); an empty name is ``_``;
+    a name longer than :data:`MAX_NAME` is cut and given a hash of the whole name. Two
+    different names can give one component (``a/b`` and ``a_b``): callers that need
+    distinct files check for that (:func:`saturation.report.run_report` refuses, the
+    report's files of one section get a numbered suffix).
+
+    Parameters
+    ----------
+    name : str
+        Any text (a spec ``name``, a run or an arm from the data).
+
+    Returns
+    -------
+    str
+        A non-empty component without path separators, never ``.`` or ``..``.
+    """
+    text = _UNSAFE.sub("_", str(name))
+    stripped = text.lstrip(".")
+    text = "_" * (len(text) - len(stripped)) + stripped
+    if len(text) > MAX_NAME:
+        text = text[: MAX_NAME - 17] + "-" + hashlib.sha256(str(name).encode()).hexdigest()[:16]
+    return text or "_"
+
+
+#: first characters that make a spreadsheet read a CSV cell as a formula (OWASP's list)
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralise_formulas(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every text cell that a spreadsheet would run as a formula prefixed by
+    ``'``: a cell starting with ``= + - @``, a tab or a carriage return (a run name
+    ``=cmd|' /C calc'!A0``, a rejected row's raw field). A cell that is a plain number
+    (``-7``, ``+0.5``) is left as it is; numeric columns are never touched.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        A table about to be written as CSV.
+
+    Returns
+    -------
+    pandas.DataFrame
+        A copy with the risky text cells prefixed (``frame`` itself when there is none).
+    """
+
+    def safe(value: Any) -> Any:
+        if not isinstance(value, str) or not value.startswith(FORMULA_PREFIXES):
+            return value
+        if value[0] in "+-":
+            try:
+                float(value)
+                return value
+            except ValueError:
+                pass
+        return "'" + value
+
+    out = frame
+    for col in frame.columns:
+        if not (frame[col].dtype == object or pd.api.types.is_string_dtype(frame[col].dtype)):
+            continue
+        fixed = frame[col].map(safe)
+        if not fixed.equals(frame[col]):
+            out = out.copy() if out is frame else out
+            out[col] = fixed
+    return out
+
+
+def inside(path: PathArg, root: PathArg) -> bool:
+    """Whether ``path`` lies inside ``root`` (or is it) once symbolic links are resolved."""
+    target, base = Path(path).resolve(), Path(root).resolve()
+    return target == base or base in target.parents
+
+
+def _write_payload(file: Any, payload: bytes, target: Path) -> None:
+    """Write ``payload`` to ``file``, the open temporary file of ``target`` (the one place
+    every output's bytes are written, so tests can inject faults here)."""
+    file.write(payload)
 
 
 def write_atomic(path: PathArg, data: bytes | str) -> Path:
-    """Write ``data`` (text is UTF-8) to ``path`` atomically (:func:`atomic_target`).
+    """Write ``data`` (text is UTF-8) to ``path`` atomically.
 
-    A failed write (full disk, no permission) raises ``OSError`` with a one-line message
-    naming ``path``; the previous file, if any, is left as it was and no partial file
-    remains.
+    The bytes go to a new temporary file beside ``path`` (created by
+    :func:`tempfile.mkstemp`: a fresh random name opened with ``O_CREAT | O_EXCL |
+    O_NOFOLLOW``, so a symbolic link or file planted at a predictable name is never
+    followed or reused), which is then renamed over ``path``: readers see the old file or
+    the new one, never half of either. A ``path`` that is a symbolic link is refused (an
+    ``OSError``): the link's target is not this command's file, and replacing the link
+    would silently move the output somewhere its owner did not point it. A failed write
+    (full disk, no permission, an interrupt) leaves the previous file, if any, as it was
+    and removes the temporary file.
 
     Parameters
     ----------
     path : path
-        File to write (replaced if it exists); its directory must exist.
+        File to write (replaced if it exists and is not a symbolic link); its directory
+        must exist.
     data : bytes or str
         Content; a ``str`` is encoded as UTF-8.
 
@@ -665,15 +809,32 @@ def write_atomic(path: PathArg, data: bytes | str) -> Path:
     Raises
     ------
     OSError
-        If the file cannot be written.
+        If the file cannot be written, or ``path`` is a symbolic link.
     """
+    path = Path(path)
     payload = data.encode() if isinstance(data, str) else data
+    link = OSError(errno.EEXIST, f"could not write {path}: it is a symbolic link (not replaced; remove it first)")
+    if path.is_symlink():
+        raise link
+    tmp: Path | None = None
     try:
-        with atomic_target(path) as tmp:
-            tmp.write_bytes(payload)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+        tmp = Path(name)
+        with os.fdopen(fd, "wb") as file:
+            os.fchmod(file.fileno(), 0o666 & ~_UMASK)
+            _write_payload(file, payload, path)
+        if path.is_symlink():  # planted while we wrote
+            raise link
+        os.replace(tmp, path)
+        tmp = None
     except OSError as exc:
+        if exc is link:
+            raise
         raise OSError(exc.errno, f"could not write {path}: {exc.strerror or exc}") from exc
-    return Path(path)
+    finally:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+    return path
 
 
 def netcdf_bytes(obj: xr.Dataset | Any) -> bytes:

@@ -51,6 +51,9 @@ STYLE: dict[str, Any] = {
     "savefig.pad_inches": 0.02,
     "figure.dpi": 150,
     "axes.prop_cycle": cycler(color=list(PALETTE)),
+    # data strings (run, arm, level names) are drawn as text, never parsed as mathtext: a "$"
+    # in a name would otherwise fail the figure; the one mathtext label asks for it itself
+    "text.parse_math": False,
 }
 BAND_ALPHA = 0.25
 HDI_LABEL = S.HDI_LABEL
@@ -95,7 +98,7 @@ def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
     """
     stem = Path(stem)
     out = []
-    pdf, png = stem.with_suffix(".pdf"), stem.with_suffix(".png")
+    pdf, png = stem.with_name(f"{stem.name}.pdf"), stem.with_name(f"{stem.name}.png")  # a stem may hold dots
     with style():
         for path, kwargs in (
             (pdf, {"metadata": {"CreationDate": None}}),  # reproducible bytes: no time stamp
@@ -268,7 +271,8 @@ def plot_slopes(fit: Any, *, ax: Axes | None = None) -> Figure:
             a.plot(sub["mean"] / 10.0**e, ys + shift, "o", color=colour(k), label=f"{seg} segment")
             a.axvline(0, color="0.4", lw=0.7)
             scale = f"$10^{{{e}}}$ " if e else ""
-            a.set_xlabel(f"{seg + ' ' if ax is None else ''}slope ({scale}{unit})")
+            label = f"{seg + ' ' if ax is None else ''}slope ({scale}{unit.replace('$', chr(92) + '$')})"
+            a.set_xlabel(label, parse_math=bool(scale))
         panels[0][1].set_yticks(ys, levels)
         if ax is not None:
             ax.legend()

@@ -36,7 +36,7 @@ from saturation import schema as S
 from saturation.aggregate import phase_note
 from saturation.cluster import map_tasks
 from saturation.frequentist import split_ols
-from saturation.io import write_atomic, write_netcdf
+from saturation.io import OutputError, inside, safe_name, write_atomic, write_netcdf
 from saturation.models import (
     compare_plateau_models,
     fit_plateau,
@@ -52,7 +52,7 @@ from saturation.models.learning import (
     diagnose_entropy,
     diagnose_reliability,
 )
-from saturation.models.plateau import STOPPED_VERDICTS, PlateauConfig
+from saturation.models.plateau import FLAT_DEFINITION, LABELS, STOPPED_VERDICTS, PlateauConfig, together_sentence
 from saturation.models.runs import fit_plateau_runs
 from saturation.models.sampling import interval, merge_diagnostics, nuisance_text
 from saturation.models.sigmoid import (
@@ -89,7 +89,7 @@ from saturation.spec import (
     load_specs,
 )
 from saturation.summary import format_interval, json_safe
-from saturation.tables import interval_cell, write_tables
+from saturation.tables import interval_cell, markdown_text, write_tables
 
 #: warnings that say nothing about a fit (pip-installed PyTensor has no BLAS; models run on numba)
 HARMLESS_WARNINGS = ("PyTensor could not link to a BLAS installation",)
@@ -120,6 +120,11 @@ class Section:
     fitted_on: str = ""
     #: figure path (as in ``figures``) -> caption: what is drawn, the band level, the data
     captions: dict[str, str] = field(default_factory=dict)
+    #: the manifest: every file this analysis wrote (path relative to the report directory)
+    #: -> its sha256 at write; the only files a re-run deletes, and checked before a reuse
+    written: dict[str, str] = field(default_factory=dict)
+    #: one-line notes of this run (a cache record not trusted and refitted); not kept on reuse
+    notes: list[str] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------ helpers
@@ -135,41 +140,98 @@ def _inside(value: float, e: dict[str, Any] | None) -> bool | None:
     return bool(e["hdi"][0] <= value <= e["hdi"][1])
 
 
-class _Out:
-    """Collects one analysis' files under its directory."""
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
-    def __init__(self, root: Path, name: str) -> None:
-        self.dir = root / name
+
+class _Out:
+    """Collects one analysis' files under its directory ``root/safe_name(name)``.
+
+    File names made from data (a run or an arm name) are sanitised (:func:`saturation.io.
+    safe_name`) and numbered when two would coincide; no file is written over one of the
+    analysis' inputs; every file written is recorded with its hash (the manifest).
+    """
+
+    def __init__(self, root: Path, name: str, inputs: frozenset[Path] = frozenset()) -> None:
+        self.dir = root / safe_name(name)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.root = root
+        self.inputs = inputs
         self.tables: list[str] = []
         self.figures: list[str] = []
         self.fits: list[str] = []
         self.captions: dict[str, str] = {}
+        self.written: dict[str, str] = {}
+        self._names: set[str] = set()
 
     def rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
 
+    def stem(self, name: str, *suffixes: str) -> Path:
+        """``dir/<name>`` with ``name`` sanitised, numbered (``-2``, ...) if one of its files
+        (``name + suffix``) is already written by this analysis (two runs ``a/b`` and ``a_b``)."""
+        base = safe_name(name)
+        stem, i = base, 1
+        while any(f"{stem}{ext}".casefold() in self._names for ext in suffixes):
+            i += 1
+            stem = f"{base}-{i}"
+        self._names.update(f"{stem}{ext}".casefold() for ext in suffixes)
+        return self.dir / stem
+
+    def guard(self, *paths: Path) -> None:
+        """Refuse (OutputError) to write over an input of the analysis."""
+        for path in paths:
+            if path.resolve() in self.inputs:
+                raise OutputError(
+                    f"{path}: the report would overwrite this input of the analysis; choose another --out"
+                )
+
+    def record(self, *paths: Path) -> None:
+        for path in paths:
+            self.written[self.rel(path)] = _sha256(path)
+
     def table(self, frame: pd.DataFrame, name: str, caption: str) -> None:
-        write_tables(frame, self.dir / name, caption)
-        self.tables.append(self.rel(self.dir / f"{name}.md"))
+        stem = self.stem(name, ".csv", ".md", ".tex")
+        paths = [stem.with_name(f"{stem.name}{ext}") for ext in (".csv", ".md", ".tex")]
+        self.guard(*paths)
+        write_tables(frame, stem, caption)
+        self.record(*paths)
+        self.tables.append(self.rel(paths[1]))
 
     def figure(self, make: Callable[[], Any], name: str, caption: str) -> None:
         """Draw (``make()``), save as PDF and PNG, and record the figure with its caption."""
         import matplotlib.pyplot as plt
 
         progress_.stage(f"figure {name}")
+        stem = self.stem(name, ".pdf", ".png")
+        pdf, png = stem.with_name(f"{stem.name}.pdf"), stem.with_name(f"{stem.name}.png")
+        self.guard(pdf, png)
         fig = make()
-        save_figure(fig, self.dir / name)
+        save_figure(fig, stem)
         plt.close(fig)
-        path = self.rel(self.dir / f"{name}.png")
+        self.record(pdf, png)
+        path = self.rel(png)
         self.figures.append(path)
         self.captions[path] = caption
 
     def idata(self, idata: Any, name: str) -> None:
-        path = self.dir / f"{name}.nc"
+        stem = self.stem(name, ".nc")
+        path = stem.with_name(f"{stem.name}.nc")
+        self.guard(path)
         write_netcdf(idata, path)  # atomic: an interrupted report leaves the previous fit or none
+        self.record(path)
         self.fits.append(self.rel(path))
+
+    def file(self, name: str, data: str | bytes) -> None:
+        """Any other file of the analysis (``name`` with its suffix, not from data)."""
+        path = self.dir / safe_name(name)
+        self.guard(path)
+        write_atomic(path, data)
+        self.record(path)
 
 
 # ------------------------------------------------------------------ analyses
@@ -220,7 +282,7 @@ def _plateau_runs(spec: Spec, ds: xr.Dataset, out: _Out) -> dict[str, Any]:
                 ),
                 "late gain": row.late_gain,
                 "late gain 94 % upper": row.late_gain_upper,
-                "P(late gain in ROPE)": row.p_flat,
+                LABELS["p_flat"]: row.p_flat,
                 "converged": row.converged,
             }
         )
@@ -272,13 +334,13 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
                 "late gain": interval_cell(e["late_gain"]),
                 "late gain 94 % upper": e["late_gain_upper"],
                 "late / early slope": interval_cell(ratio, 2),
-                "P(late gain in ROPE)": e["p_flat"],
+                LABELS["p_flat"]: e["p_flat"],
                 "BF change point : line": e["bf_changepoint_vs_line"],
                 "Davies p": e["davies"]["p_value"] if e.get("davies") else None,
                 "BF01 (late = 0)": e["bf01_late_zero"],
                 "start": interval_cell(e["start"]),
                 "end": interval_cell(e["end"]),
-                "headroom": interval_cell(e["headroom"]),
+                LABELS["headroom_to_max"]: interval_cell(e["headroom_to_max"]),
             }
         )
         where = (
@@ -298,22 +360,18 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
         verdicts.append(
             f"{level}: {e['verdict']} ({e['reason']}); {where}; late gain {format_interval(e['late_gain'])} "
             f"(94 % upper bound {e['late_gain_upper']:.3f}); late/early slope {format_interval(ratio, 2)}{exists}; "
-            f"headroom {format_interval(e['headroom'])}."
+            f"{LABELS['headroom_to_max']} {format_interval(e['headroom_to_max'])}."
         )
     verdicts += [f"Caveat: {c}." for c in est["caveats"]]
     out.table(pd.DataFrame(rows), "estimates", f"{spec.title} ({S.HDI_LABEL})")
     tidy = fit.summary()
-    write_atomic(out.dir / "estimates_tidy.csv", tidy.to_csv(index=False, lineterminator="\n"))
+    out.file("estimates_tidy.csv", tidy.to_csv(index=False, lineterminator="\n"))
     together = est.get("together")
     verdict = est["summary"] + "."
     if reference and "saturation" in reference and fit.config.response == S.F1:
         verdict = _study_sentence(reference["saturation"], est, fit.config.breakpoint) + " " + verdict
     if together:
-        rough = f"; {together['caveat']}" if together["caveat"] else ""
-        verdict += (
-            f" The change points lie within 2 steps of each other with P = {together['p_range_le_2_steps']:.2f}"
-            f" (range {format_interval(together['changepoint_range'], 1)} steps{rough})."
-        )
+        verdict += " " + together_sentence(together)
     if reference and "saturation" in reference and fit.config.response == S.F1:
         sat = reference["saturation"]
         split = float(sat["split_step"])
@@ -401,7 +459,7 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
         "plateaued_by": (
             lambda: plots.plot_plateaued_by(fit),
             f"Posterior probability that each level has plateaued by step t: change point at or before t and the "
-            f"late gain inside the ROPE ({rope}). {data}",
+            f"flat ({FLAT_DEFINITION}; {rope}). {data}",
         ),
         "ppc": (
             lambda: plots.plot_ppc(fit, seed=spec.seed),
@@ -841,7 +899,7 @@ def _compare(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
                 f"midpoint ({unit})": interval_cell(e["midpoint"], 1 if data.compute is None else 0),
                 "at its last step": interval_cell(e["last"]),
                 "last step": e["last"]["step"],
-                "unused headroom": interval_cell(e["unused_headroom"]),
+                "headroom to ceiling": interval_cell(e["headroom_to_ceiling"]),
                 f"gain over the next {f['horizon']} steps": interval_cell(f["gain"]),
                 f"P(gain > {f['delta']:g})": f["p_gain"],
                 **{k: v for k, v in config.arm_attrs.get(arm, {}).items()},
@@ -917,29 +975,166 @@ def _reference(spec: Spec) -> tuple[dict[str, Any] | None, str]:
     return data, hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
+#: the largest cache record (section.json) read; a real one is a few KB
+MAX_RECORD_BYTES = 16 << 20
+#: the report's own files in the output root (no analysis directory may take these names)
+TOP_LEVEL = ("REPORT.md", "REPORT.html", "results.json")
+
+
+def _data_paths(spec: Spec, key_name: str, data: str | Path | None) -> list[Path]:
+    """The spec file and the files or directories its ``[data]`` names (``data`` replacing
+    the ``key_name`` entry), embedded data left out."""
+    paths = [spec.path]
+    for key, value in spec.data.items():
+        if key == "phase":
+            continue
+        if key == key_name and data is not None:
+            value = str(data)
+            if not value.startswith("embedded:"):
+                paths.append(Path(value))
+            continue
+        if key == "reference" and value == "embedded":
+            continue
+        path = data_path(str(value), spec.path)
+        if path is not None:
+            paths.append(path)
+    return paths
+
+
+def _input_files(paths: Sequence[Path]) -> frozenset[Path]:
+    """Every file (symlinks resolved) among or under ``paths``: what no output may replace."""
+    files: set[Path] = set()
+    for path in paths:
+        if path.is_dir():
+            files.update(f.resolve() for f in path.rglob("*") if not f.is_dir())
+        else:
+            files.add(path.resolve())
+    return frozenset(files)
+
+
+def _confined(rel: Any, out_dir: Path, section_dir: Path) -> bool:
+    """Whether a path from a cache record is a relative path inside the section's directory."""
+    if not isinstance(rel, str) or not rel or "\\" in rel or "\0" in rel:
+        return False
+    parts = Path(rel).parts
+    if Path(rel).is_absolute() or ".." in parts:
+        return False
+    return inside(out_dir / rel, section_dir)
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _check_record(old: Section, out_dir: Path, section_dir: Path) -> None:
+    """Raise ValueError unless a parsed cache record has the schema's types and every path
+    it names is a file of its own section recorded with a hash."""
+    texts = ("name", "kind", "title", "question", "verdict", "key", "synthetic", "fitted_on")
+    bad = [k for k in texts if not isinstance(getattr(old, k), str)]
+    lists = ("details", "tables", "figures", "fits", "warnings", "notes")
+    bad += [k for k in lists if not _strings(getattr(old, k))]
+    bad += [k for k in ("diagnostics", "results", "captions", "written") if not isinstance(getattr(old, k), dict)]
+    bad += [k for k in ("converged", "cached") if not isinstance(getattr(old, k), bool)]
+    if not isinstance(old.seconds, int | float) or isinstance(old.seconds, bool):
+        bad.append("seconds")
+    if bad:
+        raise ValueError(f"field(s) of the wrong type: {', '.join(bad)}")
+    if not all(isinstance(v, str) and len(v) == 64 for v in old.written.values()):
+        raise ValueError("a file hash is not a sha256")
+    for rel in old.written:
+        if not _confined(rel, out_dir, section_dir):
+            raise ValueError(f"file {rel!r} is not inside {section_dir}")
+    needed = [*old.tables, *old.figures, *old.fits]
+    needed += [str(Path(t).with_suffix(ext).as_posix()) for t in old.tables for ext in (".csv", ".tex")]
+    needed += [str(Path(f).with_suffix(".pdf").as_posix()) for f in old.figures]
+    missing = [rel for rel in needed if rel not in old.written]
+    if missing:
+        raise ValueError(f"file {missing[0]!r} has no recorded hash")
+
+
+def _load_record(record: Path, out_dir: Path) -> tuple[Section | None, str]:
+    """The cache record of an analysis if it exists and passes :func:`_check_record`; else
+    None and a one-line note (empty when there is no record at all)."""
+    if not record.exists() and not record.is_symlink():
+        return None, ""
+    try:
+        if record.is_symlink() or not record.is_file():
+            raise ValueError("not a regular file")
+        if record.stat().st_size > MAX_RECORD_BYTES:
+            raise ValueError(f"larger than {MAX_RECORD_BYTES >> 20} MB")
+        obj = json.loads(record.read_bytes().decode())
+        if not isinstance(obj, dict):
+            raise ValueError("not a JSON object")
+        old = Section(**obj)
+        _check_record(old, out_dir, record.parent)
+    except (OSError, TypeError, ValueError) as err:
+        reason = " ".join(str(err).split())[:200]
+        return None, f"the cache record {record} was not trusted ({reason}); the analysis was refitted"
+    return old, ""
+
+
+def _changed_file(old: Section, out_dir: Path) -> str:
+    """The first file of a cache record that is missing, not a regular file or not the bytes
+    written (its sha256 differs); empty when all are intact."""
+    for rel, digest in old.written.items():
+        path = out_dir / rel
+        try:
+            if path.is_symlink() or not path.is_file():
+                return f"{rel} is missing or not a regular file"
+            if _sha256(path) != digest:
+                return f"{rel} is not the file written (sha256 differs)"
+        except OSError as err:
+            return f"{rel}: {err.strerror or err}"
+    return ""
+
+
+def _sweep(old: Section, out_dir: Path, section_dir: Path, inputs: frozenset[Path]) -> None:
+    """Delete the files a previous run of the analysis wrote (its manifest, ``old.written``):
+    only regular files inside the section's directory, never an input, and only when they
+    still hold the bytes written (a file changed since is no longer the report's)."""
+    for rel, digest in old.written.items():
+        path = out_dir / rel
+        try:
+            if path.is_symlink() or not path.is_file() or not _confined(rel, out_dir, section_dir):
+                continue
+            if path.resolve() in inputs or _sha256(path) != digest:
+                continue
+            path.unlink()
+        except OSError:
+            continue
+
+
 def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, force: bool = False) -> Section:
-    """Run one analysis (or reuse its cached outputs) and write its files under ``out_dir/<name>``."""
+    """Run one analysis (or reuse its cached outputs) and write its files under
+    ``out_dir/<safe name>`` (:func:`saturation.io.safe_name`).
+
+    The cache record (``section.json``) is reused only when it passes its schema, every file
+    it names lies inside the analysis' directory, each file still has the sha256 recorded
+    at write, and the cache key is unchanged; otherwise the analysis is refitted (with a
+    one-line note when a record was there but not trusted). Before a refit, the files the
+    previous run recorded (its manifest) are deleted, and only those.
+    """
     key_name = "series" if spec.kind == "series" or "series" in spec.data else "trials"
     reference, ref_hash = _reference(spec)
     metrics_hash = data_hash(spec, "metrics") if "metrics" in spec.data else ""
     parts = [spec.canonical(), data_hash(spec, key_name, data), ref_hash, metrics_hash, __version__]
     key = hashlib.sha256("\n".join(parts).encode()).hexdigest()
-    record = out_dir / spec.name / "section.json"
-    if record.exists() and not force:
-        try:
-            old = Section(**json.loads(record.read_text()))
-        except (TypeError, ValueError):
-            old = None
-        files = [] if old is None else [*old.tables, *old.figures, *old.fits]
-        if old is not None and old.key == key and all((out_dir / f).exists() for f in files):
+    section_dir = out_dir / safe_name(spec.name)
+    record = section_dir / "section.json"
+    old, note = _load_record(record, out_dir)
+    if old is not None and old.key == key and not force:
+        changed = _changed_file(old, out_dir)
+        if not changed:
             old.cached = True
+            old.notes = []
             return old
+        note = f"the cached files of {spec.name!r} changed ({changed}); the analysis was refitted"
+    inputs = _input_files(_data_paths(spec, key_name, data))
     progress_.stage("load data")
     ds = load_data(spec, key_name, data)
-    out = _Out(out_dir, spec.name)
-    for stale in out.dir.iterdir():
-        if stale.is_file():
-            stale.unlink()
+    out = _Out(out_dir, spec.name, inputs)
+    if old is not None:
+        _sweep(old, out_dir, out.dir, inputs)
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -975,7 +1170,10 @@ def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, f
         synthetic=str(ds.attrs.get(S.ATTR_SYNTHETIC, "")),
         fitted_on=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         captions=out.captions,
+        written=out.written,
+        notes=[note] if note else [],
     )
+    out.guard(record)
     write_atomic(record, json.dumps(asdict(section), indent=1) + "\n")
     return section
 
@@ -1038,6 +1236,7 @@ def run_report(
     paths: list[str | Path] = list(specs) if specs else [default_spec_dir()]
     loaded = load_specs(paths)
     out = Path(out)
+    check_outputs(loaded, out, data)
     out.mkdir(parents=True, exist_ok=True)
     with _lock(out):
         return _run_report(
@@ -1046,6 +1245,34 @@ def run_report(
 
 
 LOCK_NAME = ".saturation-report.lock"
+
+
+def check_outputs(specs: Sequence[Spec], out: Path, data: str | Path | None = None) -> None:
+    """Before anything is read or written, refuse (:class:`~saturation.io.OutputError`) a
+    report whose outputs would collide: two analyses whose names give one directory
+    (``a/b`` and ``a_b``; compared case-folded), an analysis directory named like one of the
+    report's own files, an input that is one of the report's top-level files, or ``out``
+    inside a data directory (the next run would read the report's files as data)."""
+    dirs: dict[str, str] = {name.casefold(): "(the report's own file)" for name in (*TOP_LEVEL, LOCK_NAME)}
+    for spec in specs:
+        folded = safe_name(spec.name).casefold()
+        if folded in dirs:
+            raise OutputError(
+                f"{spec.path}: analysis {spec.name!r} would write the directory {out / safe_name(spec.name)}, "
+                f"taken by {dirs[folded]}; give it another [analysis] name"
+            )
+        dirs[folded] = f"analysis {spec.name!r} ({spec.path})"
+    top = {(out / name).resolve() for name in TOP_LEVEL}
+    for spec in specs:
+        key_name = "series" if spec.kind == "series" or "series" in spec.data else "trials"
+        for path in _data_paths(spec, key_name, data):
+            if path.resolve() in top:
+                raise OutputError(f"{path}: an input of {spec.path} is an output of the report; choose another --out")
+            if path.is_dir() and inside(out, path):
+                raise OutputError(
+                    f"--out {out} is inside the data directory {path} of {spec.path}: the next run would read "
+                    "the report's own files as data; choose another --out"
+                )
 
 
 @contextlib.contextmanager
@@ -1113,6 +1340,7 @@ def _run_report(
             state = f"cached (fitted in {section.seconds:.1f} s)" if section.cached else f"{section.seconds:.1f} s"
             flag = "" if section.converged else "  ** NOT CONVERGED **"
             text = f"  {section.name} ({section.kind}): {state}{flag}"
+            text += "".join(f"\n    note: {n}" for n in section.notes)
             # on a terminal, above the live display (never on the bar's line)
             if bar.live:
                 bar.log(text)
@@ -1211,27 +1439,28 @@ def write_report_md(report: Report) -> Path:
     if report.failures:
         lines += [
             f"> **ERROR: {len(report.failures)} analysis(es) failed and are missing from this report:** "
-            + "; ".join(f"{f['task']}: {f['error']}" for f in report.failures),
+            + "; ".join(markdown_text(f"{f['task']}: {f['error']}") for f in report.failures),
             "",
         ]
     bad = [s.name for s in report.sections if not s.converged]
     if bad:
         lines += [
-            f"> **WARNING: {len(bad)} fit(s) did not converge ({', '.join(bad)}). Their numbers are not "
+            f"> **WARNING: {len(bad)} fit(s) did not converge ({markdown_text(', '.join(bad))}). Their numbers are not "
             "trustworthy; see their diagnostics.**",
             "",
         ]
     lines += ["## Contents", ""]
     for i, s in enumerate(report.sections, 1):
-        lines.append(f"{i}. [{s.title}](#{anchor(f'{i} {s.title}')}) - {first_sentence(s.verdict)}")
+        title = markdown_text(s.title).replace("]", "\\]")
+        lines.append(f"{i}. [{title}](#{anchor(f'{i} {s.title}')}) - {markdown_text(first_sentence(s.verdict))}")
     lines.append("")
     for i, s in enumerate(report.sections, 1):
-        lines += [f"## {i} {s.title}", ""]
+        lines += [f"## {i} {markdown_text(s.title)}", ""]
         if s.question:
-            lines += [f"**Question.** {s.question}", ""]
-        lines += [f"**Verdict.** {s.verdict}", ""]
+            lines += [f"**Question.** {markdown_text(s.question)}", ""]
+        lines += [f"**Verdict.** {markdown_text(s.verdict)}", ""]
         if s.details:
-            lines += [f"- {d}" for d in s.details] + [""]
+            lines += [f"- {markdown_text(d)}" for d in s.details] + [""]
         d = s.diagnostics
         state = "converged" if s.converged else "**NOT CONVERGED - do not read these numbers**"
         lines += [
@@ -1249,7 +1478,9 @@ def write_report_md(report: Report) -> Path:
                 "",
             ]
         for w in s.warnings:
-            lines += [f"> warning: {w}", ""]
+            lines += [f"> warning: {markdown_text(w)}", ""]
+        for n in s.notes:
+            lines += [f"> note: {markdown_text(n)}", ""]
         for table in s.tables:
             path = report.out / table
             name = Path(table).stem.replace("_", " ")
@@ -1261,9 +1492,9 @@ def write_report_md(report: Report) -> Path:
                 "",
             ]
         for j, fig in enumerate(s.figures, 1):
-            caption = figure_caption(s, fig)
+            caption = markdown_text(figure_caption(s, fig))
             lines += [
-                f"![{s.title}: {Path(fig).stem.replace('_', ' ')}]({fig})",
+                f"![{markdown_text(s.title).replace(']', chr(92) + ']')}: {Path(fig).stem.replace('_', ' ')}]({fig})",
                 "",
                 f"*Figure {i}.{j}. {caption}* ([PDF]({Path(fig).with_suffix('.pdf').as_posix()}))",
                 "",

@@ -481,6 +481,7 @@ def _section(out: Path, i: int, s: _SectionLike, counters: dict[str, int]) -> li
             "thresholds (R-hat &lt;= 1.01, bulk ESS &gt;= 400, no divergences). Do not read its numbers.</div>"
         )
     parts += [f'<div class="banner warning">warning: {_esc(w)}</div>' for w in s.warnings]
+    parts += [f'<div class="banner warning">note: {_esc(n)}</div>' for n in getattr(s, "notes", ())]
     for table in s.tables:
         counters["table"] += 1
         parts.append(_table_block(out, table, counters["table"]))

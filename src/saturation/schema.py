@@ -69,6 +69,8 @@ POLICY_ENTROPY: Final = "policy_entropy"
 #: posterior variable names the plateau model, its simulators and calibrate share
 VALUE_AT_CHANGEPOINT: Final = "value_at_changepoint"
 CHANGEPOINT_SPREAD: Final = "changepoint_spread"
+#: the per-step AR(1) coefficient of the step noise (plateau fits with noise = "ar1")
+NOISE_RHO: Final = "noise_rho"
 #: the transfer model's per-step quantities (besides UNGRADED_RATE)
 ALL_ROLLOUT: Final = "all_rollout"
 GRADED_ONLY: Final = "graded_only"
@@ -126,6 +128,8 @@ PASS_AT_K_ROPE: Final = 0.05
 ENTROPY_ROPE_RELATIVE: Final = 0.05
 COMPONENT_ROPE: Final = 0.05
 CONTINUITIES: Final = ("hinge", "jump")
+#: the plateau model's step noise: independent across steps, or AR(1) on the step axis
+NOISES: Final = ("independent", "ar1")
 #: samplers: "auto" picks the fastest that works ("exact" for the Gaussian plateau model,
 #: else "nutpie"); "exact" = independent draws without MCMC (Gaussian plateau model only);
 #: "numpyro" needs numpyro + jax installed (optional, not dependencies)
@@ -143,6 +147,9 @@ TRANSFER_SAMPLER: Final = {
 }
 #: the models `saturation calibrate` checks (calibrate.MODELS; the CLI lists them without importing it)
 CALIBRATION_MODELS: Final = ("plateau", "transfer", "pass-at-k", "sigmoid", "plateau-trials")
+#: the run-log formats ``saturation ingest --format`` reads (runlogs.FORMATS; here so the CLI's
+#: help needs no heavy import)
+RUNLOG_FORMATS: Final = ("verl-console", "verl-jsonl", "trl", "table", "wandb-csv", "mlflow", "tensorboard")
 #: named simulation scenarios (``saturation simulate``; built in ``scenarios.SCENARIOS``, which
 #: must have exactly these keys: a test checks it). Here so the CLI's help needs no heavy import.
 SCENARIO_NAMES: Final = (

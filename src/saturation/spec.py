@@ -40,6 +40,7 @@ from saturation import schema as S
 from saturation.aggregate import select_phase
 from saturation.arms import parse_arm_properties
 from saturation.io import expand_paths, open_trials, read_trials
+from saturation.limits import sampler_problems
 from saturation.models import PlateauPriors, TransferPriors
 from saturation.models.learning import CardinalityConfig, ComponentsConfig, EntropyConfig, ReliabilityConfig
 from saturation.models.plateau import PlateauConfig
@@ -48,7 +49,7 @@ from saturation.models.sigmoid import MIN_FIT_STEPS, X_AXES, SigmoidConfig
 from saturation.models.sigmoid import default_sampler as sigmoid_sampler
 from saturation.models.transfer import TransferConfig, default_sampler
 from saturation.replica import EMBEDDED_SERIES, EMBEDDED_TRIALS
-from saturation.series import read_metrics, read_metrics_csv
+from saturation.runlogs import read_metrics
 
 KINDS = ("plateau", "diagnose", "series", "transfer", "compare")
 EMBEDDED = "embedded:"
@@ -66,6 +67,8 @@ MODEL_KEYS: dict[str, dict[str, str]] = {
         "likelihood": _STR,
         "rope": _NUM,
         "rope_relative": _NUM,
+        "metric_max": _NUM,
+        "noise": _STR,
         "compare": _STRS,
         "by": _STR,
         "runs": _STRS,
@@ -118,6 +121,7 @@ FIGURES: dict[str, tuple[str, ...]] = {
 }
 CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("model", "continuity"): S.CONTINUITIES,
+    ("model", "noise"): S.NOISES,
     ("model", "likelihood"): S.LIKELIHOODS,
     ("model", "walk"): S.WALKS,
     ("sampler", "sampler"): S.SAMPLERS,
@@ -425,14 +429,13 @@ def validate_spec(raw: dict[str, Any], path: Path) -> Spec:
     if kind == "series" and isinstance(raw.get("model"), dict):
         _check_series(where, raw["model"], problems)
     sampler = raw.get("sampler", {}) if isinstance(raw.get("sampler"), dict) else {}
-    for key in ("draws", "tune", "chains"):
-        if isinstance(sampler.get(key), int) and sampler[key] < 1:
-            problems.append(f"{where}: [sampler] {key} must be >= 1, got {sampler[key]}")
+    ranges = {k: sampler.get(k) for k in ("draws", "tune", "chains", "target_accept", "seed")}
+    problems += [f"{where}: [sampler] {p}" for p in sampler_problems(**ranges)]
     if problems:
         raise SpecError(problems)
     assert kind is not None
     figures = raw.get("figures", {}).get("include", list(FIGURES[kind]))
-    return Spec(
+    spec = Spec(
         name=str(analysis.get("name", path.stem)),
         path=path,
         kind=kind,
@@ -445,6 +448,15 @@ def validate_spec(raw: dict[str, Any], path: Path) -> Spec:
         figures=list(figures),
         raw=raw,
     )
+    # the analysis' own config checks its ranges (the ROPE, the sampler): the same rule as the CLI's
+    try:
+        config = analysis_config(spec)
+        check = getattr(config, "validate", None)
+        if check is not None:
+            check()
+    except ValueError as exc:
+        raise SpecError([f"{where}: {' '.join(str(exc).split())}"]) from None
+    return spec
 
 
 def load_spec(path: str | Path) -> Spec:
@@ -542,7 +554,8 @@ def data_hash(spec: Spec, key: str, override: str | Path | None = None) -> str:
 def load_inputs(paths: Sequence[str | Path] | None, *, default: str, kind: str = "trials") -> xr.Dataset:
     """The one data loader of the CLI and the specs: no paths, the embedded data set
     ``default``; one ``.nc``, a trial Dataset written by ``saturation ingest``; ``kind``
-    "series", a metrics CSV; else graded-trial tables (files or directories)."""
+    "series", a metrics CSV or a run log (:func:`saturation.runlogs.read_metrics`); else
+    graded-trial tables (files or directories)."""
 
     if not paths:
         return replica.load_embedded(default)
@@ -552,8 +565,8 @@ def load_inputs(paths: Sequence[str | Path] | None, *, default: str, kind: str =
         return _concat_trials([open_trials(p) for p in paths], [str(p) for p in paths])
     if kind == "series":
         if len(paths) != 1:
-            raise ValueError(f"a series is one metrics CSV, got {len(paths)} paths")
-        return read_metrics_csv(paths[0])
+            raise ValueError(f"a series is one per-step metrics file, got {len(paths)} paths")
+        return read_metrics(paths[0])  # a metrics CSV or any run log (runlogs.FORMATS)
     return read_trials(list(paths))
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from saturation.io import write_atomic
+from saturation.io import neutralise_formulas, write_atomic
 from saturation.summary import format_interval
 
 
@@ -56,18 +58,39 @@ def _cell(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
+#: control characters and line separators: a newline inside a Markdown cell, a LaTeX
+#: comment or a table row would start a line of its own (a live ``\\input`` in a .tex)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def flat(text: Any) -> str:
+    """``text`` on one line: every control character (newline, carriage return, tab, ESC,
+    ...) and line separator becomes a space."""
+    return _CONTROL.sub(" ", str(text))
+
+
+def markdown_text(text: Any) -> str:
+    """``text`` safe inside Markdown: on one line (:func:`flat`) and HTML-escaped (``<``,
+    ``>``, ``&``), so a name such as ``<img src=x onerror=...>`` is shown, never run when the
+    Markdown is rendered."""
+    return html.escape(flat(text), quote=False)
+
+
 def table_markdown(frame: pd.DataFrame) -> str:
-    """A GitHub-flavoured Markdown table (numbers to 4 significant digits)."""
-    head = "| " + " | ".join(map(str, frame.columns)) + " |"
+    """A GitHub-flavoured Markdown table (numbers to 4 significant digits; text on one line,
+    HTML escaped, ``|`` escaped)."""
+    head = "| " + " | ".join(markdown_text(c).replace("|", "\\|") for c in frame.columns) + " |"
     sep = "|" + "|".join("---" for _ in frame.columns) + "|"
     rows = [
-        "| " + " | ".join(_cell(v).replace("|", "\\|") for v in row) + " |" for row in frame.itertuples(index=False)
+        "| " + " | ".join(markdown_text(_cell(v)).replace("|", "\\|") for v in row) + " |"
+        for row in frame.itertuples(index=False)
     ]
     return "\n".join([head, sep, *rows]) + "\n"
 
 
 def _tex(text: str) -> str:
-    """``text`` with LaTeX's special characters escaped (text mode)."""
+    """``text`` with LaTeX's special characters escaped (text mode), on one line."""
+    text = flat(text)
     for a, b in (
         ("\\", r"\textbackslash{}"),
         ("&", r"\&"),
@@ -102,7 +125,7 @@ def table_latex(frame: pd.DataFrame, caption: str = "") -> str:
     escaped."""
     align = "".join("r" if pd.api.types.is_numeric_dtype(frame[c]) else "l" for c in frame.columns)
     lines = [
-        f"% {caption}" if caption else "% table",
+        f"% {flat(caption)}" if caption else "% table",  # one line: a newline would end the comment
         "% needs \\usepackage{booktabs,siunitx}",
         f"\\begin{{tabular}}{{{align}}}",
         "\\toprule",
@@ -118,8 +141,10 @@ def write_tables(frame: pd.DataFrame, stem: Path, caption: str = "") -> list[Pat
     """Write ``stem.csv`` (numbers only, full precision: interval cells split by
     :func:`numeric_frame`), ``stem.md`` and ``stem.tex`` (formatted text), atomically. A
     result table, not a trial table: that is :func:`saturation.io.write_table`."""
-    paths = [stem.with_suffix(".csv"), stem.with_suffix(".md"), stem.with_suffix(".tex")]
-    write_atomic(paths[0], numeric_frame(frame).to_csv(index=False, lineterminator="\n"))
+    stem = Path(stem)  # suffixes appended, not replaced: a stem may hold dots ("families_model-1.5B")
+    paths = [stem.with_name(f"{stem.name}{ext}") for ext in (".csv", ".md", ".tex")]
+    csv = neutralise_formulas(numeric_frame(frame))  # no cell a spreadsheet would run as a formula
+    write_atomic(paths[0], csv.to_csv(index=False, lineterminator="\n"))
     write_atomic(paths[1], table_markdown(frame))
     write_atomic(paths[2], table_latex(frame, caption))
     return paths

@@ -5,6 +5,7 @@ from __future__ import annotations
 import arviz as az
 import numpy as np
 import pytest
+import xarray as xr
 
 from saturation import schema as S
 from saturation.aggregate import aggregate
@@ -104,7 +105,7 @@ def test_outputs_and_attrs():
     assert out["model"]["breakpoint"] == "unknown"
     assert set(out["diagnostics"]) >= {"rhat_max", "ess_bulk_min", "divergences", "converged"}
     lvl = out["levels"]["file"]
-    for key in ("changepoint", "early_slope", "late_slope", "start", "end", "headroom"):
+    for key in ("changepoint", "early_slope", "late_slope", "start", "end", "headroom_to_max"):
         assert set(lvl[key]) == {"mean", "sd", "hdi"}
     assert set(lvl["p_plateaued_by_step"]) == {str(s) for s in range(40)}
     table = fit.summary()
@@ -379,6 +380,9 @@ def _est(**kw):
         "p_flat": 0.2,
         "p_slowed": 0.2,
         "p_late_positive": 0.5,
+        "p_late_gain_beyond_rope": 0.3,
+        "p_late_loss_beyond_rope": 0.3,
+        "p_no_change": 0.0,
     }
     return {**base, **kw}
 
@@ -395,6 +399,15 @@ def _est(**kw):
         ({"p_slowed": 0.94, "p_late_positive": 0.96}, False, "still rising"),
         ({"p_slowed": 0.5, "p_late_positive": 0.9}, False, "undetermined"),
         ({"bf_changepoint_vs_line": None}, False, "undetermined"),  # NUTS likelihoods: no exact BF
+        # issue 44: what real runs do
+        ({"p_no_change": 0.9, "bf_changepoint_vs_line": 0.5}, False, "flat"),  # already saturated
+        ({"p_no_change": 0.89, "bf_changepoint_vs_line": 0.5}, False, "no change point"),
+        ({"p_late_loss_beyond_rope": 0.95}, False, "declining"),
+        ({"p_late_loss_beyond_rope": 0.94, "p_flat": 0.9}, False, "plateaued"),  # a decline inside the ROPE
+        # flat relative to the rise but a certain late gain in the metric's units: not a plateau
+        ({"p_flat": 0.99, "p_late_gain_beyond_rope": 0.95, "p_slowed": 0.99}, False, "slowed"),
+        ({"p_flat": 0.99, "p_late_gain_beyond_rope": 0.95, "p_late_positive": 0.99}, False, "still rising"),
+        ({"p_flat": 0.99, "p_late_gain_beyond_rope": 0.94, "p_late_positive": 0.99}, False, "plateaued"),
     ],
 )
 def test_verdict_rule_branches(kw, known, verdict):
@@ -407,9 +420,12 @@ def test_verdict_rule_branches(kw, known, verdict):
 def test_verdict_summary_sentence():
     levels = {"file": {"verdict": "plateaued"}, "module": {"verdict": "slowed"}, "entity": {"verdict": "still rising"}}
     assert plateau.verdict_summary(levels) == (
-        "2 of 3 levels stopped rising (file plateaued, module slowed); entity: still rising"
+        "file plateaued (stopped rising); module slowed but is still gaining; entity is still rising"
     )
-    assert plateau.verdict_summary({"m": {"verdict": "slowed"}}) == "The metric stopped rising (m slowed)"
+    assert plateau.verdict_summary({"m": {"verdict": "slowed"}}) == "The metric slowed but is still gaining"
+    both = {"a": {"verdict": "declining"}, "b": {"verdict": "declining"}}
+    assert plateau.verdict_summary(both) == "All 2 levels are declining"
+    assert set(plateau.VERDICT_PHRASES) == set(plateau.VERDICTS)
 
 
 def test_fit_carries_verdicts_and_their_numbers():
@@ -423,7 +439,7 @@ def test_fit_carries_verdicts_and_their_numbers():
     assert est["bf_changepoint_vs_line"] > 10
     assert est["davies"]["p_value"] < 0.01
     assert fit.to_dict()["levels"]["file"]["verdict"] == est["verdict"]
-    assert "stopped rising" in fit.to_dict()["summary"]
+    assert fit.to_dict()["summary"].startswith("The metric plateaued") or "slowed" in fit.to_dict()["summary"]
     # 64 trials per step: the calibration's small-data caveat is attached
     assert fit.to_dict()["caveats"]
     assert "weakly identified" in fit.to_dict()["caveats"][0]
@@ -693,3 +709,128 @@ def test_repr_is_a_short_summary(small_plateau):
     assert head.startswith("PlateauFit(response f1, 2 level(s) x 12 steps, gaussian, exact; converged (R-hat max")
     assert [ln.split(":")[0].strip() for ln in levels] == ["file", "entity"]
     assert all("change point" in ln for ln in levels) and len(text) < 600
+
+
+# --- issue 40: names, headroom, decided outcomes -------------------------------------------
+
+
+def test_every_reported_quantity_has_its_own_label():
+    from saturation.models.plateau import LABELS
+
+    assert len(set(LABELS.values())) == len(LABELS)
+
+
+def test_headroom_is_to_the_metrics_maximum_and_refused_off_its_range():
+    """A reward in [0, 2] got a headroom of 1 - end (negative) silently; now no headroom, a
+    caveat naming the range, and the headroom to a maximum the user gives."""
+    ds, _ = _sim(LevelSpec("file", 0.5, 0.02, 0.0, 15.0), seed=5, n_steps=30)
+    ds["reward"] = ds["reward"] * 2.0
+    fit = fit_plateau(ds, response="reward", seed=1)
+    (est,) = fit.estimands["levels"].values()
+    assert est["headroom_to_max"] is None
+    assert any("outside [0, 1]" in c and "metric_max" in c for c in fit.estimands["caveats"])
+    fit2 = fit_plateau(ds, response="reward", metric_max=2.0, seed=1)
+    (est2,) = fit2.estimands["levels"].values()
+    assert est2["headroom_to_max"]["mean"] == pytest.approx(2.0 - est2["end"]["mean"], abs=1e-9)
+    assert not fit2.estimands["caveats"] or not any("metric_max" in c for c in fit2.estimands["caveats"])
+
+
+def test_a_ten_step_run_does_not_ask_whether_levels_stopped_together():
+    """Was: "0 of 3 levels stopped rising" then "stopped together? P = 1.000"."""
+    levels = tuple(LevelSpec(name, 0.3, 0.01, 0.0, 5.0) for name in ("file", "module", "entity"))
+    spec = PlateauSpec(levels=levels, n_steps=10, prompts_per_step=16, samples_per_prompt=4, pool_size=500)
+    ds, _ = simulate_plateau(spec, 1)
+    together = fit_plateau(ds, seed=1).to_dict()["together"]
+    assert together["not_asked"] and "too short" in together["not_asked"]
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "grid", "asked"),
+    [
+        (["plateaued", "slowed", "plateaued"], np.arange(3.0, 40.0), True),
+        (["plateaued", "still rising", "undetermined"], np.arange(3.0, 40.0), False),
+        (["no change point", "no change point"], np.arange(3.0, 40.0), False),
+        (["plateaued", "plateaued"], np.arange(3.0, 7.0), False),
+    ],
+)
+def test_together_is_asked_only_of_levels_that_stopped(verdicts, grid, asked):
+    from saturation.models.plateau import together_not_asked
+
+    levels = {f"l{i}": {"verdict": v} for i, v in enumerate(verdicts)}
+    assert (together_not_asked(levels, grid) is None) == asked
+
+
+# --- issue 44: AR(1) step noise -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("rho", "vbar"), [(0.0, 0.0004), (0.7, 0.0), (0.9, 0.0004)])
+def test_rotated_ar1_evidence_equals_the_multivariate_normal(rho, vbar):
+    """log p(y | c, tau, rho) through the rotation (DependentLevel's algebra) against the
+    Gaussian density written out: y ~ N(X m0, vbar I + tau^2 R_rho + X S0 X')."""
+    from scipy import stats as st
+
+    from saturation.models._exact import _normal_stats, ar1_rotation, design
+
+    rng = np.random.default_rng(1)
+    steps = np.array([0.0, 1, 2, 4, 7, 10, 11, 15, 20, 30])  # uneven: the OU correlation rho^|dt|
+    x = design(steps, np.array([7.0]), 0.0, False)  # (1, T, 3)
+    m0, sd0 = np.array([0.3, 0.6, 0.0]), np.array([0.2, 0.2, 0.01])
+    y = rng.normal(0.5, 0.05, len(steps))
+    tau = np.array([0.03])
+    q, lam = ar1_rotation(steps, rho)
+    scale = 1 / np.sqrt(lam)
+    xr = np.einsum("ts,ctp->csp", q, x) * scale[None, :, None]
+    got = _normal_stats((q.T @ y) * scale, np.full(len(steps), vbar) * scale**2, xr, m0, 1 / sd0**2, tau)[0][0, 0]
+    got -= 0.5 * np.log(lam).sum()
+    r = rho ** np.abs(steps[:, None] - steps[None, :])
+    cov = vbar * np.eye(len(steps)) + tau[0] ** 2 * r + x[0] @ np.diag(sd0**2) @ x[0].T
+    want = st.multivariate_normal(x[0] @ m0, cov).logpdf(y)
+    assert got == pytest.approx(want, abs=1e-8)
+
+
+def test_ar1_with_only_rho_zero_is_the_independent_model():
+    from saturation.models._exact import DependentLevel, Level, design
+
+    ds, _ = _sim(LevelSpec("file", 0.5, 0.01, 0.0, 20.0), seed=2)
+    sd = plateau.step_data(ds)
+    grid = plateau.candidate_grid(sd.steps, 5)
+    x = design(sd.steps, grid, float(sd.steps[0]), False)
+    m0, sd0 = np.array([0.5, 0.7, 0.0]), np.tile([0.3, 0.3, 0.01], (len(grid), 1))
+    hinge = (sd.steps, grid, False, float(sd.steps[0]))
+    a = Level(sd.y[0], sd.var_mean[0], x, m0, sd0, 0.1, hinge=hinge)
+    b = DependentLevel(sd.y[0], sd.var_mean[0], x, m0, sd0, 0.1, sd.steps, hinge=hinge, rho_grid=(0.0,))
+    assert b.log_evidence == pytest.approx(a.log_evidence, abs=1e-10)
+    np.testing.assert_allclose(b.log_m - b.log_m.max(), a.log_m - a.log_m.max(), atol=1e-10)
+
+
+def test_ar1_fit_reports_rho_and_widens_intervals_on_autocorrelated_series():
+    """A logged series with strongly autocorrelated noise: the AR(1) fit finds rho high and
+    its change-point interval is wider than the independent fit's (which is overconfident)."""
+    rng = np.random.default_rng(4)
+    t = np.arange(91.0)
+    eta = np.zeros(91)
+    for i in range(1, 91):
+        eta[i] = 0.85 * eta[i - 1] + rng.normal(0, 0.02 * np.sqrt(1 - 0.85**2))
+    y = np.where(t < 40, 0.3 + 0.0075 * t, 0.6) + eta
+    ds = xr.Dataset({"m": (("run", "step"), y[None])}, coords={"run": ["r"], "step": t})
+    ind = fit_plateau(ds, response="m", seed=1).estimands["levels"]["m"]
+    ar = fit_plateau(ds, response="m", noise="ar1", seed=1)
+    e = ar.estimands["levels"]["m"]
+    assert e["noise_rho"]["mean"] > 0.5
+    assert ar.to_dict()["model"]["noise"] == "ar1" and "AR(1)" in ar.describe_model()
+    width = lambda v: v["hdi"][1] - v["hdi"][0]  # noqa: E731
+    assert width(e["late_slope"]) > 1.5 * width(ind["late_slope"])
+
+
+def test_an_independent_fit_warns_when_its_residuals_are_autocorrelated():
+    rng = np.random.default_rng(4)
+    t = np.arange(91.0)
+    eta = np.zeros(91)
+    for i in range(1, 91):
+        eta[i] = 0.85 * eta[i - 1] + rng.normal(0, 0.02 * np.sqrt(1 - 0.85**2))
+    hinge = np.where(t < 40, 0.3 + 0.0075 * t, 0.6)
+    for noise, warned in ((eta, True), (rng.normal(0, 0.02, 91), False)):
+        ds = xr.Dataset({"m": (("run", "step"), (hinge + noise)[None])}, coords={"run": ["r"], "step": t})
+        caveats = fit_plateau(ds, response="m", seed=1).estimands["caveats"]
+        assert any("autocorrelated" in c and "--noise ar1" in c for c in caveats) == warned
+    assert not any("autocorrelated" in c for c in fit_plateau(ds, response="m", noise="ar1").estimands["caveats"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import arviz as az
 import numpy as np
 import pytest
@@ -199,3 +201,95 @@ def test_deferred_inference_data_is_from_dicts():
         assert a.identical(b), group
     with pytest.raises(ValueError, match="already exists"):
         deferred.add_groups(observed_data=extra)
+
+
+# --- the compiled-model cache keys on the whole graph (issue 40) ---------------------------
+
+
+def _toy(prior_sd, y):
+    import pymc as pm
+
+    with pm.Model() as model:
+        d = pm.Data("y", y)
+        a = pm.Normal("a", 0.0, prior_sd)
+        pm.Normal("obs", a, 1.0, observed=d)
+    return model
+
+
+def test_fingerprint_changes_with_a_prior_and_a_shape_not_with_data_values():
+    from saturation.models.sampling import graph_fingerprint
+
+    base = graph_fingerprint(_toy(1.0, np.zeros(3)))
+    assert graph_fingerprint(_toy(1.0, np.ones(3))) == base  # new data: the compiled model is reused
+    assert graph_fingerprint(_toy(0.01, np.zeros(3))) != base  # a prior baked into the graph
+    assert graph_fingerprint(_toy(1.0, np.zeros(4))) != base  # a shape
+
+
+def _fingerprints(build, *variants):
+    from saturation.models.sampling import graph_fingerprint
+
+    return [graph_fingerprint(build(v)) for v in variants]
+
+
+def test_plateau_binomial_prior_changes_the_cache_key():
+    """The reported defect: a second binomial fit with log_kappa ~ N(0, 0.01) reused the first
+    fit's compiled model (posterior mean 7.01, the first prior's)."""
+    from saturation.models.plateau import PlateauConfig, PlateauPriors, build_plateau_model, step_data
+    from saturation.simulate import simulate_plateau
+
+    ds, _ = simulate_plateau(seed=1)
+    ds = ds.sel(trial=ds.step < 12)
+    ds["reward"] = (ds["reward"] > 0.5).astype(float)
+    sd = step_data(ds, response="reward")
+
+    def build(priors):
+        return build_plateau_model(sd, PlateauConfig(likelihood="binomial", response="reward", priors=priors))[0]
+
+    a, b, c = _fingerprints(build, PlateauPriors(), PlateauPriors(), PlateauPriors(log_kappa_mu=0.0, log_kappa_sd=0.01))
+    assert a == b and a != c
+
+
+def test_sigmoid_and_transfer_priors_change_the_cache_key():
+    from saturation.models.sigmoid import SigmoidConfig, SigmoidPriors, arm_steps, build_sigmoid_model
+    from saturation.models.transfer import TransferConfig, TransferPriors, build_transfer_model, transfer_data
+    from saturation.simulate import simulate_sigmoid_arms, simulate_transfer
+
+    trials, _ = simulate_sigmoid_arms(seed=0)
+    data = arm_steps(trials)
+
+    def sigmoid(priors):
+        return build_sigmoid_model(data, SigmoidConfig(priors=priors))[0]
+
+    a, b, c = _fingerprints(sigmoid, SigmoidPriors(), SigmoidPriors(), SigmoidPriors(asymptote_sd=0.1))
+    assert a == b and a != c
+
+    tds, _ = simulate_transfer(seed=0)
+    tdata = transfer_data(tds)
+
+    def transfer(priors):
+        return build_transfer_model(tdata, TransferConfig(priors=priors))[0]
+
+    a, b, c = _fingerprints(transfer, TransferPriors(), TransferPriors(), TransferPriors(rw_sd=0.05))
+    assert a == b and a != c
+
+
+@pytest.mark.slow
+def test_two_fits_with_two_priors_give_two_posteriors():
+    from saturation.models.plateau import PlateauPriors, fit_plateau
+    from saturation.models.sampling import ConvergenceWarning, SamplerConfig
+    from saturation.simulate import simulate_plateau
+
+    ds, _ = simulate_plateau(seed=1)
+    ds = ds.sel(trial=ds.step < 40)
+    ds["reward"] = (ds["reward"] > 0.5).astype(float)
+    sampler = SamplerConfig(draws=200, tune=200, chains=2)
+    means = []
+    for priors in (PlateauPriors(), PlateauPriors(log_kappa_mu=0.0, log_kappa_sd=0.01)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fit = fit_plateau(
+                ds, likelihood="binomial", response="reward", breakpoint=20, priors=priors, sampler=sampler, seed=1
+            )
+        means.append(float(fit.idata.posterior["log_kappa"].mean()))
+    assert means[0] > 3.0  # the data's concentration
+    assert abs(means[1]) < 0.05  # the second prior's, not the first fit's

@@ -84,7 +84,7 @@ def test_recovers_ceilings_and_orders_them_on_clustered_per_trial_data():
         p_higher.append(fit.estimands["contrasts"]["high"]["p_asymptote_higher"])
         assert p_higher[-1] > 0.7
         out = fit.to_dict()
-        assert set(out["arms"]["high"]) >= {"asymptote", "efficiency", "midpoint", "unused_headroom", "last"}
+        assert set(out["arms"]["high"]) >= {"asymptote", "efficiency", "midpoint", "headroom_to_ceiling", "last"}
         assert set(out["contrasts"]["high"]) >= {
             "asymptote_diff",
             "efficiency_diff",

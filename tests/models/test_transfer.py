@@ -255,3 +255,39 @@ def test_repr_is_a_short_summary(made_up_transfer_fit):
     assert text.startswith("TransferFit(2 arms") and "reference base" in text and "converged" in text
     assert "s85: starts ahead, ends behind, crossover at step 5" in text
     assert len(text.splitlines()) == 2 and len(text) < 400
+
+
+@pytest.mark.parametrize("p_none", [1.0, 0.999])
+def test_no_crossover_anywhere_gives_a_sentence_and_a_table(made_up_transfer_fit, p_none):
+    """Issue 40: with no crossover in (almost) any draw the crossover's interval does not exist
+    (mean None); the verdict said nothing and crashed formatting it (TypeError, exit 1)."""
+    fit = made_up_transfer_fit("base", "s85", LEAD_PROB, LEAD_PROB, None, p_none)
+    fit.estimands["crossover_step"]["s85"]["hdi"] = [None, None]
+    last = fit.estimands["last_step"]["s85"]
+    last.update({f"delta_{q}": last[f"delta_{S.ALL_ROLLOUT}"] for q in (S.GRADED_ONLY, S.UNGRADED_RATE)})
+    assert fit.decisions()["s85"]["crossover"] is None
+    sentence = fit.verdicts()["s85"]
+    assert f"no crossover (P = {p_none:.2f})" in sentence and sentence.startswith("s85 starts ahead of base")
+    table = fit.summary()
+    cross = table[table["estimand"] == "crossover_step"].iloc[0]
+    assert cross["mean"] is None or np.isnan(cross["mean"])
+
+
+@pytest.mark.slow
+def test_a_fit_gives_the_same_draws_whatever_the_process_fitted_before(crossing_spec):
+    """Issue 40: the report's LR-arm section changed with what the process had fitted before
+    it (P(gap > 0) 0.315 -> 0.3206): a compiled model was reused under a key that ignored
+    the graph. Fit B alone and after A (same structure, other data): identical draws; and A
+    with other priors compiles anew."""
+    from saturation.models.sampling import SamplerConfig, clear_compiled_cache
+
+    sampler = SamplerConfig(draws=150, tune=150, chains=2)
+    a, _ = simulate_transfer(crossing_spec, seed=1)
+    b, _ = simulate_transfer(NO_CROSSING, seed=2)
+    clear_compiled_cache()
+    alone = fit_transfer(b, sampler=sampler, seed=3).idata.posterior
+    clear_compiled_cache()
+    fit_transfer(a, sampler=sampler, seed=3)
+    after = fit_transfer(b, sampler=sampler, seed=3).idata.posterior
+    for name in alone.data_vars:
+        np.testing.assert_array_equal(alone[name].values, after[name].values, err_msg=name)

@@ -402,6 +402,89 @@ class Level:
         return tau, beta
 
 
+#: per-step AR(1) coefficients of the step noise the dependent model sums over (uniform prior)
+RHO_GRID = (0.0, 0.2, 0.4, 0.55, 0.7, 0.8, 0.87, 0.92, 0.96)
+
+
+def ar1_rotation(steps: np.ndarray, rho: float) -> tuple[np.ndarray, np.ndarray]:
+    r"""Eigenvectors Q (T, T) and eigenvalues (T,) of the AR(1) correlation on the step axis,
+    :math:`R_{ij} = \rho^{|t_i - t_j|}` (an Ornstein-Uhlenbeck process observed at the
+    logged steps: a gap of 10 steps between two logged points correlates them by
+    :math:`\rho^{10}`)."""
+    r = rho ** np.abs(steps[:, None] - steps[None, :])
+    lam, q = np.linalg.eigh(r)
+    return q, np.maximum(lam, 1e-12)
+
+
+class DependentLevel:
+    r"""A :class:`Level` whose step noise is autocorrelated: per-step means
+    :math:`\bar y = X_c\beta + \eta + \varepsilon`, :math:`\eta` an AR(1) (OU) process on
+    the step axis with marginal sd :math:`\tau` and per-step coefficient :math:`\rho`,
+    :math:`\varepsilon` the within-step sampling noise. :math:`\rho` has a uniform prior on
+    :data:`RHO_GRID` and is summed exactly.
+
+    Given :math:`\rho`, :math:`\mathrm{Cov} = \bar v I + \tau^2 R_\rho = Q(\bar v +
+    \tau^2\Lambda)Q^\top`: rotating by :math:`Q^\top` and scaling row t by
+    :math:`\lambda_t^{-1/2}` turns the model into :class:`Level`'s (independent noise of
+    variance :math:`\bar v/\lambda_t + \tau^2`), with the Jacobian
+    :math:`-\tfrac12\sum_t\log\lambda_t` added to the log evidence. :math:`\bar v` is the
+    mean within-step variance: exact for a logged series (no within-step variance) and for
+    equal within-step variances; an approximation when they differ across steps. At
+    :math:`\rho = 0` the level is :class:`Level` itself (per-step variances kept).
+    """
+
+    def __init__(
+        self,
+        y: np.ndarray,
+        var_mean: np.ndarray,
+        x: np.ndarray,
+        m0: np.ndarray,
+        sd0: np.ndarray,
+        tau_sd: float,
+        steps: np.ndarray,
+        hinge: tuple[np.ndarray, np.ndarray, bool, float] | None = None,
+        rho_grid: tuple[float, ...] = RHO_GRID,
+    ) -> None:
+        self.x, self.rho = x, np.asarray(rho_grid, dtype=float)
+        vbar = float(np.mean(var_mean))
+        self.parts: list[Level] = []
+        log_ev = []  # (K, C): log p(y | c, rho) with tau integrated
+        for rho in self.rho:
+            if rho == 0.0:
+                level, jac = Level(y, var_mean, x, m0, sd0, tau_sd, hinge=hinge), 0.0
+            else:
+                q, lam = ar1_rotation(steps, float(rho))
+                scale = 1.0 / np.sqrt(lam)
+                yr = (q.T @ y) * scale
+                xr = np.einsum("ts,ctp->csp", q, x) * scale[None, :, None]
+                level, jac = Level(yr, vbar * scale**2, xr, m0, sd0, tau_sd), -0.5 * float(np.log(lam).sum())
+            self.parts.append(level)
+            log_ev.append(level.log_m + np.log(level.du) + jac)
+        self.log_ev = np.stack(log_ev) - np.log(len(self.rho))  # the uniform prior on rho
+        #: log p(y | c) up to a constant shared by the candidates (rho and tau summed)
+        self.log_m = special.logsumexp(self.log_ev, axis=0)
+
+    @property
+    def log_evidence(self) -> float:
+        """log p(y) with a uniform prior over the designs and over rho."""
+        return float(special.logsumexp(self.log_ev) - np.log(self.x.shape[0]))
+
+    def rho_mass(self) -> np.ndarray:
+        """Posterior mass of each rho of the grid (K,)."""
+        lp = special.logsumexp(self.log_ev, axis=1)
+        return np.exp(lp - special.logsumexp(lp))
+
+    def draw(self, rng: np.random.Generator, c_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """rho | c, then tau and beta | c, rho; (D,), (D, p), (D,)."""
+        k = _pick(rng, self.log_ev[:, c_idx].T)
+        tau = np.empty(len(c_idx))
+        beta = np.empty((len(c_idx), self.x.shape[2]))
+        for k_ in np.unique(k):
+            sel = k == k_
+            tau[sel], beta[sel] = self.parts[k_].draw(rng, c_idx[sel])
+        return tau, beta, self.rho[k]
+
+
 def curve_prior(priors: dict[str, np.ndarray], j: int, jump: bool) -> tuple[np.ndarray, np.ndarray]:
     """Prior means (p,) and sds (C, p) of level ``j``'s curve parameters in :func:`design`'s
     column order; the late slope's sd is per candidate (``PlateauPriors.resolve``)."""
@@ -421,6 +504,7 @@ def hinge_line_log_bf(
     priors: dict[str, np.ndarray],
     jump: bool,
     hinge_log_evidence: np.ndarray | None = None,
+    rho_grid: tuple[float, ...] | None = None,
 ) -> np.ndarray:
     r"""log Bayes factor of the change-point curve against a straight line, per level.
 
@@ -431,18 +515,23 @@ def hinge_line_log_bf(
     over ``grid`` with a uniform prior. Exact up to the tau quadrature.
     ``hinge_log_evidence`` (levels,): the change-point model's log evidence when already
     computed (:func:`sample_gaussian_exact` returns it), so only the line's is computed.
+    ``rho_grid``: both under AR(1) step noise (:class:`DependentLevel`).
     """
+    dependent = (steps, rho_grid) if rho_grid is not None else None
     x = design(steps, grid, float(steps[0]), jump)
     out = np.empty(y.shape[0])
     for j in range(y.shape[0]):
         m0, sd0 = curve_prior(priors, j, jump)
         tau_sd = float(priors["tau_sd"][j])
         hinge = (
-            log_evidence(y[j], var_mean[j], x, m0, sd0, tau_sd, hinge=(steps, grid, jump, float(steps[0])))
+            log_evidence(
+                y[j], var_mean[j], x, m0, sd0, tau_sd, hinge=(steps, grid, jump, float(steps[0])), dependent=dependent
+            )
             if hinge_log_evidence is None
             else float(hinge_log_evidence[j])
         )
-        out[j] = hinge - log_evidence(y[j], var_mean[j], design_line(steps), m0[:2], sd0[:1, :2], tau_sd)
+        line = log_evidence(y[j], var_mean[j], design_line(steps), m0[:2], sd0[:1, :2], tau_sd, dependent=dependent)
+        out[j] = hinge - line
     return out
 
 
@@ -454,11 +543,17 @@ def log_evidence(
     sd0: np.ndarray,
     tau_sd: float,
     hinge: tuple[np.ndarray, np.ndarray, bool, float] | None = None,
+    dependent: tuple[np.ndarray, tuple[float, ...]] | None = None,
 ) -> float:
     """log p(y) of one level under designs ``x`` (C, T, p) with a uniform prior over the C
     designs: the curve parameters integrated analytically and tau by quadrature (the
     exact marginal likelihood used for Bayes factors between curve shapes); ``hinge`` as
-    for :class:`Level`."""
+    for :class:`Level`; ``dependent`` ``(steps, rho_grid)``: AR(1) step noise
+    (:class:`DependentLevel`)."""
+    if dependent is not None:
+        return DependentLevel(
+            y, var_mean, x, m0, sd0, tau_sd, dependent[0], hinge=hinge, rho_grid=dependent[1]
+        ).log_evidence
     return Level(y, var_mean, x, m0, sd0, tau_sd, hinge=hinge).log_evidence
 
 
@@ -477,6 +572,7 @@ def sample_gaussian_exact(
     draws: int,
     seed: int,
     evidence_weight: float = 1.0,
+    rho_grid: tuple[float, ...] | None = None,
 ) -> tuple[DeferredInferenceData, dict[str, Any], np.ndarray, dict[str, np.ndarray]]:
     """Independent posterior draws of the Gaussian plateau model.
 
@@ -501,10 +597,16 @@ def sample_gaussian_exact(
     t0 = float(steps[0])
     x = design(steps, grid, t0, jump)
     n_draws = chains * draws
-    lv = []
+    lv: list[Level | DependentLevel] = []
     for j in range(len(levels)):
         prior = curve_prior(priors, j, jump)
-        lv.append(Level(y[j], var_mean[j], x, *prior, float(priors["tau_sd"][j]), hinge=(steps, grid, jump, t0)))
+        hinge = (steps, grid, jump, t0)
+        tau_sd = float(priors["tau_sd"][j])
+        lv.append(
+            Level(y[j], var_mean[j], x, *prior, tau_sd, hinge=hinge)
+            if rho_grid is None
+            else DependentLevel(y[j], var_mean[j], x, *prior, tau_sd, steps, hinge=hinge, rho_grid=rho_grid)
+        )
     post: dict[str, np.ndarray] = {}
     log_m = np.stack([level.log_m for level in lv])  # (L, C)
     if pooled:
@@ -530,11 +632,16 @@ def sample_gaussian_exact(
     else:
         c_idx = np.stack([_pick_one(rng, level.log_m, n_draws) for level in lv])
         mass = np.exp(log_m - special.logsumexp(log_m, axis=1, keepdims=True))
-    taus, betas = zip(*(level.draw(rng, c_idx[j]) for j, level in enumerate(lv)), strict=True)
-    beta = np.stack(betas, axis=1)  # (D, L, p)
+    drawn: list[tuple[np.ndarray, ...]] = [level.draw(rng, c_idx[j]) for j, level in enumerate(lv)]
+    beta = np.stack([d[1] for d in drawn], axis=1)  # (D, L, p)
     post.update(
-        start=beta[..., 0], value_at_changepoint=beta[..., 1], late_slope=beta[..., 2], tau=np.stack(taus, axis=1)
+        start=beta[..., 0],
+        value_at_changepoint=beta[..., 1],
+        late_slope=beta[..., 2],
+        tau=np.stack([d[0] for d in drawn], axis=1),
     )
+    if rho_grid is not None:  # DependentLevel.draw: (tau, beta, rho)
+        post[S.NOISE_RHO] = np.stack([d[-1] for d in drawn], axis=1)
     if jump:
         post["jump"] = beta[..., 3]
     shaped = {k: v.reshape(chains, draws, *v.shape[1:]) for k, v in post.items()}

@@ -38,8 +38,10 @@ from saturation import schema as S
 from saturation._lazy import DeferredInferenceData, lazy
 from saturation.aggregate import aggregate, phase_summary, select_phase
 from saturation.frequentist import davies_test
+from saturation.limits import OptionError, rope_problems
 from saturation.models._exact import (
     LOO_TAU_STRIDE,
+    RHO_GRID,
     Level,
     alternative_level,
     curve_prior,
@@ -80,9 +82,23 @@ DEFAULT_ROPE = S.DEFAULT_ROPE
 #: early gain (docs/calibration.md "Verdicts" for how it was chosen)
 DEFAULT_ROPE_RELATIVE = S.DEFAULT_ROPE_RELATIVE
 #: the per-level plateau verdicts, in the order the rule tries them (:func:`plateau_verdict`)
-VERDICTS = ("no change point", "undetermined", "plateaued", "slowed", "still rising")
+VERDICTS = ("flat", "no change point", "undetermined", "declining", "plateaued", "slowed", "still rising")
 #: the verdicts that say "it stopped rising" (headlines, the calibration's false-stop and power rates)
 STOPPED_VERDICTS = ("plateaued", "slowed")
+
+#: One printed name per reported quantity (the CLI, the report, the verdict reasons and the
+#: docs use these; no two quantities share a label).
+LABELS = {
+    "p_flat": "P(flat)",
+    "p_late_in_rope": "P(|late gain| < ROPE)",
+    "p_late_in_rope_relative": "P(|late gain| < relative ROPE x early gain)",
+    "headroom_to_max": "headroom to the metric's maximum",
+    "p_no_change": "P(|end - start| < ROPE)",
+    "p_late_gain_beyond_rope": "P(late gain > ROPE)",
+    "p_late_loss_beyond_rope": "P(late gain < -ROPE)",
+}
+#: what "flat" means, printed once beside the P(flat) column
+FLAT_DEFINITION = "flat: the late gain inside the absolute ROPE or inside the relative ROPE x the early gain"
 
 
 @dataclass(frozen=True)
@@ -104,7 +120,8 @@ class VerdictRule:
     p_rise : float
         Nothing can plateau before it rose: P(early slope > 0) at least this.
     p_flat : float
-        "Plateaued": P(late gain inside the ROPE) at least this.
+        "Plateaued": P(flat) at least this (flat: the late gain inside the absolute ROPE or
+        inside the relative ROPE x the early gain).
     slow_ratio : float
         "Slowed": the late slope below this multiple of the early slope ...
     p_slow : float
@@ -120,7 +137,7 @@ class VerdictRule:
     edge_candidates: int = 3
     #: nothing can plateau before it rose: P(early slope > 0) at least this
     p_rise: float = 0.95
-    #: "plateaued": P(late gain inside the ROPE) at least this
+    #: "plateaued": P(flat) at least this
     p_flat: float = 0.90
     #: "slowed": P(late slope < slow_ratio x early slope) at least p_slow
     slow_ratio: float = 0.5
@@ -129,20 +146,30 @@ class VerdictRule:
     p_still: float = 0.95
 
 
+#: what each verdict says in the summary sentence: (of one level, of several)
+VERDICT_PHRASES = {
+    "flat": ("stayed flat (no change over the window)",) * 2,
+    "no change point": ("shows no change point", "show no change point"),
+    "undetermined": ("is undetermined", "are undetermined"),
+    "declining": ("is declining", "are declining"),
+    "plateaued": ("plateaued (stopped rising)",) * 2,
+    "slowed": ("slowed but is still gaining", "slowed but are still gaining"),
+    "still rising": ("is still rising", "are still rising"),
+}
+
+
 def verdict_summary(levels: dict[str, dict[str, Any]]) -> str:
-    """One sentence from the per-level verdicts, e.g. "2 of 3 levels stopped rising
-    (file plateaued, module slowed); entity still rising"."""
-    stopped = [f"{lv} {e['verdict']}" for lv, e in levels.items() if e["verdict"] in STOPPED_VERDICTS]
-    other = [f"{lv}: {e['verdict']}" for lv, e in levels.items() if e["verdict"] not in STOPPED_VERDICTS]
-    n = len(levels)
-    if len(stopped) == n:
-        head = f"{'All ' + str(n) + ' levels' if n > 1 else 'The metric'} stopped rising ({', '.join(stopped)})"
-    else:
-        head = f"{len(stopped)} of {n} {'levels' if n > 1 else 'metric'} stopped rising" + (
-            f" ({', '.join(stopped)})" if stopped else ""
-        )
-        head += "; " + "; ".join(other)
-    return head
+    """One sentence from the per-level verdicts, e.g. "file plateaued (stopped rising);
+    module slowed but is still gaining; entity is still rising"; with one level, "The
+    metric ..."; with every level alike, "All 3 levels ..."."""
+    by_verdict: dict[str, list[str]] = {}
+    for lv, e in levels.items():
+        by_verdict.setdefault(e["verdict"], []).append(lv)
+    if len(levels) == 1:
+        return f"The metric {VERDICT_PHRASES[next(iter(by_verdict))][0]}"
+    if len(by_verdict) == 1:
+        return f"All {len(levels)} levels {VERDICT_PHRASES[next(iter(by_verdict))][1]}"
+    return "; ".join(f"{', '.join(lvs)} {VERDICT_PHRASES[v][len(lvs) > 1]}" for v, lvs in by_verdict.items())
 
 
 def plateau_verdict(
@@ -151,12 +178,16 @@ def plateau_verdict(
     """The verdict of one level from its estimands (the one rule the CLI, the report and
     calibrate use).
 
-    In order: "no change point" (unknown break only: the straight line has the larger
-    marginal likelihood, or the change-point mass piles on the outermost candidates);
-    "undetermined" when the early slope is not decisively positive (nothing to plateau
-    from); "plateaued" (late gain inside the ROPE); "slowed" (late slope decisively below
-    ``slow_ratio`` x the early slope, flatness not confirmed); "still rising" (late slope
-    decisively positive, not slower); otherwise "undetermined".
+    In order: "flat" (the whole change from start to end inside the absolute ROPE: nothing
+    was learnt in the window, e.g. a run resumed after it saturated); "no change point"
+    (unknown break only: the straight line has the larger marginal likelihood, or the
+    change-point mass piles on the outermost candidates); "undetermined" when the early
+    slope is not decisively positive (nothing to plateau from); "declining" (the late gain
+    decisively below -ROPE: a loss in the metric's own units); "plateaued" (late gain inside
+    the ROPE and not decisively above the absolute ROPE: a late gain that is small relative
+    to the rise but certainly there in the metric's units is not a plateau); "slowed" (late slope decisively
+    below ``slow_ratio`` x the early slope: still gaining, more slowly); "still rising" (late
+    slope decisively positive, not slower); otherwise "undetermined".
 
     Parameters
     ----------
@@ -174,6 +205,11 @@ def plateau_verdict(
     """
     rule = rule or VerdictRule()
     bf = est.get("bf_changepoint_vs_line")
+    if est["p_no_change"] >= rule.p_flat:
+        return {
+            "verdict": "flat",
+            "reason": f"{LABELS['p_no_change']} = {est['p_no_change']:.2f}: no change over the window",
+        }
     if not known_break:
         if bf is not None and bf < rule.bf_line:
             return {
@@ -191,20 +227,34 @@ def plateau_verdict(
             "verdict": "undetermined",
             "reason": f"no decisive early rise (P(early slope > 0) = {est['p_early_positive']:.2f})",
         }
-    if est["p_flat"] >= rule.p_flat:
-        return {"verdict": "plateaued", "reason": f"P(late gain inside the ROPE) = {est['p_flat']:.2f}"}
+    if est["p_late_loss_beyond_rope"] >= rule.p_still:
+        return {
+            "verdict": "declining",
+            "reason": f"{LABELS['p_late_loss_beyond_rope']} = {est['p_late_loss_beyond_rope']:.2f} >= {rule.p_still:g}",
+        }
+    gaining = est["p_late_gain_beyond_rope"] >= rule.p_still
+    if est["p_flat"] >= rule.p_flat and not gaining:
+        return {
+            "verdict": "plateaued",
+            "reason": f"{LABELS['p_flat']} = {est['p_flat']:.2f} and no decisive late gain beyond the absolute ROPE "
+            f"({LABELS['p_late_gain_beyond_rope']} = {est['p_late_gain_beyond_rope']:.2f} < {rule.p_still:g})",
+        }
     if est["p_slowed"] >= rule.p_slow:
+        still = (
+            f"still gaining ({LABELS['p_late_gain_beyond_rope']} = {est['p_late_gain_beyond_rope']:.2f})"
+            if gaining
+            else f"flatness not confirmed ({LABELS['p_flat']} = {est['p_flat']:.2f})"
+        )
         return {
             "verdict": "slowed",
-            "reason": f"P(late slope < {rule.slow_ratio:g} x early slope) = {est['p_slowed']:.2f}; "
-            f"flatness not confirmed (P(late gain inside the ROPE) = {est['p_flat']:.2f})",
+            "reason": f"P(late slope < {rule.slow_ratio:g} x early slope) = {est['p_slowed']:.2f}; {still}",
         }
     if est["p_late_positive"] >= rule.p_still:
         return {"verdict": "still rising", "reason": f"P(late slope > 0) = {est['p_late_positive']:.2f}"}
     return {
         "verdict": "undetermined",
-        "reason": f"neither flat (P = {est['p_flat']:.2f}), clearly slower (P = {est['p_slowed']:.2f}) "
-        f"nor clearly rising (P(late slope > 0) = {est['p_late_positive']:.2f})",
+        "reason": f"neither flat ({LABELS['p_flat']} = {est['p_flat']:.2f}), clearly slower "
+        f"(P = {est['p_slowed']:.2f}) nor clearly rising (P(late slope > 0) = {est['p_late_positive']:.2f})",
     }
 
 
@@ -532,12 +582,46 @@ class PlateauPriors:
 
 
 # ====================================================================== likelihood
-def candidate_grid(steps: np.ndarray, min_segment: int) -> np.ndarray:
-    """Change-point candidates: steps with at least ``min_segment`` steps before
-    (t < c) and at least ``min_segment`` at or after (t >= c)."""
-    if len(steps) < 2 * min_segment:
-        raise ValueError(f"{len(steps)} steps cannot hold two segments of min_segment={min_segment}")
-    return np.asarray(steps[min_segment : len(steps) - min_segment + 1], dtype=float)
+#: on the step axis: at least this many logged points on each side of a candidate
+MIN_SEGMENT_POINTS = 2
+#: at most this many candidates (a longer run is searched on an even lattice of steps plus
+#: its logged steps: memory and time grow with candidates x steps)
+MAX_CANDIDATES = 2000
+
+
+def candidate_grid(steps: np.ndarray, min_segment: int, *, on_step_axis: bool = False) -> np.ndarray:
+    """Change-point candidates.
+
+    Observed-step grid (the default): logged steps with at least ``min_segment`` logged
+    steps before (t < c) and at least ``min_segment`` at or after (t >= c).
+
+    ``on_step_axis``: every whole step c whose segments each span at least ``min_segment``
+    steps of the run (c - t_first >= min_segment, t_last + 1 - c >= min_segment) and hold at
+    least :data:`MIN_SEGMENT_POINTS` logged points, so that a knee between two sparse logged
+    points (a validation metric every 10 steps) is representable. On a series logged at
+    every step both grids are the same. More than :data:`MAX_CANDIDATES` candidates are
+    thinned to an even lattice plus the logged steps.
+    """
+    steps = np.asarray(steps, dtype=float)
+    if not on_step_axis:
+        if len(steps) < 2 * min_segment:
+            raise ValueError(f"{len(steps)} steps cannot hold two segments of min_segment={min_segment}")
+        return np.asarray(steps[min_segment : len(steps) - min_segment + 1], dtype=float)
+    k = MIN_SEGMENT_POINTS
+    if len(steps) < 2 * k:
+        raise ValueError(f"{len(steps)} logged steps cannot hold two segments of {k} points")
+    lo = max(float(steps[k - 1]) + 1.0, float(steps[0]) + min_segment)
+    hi = min(float(steps[-k]), float(steps[-1]) + 1.0 - min_segment)
+    if hi < lo:
+        raise ValueError(
+            f"steps {steps[0]:g}..{steps[-1]:g} cannot hold two segments of {min_segment} steps with {k} logged "
+            "points each"
+        )
+    grid = np.arange(np.ceil(lo), np.floor(hi) + 1.0)
+    if len(grid) > MAX_CANDIDATES:
+        lattice = np.round(np.linspace(grid[0], grid[-1], MAX_CANDIDATES))
+        grid = np.unique(np.concatenate([lattice, steps[(steps >= grid[0]) & (steps <= grid[-1])]]))
+    return grid
 
 
 def step_loglik(
@@ -674,7 +758,13 @@ class PlateauConfig:
     rule: VerdictRule = field(default_factory=VerdictRule)
     priors: PlateauPriors = field(default_factory=PlateauPriors)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
-    headroom_ceiling: float | None = 1.0
+    #: the step noise: "independent" across steps, or "ar1": autocorrelated on the step axis
+    #: (drifting prompt difficulty, a logged running mean), its coefficient summed exactly on
+    #: a grid (exact Gaussian sampler only; :class:`~saturation.models._exact.DependentLevel`)
+    noise: str = "independent"
+    #: the metric's maximum (1.0 for rates); ``headroom_to_max`` is measured to it. None, or
+    #: data outside [0, metric_max]: no headroom to the maximum (a caveat says why)
+    metric_max: float | None = 1.0
     #: pooled model: weight of the levels' combined evidence on the common change point;
     #: None estimates it from the data (:func:`level_dependence`), 1.0 treats the levels
     #: as independent (the behaviour before 2026-12-01)
@@ -694,10 +784,12 @@ class PlateauConfig:
             problems.append(f"continuity must be one of {CONTINUITIES}, got {self.continuity!r}")
         if self.likelihood not in LIKELIHOODS:
             problems.append(f"likelihood must be one of {LIKELIHOODS}, got {self.likelihood!r}")
-        if not self.rope > 0:
-            problems.append(f"rope must be positive (metric units), got {self.rope}")
-        if self.rope_relative is not None and not self.rope_relative > 0:
-            problems.append(f"rope_relative must be positive (a share of the early gain), got {self.rope_relative}")
+        if self.noise not in S.NOISES:
+            problems.append(f"noise must be one of {S.NOISES}, got {self.noise!r}")
+        elif self.noise == "ar1" and (self.likelihood != "gaussian" or self.sampler.sampler not in ("auto", "exact")):
+            problems.append("noise 'ar1' needs the Gaussian likelihood and the exact sampler (auto or exact)")
+        problems += rope_problems(self.rope, self.rope_relative, self.metric_max)
+        problems += self.sampler.problems()
         if self.priors.min_segment < 2:
             problems.append("priors.min_segment must be >= 2")
         if problems:
@@ -814,9 +906,13 @@ def late_prior_ratio(xp: Any, b2: Any, sd: Any, ref: Any) -> Any:
 def _grid(data: StepData, config: PlateauConfig) -> np.ndarray:
     """The known break as a one-point grid, or every candidate step."""
     if config.breakpoint is None:
-        return candidate_grid(data.steps, config.priors.min_segment)
+        exact = config.likelihood == "gaussian" and config.sampler.sampler in ("auto", "exact")
+        return candidate_grid(data.steps, config.priors.min_segment, on_step_axis=exact)
     if not (data.steps[0] < config.breakpoint <= data.steps[-1]):
-        raise ValueError(f"breakpoint {config.breakpoint} outside the observed steps {data.steps[0]}..{data.steps[-1]}")
+        raise OptionError(
+            f"breakpoint {config.breakpoint:g} outside the observed steps: it must lie after the first step "
+            f"{data.steps[0]:g} and at or before the last {data.steps[-1]:g}"
+        )
     return np.array([float(config.breakpoint)])
 
 
@@ -833,9 +929,27 @@ def evidence_weight(data: StepData, config: PlateauConfig) -> float:
 SMALL_STEP_TRIALS = 200
 
 
+def headroom_defined(data: StepData, config: PlateauConfig) -> bool:
+    """Whether the headroom to the metric's maximum means anything: a maximum is set and every
+    per-step value lies in [0, maximum] (a reward summed over functions, a length or a loss
+    has no maximum of 1)."""
+    if config.metric_max is None:
+        return False
+    y = data.y[np.isfinite(data.y)]
+    return bool(y.size) and float(y.min()) >= 0.0 and float(y.max()) <= config.metric_max
+
+
 def data_caveats(data: StepData, config: PlateauConfig) -> list[str]:
-    """What the calibration says about fits on data like these (printed by the CLI and the report)."""
+    """What the calibration says about fits on data like these, and what could not be
+    computed on them (printed by the CLI and the report)."""
     out = []
+    if config.metric_max is not None and not headroom_defined(data, config):
+        y = data.y[np.isfinite(data.y)]
+        span = f"[{y.min():.3g}, {y.max():.3g}]" if y.size else "empty"
+        out.append(
+            f"the per-step values span {span}, outside [0, {config.metric_max:g}]: no headroom to the metric's "
+            "maximum is reported (set metric_max to the metric's real maximum)"
+        )
     n = data.n[np.isfinite(data.n)]
     if config.breakpoint is None and n.size and float(np.median(n)) < SMALL_STEP_TRIALS:
         sims = f"median {np.median(n):.0f} graded trials per step: on per-trial simulations with about 90 per step"
@@ -848,6 +962,47 @@ def data_caveats(data: StepData, config: PlateauConfig) -> list[str]:
             out.append(
                 f"{sims} a change point after a gentle rise is weakly identified: expect a wide interval (its "
                 "94 % HDI held the truth in 0.92-0.95 of fits there; docs/calibration.md)"
+            )
+    return out
+
+
+#: lag-1 autocorrelation of the residuals from which an independent-noise fit warns (and
+#: it must also exceed twice its standard error under independence, 2 / sqrt(T))
+RESIDUAL_AUTOCORRELATION = 0.3
+
+
+def autocorrelation_caveats(data: StepData, config: PlateauConfig, levels: dict[str, dict[str, Any]]) -> list[str]:
+    """A caveat per level whose residuals from the fitted curve (at the posterior means) are
+    positively autocorrelated, when the fit assumed independent step noise: its intervals are
+    then too narrow (scripts/ar_coverage.py), and ``noise = "ar1"`` models the dependence."""
+    if config.noise != "independent" or config.likelihood != "gaussian":
+        return []
+    out = []
+    t = data.steps
+    for j, (level, e) in enumerate(levels.items()):
+        c = e["changepoint"]["mean"] if e.get("changepoint") else config.breakpoint
+        if c is None:
+            continue
+        mu = curves.hinge_through(
+            t,
+            float(c),
+            e["start"]["mean"],
+            e[S.VALUE_AT_CHANGEPOINT]["mean"],
+            e["late_slope"]["mean"],
+            e["jump"]["mean"] if e.get("jump") else 0.0,
+            float(t[0]),
+        )
+        r = data.y[j] - mu
+        ok = np.isfinite(r)
+        r = r[ok] - r[ok].mean()
+        if r.size < 8 or not np.any(r):
+            continue
+        r1 = float(np.sum(r[1:] * r[:-1]) / np.sum(r * r))
+        if r1 > max(RESIDUAL_AUTOCORRELATION, 2 / np.sqrt(r.size)):
+            out.append(
+                f"{level}: the residuals from the fitted curve are autocorrelated (lag-1 r = {r1:.2f}): with "
+                "independent step noise assumed, the intervals are too narrow; refit with --noise ar1 "
+                '(noise = "ar1")'
             )
     return out
 
@@ -978,7 +1133,7 @@ class PlateauFit:
                 "start",
                 S.VALUE_AT_CHANGEPOINT,
                 "end",
-                "headroom",
+                "headroom_to_max",
                 "early_gain",
                 "late_gain",
                 "slowdown_ratio",
@@ -998,6 +1153,7 @@ class PlateauFit:
             for name in (
                 "p_early_positive",
                 "p_late_in_rope",
+                "p_late_in_rope_relative",
                 "p_flat",
                 "p_slowed",
                 "bf01_late_zero",
@@ -1046,7 +1202,8 @@ class PlateauFit:
                 if cfg.continuity == "jump"
                 else "continuous hinge at the break"
             )
-            return f"known break at step {cfg.breakpoint:g} ({shape}), {cfg.likelihood} likelihood"
+            noise = ", AR(1) step noise" if cfg.noise == "ar1" else ""
+            return f"known break at step {cfg.breakpoint:g} ({shape}), {cfg.likelihood} likelihood{noise}"
         pooling = (
             f"change points pooled around a common one (evidence weight "
             f"{self.estimands['together']['evidence_weight']:.2f} for correlated levels)"
@@ -1055,7 +1212,8 @@ class PlateauFit:
             if len(self.data.levels) > 1
             else "one change point"
         )
-        return f"unknown break, {pooling}, {cfg.continuity}, {cfg.likelihood} likelihood"
+        noise = ", AR(1) step noise" if cfg.noise == "ar1" else ""
+        return f"unknown break, {pooling}, {cfg.continuity}, {cfg.likelihood} likelihood{noise}"
 
     def to_dict(self) -> dict[str, Any]:
         """The public JSON shape (docs/plateau.md)."""
@@ -1078,6 +1236,8 @@ class PlateauFit:
                 "likelihood": cfg.likelihood,
                 "rope": cfg.rope,
                 "rope_relative": cfg.rope_relative,
+                "metric_max": cfg.metric_max,
+                "noise": cfg.noise,
                 "min_segment": cfg.priors.min_segment,
                 "hdi_prob": S.HDI_PROB,
                 "rule": asdict(cfg.rule),
@@ -1110,7 +1270,8 @@ def fit_plateau(
     priors: PlateauPriors | None = None,
     sampler: SamplerConfig | None = None,
     seed: int = 0,
-    headroom_ceiling: float | None = 1.0,
+    metric_max: float | None = 1.0,
+    noise: str = "independent",
 ) -> PlateauFit:
     """Fit the plateau model and compute its estimands.
 
@@ -1121,7 +1282,7 @@ def fit_plateau(
     config : PlateauConfig, optional
         The whole structure at once (e.g. built from a spec by
         :func:`saturation.spec.analysis_config`); when given, the keyword arguments from
-        ``levels`` to ``headroom_ceiling`` are not used.
+        ``levels`` to ``noise`` are not used.
     levels : list of str, optional
         Levels to fit (default: every level of the data).
     response : str
@@ -1165,8 +1326,12 @@ def fit_plateau(
         Prior settings (default: scaled to the data, see :class:`PlateauPriors`).
     seed : int
         Seeds the sampler and the post-processing; same seed and data give the same numbers.
-    headroom_ceiling : float or None
-        The ceiling the headroom is measured to (1.0 for rates; None: no headroom).
+    noise : {"independent", "ar1"}
+        The step noise: independent across steps (the default), or AR(1) on the step axis
+        with its coefficient summed exactly (Gaussian likelihood, exact sampler).
+    metric_max : float or None
+        The metric's maximum, to which ``headroom_to_max`` is measured (1.0 for rates; None,
+        or data outside [0, metric_max]: no headroom to the maximum, with a caveat).
 
     Returns
     -------
@@ -1187,7 +1352,8 @@ def fit_plateau(
             rule=rule or VerdictRule(),
             priors=priors or PlateauPriors(),
             sampler=sampler or SamplerConfig(),
-            headroom_ceiling=headroom_ceiling,
+            metric_max=metric_max,
+            noise=noise,
         )
     config.validate()
     levels = list(config.levels) if config.levels else None
@@ -1213,6 +1379,7 @@ def fit_plateau(
             draws=config.sampler.draws,
             seed=seed,
             evidence_weight=evidence_weight(sd, config),
+            rho_grid=RHO_GRID if config.noise == "ar1" else None,
         )
     else:
         model, values = build_plateau_model(sd, config)
@@ -1247,12 +1414,25 @@ def fit_plateau(
     ]
     diag = diagnostics(idata, sampled)
     log_bf = (
-        hinge_line_log_bf(sd.y, sd.var_mean, sd.steps, grid, pri, config.continuity == "jump", hinge_evidence)
+        hinge_line_log_bf(
+            sd.y,
+            sd.var_mean,
+            sd.steps,
+            grid,
+            pri,
+            config.continuity == "jump",
+            hinge_evidence,
+            rho_grid=RHO_GRID if config.noise == "ar1" else None,
+        )
         if config.likelihood == "gaussian"
         else None
     )
     estimands = _estimands(idata, sd, config, grid, pri, seed, log_bf, exact_cps)
-    estimands["caveats"] = data_caveats(sd, config)
+    if S.NOISE_RHO in idata.posterior:
+        rho = idata.posterior[S.NOISE_RHO].stack(sample=("chain", "draw")).transpose("sample", ...).to_numpy()
+        for j, level in enumerate(sd.levels):
+            estimands["levels"][level][S.NOISE_RHO] = interval(rho[:, j])
+    estimands["caveats"] = data_caveats(sd, config) + autocorrelation_caveats(sd, config, estimands["levels"])
     _attach(idata, sd, config, diag, grid)
     fit = PlateauFit(idata, config, sd, estimands, diag, timings)
     warn_if_not_converged(diag, f"plateau fit ({sd.response}, levels {sd.levels})")
@@ -1342,9 +1522,37 @@ def _estimands(
             "caveat": None
             if pooled
             else "separate fits, so a rough reading: it ignores that the levels' errors are correlated",
+            "not_asked": together_not_asked(out["levels"], grid),
         }
     _add_derived(idata, data, grid, cps, early_draws, pointwise, mass)
     return out
+
+
+def together_not_asked(levels: dict[str, dict[str, Any]], grid: np.ndarray) -> str | None:
+    """Why "did the levels stop together?" has no answer here (None: it has one).
+
+    It needs at least two levels that stopped rising, and candidate change points spread
+    over more than 4 steps (on a shorter grid any two change points lie within 2 steps and
+    P(range <= 2) would be 1 whatever the data).
+    """
+    stopped = [lv for lv, e in levels.items() if e["verdict"] in STOPPED_VERDICTS]
+    span = float(grid.max() - grid.min()) if grid.size else 0.0
+    if span <= 4:
+        return f"the candidate change points span only {span:g} steps: too short a run to tell"
+    if len(stopped) < 2:
+        return f"{len(stopped)} of {len(levels)} levels stopped rising: there is nothing to have stopped together"
+    return None
+
+
+def together_sentence(together: dict[str, Any]) -> str:
+    """The answer to "did the levels stop together?" in one sentence (the report's)."""
+    if together.get("not_asked"):
+        return f"Stopped together? Not asked: {together['not_asked']}."
+    rough = f"; {together['caveat']}" if together["caveat"] else ""
+    return (
+        f"The change points lie within 2 steps of each other with P = {together['p_range_le_2_steps']:.2f}"
+        f" (range {format_interval(together['changepoint_range'], 1)} steps{rough})."
+    )
 
 
 def _changepoint_draws(
@@ -1523,7 +1731,11 @@ def _level_estimands(
         "start": interval(a),
         S.VALUE_AT_CHANGEPOINT: interval(h),
         "end": interval(end),
-        "headroom": interval(config.headroom_ceiling - end) if config.headroom_ceiling is not None else None,
+        "headroom_to_max": (
+            interval(config.metric_max - end)
+            if config.metric_max is not None and headroom_defined(data, config)
+            else None
+        ),
         "late_gain": late_gain_iv,
         "p_early_positive": float(np.mean(b1 > 0)),
         "p_late_in_rope": float(np.mean(in_rope)),
@@ -1534,6 +1746,9 @@ def _level_estimands(
         "slowdown_ratio": interval(ratio) if ratio.size > 1 else None,
         "p_slowed": float(np.mean(b2 < config.rule.slow_ratio * b1)),
         "p_late_positive": float(np.mean(b2 > 0)),
+        "p_late_gain_beyond_rope": float(np.mean(late_gain > config.rope)),
+        "p_late_loss_beyond_rope": float(np.mean(late_gain < -config.rope)),
+        "p_no_change": float(np.mean(np.abs(end - a) < config.rope)),
         "edge_mass": float(mass_j[: config.rule.edge_candidates].sum() + mass_j[-config.rule.edge_candidates :].sum())
         if config.breakpoint is None and n_grid > 2 * config.rule.edge_candidates
         else 0.0,
@@ -2027,11 +2242,7 @@ def plateau_prior_predictive(
     n_levels = len(sd.levels)
     t = sd.steps
     t0 = float(t[0])
-    grid = (
-        np.array([float(config.breakpoint)])
-        if config.breakpoint is not None
-        else candidate_grid(t, config.priors.min_segment)
-    )
+    grid = _grid(sd, config)
     pri = config.priors.resolve(sd, grid=grid)
 
     def normal(mu: np.ndarray, sd_: np.ndarray) -> np.ndarray:

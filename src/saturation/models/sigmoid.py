@@ -145,7 +145,7 @@ class SigmoidConfig:
     metric: str | None = None
 
     def validate(self) -> None:
-        problems = []
+        problems = self.sampler.problems()
         if self.metric is not None and (self.paired or self.likelihood == "binomial"):
             problems.append("a logged metric has no rollout counts: it is fitted unpaired, Gaussian")
         if self.paired and self.likelihood == "gaussian":
@@ -693,7 +693,7 @@ def fit_sigmoid(
     SigmoidFit
         ``estimands["arms"][arm]``: ``asymptote``, ``efficiency``, ``midpoint`` (in steps
         counted from 1, or in compute units), ``r0``, ``last`` (the curve at the arm's last step),
-        ``unused_headroom`` (asymptote minus last) and ``ceiling_gap`` (1 - asymptote);
+        ``headroom_to_ceiling`` (asymptote minus last) and ``ceiling_gap`` (1 - asymptote);
         ``estimands["contrasts"][arm]`` against the reference: ``asymptote_diff``,
         ``efficiency_diff``, ``midpoint_ratio`` (the arm's C_mid over the reference's: below 1, it gets
         halfway sooner in steps or compute) with ``p_midpoint_lower``, ``last_diff`` (at the last step
@@ -848,7 +848,7 @@ def _estimands(
             "midpoint": interval(draws["midpoint"][:, a]),
             "r0": interval(draws["r0"][:, a]),
             "last": {**interval(last), "step": int(data.steps[last_idx[a]])},
-            "unused_headroom": interval(draws["asymptote"][:, a] - last),
+            "headroom_to_ceiling": interval(draws["asymptote"][:, a] - last),
             "ceiling_gap": interval(1 - draws["asymptote"][:, a]),
         }
     r = data.arms.index(ref)

@@ -325,7 +325,7 @@ class TransferConfig:
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
 
     def validate(self, data: TransferData | None = None) -> None:
-        problems = []
+        problems = self.sampler.problems()
         if self.first_steps < 1:
             problems.append(f"first_steps must be >= 1, got {self.first_steps}")
         if not self.knot_every > 0:
@@ -638,12 +638,11 @@ class TransferFit:
         for arm, d in self.decisions().items():
             ini, cross = self.estimands["initial"][arm], self.estimands["crossover_step"][arm]
             last = self.estimands["last_step"][arm]
-            at = f"step {cross['mean']:.0f} [{cross['hdi'][0]:.0f}, {cross['hdi'][1]:.0f}]"
-            when = (
-                f"no crossover (P = {cross['p_no_crossover']:.2f})"
-                if d["crossover"] is None
-                else (f"{ref} overtakes it at {at}" if d["start"] == "ahead" else f"{ref} leads from {at} on")
-            )
+            if d["crossover"] is None:  # the crossover's interval may not exist (no draw crossed)
+                when = f"no crossover (P = {cross['p_no_crossover']:.2f})"
+            else:
+                at = f"step {cross['mean']:.0f} [{cross['hdi'][0]:.0f}, {cross['hdi'][1]:.0f}]"
+                when = f"{ref} overtakes it at {at}" if d["start"] == "ahead" else f"{ref} leads from {at} on"
             out[arm] = (
                 f"{arm} {start[d['start']]} {ref}: all-rollout gap over the first {k} steps "
                 f"{format_interval(ini[f'delta_{S.ALL_ROLLOUT}'])} (P > 0 = {ini['p_positive']:.2f}); {when}; "

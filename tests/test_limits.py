@@ -1,0 +1,126 @@
+"""Settings out of range are refused in one place, before any data are read (issue 40)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from saturation.cli import main
+from saturation.limits import MAX_TOTAL_DRAWS, rope_problems, sampler_problems
+
+
+@pytest.mark.parametrize(
+    ("settings", "needle"),
+    [
+        ({"draws": 1_000_000, "chains": 4}, "exceeds 100,000"),
+        ({"chains": 1}, "chains must be"),
+        ({"seed": -1}, "seed must be"),
+        ({"target_accept": math.nan}, "target_accept must"),
+        ({"target_accept": 1.0}, "target_accept must"),
+        ({"draws": 1e12}, "draws must be a whole number"),
+        ({"tune": -3}, "tune must be"),
+    ],
+)
+def test_sampler_settings_out_of_range_are_named(settings, needle):
+    (problem,) = sampler_problems(**settings)
+    assert needle in problem
+
+
+def test_sampler_defaults_and_the_bound_itself_pass():
+    assert sampler_problems(draws=1000, tune=1000, chains=4, target_accept=0.95, seed=0) == []
+    assert sampler_problems(draws=MAX_TOTAL_DRAWS // 4, chains=4) == []
+
+
+def test_the_memory_bound_prints_an_estimate():
+    (problem,) = sampler_problems(draws=1_000_000, chains=4)
+    assert "GiB" in problem and "11.9" in problem
+
+
+@pytest.mark.parametrize(
+    ("rope", "relative", "top", "needle"),
+    [
+        (5.0, None, 1.0, "at least half the metric's range"),
+        (0.5, None, 1.0, "at least half"),
+        (0.0, None, 1.0, "rope must be a positive"),
+        (0.01, 1.5, 1.0, "rope_relative must lie"),
+        (0.01, None, -1.0, "metric_max must be"),
+    ],
+)
+def test_rope_out_of_range(rope, relative, top, needle):
+    assert any(needle in p for p in rope_problems(rope, relative, top))
+
+
+def test_a_wide_rope_is_fine_on_a_wide_metric():
+    assert rope_problems(5.0, 0.2, 100.0) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["plateau", "--rope", "5"], "at least half the metric's range"),
+        (["plateau", "--draws", "1000000"], "exceeds 100,000"),
+        (["plateau", "--chains", "1"], "chains must be"),
+        (["plateau", "--seed", "-1"], "seed must be"),
+        (["transfer", "--chains", "1"], "chains must be"),
+        (["compare", "x.csv", "--draws", "1000000"], "exceeds 100,000"),
+    ],
+)
+def test_cli_refuses_before_reading_data(argv, needle, capsys, monkeypatch):
+    """Exit 2 and one line, and no data loaded (the loader would fail the test)."""
+    import saturation.replica as replica
+
+    def no_load(*a, **k):
+        raise AssertionError("data loaded before the settings were checked")
+
+    monkeypatch.setattr(replica, "load_embedded", no_load)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1 and err.startswith("error: ")
+
+
+def test_argument_errors_are_one_line(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["plateau", "--no-such-option"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "--no-such-option" in err
+    with pytest.raises(SystemExit) as info:
+        main(["plateau", "--rope", "abc"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_a_break_outside_the_steps_is_a_usage_error(capsys):
+    """Documented exit 2 (a bad option value), was 1."""
+    assert main(["plateau", "--breakpoint", "500"]) == 2
+    err = capsys.readouterr().err
+    assert "breakpoint 500 outside the observed steps" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("sampler", "needle"),
+    [
+        ("draws = 1000000000000", "exceeds 100,000"),
+        ("seed = -1", "seed must be"),
+        ("target_accept = nan", "target_accept must"),
+        ("chains = 1", "chains must be"),
+    ],
+)
+def test_spec_settings_are_checked_by_the_same_rule(tmp_path, sampler, needle):
+    from saturation.spec import SpecError, load_spec
+
+    spec = tmp_path / "p.toml"
+    spec.write_text(f'[analysis]\nkind = "plateau"\n[data]\ntrials = "embedded:swesmith"\n[sampler]\n{sampler}\n')
+    with pytest.raises(SpecError) as info:
+        load_spec(spec)
+    assert needle in str(info.value) and str(spec) in str(info.value)
+
+
+def test_spec_rope_checked_by_the_config(tmp_path):
+    from saturation.spec import SpecError, load_spec
+
+    spec = tmp_path / "p.toml"
+    spec.write_text('[analysis]\nkind = "plateau"\n[data]\ntrials = "embedded:swesmith"\n[model]\nrope = 5.0\n')
+    with pytest.raises(SpecError, match="at least half the metric's range"):
+        load_spec(spec)
