@@ -1,4 +1,7 @@
-"""Heavy third-party modules bound at the top of a module, imported on first use.
+"""What keeps a light command light (issue 45): heavy packages imported on first use
+(:func:`lazy`), xarray kept from importing dask while dask is not in use
+(:func:`xarray_without_dask`), and an InferenceData's groups held as Datasets until an
+``arviz.InferenceData`` is asked for (:class:`DeferredInferenceData`).
 
 ``pm = lazy("pymc")`` reads like ``import pymc as pm`` but imports PyMC only when an
 attribute of ``pm`` is first looked up (``pm.Model``): importing ``saturation.models.plateau``
@@ -33,7 +36,7 @@ class _LazyModule(types.ModuleType):
         self.__dict__["_lazy_target"] = None
 
     def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("__") and attr.endswith("__"):
+        if attr.startswith("__") and attr.endswith("__") and attr not in ("__version__", "__all__"):
             raise AttributeError(attr)  # copy/pickle/introspection probes: not a use of the module
         target = self.__dict__["_lazy_target"]
         if target is None:
