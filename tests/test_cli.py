@@ -629,7 +629,8 @@ def test_numbers_out_of_range_are_usage_errors(capsys):
         with pytest.raises(SystemExit) as info:
             main(argv)
         assert info.value.code == 2, argv
-        assert "error: argument" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert err.startswith("error: saturation ") and ": argument --" in err and err.count("\n") == 1
 
 
 def test_fit_outputs_are_checked_before_the_data_load(tmp_path, monkeypatch, capsys):

@@ -83,7 +83,7 @@ x = 1
         "['poisson'] not among",
         "[model] unknown key 'arms'",
         "[priors] unknown key 'bogus'",
-        "[sampler] draws must be >= 1",
+        "[sampler] draws must be a whole number >= 1",
         "[sampler] chains must be a integer",
         "['transfer'] not available for plateau",
     ):

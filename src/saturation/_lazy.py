@@ -161,6 +161,8 @@ class DeferredInferenceData:
 
     def __init__(self, posterior: xr.Dataset) -> None:
         self._groups: dict[str, xr.Dataset] = {"posterior": posterior}
+        #: the InferenceData's own attributes (``InferenceData.attrs``)
+        self.attrs: dict[str, Any] = {}
 
     def __getattr__(self, name: str) -> xr.Dataset:
         groups = self.__dict__.get("_groups", {})
@@ -191,7 +193,7 @@ class DeferredInferenceData:
         import arviz as az  # deferred: the point of this class
 
         groups = dict(self._groups)
-        idata = az.InferenceData(posterior=groups.pop("posterior"))
+        idata = az.InferenceData(posterior=groups.pop("posterior"), attrs=self.attrs or None)
         for name, ds in groups.items():
             idata.add_groups({name: ds})
         return idata

@@ -1706,9 +1706,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--noise",
         choices=S.NOISES,
-        default="independent",
-        help="step noise: independent across steps (default), or ar1: autocorrelated on the step axis (drifting "
-        "difficulty, smoothed logs), its coefficient summed exactly; Gaussian likelihood only",
+        help="step noise: independent across steps, or ar1: autocorrelated on the step axis (drifting "
+        "difficulty, smoothed logs), its coefficient summed exactly; Gaussian likelihood only (default: ar1 for "
+        "a logged series, --metric; independent for trials, with a warning when the residuals are autocorrelated)",
     )
     p.add_argument(
         "--metric-max",

@@ -429,7 +429,14 @@ def validate_spec(raw: dict[str, Any], path: Path) -> Spec:
     if kind == "series" and isinstance(raw.get("model"), dict):
         _check_series(where, raw["model"], problems)
     sampler = raw.get("sampler", {}) if isinstance(raw.get("sampler"), dict) else {}
-    ranges = {k: sampler.get(k) for k in ("draws", "tune", "chains", "target_accept", "seed")}
+    # only values of the right type: a wrong type was reported above, once
+    ranges = {
+        k: v
+        for k, v in sampler.items()
+        if k in ("draws", "tune", "chains", "target_accept", "seed")
+        and isinstance(v, int | float if k == "target_accept" else int)
+        and not isinstance(v, bool)
+    }
     problems += [f"{where}: [sampler] {p}" for p in sampler_problems(**ranges)]
     if problems:
         raise SpecError(problems)

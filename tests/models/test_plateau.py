@@ -377,6 +377,7 @@ def _est(**kw):
         "bf_changepoint_vs_line": 50.0,
         "edge_mass": 0.0,
         "p_early_positive": 1.0,
+        "p_rise_positive": 1.0,
         "p_flat": 0.2,
         "p_slowed": 0.2,
         "p_late_positive": 0.5,
@@ -393,7 +394,8 @@ def _est(**kw):
         ({"bf_changepoint_vs_line": 0.5}, False, "no change point"),
         ({"bf_changepoint_vs_line": 0.5, "p_flat": 0.99}, True, "plateaued"),  # a known break is not questioned
         ({"edge_mass": 0.7}, False, "no change point"),
-        ({"p_early_positive": 0.9, "p_flat": 0.99}, False, "undetermined"),
+        ({"p_rise_positive": 0.9, "p_flat": 0.99}, False, "undetermined"),
+        ({"p_early_positive": 0.5, "p_flat": 0.99}, False, "plateaued"),  # a jump was the rise
         ({"p_flat": 0.9}, False, "plateaued"),
         ({"p_flat": 0.89, "p_slowed": 0.95}, False, "slowed"),
         ({"p_slowed": 0.94, "p_late_positive": 0.96}, False, "still rising"),
@@ -813,7 +815,7 @@ def test_ar1_fit_reports_rho_and_widens_intervals_on_autocorrelated_series():
         eta[i] = 0.85 * eta[i - 1] + rng.normal(0, 0.02 * np.sqrt(1 - 0.85**2))
     y = np.where(t < 40, 0.3 + 0.0075 * t, 0.6) + eta
     ds = xr.Dataset({"m": (("run", "step"), y[None])}, coords={"run": ["r"], "step": t})
-    ind = fit_plateau(ds, response="m", seed=1).estimands["levels"]["m"]
+    ind = fit_plateau(ds, response="m", noise="independent", seed=1).estimands["levels"]["m"]
     ar = fit_plateau(ds, response="m", noise="ar1", seed=1)
     e = ar.estimands["levels"]["m"]
     assert e["noise_rho"]["mean"] > 0.5
@@ -831,6 +833,25 @@ def test_an_independent_fit_warns_when_its_residuals_are_autocorrelated():
     hinge = np.where(t < 40, 0.3 + 0.0075 * t, 0.6)
     for noise, warned in ((eta, True), (rng.normal(0, 0.02, 91), False)):
         ds = xr.Dataset({"m": (("run", "step"), (hinge + noise)[None])}, coords={"run": ["r"], "step": t})
-        caveats = fit_plateau(ds, response="m", seed=1).estimands["caveats"]
+        caveats = fit_plateau(ds, response="m", noise="independent", seed=1).estimands["caveats"]
         assert any("autocorrelated" in c and "--noise ar1" in c for c in caveats) == warned
-    assert not any("autocorrelated" in c for c in fit_plateau(ds, response="m", noise="ar1").estimands["caveats"])
+    assert not any("autocorrelated" in c for c in fit_plateau(ds, response="m").estimands["caveats"])  # series: ar1
+
+
+def test_an_abrupt_jump_is_located_and_called_by_default():
+    """Issue 44: a jump then flat was located 10/24 and called plateaued/slowed 7/24 by the
+    hinge; the default now weighs the hinge and the jump by their exact evidence."""
+    t = np.arange(91.0)
+    rng = np.random.default_rng(0)
+    y = np.where(t < 45, 0.3, 0.5) + rng.normal(0, 0.02, 91)
+    ds = xr.Dataset({"m": (("run", "step"), y[None])}, coords={"run": ["r"], "step": t})
+    fit = fit_plateau(ds, response="m", seed=1)
+    e = fit.estimands["levels"]["m"]
+    assert fit.config.continuity == "jump" and fit.to_dict()["shape"]["p_jump"] > 0.99
+    assert e["verdict"] == "plateaued" and e["changepoint"]["hdi"][0] <= 45 <= e["changepoint"]["hdi"][1]
+    assert "chosen over the hinge" in fit.describe_model()
+    # a hinge-shaped series keeps the hinge
+    y2 = np.where(t < 45, 0.3 + 0.2 * t / 45, 0.5) + rng.normal(0, 0.02, 91)
+    ds2 = xr.Dataset({"m": (("run", "step"), y2[None])}, coords={"run": ["r"], "step": t})
+    fit2 = fit_plateau(ds2, response="m", seed=1)
+    assert fit2.config.continuity == "hinge" and fit2.to_dict()["shape"]["p_jump"] < 0.5

@@ -191,7 +191,9 @@ def test_deferred_inference_data_is_from_dicts():
     extra = xr.Dataset({"y": (("level", "step"), rng.normal(size=(3, 5)))}, coords={"level": coords["level"]})
     for idata in (want, deferred):
         idata.add_groups(observed_data=extra, empty=xr.Dataset())  # empty: skipped by both
+        idata.attrs["chosen"] = "auto"  # the InferenceData's own attributes
     got = deferred.to_inference_data()
+    assert dict(got.attrs) == dict(want.attrs) == {"chosen": "auto"}
     assert isinstance(got, az.InferenceData)
     assert got.groups() == want.groups() == ["posterior", "observed_data"]
     for group in want.groups():

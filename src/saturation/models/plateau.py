@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +94,7 @@ LABELS = {
     "p_late_in_rope_relative": "P(|late gain| < relative ROPE x early gain)",
     "headroom_to_max": "headroom to the metric's maximum",
     "p_no_change": "P(|end - start| < ROPE)",
+    "p_rise_positive": "P(rise > 0)",
     "p_late_gain_beyond_rope": "P(late gain > ROPE)",
     "p_late_loss_beyond_rope": "P(late gain < -ROPE)",
 }
@@ -222,10 +223,10 @@ def plateau_verdict(
                 "reason": f"{est['edge_mass']:.0%} of the change-point mass on the outermost "
                 f"{rule.edge_candidates} candidate steps (no break inside the run)",
             }
-    if est["p_early_positive"] < rule.p_rise:
+    if est["p_rise_positive"] < rule.p_rise:
         return {
             "verdict": "undetermined",
-            "reason": f"no decisive early rise (P(early slope > 0) = {est['p_early_positive']:.2f})",
+            "reason": f"no decisive rise before the break ({LABELS['p_rise_positive']} = {est['p_rise_positive']:.2f})",
         }
     if est["p_late_loss_beyond_rope"] >= rule.p_still:
         return {
@@ -747,8 +748,9 @@ class PlateauConfig:
     #: pool the levels' change points around a common one (False, the default: each level
     #: its own; pooling undercovered on per-trial data, docs/calibration.md)
     shared: bool = False
-    #: "hinge" or "jump"; None (the default) resolves once, here: "jump" (the split model)
-    #: for a known break, else "hinge"
+    #: "hinge", "jump" or "auto" (both fitted, the data choose by their exact marginal
+    #: likelihoods); None (the default) resolves once, here: "jump" (the split model) for a
+    #: known break, else "auto" (the hinge where only NUTS applies)
     continuity: str | None = None
     likelihood: str = "gaussian"
     rope: float = DEFAULT_ROPE
@@ -761,7 +763,9 @@ class PlateauConfig:
     #: the step noise: "independent" across steps, or "ar1": autocorrelated on the step axis
     #: (drifting prompt difficulty, a logged running mean), its coefficient summed exactly on
     #: a grid (exact Gaussian sampler only; :class:`~saturation.models._exact.DependentLevel`)
-    noise: str = "independent"
+    #: None (the default) resolves at the fit: "ar1" for a logged per-step series on the exact
+    #: path (no within-step variance: the rotation is exact there), else "independent"
+    noise: str | None = None
     #: the metric's maximum (1.0 for rates); ``headroom_to_max`` is measured to it. None, or
     #: data outside [0, metric_max]: no headroom to the maximum (a caveat says why)
     metric_max: float | None = 1.0
@@ -772,7 +776,7 @@ class PlateauConfig:
 
     def __post_init__(self) -> None:
         if self.continuity is None:
-            object.__setattr__(self, "continuity", "jump" if self.breakpoint is not None else "hinge")
+            object.__setattr__(self, "continuity", "jump" if self.breakpoint is not None else "auto")
         if self.levels is not None:
             object.__setattr__(self, "levels", tuple(self.levels))
 
@@ -784,7 +788,7 @@ class PlateauConfig:
             problems.append(f"continuity must be one of {CONTINUITIES}, got {self.continuity!r}")
         if self.likelihood not in LIKELIHOODS:
             problems.append(f"likelihood must be one of {LIKELIHOODS}, got {self.likelihood!r}")
-        if self.noise not in S.NOISES:
+        if self.noise is not None and self.noise not in S.NOISES:
             problems.append(f"noise must be one of {S.NOISES}, got {self.noise!r}")
         elif self.noise == "ar1" and (self.likelihood != "gaussian" or self.sampler.sampler not in ("auto", "exact")):
             problems.append("noise 'ar1' needs the Gaussian likelihood and the exact sampler (auto or exact)")
@@ -1213,7 +1217,11 @@ class PlateauFit:
             else "one change point"
         )
         noise = ", AR(1) step noise" if cfg.noise == "ar1" else ""
-        return f"unknown break, {pooling}, {cfg.continuity}, {cfg.likelihood} likelihood{noise}"
+        chosen = str(cfg.continuity)
+        if (picked := self.estimands.get("shape")) is not None:
+            other = "hinge" if cfg.continuity == "jump" else "jump"
+            chosen += f" (chosen over the {other} by the data: P(jump) = {picked['p_jump']:.2f})"
+        return f"unknown break, {pooling}, {chosen}, {cfg.likelihood} likelihood{noise}"
 
     def to_dict(self) -> dict[str, Any]:
         """The public JSON shape (docs/plateau.md)."""
@@ -1246,11 +1254,18 @@ class PlateauFit:
             "summary": verdict_summary(self.estimands["levels"]),
             "caveats": self.estimands.get("caveats", []),
             "together": self.estimands.get("together"),
+            "shape": self.estimands.get("shape"),
             "diagnostics": dict(self.diagnostics),
         }
 
 
 PlateauFit.idata = _InferenceDataField()  # type: ignore[assignment]
+
+
+def _held_idata(fit: PlateauFit) -> Any:
+    """``fit``'s InferenceData as it is held: the exact sampler's groups stay unconverted
+    (no ArviZ import); both kinds have ``attrs``, ``posterior`` and ``add_groups``."""
+    return fit.__dict__[_InferenceDataField.slot]
 
 
 def fit_plateau(
@@ -1271,7 +1286,7 @@ def fit_plateau(
     sampler: SamplerConfig | None = None,
     seed: int = 0,
     metric_max: float | None = 1.0,
-    noise: str = "independent",
+    noise: str | None = None,
 ) -> PlateauFit:
     """Fit the plateau model and compute its estimands.
 
@@ -1299,9 +1314,11 @@ def fit_plateau(
         covered a late change point in 0.858 of small-design level fits against 0.938 for
         separate ones (docs/calibration.md). Pool to ask "did the levels stop together?"
         under the assumption that their change points are close.
-    continuity : {"hinge", "jump"}, optional
-        Continuous hinge, or a jump at the break (the study's split OLS). Default: the
-        split model ("jump") for a known ``breakpoint``, the hinge for an unknown one; the
+    continuity : {"hinge", "jump", "auto"}, optional
+        Continuous hinge, a jump at the break (the study's split OLS), or "auto": both
+        fitted and the data choose by their exact marginal likelihoods (an abrupt jump is
+        then located and called; ``estimands["shape"]`` holds P(jump)). Default: the split
+        model ("jump") for a known ``breakpoint``, "auto" for an unknown one; the
         CLI and the report use the same default, so a known break runs the same model in
         both.
     likelihood : {"gaussian", "binomial", "zoib"}
@@ -1326,9 +1343,11 @@ def fit_plateau(
         Prior settings (default: scaled to the data, see :class:`PlateauPriors`).
     seed : int
         Seeds the sampler and the post-processing; same seed and data give the same numbers.
-    noise : {"independent", "ar1"}
-        The step noise: independent across steps (the default), or AR(1) on the step axis
-        with its coefficient summed exactly (Gaussian likelihood, exact sampler).
+    noise : {"independent", "ar1"}, optional
+        The step noise: independent across steps, or AR(1) on the step axis with its
+        coefficient summed exactly (Gaussian likelihood, exact sampler). Default: "ar1" for
+        a logged per-step series, "independent" for trials (whose fit warns when its
+        residuals are autocorrelated).
     metric_max : float or None
         The metric's maximum, to which ``headroom_to_max`` is measured (1.0 for rates; None,
         or data outside [0, metric_max]: no headroom to the maximum, with a caveat).
@@ -1359,6 +1378,12 @@ def fit_plateau(
     levels = list(config.levels) if config.levels else None
     response = config.response
     sd = data if isinstance(data, StepData) else step_data(data, response=response, levels=levels, run=run)
+    if config.noise is None:
+        exact = config.likelihood == "gaussian" and config.sampler.sampler in ("auto", "exact")
+        series = bool(sd.summary.get("series")) and exact
+        config = replace(config, noise="ar1" if series else "independent")
+    if config.continuity == "auto":
+        return _fit_either_shape(sd, config, seed)
     grid = _grid(sd, config)
     pri = config.priors.resolve(sd, config.likelihood, grid=grid)
     hinge_evidence = exact_cps = None
@@ -1428,6 +1453,8 @@ def fit_plateau(
         else None
     )
     estimands = _estimands(idata, sd, config, grid, pri, seed, log_bf, exact_cps)
+    if hinge_evidence is not None:
+        estimands["log_evidence"] = [float(v) for v in hinge_evidence]
     if S.NOISE_RHO in idata.posterior:
         rho = idata.posterior[S.NOISE_RHO].stack(sample=("chain", "draw")).transpose("sample", ...).to_numpy()
         for j, level in enumerate(sd.levels):
@@ -1437,6 +1464,27 @@ def fit_plateau(
     fit = PlateauFit(idata, config, sd, estimands, diag, timings)
     warn_if_not_converged(diag, f"plateau fit ({sd.response}, levels {sd.levels})")
     return fit
+
+
+def _fit_either_shape(sd: StepData, config: PlateauConfig, seed: int) -> PlateauFit:
+    """``continuity = "auto"``: the hinge and the jump are both fitted and the data choose
+    by their exact marginal likelihoods (summed over the levels; uniform prior on the two
+    shapes); the chosen fit is returned, its ``estimands["shape"]`` holding the Bayes factor
+    and P(jump). Only the exact Gaussian sampler has the marginal likelihoods: elsewhere
+    "auto" is the hinge."""
+    exact = config.likelihood == "gaussian" and config.sampler.sampler in ("auto", "exact")
+    if not exact:
+        return fit_plateau(sd, replace(config, continuity="hinge"), seed=seed)
+    fits = {shape: fit_plateau(sd, replace(config, continuity=shape), seed=seed) for shape in ("hinge", "jump")}
+    log_bf = float(np.sum(fits["jump"].estimands["log_evidence"]) - np.sum(fits["hinge"].estimands["log_evidence"]))
+    chosen = fits["jump" if log_bf > 0 else "hinge"]
+    chosen.estimands["shape"] = {
+        "chosen": chosen.config.continuity,
+        "bf_jump_vs_hinge": float(np.exp(np.clip(log_bf, -700, 700))),
+        "p_jump": float(special.expit(log_bf)),
+    }
+    _held_idata(chosen).attrs["continuity_chosen_from"] = "auto"
+    return chosen
 
 
 def _param_draws(idata: az.InferenceData, likelihood: str) -> dict[str, Any]:
@@ -1706,8 +1754,9 @@ def _level_estimands(
     b1 = (h - a) / (c - t0)
     in_rope = np.abs(late_gain) < config.rope
     early_gain = h - a
+    rise = early_gain + dj  # the change up to just after the break (a jump is part of the rise)
     in_rope_rel = (
-        np.abs(late_gain) < config.rope_relative * np.abs(early_gain)
+        np.abs(late_gain) < config.rope_relative * np.abs(rise)
         if config.rope_relative is not None
         else np.zeros_like(in_rope)
     )
@@ -1738,6 +1787,7 @@ def _level_estimands(
         ),
         "late_gain": late_gain_iv,
         "p_early_positive": float(np.mean(b1 > 0)),
+        "p_rise_positive": float(np.mean(rise > 0)),
         "p_late_in_rope": float(np.mean(in_rope)),
         "p_late_in_rope_relative": float(np.mean(in_rope_rel)) if config.rope_relative is not None else None,
         "p_flat": float(np.mean(flat)),
