@@ -89,3 +89,15 @@ def test_closed_form_logitnormal_location_matches_the_bisection(sd):
     # the same graph in PyTensor's Python implementations: no C compile (25 s in a clean clone)
     got = pytensor.function([m, s], curves.logitnormal_location_newton(pt, m, s), mode="FAST_COMPILE")(mean, sd)
     np.testing.assert_allclose(got, loc, rtol=1e-12)
+
+
+def test_normal_pdf_is_scipys():
+    """curves.normal_pdf gives scipy.stats.norm.pdf's numbers (the plateau's Bayes factor
+    reads it without importing scipy.stats)."""
+    from scipy import stats
+
+    rng = np.random.default_rng(0)
+    scale = rng.uniform(1e-6, 5.0, size=50)
+    for x, loc in ((0.0, 0.0), (rng.normal(size=50), 0.3), (2.5, rng.normal(size=50))):
+        assert np.array_equal(curves.normal_pdf(x, loc, scale), stats.norm.pdf(x, loc, scale))
+    assert np.isnan(curves.normal_pdf(0.0, 0.0, -1.0)) and np.isnan(stats.norm.pdf(0.0, 0.0, -1.0))

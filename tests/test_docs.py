@@ -89,6 +89,7 @@ def test_readme_examples_run(clone_root):
     assert ns["ds"].sizes["trial"] == ns["ds"].attrs["rows_kept"] == 46592
     assert "run" in ns["stats"].dims and "step" in ns["stats"].dims
     assert ns["truth"]
+    assert repr(ns["fit"]).startswith("PlateauFit(response f1, 3 level(s) x 91 steps")
 
 
 def test_tutorial_examples_run_except_the_transfer_fit(tmp_path, clone_root):

@@ -42,15 +42,17 @@ LAYERS = [
         "models.marginal",
         "arms",
         "limits",
+        "_lazy",
     ],
     ["aggregate", "localization", "validate", "models.sampling", "models._exact"],
     ["io", "trajectory", "models.plateau", "models.transfer", "models.sigmoid"],
     ["series", "tables", "models", "models.learning", "models.runs", "models.families"],
     ["plots", "simulate", "skyrl", "runlogs"],
-    ["replica", "wandb_history", ""],  # "": the package itself (saturation/__init__.py)
+    ["replica", "wandb_history"],
     ["calibrate", "spec", "ingest", "scenarios", "report_html"],
     ["report"],
     ["cli"],
+    [""],  # "": the package itself (saturation/__init__.py): its public API names every layer's objects
 ]
 
 
@@ -83,10 +85,43 @@ def test_imports_follow_the_layers():
     assert seen == set(layer), sorted(set(layer) - seen)
 
 
+#: public objects whose docstrings are not numpydoc yet (prose without Parameters/Returns
+#: sections): issue 43 item 8 left them to their modules' owners. The test fails when a name
+#: is added to the API without a complete docstring, and when one of these is completed (then
+#: delete it here), so the list only shrinks.
+DOCSTRING_GAPS = {
+    "saturation.ingest.scan_run_dir",
+    "saturation.models.learning.CardinalityConfig",
+    "saturation.models.learning.ComponentsConfig",
+    "saturation.models.learning.Diagnosis",
+    "saturation.models.learning.EntropyConfig",
+    "saturation.models.learning.ReliabilityConfig",
+    "saturation.models.learning.diagnose_cardinality",
+    "saturation.models.learning.diagnose_entropy",
+    "saturation.models.learning.diagnose_reliability",
+    "saturation.models.learning.fit_pass_at_k",
+    "saturation.models.plateau.PlateauConfig",
+    "saturation.models.sigmoid.SigmoidConfig",
+    "saturation.models.sigmoid.SigmoidFit",
+    "saturation.models.sigmoid.SigmoidPriors",
+    "saturation.models.transfer.TransferConfig",
+    "saturation.plots.plot_components",
+    "saturation.plots.plot_saturation_curves",
+    "saturation.report.run_report",
+    "saturation.series.read_metrics",
+    "saturation.series.read_metrics_csv",
+    "saturation.series.write_metrics_csv",
+    "saturation.skyrl.metrics_dataset",
+    "saturation.skyrl.read_console_log",
+    "saturation.wandb_history.read_wandb_run",
+}
+
+
 def test_public_api_docstrings_are_complete():
-    """numpydoc validation of the public API (``saturation.__all__`` and
+    """numpydoc validation of the whole public API (``saturation.__all__`` and
     ``saturation.models.__all__``): every parameter documented (PR01, PR02), no unknown
-    parameter documented (PR10), a Returns section where something is returned (RT01)."""
+    parameter documented (PR10), a Returns section where something is returned (RT01);
+    ``DOCSTRING_GAPS`` are the known exceptions."""
     pytest.importorskip("numpydoc")  # in the test extra
     from numpydoc.validate import validate
 
@@ -101,7 +136,27 @@ def test_public_api_docstrings_are_complete():
         errors = [msg for code, msg in validate(name)["errors"] if code in ("PR01", "PR02", "PR10", "RT01")]
         if errors:
             problems[name] = errors
-    assert not problems, problems
+    assert not {k: v for k, v in problems.items() if k not in DOCSTRING_GAPS}, "incomplete docstrings"
+    assert not DOCSTRING_GAPS - set(problems), "complete now: remove from DOCSTRING_GAPS"
+
+
+def test_public_api_is_lazy_and_complete():
+    """``dir(saturation)`` is the public API (no ``sys``, ``Any``, ``warnings``), every name
+    resolves, each to the object its module owns, and none is imported before it is used."""
+    import importlib
+
+    import saturation
+
+    assert dir(saturation) == sorted(saturation.__all__)
+    assert not {"Any", "sys", "warnings", "types", "TYPE_CHECKING"} & set(dir(saturation))
+    for name in saturation.__all__:
+        if name in ("HDI_PROB", "__version__"):
+            continue
+        obj = getattr(saturation, name)
+        module = importlib.import_module(saturation._LAZY[name])
+        assert obj is getattr(module, name), name
+    assert saturation.aggregate is importlib.import_module("saturation.aggregate").aggregate  # the function
+    assert saturation.calibrate is importlib.import_module("saturation.calibrate").calibrate
 
 
 def test_plateau_defaults_have_one_home():
@@ -126,3 +181,15 @@ def test_plateau_defaults_have_one_home():
         fields["likelihood"],
         fields["shared"],
     )
+
+
+def test_api_page_lists_every_public_object():
+    """docs/api.md documents every name of ``saturation.__all__`` (mkdocstrings renders it)."""
+    import re
+
+    import saturation
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text()
+    documented = set(re.findall(r"^::: ([\w.]+)$", page, re.M))
+    missing = [f"{saturation._LAZY[n]}.{n}" for n in saturation.__all__ if n in saturation._LAZY]
+    assert not [m for m in missing if m not in documented]

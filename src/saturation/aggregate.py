@@ -12,6 +12,9 @@ import pandas as pd
 import xarray as xr
 
 from saturation import schema as S
+from saturation._lazy import xarray_without_dask
+
+xarray_without_dask()  # every trial Dataset is built here or in io: no dask import for it
 
 #: statistics computed for every summarised variable over graded trials
 STAT_SUFFIXES = ("n", "sum", "sumsq", "mean")

@@ -1288,7 +1288,36 @@ def calibrate(
     progress: Callable[[int, int], None] | None = None,
     **setting_overrides: Any,
 ) -> Calibration:
-    """Run SBC, coverage, false-plateau and power checks of ``model`` (module docstring)."""
+    """Run SBC, coverage, false-plateau and power checks of ``model`` (module docstring).
+
+    Parameters
+    ----------
+    model : str, default "plateau"
+        The model to calibrate (``schema.CALIBRATION_MODELS``).
+    sims : int, default 200
+        Simulation-based-calibration simulations (prior draws, fitted).
+    null_sims : int, default 100
+        Simulations without the effect (false-alarm rate).
+    power_sims : int, default 50
+        Simulations with the effect (power).
+    seed : int, default 0
+        Seeds every simulation: same seed, same tasks.
+    scheduler : str, optional
+        Dask scheduler address, ``"sync"`` to run in process; default a LocalCluster.
+    workers : int, default 2
+        LocalCluster worker processes.
+    setting : Setting, optional
+        The simulation design (default: the model's own).
+    progress : callable, optional
+        Called with (done, total) as tasks finish.
+    **setting_overrides
+        Fields of ``setting`` to replace.
+
+    Returns
+    -------
+    Calibration
+        The per-simulation dataset, the verdict table, the failed tasks and the seconds taken.
+    """
     if model not in MODELS:
         raise ValueError(f"calibration is implemented for {list(MODELS)}; {model!r} is not (yet)")
     setting = setting or SETTINGS[model]()

@@ -1971,7 +1971,8 @@ class _NotRaised(Exception):
 
 def _error_classes() -> tuple[type, type, type]:
     """TrialValidationError, SpecError and io.OutputError, looked up without importing their
-    modules: ``saturation.spec`` imports PyMC (seconds), which a usage error must not wait for."""
+    modules: ``saturation.spec`` imports numpy, pandas and xarray (most of a second), which a usage
+    error must not wait for."""
     validate, spec = sys.modules.get("saturation.validate"), sys.modules.get("saturation.spec")
     return (
         getattr(validate, "TrialValidationError", _NotRaised),

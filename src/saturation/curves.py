@@ -232,6 +232,18 @@ def beta_concentration_for_pass_at_k(mean: Any, pass_at_k: Any, k: int) -> np.nd
     return np.exp((lo + hi) / 2)
 
 
+def normal_pdf(x: Any, loc: Any, scale: Any) -> Any:
+    """Normal density at ``x`` (numpy): ``scipy.stats.norm.pdf(x, loc, scale)`` computed the
+    same way (standardise, ``exp(-z**2 / 2) / sqrt(2 pi)``, divide by the scale; NaN where
+    the scale is not positive), without importing scipy.stats; tested equal to it."""
+    x, loc, scale = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (x, loc, scale)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = (x - loc) / scale
+        out = np.exp(-(z**2) / 2.0) / np.sqrt(2 * np.pi) / scale
+    out = np.where(scale > 0, out, np.nan)
+    return out[()] if out.ndim == 0 else out
+
+
 def normal_logpdf(xp: Any, y: Any, mu: Any, var: Any) -> Any:
     r"""Pointwise :math:`\log N(y; \mu, \sigma^2)` with variance ``var`` (``xp``: numpy or
     pytensor.tensor): the Gaussian log-likelihood of the plateau model and its alternatives."""

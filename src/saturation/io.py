@@ -30,7 +30,10 @@ import zstandard
 
 from saturation import __version__, streams
 from saturation import schema as S
+from saturation._lazy import xarray_without_dask
 from saturation.validate import Locations, Problem, RawTable, TrialValidationError, Validated, validate_trials
+
+xarray_without_dask()  # trial Datasets are built here: no dask import for them
 
 PathArg = str | PathLike[str]
 TEXT_FORMATS = ("csv", "jsonl", "ndjson")

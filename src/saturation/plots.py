@@ -124,7 +124,22 @@ def plateau_data(fit: Any) -> pd.DataFrame:
 
 def plot_plateau(fit: Any, *, ax: Axes | None = None, ylabel: str | None = None) -> Figure:
     """Metric by step per level: observed means, posterior mean and 94 % band, the
-    change-point posterior under each panel. With ``ax``: every level's curve on it."""
+    change-point posterior under each panel. With ``ax``: every level's curve on it.
+
+    Parameters
+    ----------
+    fit : PlateauFit
+        A plateau fit (:func:`saturation.fit_plateau`).
+    ax : matplotlib.axes.Axes, optional
+        Draw on this axes (a single panel) instead of a new figure.
+    ylabel : str, optional
+        The y axis label (default: the fitted response's name).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure drawn on.
+    """
     import matplotlib.pyplot as plt
 
     frame = plateau_data(fit)
@@ -214,7 +229,20 @@ def slopes_data(fit: Any) -> pd.DataFrame:
 
 def plot_slopes(fit: Any, *, ax: Axes | None = None) -> Figure:
     """Forest plot of the slopes per level with their 94 % HDIs: early and late segments in
-    separate panels (their scales differ by orders of magnitude). With ``ax``: both on it."""
+    separate panels (their scales differ by orders of magnitude). With ``ax``: both on it.
+
+    Parameters
+    ----------
+    fit : PlateauFit
+        A plateau fit (:func:`saturation.fit_plateau`).
+    ax : matplotlib.axes.Axes, optional
+        Draw on this axes (a single panel) instead of a new figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure drawn on.
+    """
     import matplotlib.pyplot as plt
 
     frame = slopes_data(fit)
@@ -270,7 +298,20 @@ def plateaued_by_data(fit: Any) -> pd.DataFrame:
 
 
 def plot_plateaued_by(fit: Any, *, ax: Axes | None = None) -> Figure:
-    """Posterior probability that each level has plateaued by step t."""
+    """Posterior probability that each level has plateaued by step t.
+
+    Parameters
+    ----------
+    fit : PlateauFit
+        A plateau fit (:func:`saturation.fit_plateau`).
+    ax : matplotlib.axes.Axes, optional
+        Draw on this axes (a single panel) instead of a new figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure drawn on.
+    """
     frame = plateaued_by_data(fit)
     with style():
         fig, ax = _figure(ax, COLUMN, 2.0)
@@ -318,7 +359,22 @@ def ppc_data(fit: Any, *, seed: int = 0) -> pd.DataFrame:
 
 def plot_ppc(fit: Any, *, ax: Axes | None = None, seed: int = 0) -> Figure:
     """Observed per-step means against the 94 % posterior predictive interval, per level
-    (the share covered is in the legend; about 94 % is what a calibrated model gives)."""
+    (the share covered is in the legend; about 94 % is what a calibrated model gives).
+
+    Parameters
+    ----------
+    fit : PlateauFit
+        A plateau fit (:func:`saturation.fit_plateau`).
+    ax : matplotlib.axes.Axes, optional
+        Draw on this axes (a single panel) instead of a new figure.
+    seed : int, default 0
+        Seeds the predictive draws.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure drawn on.
+    """
 
     frame = ppc_data(fit, seed=seed)
     levels = list(dict.fromkeys(frame["level"]))
@@ -350,7 +406,20 @@ def loo_data(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_loo(table: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
-    """ELPD (LOO) of each model with its standard error, and the difference to the best."""
+    """ELPD (LOO) of each model with its standard error, and the difference to the best.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The comparison table of :func:`saturation.compare_plateau_models` (one row per model).
+    ax : matplotlib.axes.Axes, optional
+        Draw on this axes (a single panel) instead of a new figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure drawn on.
+    """
     frame = loo_data(table)
     with style():
         fig, ax = _figure(ax, COLUMN, 0.5 + 0.3 * len(frame))
@@ -407,7 +476,20 @@ def cardinality_data(diag: Any) -> pd.DataFrame:
 
 def plot_cardinality(diag: Any, *, ax: Axes | None = None) -> Figure:
     """Precision and recall (left) and predicted/gold locations (right) per level, start
-    (open) -> end (filled), 94 % HDIs. With ``ax``: the precision/recall panel only."""
+    (open) -> end (filled), 94 % HDIs. With ``ax``: the precision/recall panel only.
+
+    Parameters
+    ----------
+    diag : Diagnosis
+        The result of :func:`saturation.diagnose_cardinality`.
+    ax : matplotlib.axes.Axes, optional
+        Draw on this axes (a single panel) instead of a new figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure drawn on.
+    """
     import matplotlib.pyplot as plt
 
     frame = cardinality_data(diag)
@@ -519,13 +601,49 @@ def plot_pass_at_k(
     series: xr.Dataset, diag: Any, *, ax: Axes | None = None, pass1: str = S.REWARD_MEAN, passk: str = S.PASS_AT_K
 ) -> Figure:
     """pass@1 and pass@k per run (one panel each) with the fitted start and end (squares,
-    94 % HDI): reliability moves pass@1, capability moves pass@k."""
+    94 % HDI): reliability moves pass@1, capability moves pass@k.
+
+    Parameters
+    ----------
+    series : xarray.Dataset
+        The per-step metrics series (dims run, step) the diagnosis was fitted to.
+    diag : Diagnosis
+        The result of :func:`saturation.diagnose_reliability`.
+    ax : matplotlib.axes.Axes, optional
+        Draw on this axes (a single panel) instead of a new figure.
+    pass1 : str
+        The pass@1 series' variable name.
+    passk : str
+        The pass@k series' variable name.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure drawn on.
+    """
     k = series[passk].attrs.get("k", "k")
     return _per_run(series, diag, ax, [pass1, passk], ["pass@1 (mean reward)", f"pass@{k}"], "success rate")
 
 
 def plot_entropy(series: xr.Dataset, diag: Any, *, ax: Axes | None = None, entropy: str = S.POLICY_ENTROPY) -> Figure:
-    """Policy entropy per run with the fitted start and end (squares, 94 % HDI)."""
+    """Policy entropy per run with the fitted start and end (squares, 94 % HDI).
+
+    Parameters
+    ----------
+    series : xarray.Dataset
+        The per-step metrics series (dims run, step) the diagnosis was fitted to.
+    diag : Diagnosis
+        The result of :func:`saturation.diagnose_entropy`.
+    ax : matplotlib.axes.Axes, optional
+        Draw on this axes (a single panel) instead of a new figure.
+    entropy : str
+        The entropy series' variable name.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure drawn on.
+    """
     return _per_run(series, diag, ax, [entropy], ["policy entropy"], "policy entropy")
 
 
@@ -573,7 +691,22 @@ def plot_transfer(fit: Any, *, ax: Axes | None = None, quantity: str = S.ALL_ROL
     arm's gap to the reference (bottom row, zero line). The all-rollout gap panel shades the
     crossover step's 94 % HDI where the fit's decision rule names a crossover
     (``TransferFit.decisions``, the rule of the report and the CLI). With ``ax``: the curves
-    of ``quantity`` only."""
+    of ``quantity`` only.
+
+    Parameters
+    ----------
+    fit : TransferFit
+        A transfer fit (:func:`saturation.fit_transfer`).
+    ax : matplotlib.axes.Axes, optional
+        Draw on this axes (a single panel) instead of a new figure.
+    quantity : str
+        With ``ax``: the quantity drawn (all-rollout reward by default).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure drawn on.
+    """
     import matplotlib.pyplot as plt
 
     full = transfer_data(fit)

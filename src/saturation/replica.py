@@ -60,7 +60,7 @@ from saturation.simulate import (
 SWESMITH_CHANGEPOINTS = {"file": 9.0, "module": 10.0, "entity": 8.0}
 
 # numbers from scripts/calibrate_replica.py (rounded)
-SWESMITH_SPEC = PlateauSpec(
+SWESMITH_SPEC: PlateauSpec = PlateauSpec(
     levels=(
         LevelSpec(
             "file",
@@ -117,7 +117,7 @@ SWESMITH_SEED = 20260813
 # ------------------------------------------------------------------ SWE-Gym transfer
 #: the SWE-Gym LR arm: s85 at learning rate 1.2e-5 (seed: "g1 base / s85 / s85@lr1.2e-5")
 LR_ARM = "s85-lr1.2e-5"
-SWEGYM_SPEC = TransferSpec(
+SWEGYM_SPEC: TransferSpec = TransferSpec(
     arms=(
         ArmSpec(
             "base",

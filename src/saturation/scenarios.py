@@ -62,7 +62,20 @@ SCENARIOS: dict[str, Callable[[int], tuple[xr.Dataset, dict[str, Any]]]] = {
 
 
 def scenario(name: str, seed: int = 0) -> tuple[xr.Dataset, dict[str, Any]]:
-    """Run a named scenario: ``(data, truth)``."""
+    """Run a named scenario: ``(data, truth)``.
+
+    Parameters
+    ----------
+    name : str
+        One of ``SCENARIOS`` (``saturation simulate --help`` lists them).
+    seed : int, default 0
+        Seeds the simulator: same seed, same data.
+
+    Returns
+    -------
+    tuple of (xarray.Dataset, dict)
+        The simulated data and the truth it was simulated from.
+    """
     if name not in SCENARIOS:
         raise KeyError(f"unknown scenario {name!r}; choose from {', '.join(SCENARIOS)}")
     return SCENARIOS[name](seed)

@@ -467,7 +467,23 @@ def validate_spec(raw: dict[str, Any], path: Path) -> Spec:
 
 
 def load_spec(path: str | Path) -> Spec:
-    """Read and validate one spec file (TOML)."""
+    """Read and validate one spec file (TOML).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The spec file (``models/*.toml`` are the shipped ones).
+
+    Returns
+    -------
+    Spec
+        The validated spec; its analysis config is ``analysis_config(spec)``.
+
+    Raises
+    ------
+    SpecError
+        Listing every problem: a missing file, invalid TOML, unknown or ill-typed keys.
+    """
     path = Path(path)
     try:
         raw = tomllib.loads(path.read_text())

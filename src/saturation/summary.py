@@ -44,3 +44,26 @@ def format_interval(e: dict[str, Any] | None, digits: int = 3) -> str:
     if not e or e.get("mean") is None:
         return "-"
     return f"{e['mean']:.{digits}f} [{e['hdi'][0]:.{digits}f}, {e['hdi'][1]:.{digits}f}]"
+
+
+def convergence_words(diag: dict[str, Any] | None) -> str:
+    """``"converged (R-hat max 1.002, bulk ESS min 3697)"`` or ``"NOT converged (...)"`` of a
+    diagnostics dict (``models.sampling.diagnostics``); ``""`` when there is none."""
+    if not diag or "converged" not in diag:
+        return ""
+    word = "converged" if diag["converged"] else "NOT converged"
+    rhat, ess = diag.get("rhat_max"), diag.get("ess_bulk_min")
+    numbers = [
+        f"R-hat max {rhat:.3f}" if rhat is not None else "",
+        f"bulk ESS min {ess:.0f}" if ess is not None else "",
+    ]
+    shown = ", ".join(n for n in numbers if n)
+    return f"{word} ({shown})" if shown else word
+
+
+def short_repr(head: str, lines: Any = (), width: int = 100) -> str:
+    """A fit object's ``repr``: ``<head>`` then one indented line per unit (level, arm, run),
+    each cut at ``width`` characters: a few lines where the dataclass repr printed every
+    array (tens of thousands of characters)."""
+    body = [f"  {ln}" if len(ln) <= width else f"  {ln[: width - 3]}..." for ln in lines]
+    return "\n".join([head, *body])

@@ -61,6 +61,9 @@ def test_real_skill_is_called_real_skill():
         assert _inside(lvl[var]["start"], float(curves[var][0]), 0.01), (var, lvl[var]["start"])
         assert _inside(lvl[var]["end"], float(curves[var][-1]), 0.01), (var, lvl[var]["end"])
     assert d.diagnostics["converged"]
+    text = repr(d)  # a short summary, not every array
+    assert text.splitlines()[0].startswith("Diagnosis(cardinality, 1 unit(s); converged (R-hat max")
+    assert text.splitlines()[1].startswith("  file: ") and len(text.splitlines()) == 2
 
 
 def test_cardinality_prior_is_not_called_real_skill():

@@ -701,6 +701,18 @@ def test_exact_alternative_draws_match_nuts_on_the_same_model(kind):
         assert a.std() == pytest.approx(b.std(), rel=0.1), name
 
 
+def test_repr_is_a_short_summary(small_plateau):
+    """repr(fit) names the data, the sampler and convergence, and one line per level (the
+    dataclass repr printed every array: 15-41k characters)."""
+    ds, _ = small_plateau
+    fit = fit_plateau(ds, seed=0)
+    text = repr(fit)
+    head, *levels = text.splitlines()
+    assert head.startswith("PlateauFit(response f1, 2 level(s) x 12 steps, gaussian, exact; converged (R-hat max")
+    assert [ln.split(":")[0].strip() for ln in levels] == ["file", "entity"]
+    assert all("change point" in ln for ln in levels) and len(text) < 600
+
+
 # --- issue 40: names, headroom, decided outcomes -------------------------------------------
 
 

@@ -128,6 +128,83 @@ def test_a_reused_compiled_model_labels_the_draws_with_this_fits_coordinates():
     clear_compiled_cache()
 
 
+# ---------------------------------------------------------------- scipy/ArviZ-free twins
+# The exact plateau path computes these without importing scipy.stats or ArviZ (seconds of
+# imports); each must give the very number the library call gives (same seed, same output).
+
+
+def _samples():
+    rng = np.random.default_rng(7)
+    shapes = ((2, 1.0, 0.0), (3, 1e-4, 2.0), (400, 3.0, -1.0), (4000, 0.01, 0.0))
+    out = [rng.normal(size=n) * s + m for n, s, m in shapes]
+    out.append(np.round(rng.normal(size=1000), 1))  # ties
+    out.append(rng.standard_t(2, size=4001))  # heavy tails, odd count
+    return out
+
+
+def test_average_ranks_are_rankdatas():
+    from scipy import stats
+
+    from saturation.models.sampling import average_ranks
+
+    rng = np.random.default_rng(1)
+    for x in (
+        rng.normal(size=(4000, 5)),
+        rng.integers(0, 4, size=(400, 3)).astype(float),
+        np.r_[rng.normal(size=9), np.nan][:, None],
+    ):
+        got, want = average_ranks(x), stats.rankdata(x, method="average", axis=0)
+        assert np.array_equal(got, want, equal_nan=True)
+        assert got.strides == want.strides  # same layout: the FFTs downstream add in the same order
+
+
+def test_hdi_1d_is_arvizs():
+    from saturation.models.sampling import hdi_1d
+
+    for x in _samples():
+        assert np.array_equal(hdi_1d(x), az.hdi(x, hdi_prob=0.94))
+    with pytest.raises(ValueError, match="Too few"):
+        hdi_1d(np.array([]))
+
+
+def test_kde_at_is_gaussian_kdes():
+    from scipy import stats
+
+    from saturation.models.sampling import kde_at
+
+    for x in _samples():
+        for point in (0.0, float(np.median(x)), float(x.max()) + 1.0):
+            assert kde_at(x, point) == stats.gaussian_kde(x)(point)[0]
+
+
+def test_deferred_inference_data_is_from_dicts():
+    """The exact sampler's groups become the InferenceData az.from_dict and add_groups make."""
+    import xarray as xr
+
+    from saturation._lazy import DeferredInferenceData, posterior_dataset
+
+    rng = np.random.default_rng(3)
+    draws = {"a": rng.normal(size=(4, 50, 3)), "s": rng.normal(size=(4, 50))}
+    coords, dims = {"level": ["file", "module", "entity"]}, {"a": ["level"]}
+    want = az.from_dict(posterior=draws, coords=coords, dims=dims)
+    deferred = DeferredInferenceData(posterior_dataset(draws, coords=coords, dims=dims))
+    extra = xr.Dataset({"y": (("level", "step"), rng.normal(size=(3, 5)))}, coords={"level": coords["level"]})
+    for idata in (want, deferred):
+        idata.add_groups(observed_data=extra, empty=xr.Dataset())  # empty: skipped by both
+        idata.attrs["chosen"] = "auto"  # the InferenceData's own attributes
+    got = deferred.to_inference_data()
+    assert dict(got.attrs) == dict(want.attrs) == {"chosen": "auto"}
+    assert isinstance(got, az.InferenceData)
+    assert got.groups() == want.groups() == ["posterior", "observed_data"]
+    for group in want.groups():
+        a, b = getattr(got, group).copy(), getattr(want, group).copy()
+        for ds in (a, b):
+            ds.attrs.pop("created_at", None)
+        assert a.identical(b), group
+    with pytest.raises(ValueError, match="already exists"):
+        deferred.add_groups(observed_data=extra)
+
+
 # --- the compiled-model cache keys on the whole graph (issue 40) ---------------------------
 
 

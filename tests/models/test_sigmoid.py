@@ -622,3 +622,17 @@ def test_a_logged_metric_gives_the_curves_the_trials_give():
         a, b = logged.estimands["arms"][arm], rolled.estimands["arms"][arm]
         assert abs(a["asymptote"]["mean"] - b["asymptote"]["mean"]) < 0.03
         assert abs(np.log(a["midpoint"]["mean"] / b["midpoint"]["mean"])) < 0.15
+
+
+def test_repr_is_a_short_summary(monkeypatch):
+    """repr(fit): the arms, the reference and each arm's ceiling in a few lines (the dataclass
+    repr printed every array)."""
+    ds, _ = simulate_sigmoid_arms(SigmoidArmsSpec(n_steps=12, prompts_per_step=4, samples_per_prompt=4), seed=3)
+    data = arm_steps(ds)
+    fit = _made_up_fit(data, {"t2": (0.1, 0.5, 1.5, 10.0), "t2yarn": (0.1, 0.6, 1.5, 10.0)})
+    fit.estimands["arms"] = {a: {"asymptote": {"mean": 0.5, "sd": 0.01, "hdi": [0.48, 0.52]}} for a in data.arms}
+    fit.estimands["contrasts"] = {"t2yarn": {"p_asymptote_higher": 0.97}}
+    text = repr(fit)
+    assert text.splitlines()[0].startswith(f"SigmoidFit(2 arm(s) x {len(data.steps)} steps, reference t2; converged")
+    assert "t2yarn: asymptote 0.500 [0.480, 0.520]; P(higher than t2) = 0.97" in text
+    assert len(text.splitlines()) == 3 and len(text) < 400

@@ -249,6 +249,14 @@ def test_decisions_follow_the_one_rule(made_up_transfer_fit, p_start, p_end, p_n
     assert "base" not in sentence  # the reference is named, not assumed
 
 
+def test_repr_is_a_short_summary(made_up_transfer_fit):
+    fit = made_up_transfer_fit("base", "s85", 0.99, 0.01, 5.0, 0.1)
+    text = repr(fit)
+    assert text.startswith("TransferFit(2 arms") and "reference base" in text and "converged" in text
+    assert "s85: starts ahead, ends behind, crossover at step 5" in text
+    assert len(text.splitlines()) == 2 and len(text) < 400
+
+
 @pytest.mark.parametrize("p_none", [1.0, 0.999])
 def test_no_crossover_anywhere_gives_a_sentence_and_a_table(made_up_transfer_fit, p_none):
     """Issue 40: with no crossover in (almost) any draw the crossover's interval does not exist

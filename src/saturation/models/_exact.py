@@ -26,14 +26,19 @@ on the same model.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import arviz as az
 import numpy as np
 from scipy import special
 
 from saturation import curves
 from saturation import schema as S
+from saturation._lazy import DeferredInferenceData, lazy, posterior_dataset
+
+if TYPE_CHECKING:
+    import arviz as az
+else:
+    az = lazy("arviz")  # imported on first use (ARCHITECTURE.md)
 
 #: points of the first (coarse) and second (refined) pass of each scale grid
 COARSE_POINTS = 160
@@ -593,7 +598,7 @@ def sample_gaussian_exact(
     seed: int,
     evidence_weight: float = 1.0,
     rho_grid: tuple[float, ...] | None = None,
-) -> tuple[az.InferenceData, dict[str, Any], np.ndarray, dict[str, np.ndarray]]:
+) -> tuple[DeferredInferenceData, dict[str, Any], np.ndarray, dict[str, np.ndarray]]:
     """Independent posterior draws of the Gaussian plateau model.
 
     Same model and variable names as ``plateau.build_plateau_model`` with
@@ -603,8 +608,9 @@ def sample_gaussian_exact(
     and the spread see the levels' evidence raised to ``evidence_weight``
     (``plateau.level_dependence``); each level's change point given them, and its curve
     given its change point, see that level's data at full weight. Returns
-    (InferenceData, timings, each level's log evidence under separate change points,
-    :attr:`Level.log_evidence`, the change points): ``index`` (draws, levels) are the
+    (the InferenceData's groups, held without importing ArviZ: a ``DeferredInferenceData``;
+    timings; each level's log evidence under separate change points,
+    :attr:`Level.log_evidence`; the change points): ``index`` (draws, levels) are the
     drawn change points' positions in ``grid`` (each curve draw was drawn given its
     change point), ``mass`` (levels, C) the posterior mass of each candidate, averaged over
     the draws of its exact conditional (given c0 and s when pooled; exact when separate).
@@ -665,7 +671,9 @@ def sample_gaussian_exact(
         post["jump"] = beta[..., 3]
     shaped = {k: v.reshape(chains, draws, *v.shape[1:]) for k, v in post.items()}
     dims = {k: [S.LEVEL] for k in shaped if k != S.CHANGEPOINT_SPREAD}
-    idata = az.from_dict(posterior=shaped, coords={S.LEVEL: levels}, dims=dims)
+    # the groups az.from_dict would make, held without importing ArviZ until an
+    # InferenceData is asked for (PlateauFit.idata)
+    idata = DeferredInferenceData(posterior_dataset(shaped, coords={S.LEVEL: levels}, dims=dims))
     idata.posterior.attrs["sampler"] = "exact"
     elapsed = time.perf_counter() - t_start
     return (

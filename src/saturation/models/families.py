@@ -35,6 +35,7 @@ from saturation import schema as S
 from saturation.models.plateau import StepData, loo_entries, loo_table
 from saturation.models.sampling import SamplerConfig, interval
 from saturation.models.sigmoid import ArmSteps, SigmoidConfig, SigmoidFit, curve_draws, fit_sigmoid
+from saturation.summary import short_repr
 
 #: the families compared, in the order of the tables
 FAMILIES = ("sigmoid", "hinge", "exponential")
@@ -65,6 +66,15 @@ class FamilyComparison:
     exponential_asymptote: dict[str, dict[str, Any]]
     sigmoid_asymptote: dict[str, dict[str, Any]]
     fits: dict[str, dict[str, az.InferenceData]]
+
+    def __repr__(self) -> str:
+        head = f"FamilyComparison({len(self.tables)} arm(s))"
+        lines = [
+            f"{arm}: preferred {self.preferred(arm)}; weights "
+            + ", ".join(f"{fam} {w:.2f}" for fam, w in t["weight"].items())
+            for arm, t in self.tables.items()
+        ]
+        return short_repr(head, lines)
 
     def preferred(self, arm: str) -> str:
         """The family with the largest stacking weight for ``arm``."""

@@ -28,18 +28,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import arviz as az
 import numpy as np
 import pandas as pd
-import pymc as pm
-import pytensor.tensor as pt
 import xarray as xr
 from scipy import special
 
 from saturation import curves
 from saturation import schema as S
+from saturation._lazy import lazy
 from saturation.aggregate import select_phase
 from saturation.models.plateau import StepData, curve_draws, fit_plateau, step_data
 from saturation.models.sampling import (
@@ -51,6 +49,14 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
+from saturation.summary import convergence_words, short_repr
+
+if TYPE_CHECKING:
+    import arviz as az
+    import pymc as pm
+    import pytensor.tensor as pt
+else:  # imported on first use (ARCHITECTURE.md): the spec and the CLI read this module's configs
+    az, pm, pt = map(lazy, ("arviz", "pymc", "pytensor.tensor"))
 
 #: posterior probability needed for a verdict
 P_DECIDE = 0.95
@@ -155,6 +161,10 @@ class Diagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdicts": self.verdicts, "numbers": self.numbers, "diagnostics": self.diagnostics}
+
+    def __repr__(self) -> str:
+        head = f"Diagnosis({self.name}, {len(self.verdicts)} unit(s); {convergence_words(self.diagnostics)})"
+        return short_repr(head, [f"{unit}: {v}" for unit, v in self.verdicts.items()])
 
 
 @dataclass(frozen=True)

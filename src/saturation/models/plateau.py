@@ -26,19 +26,16 @@ import json
 import warnings
 from dataclasses import asdict, dataclass, field, replace
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import arviz as az
 import numpy as np
 import pandas as pd
-import pymc as pm
-import pytensor
-import pytensor.tensor as pt
 import xarray as xr
-from scipy import special, stats
+from scipy import special
 
 from saturation import curves, progress
 from saturation import schema as S
+from saturation._lazy import DeferredInferenceData, lazy
 from saturation.aggregate import aggregate, phase_summary, select_phase
 from saturation.frequentist import davies_test
 from saturation.limits import OptionError, rope_problems
@@ -59,11 +56,21 @@ from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
     interval,
+    kde_at,
     sample_model,
     stamp_attrs,
     warn_if_not_converged,
 )
-from saturation.summary import format_interval
+from saturation.summary import convergence_words, format_interval, short_repr
+
+if TYPE_CHECKING:
+    import arviz as az
+    import pymc as pm
+    import pytensor
+    import pytensor.tensor as pt
+    from scipy import stats
+else:  # imported on first use: the exact Gaussian path needs none of them (ARCHITECTURE.md)
+    az, pm, pytensor, pt, stats = map(lazy, ("arviz", "pymc", "pytensor", "pytensor.tensor", "scipy.stats"))
 
 CONTINUITIES = S.CONTINUITIES
 LIKELIHOODS = S.LIKELIHOODS
@@ -254,7 +261,7 @@ def plateau_verdict(
 
 
 _NP = SimpleNamespace(log=np.log, gammaln=special.gammaln, cumsum=np.cumsum, exp=np.exp)
-_PT = SimpleNamespace(log=pt.log, gammaln=pt.gammaln, cumsum=pt.cumsum, exp=pt.exp)
+_PT: Any = pt  # PyTensor's log, gammaln, cumsum and exp: the names _NP gives (pt is looked up on first use)
 
 
 # ====================================================================== data
@@ -1072,6 +1079,25 @@ def _pooled_logw(xp: Any, grid: Any, spread: Any, logsumexp: Any) -> Any:
 
 
 # ====================================================================== fit
+class _InferenceDataField:
+    """``PlateauFit.idata``: the exact sampler's groups (a ``DeferredInferenceData``, no
+    ArviZ import) become an ``arviz.InferenceData`` the first time the field is read.
+    Attached after the dataclass is made (so the field keeps no default)."""
+
+    slot = "_idata"
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return self
+        value = obj.__dict__[self.slot]
+        if isinstance(value, DeferredInferenceData):
+            value = obj.__dict__[self.slot] = value.to_inference_data()
+        return value
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self.slot] = value
+
+
 @dataclass
 class PlateauFit:
     """Result of :func:`fit_plateau`: InferenceData plus tidy estimands and diagnostics.
@@ -1080,7 +1106,8 @@ class PlateauFit:
     ----------
     idata : arviz.InferenceData
         Posterior draws (change points, curve parameters, derived estimands) with the
-        config, data summary and diagnostics in its attrs.
+        config, data summary and diagnostics in its attrs. The exact sampler's draws are
+        made an InferenceData (and ArviZ imported) when this is first read.
     config : PlateauConfig
         The analysis settings the fit ran with.
     data : StepData
@@ -1156,6 +1183,19 @@ class PlateauFit:
         table.attrs["hdi_prob"] = S.HDI_PROB
         return table
 
+    def __repr__(self) -> str:
+        sd, cfg = self.data, self.config
+        head = (
+            f"PlateauFit(response {sd.response}, {len(sd.levels)} level(s) x {len(sd.steps)} steps, "
+            f"{cfg.likelihood}, {self.timings.get('sampler', '?')}; {convergence_words(self.diagnostics)})"
+        )
+        lines = [
+            f"{lv}: {e['verdict']}; change point {format_interval(e.get('changepoint'), 1)}; "
+            f"late slope {format_interval(e.get('late_slope'), 5)}"
+            for lv, e in self.estimands["levels"].items()
+        ]
+        return short_repr(head, lines)
+
     def verdicts(self) -> dict[str, dict[str, str]]:
         """Per level: ``{"verdict", "reason"}`` (:func:`plateau_verdict`)."""
         return {lv: {"verdict": e["verdict"], "reason": e["reason"]} for lv, e in self.estimands["levels"].items()}
@@ -1220,6 +1260,15 @@ class PlateauFit:
             "shape": self.estimands.get("shape"),
             "diagnostics": dict(self.diagnostics),
         }
+
+
+PlateauFit.idata = _InferenceDataField()  # type: ignore[assignment]
+
+
+def _held_idata(fit: PlateauFit) -> Any:
+    """``fit``'s InferenceData as it is held: the exact sampler's groups stay unconverted
+    (no ArviZ import); both kinds have ``attrs``, ``posterior`` and ``add_groups``."""
+    return fit.__dict__[_InferenceDataField.slot]
 
 
 def fit_plateau(
@@ -1345,6 +1394,7 @@ def fit_plateau(
     grid = _grid(sd, config)
     pri = config.priors.resolve(sd, config.likelihood, grid=grid)
     hinge_evidence = exact_cps = None
+    idata: Any  # an InferenceData, or the exact sampler's groups until one is asked for
     if config.sampler.sampler in ("auto", "exact") and config.likelihood == "gaussian":
         progress.stage("sample (exact)")
         idata, timings, hinge_evidence, exact_cps = sample_gaussian_exact(
@@ -1471,7 +1521,7 @@ def _fit_either_shape(sd: StepData, config: PlateauConfig, seed: int) -> Plateau
         "bf_jump_vs_hinge": float(np.exp(np.clip(log_bf, -700, 700))),
         "p_jump": float(special.expit(log_bf)),
     }
-    chosen.idata.attrs["continuity_chosen_from"] = "auto"
+    _held_idata(chosen).attrs["continuity_chosen_from"] = "auto"
     return chosen
 
 
@@ -1756,8 +1806,10 @@ def _level_estimands(
     # Savage-Dickey: posterior density of the late slope at 0 over its prior density at 0
     # (of the hinge's own late slope, whose prior is known; zero there is zero late gain)
     b2_hinge = p["late_slope"][:, j]
-    post_density = float(stats.gaussian_kde(b2_hinge)(0.0)[0]) if np.std(b2_hinge) > 0 else np.inf
-    bf01 = post_density / float(np.mean(stats.norm.pdf(0.0, 0.0, pri["late_slope_sd"][j])))
+    # (kde_at: scipy.stats.gaussian_kde's number, curves.normal_pdf: scipy.stats.norm.pdf's,
+    # both without importing scipy.stats)
+    post_density = kde_at(b2_hinge, 0.0) if np.std(b2_hinge) > 0 else np.inf
+    bf01 = post_density / float(np.mean(curves.normal_pdf(0.0, 0.0, pri["late_slope_sd"][j])))
     est: dict[str, Any] = {
         "changepoint": interval(c) if config.breakpoint is None else None,
         "changepoint_mass": {str(int(g_)): float(m_) for g_, m_ in zip(grid, mass_j, strict=True)},

@@ -26,6 +26,7 @@ from saturation.aggregate import aggregate, select_phase
 from saturation.cluster import map_tasks
 from saturation.models.plateau import PlateauConfig, PlateauFit, StepData, fit_plateau, step_data
 from saturation.models.sampling import merge_diagnostics
+from saturation.summary import short_repr
 
 
 def run_names(data: xr.Dataset) -> list[str]:
@@ -80,6 +81,14 @@ class PlateauRuns:
 
     fits: dict[str, PlateauFit]
     failures: list[dict[str, str]] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        head = f"PlateauRuns({len(self.fits)} run(s) fitted, {len(self.failures)} failed)"
+        lines = [
+            f"{run}: " + ", ".join(f"{lv} {e['verdict']}" for lv, e in fit.estimands["levels"].items())
+            for run, fit in self.fits.items()
+        ] + [f"{f['run']}: FAILED {f['error']}" for f in self.failures]
+        return short_repr(head, lines)
 
     def table(self) -> pd.DataFrame:
         """One row per run and level: the verdict and the numbers behind it.

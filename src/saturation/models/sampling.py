@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import sys
 import threading
 import time
@@ -12,18 +13,22 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import asdict, dataclass, is_dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import arviz as az
 import numpy as np
-import pymc as pm
-from pymc.initial_point import make_initial_point_fn
 from scipy.special import ndtri
-from scipy.stats import rankdata
 
 from saturation import __version__, progress
 from saturation import schema as S
+from saturation._lazy import lazy
 from saturation.limits import DEFAULT_CHAINS, DEFAULT_DRAWS, DEFAULT_TUNE, sampler_problems
+
+if TYPE_CHECKING:
+    import arviz as az
+    import pymc as pm
+    from pymc import initial_point as pymc_initial_point
+else:  # imported on first use: the exact draws need none of them (ARCHITECTURE.md)
+    az, pm, pymc_initial_point = map(lazy, ("arviz", "pymc", "pymc.initial_point"))
 
 #: Convergence thresholds reported with every fit.
 RHAT_MAX = 1.01
@@ -282,7 +287,7 @@ def _with_initial_points(compiled: Any, model: pm.Model) -> Any:
     (PyMC's ``make_initial_point_fn``, support points with jitter on every free variable,
     transformed values) and flattened in the compiled model's variable order.
     """
-    fn = make_initial_point_fn(
+    fn = pymc_initial_point.make_initial_point_fn(
         model=model, default_strategy="support_point", jitter_rvs=set(model.free_RVs), return_transformed=True
     )
     # nutpie's order: the free variables' value (transformed) variables (compile_pymc.py:700-712)
@@ -360,12 +365,37 @@ def _split(x: np.ndarray) -> np.ndarray:
     return np.concatenate([x[:, :half], x[:, x.shape[1] - half :]], axis=0)
 
 
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks from 1 down each column of the 2-D ``x``, ties given their average rank:
+    ``scipy.stats.rankdata(x, method="average", axis=0)`` (the ranks are halves of
+    integers, so exact), without importing scipy.stats; tested equal to it."""
+    x = np.asarray(x)
+    order = np.argsort(x, axis=0, kind="mergesort")
+    s = np.take_along_axis(x, order, axis=0)
+    n = x.shape[0]
+    # laid out as rankdata's (a transposed (K, N) array): the FFTs downstream then add in
+    # the same order and the ESS comes out bit for bit the same
+    out = np.empty(x.shape[::-1], dtype=np.float64).T
+    for k in range(x.shape[1]):
+        col = s[:, k]
+        # starts of runs of equal values (NaN: each its own run, as rankdata's NaNs are propagated below)
+        new = np.r_[True, col[1:] != col[:-1]]
+        starts = np.flatnonzero(new)
+        ends = np.r_[starts[1:], n]
+        avg = (starts + 1 + ends) / 2.0  # mean of the ranks starts+1 .. ends
+        ranks = np.repeat(avg, ends - starts)
+        out[order[:, k], k] = ranks
+    nan = np.isnan(x) if np.issubdtype(x.dtype, np.floating) else np.zeros(x.shape, bool)
+    out[:, nan.any(axis=0)] = np.nan  # rankdata's nan_policy "propagate": a column with NaN is all NaN
+    return out
+
+
 def _z_scale(x: np.ndarray) -> np.ndarray:
     """Rank-normalise every variable over all its (pooled) draws: average ranks of ties,
     Blom offset 3/8, normal quantiles."""
 
     flat = x.reshape(-1, x.shape[-1])
-    rank = rankdata(flat, method="average", axis=0)
+    rank = average_ranks(flat)
     return ndtri((rank - 0.375) / (flat.shape[0] + 0.25)).reshape(x.shape)
 
 
@@ -499,10 +529,51 @@ def warn_if_not_converged(diag: dict[str, Any], what: str) -> None:
         )
 
 
+def hdi_1d(x: np.ndarray, prob: float = S.HDI_PROB) -> np.ndarray:
+    """The narrowest interval holding ``prob`` of the draws ``x`` (1-D): ``arviz.hdi``'s
+    algorithm for one variable (arviz 0.23 ``stats/stats.py::_hdi``, not circular, NaN not
+    skipped), without importing ArviZ (a second and more); tested equal to it."""
+    ary = np.sort(np.asarray(x).flatten())
+    n = len(ary)
+    inc = int(np.floor(prob * n))
+    width = np.subtract(ary[inc:], ary[: n - inc], dtype=np.float64)
+    if len(width) == 0:
+        raise ValueError("Too few elements for interval calculation. ")
+    i = np.argmin(width)
+    return np.array([ary[i], ary[i + inc]])
+
+
+def kde_at(x: np.ndarray, point: float) -> float:
+    """Gaussian kernel density of the 1-D draws ``x`` at ``point`` with Scott's bandwidth:
+    ``scipy.stats.gaussian_kde(x)(point)[0]`` computed the same way, operation for operation
+    (scipy 1.17 ``stats/_kde.py`` and ``_stats.pyx::gaussian_kernel_estimate``: weights 1/n,
+    ``np.cov`` with them, scipy.linalg's Cholesky factor and triangular solves, the kernel
+    terms summed in draw order with libm's exp), without importing scipy.stats (half a
+    second); tested equal to it."""
+    from scipy import linalg  # light (scipy.special's company); the calls gaussian_kde makes
+
+    data = np.atleast_2d(np.asarray(x, dtype=float))
+    if data.shape[0] != 1 or data.size < 2:
+        raise ValueError("kde_at needs a 1-D sample of two or more draws")
+    n = data.shape[1]
+    weights = np.ones(n) / n
+    factor = np.power(1 / np.vecdot(weights, weights), -1.0 / 5)  # Scott: neff ** (-1 / (d + 4))
+    cov = np.atleast_2d(np.cov(data, rowvar=True, bias=False, aweights=weights))
+    cho = (linalg.cholesky(cov, lower=True) * factor).astype(np.float64)
+    pts = np.asarray(linalg.solve_triangular(cho, data, lower=True)[0], dtype=np.float64).tolist()
+    at = float(linalg.solve_triangular(cho, np.atleast_2d(np.asarray(point, dtype=float)), lower=True)[0, 0])
+    norm = math.pow(2 * math.pi, -1 / 2.0) / float(cho[0, 0])
+    total = 0.0
+    for w, p in zip(weights.tolist(), pts, strict=True):
+        r = p - at
+        total += w * (math.exp(-(r * r) / 2.0) * norm)
+    return total
+
+
 def interval(x: Any) -> dict[str, Any]:
     """Posterior mean, sd and 94 % HDI (``schema.HDI_PROB``) of a 1-D sample."""
     x = np.asarray(x, dtype=float)
-    hdi = np.asarray(az.hdi(x, hdi_prob=S.HDI_PROB))
+    hdi = hdi_1d(x) if x.ndim <= 1 else np.asarray(az.hdi(x, hdi_prob=S.HDI_PROB))
     return {"mean": float(np.mean(x)), "sd": float(np.std(x, ddof=1)), "hdi": [float(hdi[0]), float(hdi[1])]}
 
 

@@ -12,17 +12,15 @@ the trials; ``x = step - first step + 1``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import arviz as az
 import numpy as np
 import pandas as pd
-import pymc as pm
-import pytensor.tensor as pt
 import xarray as xr
 
 from saturation import curves
 from saturation import schema as S
+from saturation._lazy import lazy
 from saturation.aggregate import phase_summary, select_phase
 from saturation.models.sampling import (
     SamplerConfig,
@@ -32,6 +30,14 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
+from saturation.summary import convergence_words, format_interval, short_repr
+
+if TYPE_CHECKING:
+    import arviz as az
+    import pymc as pm
+    import pytensor.tensor as pt
+else:  # imported on first use (ARCHITECTURE.md): the spec and the CLI read this module's configs
+    az, pm, pt = map(lazy, ("arviz", "pymc", "pytensor.tensor"))
 
 #: the curve parameters, in the order of :func:`curves.sigmoid_saturation`
 PARAMS = ("r0", "asymptote", "efficiency", "midpoint")
@@ -571,6 +577,23 @@ class SigmoidFit:
     estimands: dict[str, Any]
     diagnostics: dict[str, Any]
     timings: dict[str, Any]
+
+    def __repr__(self) -> str:
+        est, d = self.estimands, self.data
+        head = (
+            f"SigmoidFit({len(d.arms)} arm(s) x {len(d.steps)} steps, reference {est.get('reference')}; "
+            f"{convergence_words(self.diagnostics)})"
+        )
+        lines = [
+            f"{arm}: asymptote {format_interval(a.get('asymptote'))}"
+            + (
+                f"; P(higher than {est['reference']}) = {est['contrasts'][arm]['p_asymptote_higher']:.2f}"
+                if arm in est.get("contrasts", {})
+                else ""
+            )
+            for arm, a in est.get("arms", {}).items()
+        ]
+        return short_repr(head, lines)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract of ``saturation compare``: ``{"arms", "contrasts",

@@ -38,19 +38,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import arviz as az
 import numpy as np
 import pandas as pd
-import pymc as pm
-import pytensor.tensor as pt
 import xarray as xr
 
 from saturation import curves
 from saturation import schema as S
+from saturation._lazy import lazy
 from saturation.aggregate import phase_summary, select_phase
-from saturation.models.marginal import binomial_patterns, log_transfer_marginal, pack_marginal_data, task_segments
 from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
@@ -59,7 +56,14 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
-from saturation.summary import format_interval
+from saturation.summary import convergence_words, format_interval, short_repr
+
+if TYPE_CHECKING:
+    import arviz as az
+    import pymc as pm
+    import pytensor.tensor as pt
+else:  # imported on first use (ARCHITECTURE.md): the spec and the CLI read this module's configs
+    az, pm, pt = map(lazy, ("arviz", "pymc", "pytensor.tensor"))
 
 #: posterior probability of a positive initial gap for "starts ahead" (1 - it: "behind")
 LEAD_PROB = 0.95
@@ -366,6 +370,9 @@ def resolve_walk(data: TransferData, config: TransferConfig) -> str:
 
 def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm.Model, dict[str, np.ndarray]]:
     """Build the PyMC model; returns (model, pm.Data values)."""
+    # deferred: the marginal's PyTensor Op and numba kernels are imported only to build the model
+    from saturation.models.marginal import binomial_patterns, log_transfer_marginal, pack_marginal_data, task_segments
+
     config.validate(data)
     knots, basis = knot_basis(data.steps, config.knot_every)
     walk = resolve_walk(data, config)
@@ -607,6 +614,20 @@ class TransferFit:
                 "crossover": float(cross["mean"]) if crossed else None,
             }
         return out
+
+    def __repr__(self) -> str:
+        d = self.data
+        head = (
+            f"TransferFit({len(d.arms)} arms x {len(getattr(d, 'steps', ()))} steps, "
+            f"{len(getattr(d, 'tasks', ()))} tasks, reference "
+            f"{self.config.reference}; {convergence_words(self.diagnostics)})"
+        )
+        lines = [
+            f"{arm}: starts {v['start']}, ends {v['end']}"
+            + (f", crossover at step {v['crossover']:.0f}" if v["crossover"] is not None else "")
+            for arm, v in self.decisions().items()
+        ]
+        return short_repr(head, lines)
 
     def verdicts(self) -> dict[str, str]:
         """One sentence per arm against the reference, built from :meth:`decisions`."""

@@ -1,0 +1,111 @@
+"""Whole-process start-up times: what a user waits for from the prompt to the answer.
+
+    python benchmarks/startup_bench.py [--runs 7] [--json PATH]
+
+Times, each in a fresh interpreter (``sys.executable``, so the package it imports is the one
+this interpreter imports; the ``saturation`` console script runs the same
+``saturation.cli.main``), started from an empty temporary directory:
+
+- ``import saturation``;
+- ``saturation describe FILE.csv`` on the embedded SWE-smith trials written out as a plain
+  CSV (46,592 rows): the time to the first line of output and to the end of the process;
+- ``saturation plateau`` (the embedded SWE-smith data, Gaussian likelihood, the exact
+  sampler; 4 chains x 1000 draws): to the end of the process, interpreter teardown included.
+
+Each is run ``--runs`` times after one untimed warm-up run (which writes the bytecode
+caches); the median and the spread (min-max) of the wall time and the median CPU seconds
+of the process (user + system, less sensitive to other jobs) are printed with the
+machine's load average before and after. Speed is measured here, never in a timed test: the figures depend on the
+machine and its load (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MAIN = "import sys; from saturation.cli import main; sys.exit(main())"
+
+
+def _timed(cmd: list[str], cwd: Path) -> tuple[float, float, float]:
+    """Seconds to the first line of stdout and to the process's exit, and the process's CPU
+    seconds (user + system: less sensitive to the machine's load than the wall time)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    first_line = proc.stdout.readline()
+    t_first = time.perf_counter() - t0
+    _, err = proc.communicate()
+    t_end = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}: {err.strip()[-500:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return (t_first if first_line else t_end), t_end, cpu
+
+
+def _row(name: str, values: list[float], cpu: list[float] | None = None) -> dict[str, float | str | int | None]:
+    return {
+        "what": name,
+        "median_s": statistics.median(values),
+        "min_s": min(values),
+        "max_s": max(values),
+        "cpu_median_s": statistics.median(cpu) if cpu else None,
+        "runs": len(values),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=7, help="timed runs of each command (default 7)")
+    parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    args = parser.parse_args()
+
+    from saturation import io, replica
+
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory() as tmp:
+        cwd = Path(tmp)
+        csv = cwd / "swesmith.trials.csv"
+        csv.write_bytes(io.decompress((replica.data_dir() / "swesmith-codesearch.trials.csv.zst").read_bytes()))
+        commands = {
+            "import saturation": [sys.executable, "-c", "import saturation"],
+            "saturation describe FILE.csv": [sys.executable, "-c", MAIN, "describe", str(csv)],
+            "saturation plateau (embedded, exact)": [sys.executable, "-c", MAIN, "plateau"],
+        }
+        times: dict[str, list[tuple[float, float, float]]] = {}
+        for name, cmd in commands.items():
+            _timed(cmd, cwd)  # warm-up: bytecode caches, the page cache
+            times[name] = [_timed(cmd, cwd) for _ in range(args.runs)]
+    load_after = os.getloadavg()
+
+    rows = [_row(name, [t[1] for t in ts], [t[2] for t in ts]) for name, ts in times.items()]
+    rows.insert(
+        2, _row("saturation describe FILE.csv, first line", [t[0] for t in times["saturation describe FILE.csv"]])
+    )
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cores; load average (1/5/15 min) before "
+        f"{'/'.join(f'{x:.2f}' for x in load_before)}, after {'/'.join(f'{x:.2f}' for x in load_after)}"
+    )
+    print(f"{'what':<44} {'median':>8} {'min':>7} {'max':>7} {'CPU':>6}  (seconds, whole process, {args.runs} runs)")
+    for r in rows:
+        cpu = f"{r['cpu_median_s']:>6.2f}" if r["cpu_median_s"] is not None else f"{'':>6}"
+        print(f"{r['what']:<44} {r['median_s']:>8.2f} {r['min_s']:>7.2f} {r['max_s']:>7.2f} {cpu}")
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"load_before": load_before, "load_after": load_after, "rows": rows}, indent=2) + "\n"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

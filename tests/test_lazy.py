@@ -1,0 +1,76 @@
+"""Lazy imports: heavy packages load when first used, and the light commands never load them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+#: what the light paths must not import (each costs a fraction of a second to seconds)
+HEAVY = ("pymc", "arviz", "pytensor", "numba", "nutpie", "dask", "distributed", "scipy.stats", "matplotlib")
+
+
+def _imported(code: str, cwd: Path) -> list[str]:
+    """The HEAVY modules a fresh interpreter has imported after running ``code``."""
+    probe = f"{code}\nimport sys\nprint('HEAVY=' + ','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=300, cwd=cwd
+    )
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("HEAVY=")][-1]
+    return [m for m in line.removeprefix("HEAVY=").split(",") if m]
+
+
+def test_lazy_module_imports_on_first_attribute(tmp_path):
+    code = (
+        "import sys\n"
+        "from saturation._lazy import lazy\n"
+        "m = lazy('fractions')\n"
+        "assert 'fractions' not in sys.modules, 'imported before use'\n"
+        "assert m.Fraction(1, 2) == 0.5\n"
+        "assert 'fractions' in sys.modules\n"
+        "assert repr(m).endswith('(imported)>')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60, cwd=tmp_path)
+
+
+def test_import_saturation_and_its_models_stay_light(tmp_path):
+    assert _imported("import saturation, saturation.models, saturation.spec", tmp_path) == []
+
+
+def test_describe_imports_no_modelling_stack(tmp_path):
+    data = ROOT / "data" / "swesmith-codesearch.trials.csv.zst"
+    code = f"from saturation.cli import main\nassert main(['describe', {str(data)!r}]) == 0"
+    assert _imported(code, tmp_path) == []
+
+
+def test_exact_gaussian_plateau_imports_no_modelling_stack(tmp_path):
+    """The default plateau fit (exact draws) needs neither PyMC, PyTensor, ArviZ nor scipy.stats;
+    the InferenceData is built (and ArviZ imported) when it is written or read."""
+    code = "from saturation.cli import main\nassert main(['plateau', '--draws', '200']) == 0"
+    assert _imported(code, tmp_path) == []
+    out = tmp_path / "fit.nc"
+    code = f"from saturation.cli import main\nassert main(['plateau', '--draws', '200', '--idata', {str(out)!r}]) == 0"
+    assert "arviz" in _imported(code, tmp_path)
+    assert out.exists()
+
+
+def test_xarray_recognises_dask_arrays_once_dask_is_imported(tmp_path):
+    """xarray_without_dask only answers "no dask" while dask is not imported: chunked data
+    built afterwards is still chunked, and computes."""
+    pytest.importorskip("dask.array")
+    code = (
+        "import sys\n"
+        "import numpy as np, xarray as xr\n"
+        "import saturation.aggregate  # installs the shortcut\n"
+        "ds = xr.Dataset({'a': ('x', np.arange(4.0))}, coords={'x': np.arange(4)})\n"
+        "assert 'dask' not in sys.modules, 'a plain Dataset imported dask'\n"
+        "import dask.array as da\n"
+        "c = xr.Dataset({'a': ('x', da.arange(4.0, chunks=2))})\n"
+        "assert c['a'].chunks == ((2, 2),), c['a'].chunks\n"
+        "assert float(c['a'].sum().compute()) == 6.0\n"
+        "assert ds.chunk({'x': 2})['a'].chunks == ((2, 2),)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120, cwd=tmp_path)
