@@ -867,3 +867,116 @@ def test_dangling_links_fifos_and_devices_are_listed_never_opened(tmp_path, caps
     assert main(["ingest", str(d / "c.csv"), "-o", str(tmp_path / "o2.nc")]) == EXIT_DATA
     assert "c.csv: a FIFO; never opened" in capsys.readouterr().err
     assert main(["ingest", str(d / "b.csv"), "-o", str(tmp_path / "o2.nc")]) == EXIT_USAGE  # no such input
+
+
+# ------------------------------------------------------------------ issue 41, second half: netCDF inputs
+def _trials_nc(tmp_path, name="t.nc", **edit):
+    """A small trial Dataset (one level) written by write_trials; ``edit`` maps a variable to
+    {index: value} changed before writing, ``attrs`` to attributes replaced."""
+    from saturation.io import write_trials
+    from saturation.simulate import PlateauSpec, simulate_plateau
+
+    ds, _ = simulate_plateau(PlateauSpec(n_steps=6, prompts_per_step=4, samples_per_prompt=2), seed=0)
+    ds = ds.copy(deep=True)
+    for var, changes in edit.items():
+        if var == "attrs":
+            ds.attrs.update(changes)
+            continue
+        values = ds[var].values
+        for index, value in changes.items():
+            values[index] = value
+    path = tmp_path / name
+    write_trials(ds, path)
+    return path
+
+
+def _plant_external_run(path, secret):
+    """Replace the ``run`` coordinate of a trial .nc by a dataset whose bytes are those of
+    ``secret`` (HDF5 external raw storage), as a hostile file would."""
+    import h5py
+
+    with h5py.File(path, "r+") as f:
+        n = f["run"].shape[0]
+        attrs = {k: v for k, v in f["run"].attrs.items() if k != "DIMENSION_LIST"}
+        del f["run"]
+        dset = f.create_dataset("run", shape=(n,), dtype="S8", external=[(str(secret), 0, 8 * n)])
+        dset.attrs.update(attrs)
+        dset.dims[0].attach_scale(f[S_TRIAL])
+
+
+S_TRIAL = "trial"
+
+
+@pytest.mark.parametrize("how", ["external", "external_link", "virtual"])
+def test_a_netcdf_input_that_reads_another_file_is_refused(tmp_path, capsys, how):
+    import h5py
+
+    secret = tmp_path / "secret.txt"
+    secret.write_bytes(b"PASSWORD" * 10_000)
+    path = _trials_nc(tmp_path)
+    if how == "external":
+        _plant_external_run(path, secret)
+        named = "variable 'run' is stored in another file"
+    elif how == "external_link":
+        other = _trials_nc(tmp_path, "other.nc")
+        with h5py.File(path, "r+") as f:
+            del f["reward"]
+            f["reward"] = h5py.ExternalLink(str(other), "/reward")
+        named = "'reward' is a link into another file"
+    else:
+        with h5py.File(path, "r+") as f:
+            n = f["reward"].shape[0]
+            layout = h5py.VirtualLayout(shape=(n,), dtype="f8")
+            layout[:] = h5py.VirtualSource(str(secret), "x", shape=(n,))
+            del f["reward"]
+            f.create_virtual_dataset("reward", layout)
+        named = "variable 'reward' is a virtual dataset"
+    assert main(["plateau", str(path), "--draws", "10", "--tune", "10"]) == EXIT_DATA
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and str(path) in err and named in err
+    assert "PASSWORD" not in err
+    with pytest.raises(ValueError, match=named):
+        from saturation.series import read_metrics
+
+        read_metrics(path)  # a metrics .nc is checked the same way
+
+
+def test_a_netcdf_bomb_is_refused_from_its_header(tmp_path, capsys):
+    import h5py
+
+    path = _trials_nc(tmp_path)
+    with h5py.File(path, "r+") as f:  # 4 GiB of rewards that are never written: a file of kilobytes
+        f.create_dataset("bomb", shape=(1 << 29,), dtype="f8", chunks=(1 << 20,), compression="gzip")
+    assert path.stat().st_size < 1 << 20
+    t0 = time.perf_counter()
+    assert main(["plateau", str(path), "--draws", "10", "--tune", "10"]) == EXIT_DATA
+    assert time.perf_counter() - t0 < 10
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and str(path) in err
+    assert "hold 4,294,9" in err and "more than the limit of 2,147,483,648" in err
+    assert "SATURATION_MAX_NETCDF_BYTES" in err
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        ({"step": {0: -7}}, "trial 0: variable 'step': -7 is negative"),
+        ({"f1": {(1, 0): 5.0}}, "trial 1: variable 'f1[level=file]': 5.0 is outside [0, 1]"),
+        ({"reward": {2: np.inf}, "graded": {2: True}}, "trial 2: variable 'reward': non-finite reward inf"),
+        ({"step": {1: 0}, "instance_id": {1: None}, "sample": {1: None}}, "duplicate trial"),
+        ({"attrs": {"rows_read": 99}}, "attributes rows_read=99 != rows_kept="),
+        ({"attrs": {"rows_kept": 3}}, "attribute rows_kept=3 but it holds"),
+    ],
+)
+def test_a_netcdf_trial_dataset_is_validated_like_a_table(tmp_path, capsys, edit, named):
+    from saturation.io import open_trials
+
+    if "instance_id" in edit:  # trial 1 a copy of trial 0's key
+        ok = open_trials(_trials_nc(tmp_path, "ok.nc"))
+        edit = {k: {1: ok[k].to_numpy()[:1].tolist()[0]} for k in ("step", "instance_id", "sample")}
+    path = _trials_nc(tmp_path, **edit)
+    with pytest.raises(TrialValidationError) as info:
+        open_trials(path)
+    assert f"{path}: " in str(info.value) and named in str(info.value)
+    assert main(["plateau", str(path), "--draws", "10", "--tune", "10"]) == EXIT_DATA
+    assert named in capsys.readouterr().err
