@@ -980,3 +980,26 @@ def test_a_netcdf_trial_dataset_is_validated_like_a_table(tmp_path, capsys, edit
     assert f"{path}: " in str(info.value) and named in str(info.value)
     assert main(["plateau", str(path), "--draws", "10", "--tune", "10"]) == EXIT_DATA
     assert named in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ issue 41: steps never silently dropped
+def test_a_level_missing_at_some_steps_is_an_error_naming_it_not_dropped_steps(tmp_path, capsys):
+    from saturation.io import read_trials
+    from saturation.models.plateau import step_data
+
+    rows = []
+    for step in range(12):
+        for i in range(4):
+            f1 = min(1.0, 0.2 + 0.06 * step) if i % 2 else 0.1 + 0.05 * step
+            module = "" if step >= 8 else f"{f1 / 2:.3f}"  # the module level stops being graded at step 8
+            rows.append(f"r,{step},i{i},0,true,{f1:.3f},{f1:.3f},{module}")
+    path = tmp_path / "t.csv"
+    path.write_text("run,step,instance_id,sample,graded,reward,file_f1,module_f1\n" + "\n".join(rows) + "\n")
+    ds = read_trials([path])
+    with pytest.raises(ValueError, match=r"level 'module' at step\(s\) 8, 9, 10, 11, where other levels have data"):
+        step_data(ds)
+    assert step_data(ds, levels=["file"]).steps.tolist() == list(range(12))  # alone, every step of its own
+    assert step_data(ds, levels=["module"]).steps.tolist() == list(range(8))
+    assert main(["plateau", str(path), "--draws", "10", "--tune", "10"]) == EXIT_DATA
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "level 'module' at step(s) 8, 9, 10, 11" in err

@@ -350,6 +350,7 @@ def _from_aggregate(
 
     n, s, ss = get("n"), get("sum"), get("sumsq")
     steps = stats_[S.STEP].to_numpy()
+    _check_levels_share_steps(n, steps, levels, response)
     keep = (n > 0).all(axis=0)
     n, s, ss, steps = n[:, keep], s[:, keep], ss[:, keep], steps[keep]
     bounded: dict[str, np.ndarray] | None = None
@@ -366,6 +367,25 @@ def _from_aggregate(
     if "n_trials" in stats_:
         summary.setdefault("n_trials", int(stats_["n_trials"].sum()))
     return steps, levels, y, n, var_within / n, (np.round(s) if binary else None), bounded
+
+
+def _check_levels_share_steps(n: np.ndarray, steps: np.ndarray, levels: list[str], response: str) -> None:
+    """Levels fitted together share their steps: a level without data at a step where another
+    has some is an error naming the level and the steps (dropping those steps for every level
+    would change every level's curve without a word)."""
+    some, every = (n > 0).any(axis=0), (n > 0).all(axis=0)
+    if (some == every).all():
+        return
+    parts = []
+    for j, level in enumerate(levels):
+        lost = [int(v) for v in steps[some & (n[j] == 0)]]
+        if lost:
+            shown = ", ".join(map(str, lost[:8])) + (f", ... ({len(lost)} steps)" if len(lost) > 8 else "")
+            parts.append(f"level {level!r} at step(s) {shown}")
+    raise ValueError(
+        f"no graded {response!r} value for {'; '.join(parts)}, where other levels have data: levels fitted together "
+        "share their steps; fit such a level on its own (--levels / levels=) or the others without it"
+    )
 
 
 def _from_series(data: xr.Dataset, response: str, run: str | None, summary: dict[str, Any]) -> tuple[Any, ...]:
