@@ -1003,3 +1003,29 @@ def test_a_level_missing_at_some_steps_is_an_error_naming_it_not_dropped_steps(t
     assert main(["plateau", str(path), "--draws", "10", "--tune", "10"]) == EXIT_DATA
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "level 'module' at step(s) 8, 9, 10, 11" in err
+
+
+# ------------------------------------------------------------------ issue 41: degenerate arms never fitted
+@pytest.mark.parametrize("how", ["crashed", "all_zero"])
+def test_compare_refuses_an_arm_whose_rollouts_all_crashed_or_agree(tmp_path, capsys, how):
+    from saturation.io import read_trials
+    from saturation.models.sigmoid import arm_steps
+
+    arms = tmp_path / "arms.csv"
+    assert main(["simulate", "sigmoid-arms", str(arms)]) == 0
+    frame = pd.read_csv(arms)
+    victim = sorted(frame["arm"].unique())[-1]
+    rows = frame["arm"] == victim
+    frame.loc[rows, "reward"] = 0.0
+    if how == "crashed":
+        frame.loc[rows, "graded"] = False
+    frame.to_csv(arms, index=False)
+    capsys.readouterr()
+    message = "none of its .* rollouts is graded" if how == "crashed" else "every one of its .* rollouts has reward 0"
+    with pytest.raises(ValueError, match=f"arm '{victim}': {message}"):
+        arm_steps(read_trials([arms]))
+    t0 = time.perf_counter()
+    assert main(["compare", str(arms)]) == EXIT_DATA
+    assert time.perf_counter() - t0 < 20  # refused before any fit
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"arm '{victim}'" in err
