@@ -1029,3 +1029,103 @@ def test_compare_refuses_an_arm_whose_rollouts_all_crashed_or_agree(tmp_path, ca
     assert time.perf_counter() - t0 < 20  # refused before any fit
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and f"arm '{victim}'" in err
+
+
+# ------------------------------------------------------------------ issue 41: resource bounds up front
+def test_a_table_of_10000_columns_is_refused_up_front_and_wide_tables_are_linear(tmp_path, capsys):
+    from saturation.runlogs import RunLogError, read_runlogs
+
+    wide = 10_000
+    trials = tmp_path / "t.csv"
+    trials.write_text(
+        HEADER + "," + ",".join(f"x{i}" for i in range(wide)) + "\n" + "r,0,a,0,true,1" + ",1" * wide + "\n"
+    )
+    t0 = time.perf_counter()
+    with pytest.raises(TrialValidationError, match=r"10,006 columns, more than the limit of 4,096 \(raise it with "):
+        read_trials_report([trials])
+    metrics = tmp_path / "m.csv"
+    metrics.write_text("run,step," + ",".join(f"m{i}" for i in range(wide)) + "\n" + "r,1" + ",0.5" * wide + "\n")
+    with pytest.raises(RunLogError, match=r"10,002 columns, more than the limit of 4,096"):
+        read_runlogs([metrics], strict=True)
+    assert time.perf_counter() - t0 < 10
+    # under the limit the cost is linear in the columns: 4,000 extra columns well under 4x 1,000's time
+    times = {}
+    for n in (1000, 4000):
+        path = tmp_path / f"w{n}.csv"
+        path.write_text(HEADER + "," + ",".join(f"x{i}" for i in range(n)) + "\n" + "r,0,a,0,true,1" + ",1" * n + "\n")
+        t0 = time.perf_counter()
+        ds, _ = read_trials_report([path])
+        times[n] = time.perf_counter() - t0
+        assert len(ds.data_vars) == 2 + n
+    assert times[4000] < 8 * times[1000] + 1.0, times
+
+
+def _console_block(step, items):
+    head = f"2025-01-01 00:00:00.000 | INFO     | skyrl_train.utils.tracking:log:123 - Step {step}: "
+    return head + "\n{" + ", ".join(f"'{k}': {v}" for k, v in items) + "}\n"
+
+
+def test_a_console_block_of_50000_keys_is_refused_and_its_step_overflow_is_a_message(tmp_path):
+    from saturation.skyrl import LogFormatError, metrics_dataset, read_console_log
+
+    log = tmp_path / "train.log"
+    big = [(f"k{i}", 0.5) for i in range(50_000)]
+    small = [("reward/avg_raw_reward", 0.25)]
+    log.write_text(
+        _console_block(1, small)
+        + _console_block(2, big)
+        + _console_block(99999999999999999999, small)
+        + _console_block(3, small)
+    )
+    t0 = time.perf_counter()
+    out = read_console_log(log)
+    assert time.perf_counter() - t0 < 5
+    assert sorted(out.steps) == [1, 3]
+    assert any("50,000 keys, more than the limit of 4,096" in p for p in out.problems)
+    assert any("'Step 99999999999999999999:' is not a step below 2^53" in p for p in out.problems)
+    assert metrics_dataset([out])["step"].values.tolist() == [1, 3]
+    with pytest.raises(LogFormatError, match="50,000 keys"):
+        read_console_log(log, strict=True)
+
+
+def test_a_parquet_of_10_million_rows_is_refused_from_its_footer(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 10_000_000
+    table = pa.table(
+        {
+            "run": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int8)), pa.array(["r"])),
+            "step": np.arange(n) // 1000,
+            "instance_id": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int8)), pa.array(["a"])),
+            "sample": np.arange(n) % 1000,
+            "graded": np.ones(n, bool),
+            "reward": np.zeros(n),
+        }
+    )
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path, compression="zstd")
+    del table
+    assert path.stat().st_size < 2 << 20
+    t0 = time.perf_counter()
+    with pytest.raises(TrialValidationError, match=r"10,000,000 rows, more than the limit of 5,000,000"):
+        read_trials_report([path])
+    assert time.perf_counter() - t0 < 2
+
+
+def test_a_change_point_fit_too_big_for_memory_is_refused_with_its_estimate(tmp_path, capsys):
+    steps = np.arange(20_000)
+    frame = pd.DataFrame({"run": "r", "step": steps, "acc": np.minimum(steps, 10_000) / 20_000})
+    path = tmp_path / "m.csv"
+    frame.to_csv(path, index=False)
+    t0 = time.perf_counter()
+    assert main(["plateau", str(path), "--metric", "acc"]) == EXIT_DATA
+    assert time.perf_counter() - t0 < 30
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "over 20,000 steps with 19,991 candidate change points would take about 67.0 GiB" in err
+    assert "more than the limit of 8.0 GiB (raise it with SATURATION_MAX_FIT_BYTES)" in err
+    from saturation.limits import fit_memory_problem
+
+    assert fit_memory_problem(91, 80, 3) == ""  # the study's fits are far below it
+    assert "GiB" in fit_memory_problem(5000, 4990, 3, pooled_graph=True)

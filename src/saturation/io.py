@@ -476,6 +476,11 @@ class _JsonRows:
 
 #: rows per batch of the parquet reader (memory is bounded by a batch and the typed rows)
 PARQUET_BATCH_ROWS = 1 << 18
+#: trials (rows) one input file may hold: a parquet file's row count and a trial Dataset's
+#: ``trial`` dimension are read from the header and checked before any row is (the typed
+#: rows take about 240 bytes each: 5 million is about 1.2 GB and 9 s); 5 million unless
+#: ``SATURATION_MAX_ROWS`` sets it
+MAX_ROWS = streams.env_int("SATURATION_MAX_ROWS", 5_000_000)
 
 
 def _read_parquet(source: str, data: bytes) -> Iterator[RawTable]:
@@ -485,7 +490,15 @@ def _read_parquet(source: str, data: bytes) -> Iterator[RawTable]:
 
     n_rows = 0
     try:
-        batches = pq.ParquetFile(io.BytesIO(data)).iter_batches(batch_size=PARQUET_BATCH_ROWS)
+        file = pq.ParquetFile(io.BytesIO(data))
+        if file.metadata.num_rows > MAX_ROWS:  # from the footer, before a row is decoded
+            message = (
+                f"{file.metadata.num_rows:,} rows, more than the limit of {MAX_ROWS:,} (raise it with "
+                "SATURATION_MAX_ROWS); not read"
+            )
+            yield RawTable(source, pd.DataFrame(), [], [Problem(source, "", "", message)])
+            return
+        batches = file.iter_batches(batch_size=PARQUET_BATCH_ROWS)
         for batch in batches:
             frame = pa.Table.from_batches([batch]).to_pandas()
             for col in frame.columns:
@@ -924,10 +937,6 @@ def write_trials(ds: xr.Dataset, path: PathArg) -> Path:
 #: bytes a netCDF input may hold once decompressed (the sum of its variables' sizes, read
 #: from the header before any data): 2 GiB unless ``SATURATION_MAX_NETCDF_BYTES`` sets it
 MAX_NETCDF_BYTES = streams.env_int("SATURATION_MAX_NETCDF_BYTES", 2 << 30)
-#: trials (rows) one input file may hold: a parquet file's row count and a trial Dataset's
-#: ``trial`` dimension are read from the header and checked before the rows are; 20 million
-#: unless ``SATURATION_MAX_ROWS`` sets it
-MAX_ROWS = streams.env_int("SATURATION_MAX_ROWS", 20_000_000)
 
 
 def _hdf5_problems(f: Any) -> tuple[list[str], int]:

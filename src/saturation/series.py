@@ -116,10 +116,11 @@ def label_metrics(ds: xr.Dataset, names: dict[str, str]) -> xr.Dataset:
     """Record each variable's logged key (``names``: key -> variable) in
     ``attrs['metric_name']``, and ``k`` for ``pass_at_<k>`` keys; returns ``ds``."""
     for key, var in names.items():
-        ds[var].attrs["metric_name"] = key
+        attrs = ds.variables[var].attrs  # not ds[var]: a DataArray is built in time linear in the variables
+        attrs["metric_name"] = key
         k = re.search(r"pass_at_(\d+)", key)
         if k:
-            ds[var].attrs["k"] = int(k.group(1))
+            attrs["k"] = int(k.group(1))
     return ds
 
 

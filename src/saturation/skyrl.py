@@ -38,7 +38,7 @@ import xarray as xr
 
 from saturation import schema as S
 from saturation.series import DYNAMIC_SAMPLING_KEYS, DYNAMIC_SAMPLING_TYPE_KEY, label_metrics, metric_variable_names
-from saturation.streams import TruncatedStreamError, open_text
+from saturation.streams import MAX_COLUMNS, TruncatedStreamError, open_text
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 #: Ray's per-line prefix ``(actor_name pid=N)`` / ``(actor_name pid=N, ip=A.B.C.D)``; the actor
@@ -377,6 +377,8 @@ PPRINT_KEY_RE = re.compile(r" (?:'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"|-?\d
 #: the console tracker's header line as loguru writes it (``... | INFO     | module:function:line - Step N:``)
 TRACKER_HEADER_RE = re.compile(r"\| [A-Z]+ *\| \S+:\S+:\d+ - Step \d+:")
 CHUNK_CHARS = 1 << 22
+#: steps are integers below 2^53 (stored as int64, compared as float64), as in the tables
+MAX_STEP = 2**53
 #: a block longer than this many characters is treated as malformed (bounds memory)
 MAX_BLOCK_CHARS = 1 << 24
 
@@ -415,7 +417,16 @@ class _Scanner:
         keep = len(text)
         for m in STEP_MARK_RE.finditer(text):
             start = text.rfind("\n", 0, m.start()) + 1
-            status = self._block(text, start, m.end(), int(m.group("step")), final)
+            if len(digits := m.group("step")) > 15 or int(digits) >= MAX_STEP:  # never stored exactly
+                out.markers_without_block += 1
+                _problem(
+                    out,
+                    f"{out.path}:{self.line_of(text, start)}: 'Step {digits[:30]}{'...' if len(digits) > 30 else ''}:'"
+                    " is not a step below 2^53; its block is not read",
+                    self.strict,
+                )
+                continue
+            status = self._block(text, start, m.end(), int(digits), final)
             if status == "carry":
                 keep = start
                 break
@@ -668,6 +679,14 @@ def _finish(
 ) -> dict[str, Any] | None:
     """Parse one block and file its values (a step block's marker in ``step_marks``)."""
     parsed = _parse_block(text, where, out, strict)
+    if parsed is not None and len(parsed) > MAX_COLUMNS:  # each key is a metric variable, bounded like columns
+        _problem(
+            out,
+            f"{where}: metrics block has {len(parsed):,} keys, more than the limit of {MAX_COLUMNS:,} "
+            "(raise it with SATURATION_MAX_COLUMNS); not read",
+            strict,
+        )
+        parsed = None
     if kind == "step" and step is not None:
         out.step_marks.append((line, step, parsed is not None))
     if parsed is None:
@@ -692,6 +711,11 @@ def metrics_dataset(logs: list[ConsoleLog]) -> xr.Dataset:
     if len(set(runs)) != len(runs):
         raise ValueError(f"several logs share a run identity ({RUN_KEY}): {runs}")
     keys = sorted({k for log in logs for values in log.steps.values() for k in values})
+    if len(keys) > MAX_COLUMNS:
+        raise ValueError(
+            f"{', '.join(log.path for log in logs)}: {len(keys):,} distinct metric keys, more than the limit of "
+            f"{MAX_COLUMNS:,} (raise it with SATURATION_MAX_COLUMNS)"
+        )
     names = metric_variable_names(keys)
     steps = sorted({s for log in logs for s in log.steps})
     arr = np.full((len(keys), len(logs), len(steps)), np.nan)

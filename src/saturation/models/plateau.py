@@ -41,7 +41,7 @@ from saturation import curves, progress
 from saturation import schema as S
 from saturation.aggregate import aggregate, phase_summary, select_phase
 from saturation.frequentist import davies_test
-from saturation.limits import OptionError, rope_problems
+from saturation.limits import OptionError, fit_memory_problem, rope_problems
 from saturation.models._exact import (
     LOO_TAU_STRIDE,
     RHO_GRID,
@@ -1337,6 +1337,12 @@ def fit_plateau(
     response = config.response
     sd = data if isinstance(data, StepData) else step_data(data, response=response, levels=levels, run=run)
     grid = _grid(sd, config)
+    exact = config.sampler.sampler in ("auto", "exact") and config.likelihood == "gaussian"
+    too_big = fit_memory_problem(
+        len(sd.steps), len(grid), len(sd.levels), pooled_graph=not exact and _pooled(config, len(sd.levels))
+    )
+    if too_big:  # refused before any array is allocated
+        raise ValueError(too_big)
     pri = config.priors.resolve(sd, config.likelihood, grid=grid)
     hinge_evidence = exact_cps = None
     if config.sampler.sampler in ("auto", "exact") and config.likelihood == "gaussian":
