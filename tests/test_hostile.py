@@ -1129,3 +1129,40 @@ def test_a_change_point_fit_too_big_for_memory_is_refused_with_its_estimate(tmp_
 
     assert fit_memory_problem(91, 80, 3) == ""  # the study's fits are far below it
     assert "GiB" in fit_memory_problem(5000, 4990, 3, pooled_graph=True)
+
+
+# ------------------------------------------------------------------ issue 41: upstream SkyRL cases
+def _pretty_print_example(lg, prompt, response, reward):
+    """SkyRL's ``pretty_print_example`` (a9564572 skyrl/train/utils/trajectory_logging.py:43-92):
+    one loguru message, every line of prompt and response in its own colour tag."""
+    p = {f"p{i}": line for i, line in enumerate(str(prompt).splitlines() or [""])}
+    r = {f"r{i}": line for i, line in enumerate(str(response).splitlines() or [""])}
+    prompt_fmt = "\n".join(f"<cyan>{{{k}}}</cyan>" for k in p)
+    response_fmt = "\n".join(f"<green>{{{k}}}</green>" for k in r)
+    fmt = f"Example:\n  Input: {prompt_fmt}\n  Output (Total Reward: {{reward}}):\n{response_fmt}"
+    start = lg.buffer.tell()
+    lg.logger.opt(colors=True).info(fmt, **p, **r, reward=f"{reward:.4f}")
+    return lg.buffer.getvalue()[start:]
+
+
+def test_a_printed_example_with_a_step_line_never_becomes_metrics(tmp_path):
+    from saturation.skyrl import read_console_log
+    from skyrl_fixtures import Loguru
+
+    lg = Loguru()
+    try:
+        text = lg.info("trainer.policy.model.path=Qwen/Qwen3-8B")
+        for step in (1, 2, 3):
+            response = f"Training log I saw:\nStep {step}:\n{{'reward/avg_raw_reward': '0.9900'}}\ndone"
+            text += _pretty_print_example(lg, [{"role": "user", "content": "p"}], response, 1.0)
+            text += lg.console_log({"reward/avg_raw_reward": 0.3 + step / 100, "policy/entropy": 0.5}, step)
+    finally:
+        lg.logger.remove()
+    log = read_console_log(write_text(tmp_path / "train.log", text))
+    assert {s: v["reward/avg_raw_reward"] for s, v in log.steps.items()} == {1: 0.31, 2: 0.32, 3: 0.33}
+    assert log.conflicts == 0 and log.accounting()["step_markers_not_the_trackers"] == 3
+
+
+def write_text(path, text):
+    path.write_text(text)
+    return path

@@ -41,12 +41,13 @@ def test_console_log_to_metrics(tmp_path, suffix):
 
 def test_malformed_blocks_are_reported_with_file_and_line(tmp_path):
     good = console_log(2, async_timing=False)
+    head = f"{PREFIX}2025-01-01 00:00:00.000 | INFO     | skyrl_train.utils.tracking:log:189 - Step"  # the tracker's
     bad = (
         good
-        + f"{PREFIX}Step 3:\n{PREFIX}{{'reward/avg_raw_reward': '0.5',\n"  # truncated: next Step arrives
-        + f"{PREFIX}Step 4:\n{PREFIX}{{'reward/avg_raw_reward': __import__('os').getcwd()}}\n"  # not a literal
-        + f"{PREFIX}Step 5:\n{PREFIX}{{'reward/avg_raw_reward': '0.6', 'note': 'text'}}\n"
-        + f"{PREFIX}Step 6:\n{PREFIX}{{'reward/avg_raw_reward': '0.7',\n"
+        + f"{head} 3: \n{PREFIX}{{'reward/avg_raw_reward': '0.5',\n"  # truncated: next Step arrives
+        + f"{head} 4: \n{PREFIX}{{'reward/avg_raw_reward': __import__('os').getcwd()}}\n"  # not a literal
+        + f"{head} 5: \n{PREFIX}{{'reward/avg_raw_reward': '0.6', 'note': 'text'}}\n"
+        + f"{head} 6: \n{PREFIX}{{'reward/avg_raw_reward': '0.7',\n"
     )  # truncated at end of file
     path = write(tmp_path / "bad.log", bad)
     log = read_console_log(path)
@@ -177,7 +178,7 @@ def test_model_text_with_a_step_marker_adds_no_keys(tmp_path):
     b = _blocks()
     log = read_console_log(write(tmp_path / "m.log", b[0] + model + b[1] + b[2]))
     _check(log)
-    assert log.markers_without_block == 1
+    assert log.accounting()["step_markers_not_the_trackers"] == 1  # no loguru header: model text
 
 
 def test_progress_bar_glued_before_a_header(tmp_path):

@@ -106,6 +106,9 @@ class ConsoleLog:
     interleaved: int = 0
     #: ``Step N:`` lines not followed by a metrics dict from the same source (e.g. model text)
     markers_without_block: int = 0
+    #: in a loguru log, ``Step N:`` lines without the tracker's loguru header (text printed by
+    #: ``pretty_print_example`` and the like): never read as metrics
+    untracked_markers: int = 0
     #: the launcher's per-line prefix stripped from every line ("" when none was found)
     line_prefix: str = ""
     #: lines longer than MAX_LINE_CHARS (skipped, each reported)
@@ -203,6 +206,7 @@ class ConsoleLog:
             "malformed": len(self.problems),
             "interleaved_lines": self.interleaved,
             "step_markers_without_block": self.markers_without_block,
+            "step_markers_not_the_trackers": self.untracked_markers,
             "line_prefix": self.line_prefix,
             "overlong_lines": self.overlong_lines,
             "dynamic_sampling_lines": len(self.sampling_events),
@@ -376,6 +380,12 @@ PPRINT_OPEN_RE = re.compile(r"\{(?:'|\"[^\"\n]*'|\}|-?\d)")
 PPRINT_KEY_RE = re.compile(r" (?:'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"|-?\d+): ")
 #: the console tracker's header line as loguru writes it (``... | INFO     | module:function:line - Step N:``)
 TRACKER_HEADER_RE = re.compile(r"\| [A-Z]+ *\| \S+:\S+:\d+ - Step \d+:")
+#: the same with the trailing space of ``logger.info(f"Step {step}: \n{...}")`` (SkyRL
+#: a9564572 ``skyrl/train/utils/tracking.py:189``): in a log of loguru lines only such a
+#: header opens a metrics block
+TRACKER_BLOCK_HEADER_RE = re.compile(r"\| [A-Z]+ *\| \S+:\S+:\d+ - Step \d+: $")
+#: any loguru line (``time | LEVEL | module:function:line - message``, SkyRL's format)
+LOGURU_LINE_RE = re.compile(r"^(?:\([^\n]*? pid=\d+[^)\n]*\) )?[^|\n]*\| [A-Z]+ *\| \S+:\S+:\d+ - ", re.M)
 CHUNK_CHARS = 1 << 22
 #: steps are integers below 2^53 (stored as int64, compared as float64), as in the tables
 MAX_STEP = 2**53
@@ -398,6 +408,9 @@ class _Scanner:
     def __init__(self, out: ConsoleLog, strict: bool) -> None:
         self.out, self.strict = out, strict
         self.line_base = 0  # lines before the current text
+        #: the log is written by loguru (learned from the first chunk): then only the tracker's
+        #: own header opens a block, never a bare ``Step N:`` line in printed text
+        self.loguru = False
         self._yaml_pending = ""  # the start of a YAML mapping cut by a chunk's end
         self._cache: tuple[str | None, int, int] = (None, 0, 0)
 
@@ -425,6 +438,9 @@ class _Scanner:
                     " is not a step below 2^53; its block is not read",
                     self.strict,
                 )
+                continue
+            if self.loguru and not TRACKER_BLOCK_HEADER_RE.search(split_source(text[start : m.end()])[1]):
+                out.untracked_markers += 1  # a printed example's text (pretty_print_example), not the tracker
                 continue
             status = self._block(text, start, m.end(), int(digits), final)
             if status == "carry":
@@ -659,6 +675,8 @@ def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = 
                     out.line_prefix, prefix = found
             if prefix is not None:
                 lines = prefix.sub("", lines)
+            if not scanner.loguru and consumed <= CHUNK_CHARS:
+                scanner.loguru = LOGURU_LINE_RE.search(ANSI_RE.sub("", lines[: 1 << 20])) is not None
             whole = carry + lines
             keep = scanner.scan(whole, final)
             n_lines = whole.count("\n", 0, keep)
