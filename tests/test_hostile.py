@@ -1166,3 +1166,26 @@ def test_a_printed_example_with_a_step_line_never_becomes_metrics(tmp_path):
 def write_text(path, text):
     path.write_text(text)
     return path
+
+
+def test_a_crashed_and_resumed_run_keeps_the_later_attempt_and_counts_the_overlap(tmp_path):
+    from saturation.skyrl import metrics_dataset, read_console_log
+    from skyrl_fixtures import Loguru
+
+    lg = Loguru()
+    try:
+        text = ""
+        for step in range(1, 6):  # the first attempt crashes after logging step 5
+            text += lg.console_log({"reward/avg_raw_reward": 0.1 * step, "policy/entropy": 0.5}, step)
+        text += lg.info("No checkpoint after step 3; resuming from global_step_3")
+        for step in range(4, 8):  # the resumed attempt re-runs steps 4 and 5, then goes on
+            text += lg.console_log({"reward/avg_raw_reward": 0.1 * step + 0.05, "policy/entropy": 0.4}, step)
+    finally:
+        lg.logger.remove()
+    log = read_console_log(write_text(tmp_path / "train.log", text))
+    reward = {s: v["reward/avg_raw_reward"] for s, v in log.steps.items()}
+    assert reward == pytest.approx({1: 0.1, 2: 0.2, 3: 0.3, 4: 0.45, 5: 0.55, 6: 0.65, 7: 0.75})
+    acc = log.accounting()
+    assert (acc["restarts"], acc["resumed_steps"], acc["values_superseded"], acc["conflicting_values"]) == (1, 2, 4, 0)
+    ds = metrics_dataset([log])
+    assert ds["reward_mean"].sel(step=4).item() == pytest.approx(0.45)

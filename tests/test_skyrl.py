@@ -63,11 +63,12 @@ def test_malformed_blocks_are_reported_with_file_and_line(tmp_path):
         read_console_log(path, strict=True)
 
 
-def test_conflicting_values_in_one_step_are_counted(tmp_path):
+def test_a_step_logged_again_with_its_keys_is_a_resumed_attempt_that_wins(tmp_path):
     text = "Step 1:\n{'a': '1.0000', 'b': 2}\nStep 1:\n{'a': '1.5000', 'c': 3}\n"
     log = read_console_log(write(tmp_path / "c.log", text))
-    assert log.steps[1] == {"a": 1.0, "b": 2.0, "c": 3.0}
-    assert log.conflicts == 1
+    assert log.steps[1] == {"a": 1.5, "c": 3.0}
+    acc = log.accounting()
+    assert (acc["restarts"], acc["resumed_steps"], acc["values_superseded"], acc["conflicting_values"]) == (1, 1, 2, 0)
 
 
 def test_two_runs_share_steps_and_need_distinct_identities(tmp_path):

@@ -124,9 +124,35 @@ class ConsoleLog:
     #: ``type`` of the YAML dump's ``dynamic_sampling`` mapping ("null" when off)
     yaml_dynamic_sampling: str | None = None
 
-    def merge_step(self, step: int, values: dict[str, float]) -> None:
-        """Merge ``values`` into the step's metrics: a key already holding another value
-        keeps the first and counts a conflict."""
+    #: a run resumed from a checkpoint in the same log (SkyRL re-runs the steps after it):
+    #: attempts seen after the first, steps the later attempt logged again, values replaced
+    restarts: int = 0
+    resumed_steps: int = 0
+    values_superseded: int = 0
+    _last_step: int = -1
+    _step_attempt: dict[int, int] = field(default_factory=dict)
+
+    def merge_step(self, step: int, values: dict[str, float], *, block: bool = True) -> None:
+        """Merge a block's ``values`` into the step's metrics.
+
+        A block of a step already logged that goes back (a step before the last one logged,
+        or the last one again with a key it already holds) starts a new attempt: the run was
+        resumed from a checkpoint and re-runs the steps after it. A later attempt's block
+        replaces what earlier attempts logged for that step (counted in ``resumed_steps``,
+        ``values_superseded``). Within one attempt, blocks of a step merge (async trainers log
+        metrics and timings apart); a key already holding another value keeps the first and
+        counts a conflict. ``block=False``: counts derived after the scan, merged only."""
+        old = self.steps.get(step)
+        if block and old is not None:
+            if step < self._last_step or (step == self._last_step and not old.keys().isdisjoint(values)):
+                self.restarts += 1
+            if self._step_attempt.get(step, 0) < self.restarts:
+                self.resumed_steps += 1
+                self.values_superseded += len(old)
+                del self.steps[step]
+        if block:
+            self._last_step = step
+            self._step_attempt[step] = self.restarts
         merged = self.steps.setdefault(step, {})
         for key, value in values.items():
             if key in merged and merged[key] != value:
@@ -192,7 +218,7 @@ class ConsoleLog:
                 "prompts_trained": trained,
                 "prompts_trained_mixed": trained_mixed,
             }
-            self.merge_step(step, {DYNAMIC_SAMPLING_KEYS[k]: float(v) for k, v in counts.items()})
+            self.merge_step(step, {DYNAMIC_SAMPLING_KEYS[k]: float(v) for k, v in counts.items()}, block=False)
 
     def accounting(self) -> dict[str, Any]:
         return {
@@ -212,6 +238,9 @@ class ConsoleLog:
             "dynamic_sampling_lines": len(self.sampling_events),
             "dynamic_sampling_lines_unplaced": self.sampling_unplaced,
             "conflicting_values": self.conflicts,
+            "restarts": self.restarts,
+            "resumed_steps": self.resumed_steps,
+            "values_superseded": self.values_superseded,
             "bytes": self.bytes_read,
         }
 
@@ -620,8 +649,8 @@ def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = 
     only those are handled in Python. A launcher prefix that most of the first lines carry
     (:data:`LINE_PREFIXES`) is learned and stripped from every line. ``progress``, if given,
     is called with the number of characters consumed so far after every chunk. Returns the
-    per-step metrics (blocks of the same step merged; a key seen twice in one step with
-    different values keeps the first and is counted as a conflict), the eval-only blocks,
+    per-step metrics (blocks of the same step merged; a resumed run's later attempt
+    replacing the earlier one's steps, :meth:`ConsoleLog.merge_step`), the eval-only blocks,
     the configuration overrides and the line accounting.
     """
     out = ConsoleLog(str(path))
