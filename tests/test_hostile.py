@@ -1189,3 +1189,20 @@ def test_a_crashed_and_resumed_run_keeps_the_later_attempt_and_counts_the_overla
     assert (acc["restarts"], acc["resumed_steps"], acc["values_superseded"], acc["conflicting_values"]) == (1, 2, 4, 0)
     ds = metrics_dataset([log])
     assert ds["reward_mean"].sel(step=4).item() == pytest.approx(0.45)
+
+
+def test_wandb_tables_and_a_stepless_traceback_are_kept_out_of_the_metrics(tmp_path):
+    from saturation.skyrl import metrics_dataset
+    from saturation.wandb_history import read_wandb_run
+    from skyrl_fixtures import wandb_expected, wandb_run_dir
+
+    pytest.importorskip("wandb")
+    root = wandb_run_dir(tmp_path / "run", 3, tables=True)
+    log = read_wandb_run(next(root.glob("wandb/offline-run-*")))
+    assert sorted(log.steps) == [1, 2, 3]  # no phantom step 4 from the traceback table
+    expected = wandb_expected(3)
+    assert set(log.steps[1]) == set(expected[1])  # no 'error/tracebacks.ncols' / '.nrows' / '.size'
+    assert log.non_numeric["error/tracebacks"] == "a logged table-file (not a metric)"
+    assert log.accounting()["records_without_metrics"] == 1
+    ds = metrics_dataset([log])
+    assert ds.sizes["step"] == 3 and not any("tracebacks" in str(v) for v in ds.data_vars)

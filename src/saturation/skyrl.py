@@ -106,6 +106,9 @@ class ConsoleLog:
     interleaved: int = 0
     #: ``Step N:`` lines not followed by a metrics dict from the same source (e.g. model text)
     markers_without_block: int = 0
+    #: history records holding no metric (only logged tables or text, e.g. wandb's
+    #: ``error/tracebacks``): no step is made of them
+    records_without_metrics: int = 0
     #: in a loguru log, ``Step N:`` lines without the tracker's loguru header (text printed by
     #: ``pretty_print_example`` and the like): never read as metrics
     untracked_markers: int = 0
@@ -233,6 +236,7 @@ class ConsoleLog:
             "interleaved_lines": self.interleaved,
             "step_markers_without_block": self.markers_without_block,
             "step_markers_not_the_trackers": self.untracked_markers,
+            "records_without_metrics": self.records_without_metrics,
             "line_prefix": self.line_prefix,
             "overlong_lines": self.overlong_lines,
             "dynamic_sampling_lines": len(self.sampling_events),
