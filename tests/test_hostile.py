@@ -1206,3 +1206,38 @@ def test_wandb_tables_and_a_stepless_traceback_are_kept_out_of_the_metrics(tmp_p
     assert log.accounting()["records_without_metrics"] == 1
     ds = metrics_dataset([log])
     assert ds.sizes["step"] == 3 and not any("tracebacks" in str(v) for v in ds.data_vars)
+
+
+def _mini_swe_traj(instance_id, reward):
+    """mini-swe-agent's ``save_traj`` as SkyRL's mini-swe-agent example calls it (a9564572
+    examples/train/mini_swe_agent/mini_swe_generator.py:125: ``save_traj(agent, path,
+    exit_status=, result=, extra_info=, reward=, eval_error=)``): the info dict, the messages,
+    ``trajectory_format`` and the keyword arguments at the top level."""
+    return {
+        "info": {
+            "exit_status": "Submitted",
+            "submission": "diff --git a/x.py b/x.py",
+            "model_stats": {"instance_cost": 0.0, "api_calls": 7},
+            "mini_version": "1.9.0",
+        },
+        "messages": [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "fix"}],
+        "trajectory_format": "mini-swe-agent-1",
+        "reward": reward,
+        "eval_error": None,
+    }
+
+
+def test_a_mini_swe_agent_trajectory_at_codescouts_paths_is_another_format(tmp_path):
+    from saturation.ingest import ingest_runs
+    from skyrl_fixtures import run_dir, write_trajectory
+
+    root = run_dir(tmp_path / "run", zst=False)
+    d = root / "trajectories" / "step_1" / "train"
+    write_trajectory(d / "django__django-11099_0.json", _mini_swe_traj("django__django-11099", 1))
+    write_trajectory(d / "django__django-11099_1.json", _mini_swe_traj("django__django-11099", 0))
+    res = ingest_runs([root], strict=False, progress=False)
+    mine = [p for p in res.problems if "django__django-11099" in p]
+    assert len(mine) == 2 and all("another format: a mini-swe-agent trajectory" in p for p in mine), mine
+    assert all("'total_reward': None" not in p for p in res.problems)
+    acc = res.accounting
+    assert acc["rows_read"] == acc["rows_kept"] + acc["rows_rejected"] + acc.get("rows_superseded", 0)
