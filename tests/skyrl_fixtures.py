@@ -660,11 +660,16 @@ def probe_eval_logs(root: Path, steps: tuple[int, ...] = (5, 10, 15), label: str
 
 
 # ------------------------------------------------------------------ wandb
-def wandb_run_dir(root: Path, n_steps: int = 4, *, seed: int = 0) -> Path:
+def wandb_run_dir(root: Path, n_steps: int = 4, *, seed: int = 0, tables: bool = False) -> Path:
     """A run whose tracker was wandb (SkyRL's default), offline: in a subprocess, what
     ``Tracking(backend="wandb")`` does - ``wandb.init(project=, name=, config=asdict(cfg),
     tags=)``, ``wandb.log(data, step=step)`` per step (with a NaN), ``wandb.finish(exit_code=0)``
-    - with the working directory ``root``, so the run lands in ``root/wandb/offline-run-*``."""
+    - with the working directory ``root``, so the run lands in ``root/wandb/offline-run-*``.
+
+    ``tables``: also what SkyRL a9564572 logs as ``wandb.Table``: per step the
+    ``TrajectoryLogger``'s sample table (``skyrl/train/utils/tracking.py:150-180``,
+    ``self.logger.log({key: new_table}, step=step)``) and, after the last step, the crash
+    handler's ``error/tracebacks`` table logged without a step (``tracking.py:120-127``)."""
     import os
     import subprocess
     import sys
@@ -687,8 +692,16 @@ def wandb_run_dir(root: Path, n_steps: int = 4, *, seed: int = 0) -> Path:
         "cfg = json.loads(sys.argv[1]); payloads = json.loads(sys.argv[2])\n"
         "run = wandb.init(project='skyrl', name='code_search', config=cfg, tags=None)\n"
         "print('training started')\n"
+        "tables = bool(int(sys.argv[3]))\n"
         "for step, data in sorted(payloads.items(), key=lambda kv: int(kv[0])):\n"
         "    wandb.log(data=data, step=int(step), commit=True)\n"
+        "    if tables:\n"
+        "        t = wandb.Table(columns=['step', 'prompt', 'response', 'reward'], data=[[int(step), 'p', 'r', 0.5]])\n"
+        "        wandb.log({'train/samples': t}, step=int(step))\n"
+        "if tables:\n"
+        "    error_table = wandb.Table(columns=['step', 'type', 'traceback'])\n"
+        "    error_table.add_data(len(payloads), 'RuntimeError', 'Traceback (most recent call last): ...')\n"
+        "    wandb.log({'error/tracebacks': error_table})\n"
         "wandb.finish(exit_code=0)\n"
     )
     root.mkdir(parents=True, exist_ok=True)
@@ -700,7 +713,7 @@ def wandb_run_dir(root: Path, n_steps: int = 4, *, seed: int = 0) -> Path:
         "WANDB_CONSOLE": "off",
     }
     subprocess.run(
-        [sys.executable, "-c", script, json.dumps(config), json.dumps(payloads, allow_nan=True)],
+        [sys.executable, "-c", script, json.dumps(config), json.dumps(payloads, allow_nan=True), str(int(tables))],
         cwd=root,
         env=env,
         check=True,

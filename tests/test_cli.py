@@ -9,6 +9,7 @@ import pytest
 from saturation import schema as S
 from saturation.cli import EMBEDDED_LEVELS, main
 from saturation.io import open_trials
+from saturation.series import read_metrics
 
 
 def test_simulate_then_ingest_then_describe(tmp_path, capsys):
@@ -262,7 +263,7 @@ def test_ingest_skyrl_run_directories(tmp_path, capsys):
     assert "ignored (not a SkyRL file)" in out
     trials = open_trials(nc)
     assert set(trials["run"].values) == {"Qwen/Qwen3-8B", "ckpt/s85"} and set(trials["arm"].values) == {"base", "s85"}
-    metrics = open_trials(mnc)
+    metrics = read_metrics(mnc)
     assert "s85" in metrics["run"].values and "reward_mean" in metrics
     assert json.loads(rep.read_text())["accounting"]["rows_kept"] == 36
     assert main(["describe", str(nc)]) == 0
@@ -290,7 +291,7 @@ def test_ingest_warns_that_a_dynamic_sampling_runs_reward_metrics_are_of_the_kep
     assert "WARNING: run Qwen/Qwen3-8B trained with dynamic sampling (filter): SkyRL computes its reward/*" in out
     (note,) = json.loads(rep.read_text())["dynamic_sampling"]
     assert "logged pass@k is 1 by construction" in note
-    metrics = open_trials(mnc)
+    metrics = read_metrics(mnc)
     assert dynamic_sampling_runs(metrics) == {"Qwen/Qwen3-8B": "filter"}
     assert int(metrics["dynamic_sampling_rounds"].notnull().sum()) == 5
 

@@ -398,3 +398,138 @@ def test_block_reader_reads_csv_as_the_line_reader_does(tmp_path, rows, block, c
     xr.testing.assert_identical(fast[0], slow[0])
     pd_testing.assert_frame_equal(fast[3], slow[3])
     event(f"kept {slow[2]['kept']} rejected {slow[2]['rejected']}")
+
+
+# ------------------------------------------------------------------ issue 41: spec files and .nc inputs
+SPEC_LINES = [
+    line for line in (Path(__file__).parents[1] / "models" / "swesmith-plateau.toml").read_text().splitlines()
+]
+#: values a hostile spec may give any key
+SPEC_VALUE = st.one_of(
+    st.sampled_from(
+        [
+            '""',
+            '"../victim"',
+            '"/etc/passwd"',
+            '"a\\nb"',
+            "nan",
+            "inf",
+            "-1",
+            "0",
+            "1e308",
+            "true",
+            "[]",
+            "{}",
+            '"embedded:nope"',
+            '["x", 1]',
+            str(2**64),
+            '"\\u0000"',
+            '"$\\\\input{x}"',
+        ]
+    ),
+    st.integers(-(10**20), 10**20).map(str),
+    st.floats(allow_nan=True, allow_infinity=False).map(lambda f: "nan" if f != f else repr(f)),
+    st.text(max_size=20).map(json.dumps),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    edits=st.lists(
+        st.tuples(st.integers(0, len(SPEC_LINES) - 1), st.sampled_from(["value", "drop", "dup", "junk"]), SPEC_VALUE),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_hostile_spec_files_load_or_say_what_is_wrong_naming_the_file(tmp_path, edits):
+    """A real spec with values replaced (hostile strings, non-finite and huge numbers, wrong
+    types), lines dropped, repeated or replaced by junk: it loads to a typed config, or the
+    one error is a SpecError whose every line names the spec file; never another exception,
+    and fast (no data is read)."""
+    from saturation.spec import SpecError, analysis_config, load_spec
+
+    lines = list(SPEC_LINES)
+    for at, how, value in edits:
+        line = lines[at]
+        if how == "value" and "=" in line and not line.lstrip().startswith("#"):
+            lines[at] = line.split("=", 1)[0] + "= " + value
+        elif how == "drop":
+            lines[at] = ""
+        elif how == "dup":
+            lines.insert(at, line)
+        elif how == "junk":
+            lines[at] = value
+    path = tmp_path / "fuzzed.toml"
+    path.write_text("\n".join(lines) + "\n")
+    t0 = time.perf_counter()
+    try:
+        analysis_config(load_spec(path))
+        event("loaded")
+    except SpecError as exc:
+        event("refused")
+        assert all(str(path) in line for line in str(exc).splitlines()[1:] if line.strip()), str(exc)
+    assert time.perf_counter() - t0 < 5
+
+
+@pytest.fixture(scope="module")
+def small_trials_nc(tmp_path_factory):
+    """A small trial Dataset as write_trials writes it, and its bytes."""
+    from saturation.io import write_trials
+    from saturation.simulate import PlateauSpec, simulate_plateau
+
+    ds, _ = simulate_plateau(PlateauSpec(n_steps=5, prompts_per_step=3, samples_per_prompt=2), seed=1)
+    path = write_trials(ds, tmp_path_factory.mktemp("nc") / "t.nc")
+    return ds, path.read_bytes()
+
+
+NC_VALUE = st.sampled_from([-7.0, -1.0, 0.0, 0.5, 1.0, 5.0, float("nan"), float("inf"), -float("inf"), 1e300, 2.0**60])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    edits=st.lists(
+        st.tuples(
+            st.sampled_from(["step", "sample", "reward", "f1", "graded", "attr"]), st.integers(0, 10**6), NC_VALUE
+        ),
+        max_size=4,
+    ),
+    cut=st.one_of(st.none(), st.integers(1, 4000)),
+)
+def test_hostile_nc_inputs_are_read_validated_or_refused_naming_the_file(tmp_path, small_trials_nc, edits, cut):
+    """A trial .nc with values a table would reject (negative or non-integer steps, F1 out of
+    [0, 1], non-finite rewards, lying row counts) or cut short: open_trials returns a Dataset
+    that breaks no rule of the tables, or raises a ValueError naming the file; nothing else."""
+    from saturation.io import open_trials, trial_dataset_problems, write_trials
+
+    ds, data = small_trials_nc
+    path = tmp_path / "t.nc"
+    if cut is not None:
+        path.write_bytes(data[: max(0, len(data) - cut)])
+    else:
+        ds = ds.copy(deep=True)
+        for var, index, value in edits:
+            if var == "attr":
+                ds.attrs[["rows_read", "rows_kept", "rows_ungraded"][index % 3]] = (
+                    int(min(abs(value), 2**40)) if value == value and abs(value) != float("inf") else 0
+                )
+                continue
+            arr = ds[var].to_numpy().copy()
+            flat = arr.reshape(-1)
+            i = index % flat.size
+            if var in ("step", "sample"):
+                flat[i] = int(value) if value == value and abs(value) < 2**62 else -1
+            elif var == "graded":
+                flat[i] = bool(value == value and value > 0)
+            else:
+                flat[i] = value
+            ds[var] = ds[var].copy(data=arr)
+        write_trials(ds, path)
+    t0 = time.perf_counter()
+    try:
+        got = open_trials(path)
+        event("read")
+        assert trial_dataset_problems(got, str(path)) == []
+    except ValueError as exc:  # TrialValidationError included
+        event("refused")
+        assert str(path) in str(exc)
+    assert time.perf_counter() - t0 < 10

@@ -867,3 +867,377 @@ def test_dangling_links_fifos_and_devices_are_listed_never_opened(tmp_path, caps
     assert main(["ingest", str(d / "c.csv"), "-o", str(tmp_path / "o2.nc")]) == EXIT_DATA
     assert "c.csv: a FIFO; never opened" in capsys.readouterr().err
     assert main(["ingest", str(d / "b.csv"), "-o", str(tmp_path / "o2.nc")]) == EXIT_USAGE  # no such input
+
+
+# ------------------------------------------------------------------ issue 41, second half: netCDF inputs
+def _trials_nc(tmp_path, name="t.nc", **edit):
+    """A small trial Dataset (one level) written by write_trials; ``edit`` maps a variable to
+    {index: value} changed before writing, ``attrs`` to attributes replaced."""
+    from saturation.io import write_trials
+    from saturation.simulate import PlateauSpec, simulate_plateau
+
+    ds, _ = simulate_plateau(PlateauSpec(n_steps=6, prompts_per_step=4, samples_per_prompt=2), seed=0)
+    ds = ds.copy(deep=True)
+    for var, changes in edit.items():
+        if var == "attrs":
+            ds.attrs.update(changes)
+            continue
+        values = ds[var].values
+        for index, value in changes.items():
+            values[index] = value
+    path = tmp_path / name
+    write_trials(ds, path)
+    return path
+
+
+def _plant_external_run(path, secret):
+    """Replace the ``run`` coordinate of a trial .nc by a dataset whose bytes are those of
+    ``secret`` (HDF5 external raw storage), as a hostile file would."""
+    import h5py
+
+    with h5py.File(path, "r+") as f:
+        n = f["run"].shape[0]
+        attrs = {k: v for k, v in f["run"].attrs.items() if k != "DIMENSION_LIST"}
+        del f["run"]
+        dset = f.create_dataset("run", shape=(n,), dtype="S8", external=[(str(secret), 0, 8 * n)])
+        dset.attrs.update(attrs)
+        dset.dims[0].attach_scale(f[S_TRIAL])
+
+
+S_TRIAL = "trial"
+
+
+@pytest.mark.parametrize("how", ["external", "external_link", "virtual"])
+def test_a_netcdf_input_that_reads_another_file_is_refused(tmp_path, capsys, how):
+    import h5py
+
+    secret = tmp_path / "secret.txt"
+    secret.write_bytes(b"PASSWORD" * 10_000)
+    path = _trials_nc(tmp_path)
+    if how == "external":
+        _plant_external_run(path, secret)
+        named = "variable 'run' is stored in another file"
+    elif how == "external_link":
+        other = _trials_nc(tmp_path, "other.nc")
+        with h5py.File(path, "r+") as f:
+            del f["reward"]
+            f["reward"] = h5py.ExternalLink(str(other), "/reward")
+        named = "'reward' is a link into another file"
+    else:
+        with h5py.File(path, "r+") as f:
+            n = f["reward"].shape[0]
+            layout = h5py.VirtualLayout(shape=(n,), dtype="f8")
+            layout[:] = h5py.VirtualSource(str(secret), "x", shape=(n,))
+            del f["reward"]
+            f.create_virtual_dataset("reward", layout)
+        named = "variable 'reward' is a virtual dataset"
+    assert main(["plateau", str(path), "--draws", "10", "--tune", "10"]) == EXIT_DATA
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and str(path) in err and named in err
+    assert "PASSWORD" not in err
+    with pytest.raises(ValueError, match=named):
+        from saturation.series import read_metrics
+
+        read_metrics(path)  # a metrics .nc is checked the same way
+
+
+def test_a_netcdf_bomb_is_refused_from_its_header(tmp_path, capsys):
+    import h5py
+
+    path = _trials_nc(tmp_path)
+    with h5py.File(path, "r+") as f:  # 4 GiB of rewards that are never written: a file of kilobytes
+        f.create_dataset("bomb", shape=(1 << 29,), dtype="f8", chunks=(1 << 20,), compression="gzip")
+    assert path.stat().st_size < 1 << 20
+    t0 = time.perf_counter()
+    assert main(["plateau", str(path), "--draws", "10", "--tune", "10"]) == EXIT_DATA
+    assert time.perf_counter() - t0 < 10
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and str(path) in err
+    assert "hold 4,294,9" in err and "more than the limit of 2,147,483,648" in err
+    assert "SATURATION_MAX_NETCDF_BYTES" in err
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        ({"step": {0: -7}}, "trial 0: variable 'step': -7 is negative"),
+        ({"f1": {(1, 0): 5.0}}, "trial 1: variable 'f1[level=file]': 5.0 is outside [0, 1]"),
+        ({"reward": {2: np.inf}, "graded": {2: True}}, "trial 2: variable 'reward': non-finite reward inf"),
+        ({"step": {1: 0}, "instance_id": {1: None}, "sample": {1: None}}, "duplicate trial"),
+        ({"attrs": {"rows_read": 99}}, "attributes rows_read=99 != rows_kept="),
+        ({"attrs": {"rows_kept": 3}}, "attribute rows_kept=3 but it holds"),
+    ],
+)
+def test_a_netcdf_trial_dataset_is_validated_like_a_table(tmp_path, capsys, edit, named):
+    from saturation.io import open_trials
+
+    if "instance_id" in edit:  # trial 1 a copy of trial 0's key
+        ok = open_trials(_trials_nc(tmp_path, "ok.nc"))
+        edit = {k: {1: ok[k].to_numpy()[:1].tolist()[0]} for k in ("step", "instance_id", "sample")}
+    path = _trials_nc(tmp_path, **edit)
+    with pytest.raises(TrialValidationError) as info:
+        open_trials(path)
+    assert f"{path}: " in str(info.value) and named in str(info.value)
+    assert main(["plateau", str(path), "--draws", "10", "--tune", "10"]) == EXIT_DATA
+    assert named in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ issue 41: steps never silently dropped
+def test_a_level_missing_at_some_steps_is_an_error_naming_it_not_dropped_steps(tmp_path, capsys):
+    from saturation.io import read_trials
+    from saturation.models.plateau import step_data
+
+    rows = []
+    for step in range(12):
+        for i in range(4):
+            f1 = min(1.0, 0.2 + 0.06 * step) if i % 2 else 0.1 + 0.05 * step
+            module = "" if step >= 8 else f"{f1 / 2:.3f}"  # the module level stops being graded at step 8
+            rows.append(f"r,{step},i{i},0,true,{f1:.3f},{f1:.3f},{module}")
+    path = tmp_path / "t.csv"
+    path.write_text("run,step,instance_id,sample,graded,reward,file_f1,module_f1\n" + "\n".join(rows) + "\n")
+    ds = read_trials([path])
+    with pytest.raises(ValueError, match=r"level 'module' at step\(s\) 8, 9, 10, 11, where other levels have data"):
+        step_data(ds)
+    assert step_data(ds, levels=["file"]).steps.tolist() == list(range(12))  # alone, every step of its own
+    assert step_data(ds, levels=["module"]).steps.tolist() == list(range(8))
+    assert main(["plateau", str(path), "--draws", "10", "--tune", "10"]) == EXIT_DATA
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "level 'module' at step(s) 8, 9, 10, 11" in err
+
+
+# ------------------------------------------------------------------ issue 41: degenerate arms never fitted
+@pytest.mark.parametrize("how", ["crashed", "all_zero"])
+def test_compare_refuses_an_arm_whose_rollouts_all_crashed_or_agree(tmp_path, capsys, how):
+    from saturation.io import read_trials
+    from saturation.models.sigmoid import arm_steps
+
+    arms = tmp_path / "arms.csv"
+    assert main(["simulate", "sigmoid-arms", str(arms)]) == 0
+    frame = pd.read_csv(arms)
+    victim = sorted(frame["arm"].unique())[-1]
+    rows = frame["arm"] == victim
+    frame.loc[rows, "reward"] = 0.0
+    if how == "crashed":
+        frame.loc[rows, "graded"] = False
+    frame.to_csv(arms, index=False)
+    capsys.readouterr()
+    message = "none of its .* rollouts is graded" if how == "crashed" else "every one of its .* rollouts has reward 0"
+    with pytest.raises(ValueError, match=f"arm '{victim}': {message}"):
+        arm_steps(read_trials([arms]))
+    t0 = time.perf_counter()
+    assert main(["compare", str(arms)]) == EXIT_DATA
+    assert time.perf_counter() - t0 < 20  # refused before any fit
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"arm '{victim}'" in err
+
+
+# ------------------------------------------------------------------ issue 41: resource bounds up front
+def test_a_table_of_10000_columns_is_refused_up_front_and_wide_tables_are_linear(tmp_path, capsys):
+    from saturation.runlogs import RunLogError, read_runlogs
+
+    wide = 10_000
+    trials = tmp_path / "t.csv"
+    trials.write_text(
+        HEADER + "," + ",".join(f"x{i}" for i in range(wide)) + "\n" + "r,0,a,0,true,1" + ",1" * wide + "\n"
+    )
+    t0 = time.perf_counter()
+    with pytest.raises(TrialValidationError, match=r"10,006 columns, more than the limit of 4,096 \(raise it with "):
+        read_trials_report([trials])
+    metrics = tmp_path / "m.csv"
+    metrics.write_text("run,step," + ",".join(f"m{i}" for i in range(wide)) + "\n" + "r,1" + ",0.5" * wide + "\n")
+    with pytest.raises(RunLogError, match=r"10,002 columns, more than the limit of 4,096"):
+        read_runlogs([metrics], strict=True)
+    assert time.perf_counter() - t0 < 10
+    # under the limit the cost is linear in the columns: 4,000 extra columns well under 4x 1,000's time
+    times = {}
+    for n in (1000, 4000):
+        path = tmp_path / f"w{n}.csv"
+        path.write_text(HEADER + "," + ",".join(f"x{i}" for i in range(n)) + "\n" + "r,0,a,0,true,1" + ",1" * n + "\n")
+        t0 = time.perf_counter()
+        ds, _ = read_trials_report([path])
+        times[n] = time.perf_counter() - t0
+        assert len(ds.data_vars) == 2 + n
+    assert times[4000] < 8 * times[1000] + 1.0, times
+
+
+def _console_block(step, items):
+    head = f"2025-01-01 00:00:00.000 | INFO     | skyrl_train.utils.tracking:log:123 - Step {step}: "
+    return head + "\n{" + ", ".join(f"'{k}': {v}" for k, v in items) + "}\n"
+
+
+def test_a_console_block_of_50000_keys_is_refused_and_its_step_overflow_is_a_message(tmp_path):
+    from saturation.skyrl import LogFormatError, metrics_dataset, read_console_log
+
+    log = tmp_path / "train.log"
+    big = [(f"k{i}", 0.5) for i in range(50_000)]
+    small = [("reward/avg_raw_reward", 0.25)]
+    log.write_text(
+        _console_block(1, small)
+        + _console_block(2, big)
+        + _console_block(99999999999999999999, small)
+        + _console_block(3, small)
+    )
+    t0 = time.perf_counter()
+    out = read_console_log(log)
+    assert time.perf_counter() - t0 < 5
+    assert sorted(out.steps) == [1, 3]
+    assert any("50,000 keys, more than the limit of 4,096" in p for p in out.problems)
+    assert any("'Step 99999999999999999999:' is not a step below 2^53" in p for p in out.problems)
+    assert metrics_dataset([out])["step"].values.tolist() == [1, 3]
+    with pytest.raises(LogFormatError, match="50,000 keys"):
+        read_console_log(log, strict=True)
+
+
+def test_a_parquet_of_10_million_rows_is_refused_from_its_footer(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 10_000_000
+    table = pa.table(
+        {
+            "run": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int8)), pa.array(["r"])),
+            "step": np.arange(n) // 1000,
+            "instance_id": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int8)), pa.array(["a"])),
+            "sample": np.arange(n) % 1000,
+            "graded": np.ones(n, bool),
+            "reward": np.zeros(n),
+        }
+    )
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path, compression="zstd")
+    del table
+    assert path.stat().st_size < 2 << 20
+    t0 = time.perf_counter()
+    with pytest.raises(TrialValidationError, match=r"10,000,000 rows, more than the limit of 5,000,000"):
+        read_trials_report([path])
+    assert time.perf_counter() - t0 < 2
+
+
+def test_a_change_point_fit_too_big_for_memory_is_refused_with_its_estimate(tmp_path, capsys):
+    steps = np.arange(20_000)
+    frame = pd.DataFrame({"run": "r", "step": steps, "acc": np.minimum(steps, 10_000) / 20_000})
+    path = tmp_path / "m.csv"
+    frame.to_csv(path, index=False)
+    t0 = time.perf_counter()
+    assert main(["plateau", str(path), "--metric", "acc"]) == EXIT_DATA
+    assert time.perf_counter() - t0 < 30
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "over 20,000 steps with 19,991 candidate change points would take about 67.0 GiB" in err
+    assert "more than the limit of 8.0 GiB (raise it with SATURATION_MAX_FIT_BYTES)" in err
+    from saturation.limits import fit_memory_problem
+
+    assert fit_memory_problem(91, 80, 3) == ""  # the study's fits are far below it
+    assert "GiB" in fit_memory_problem(5000, 4990, 3, pooled_graph=True)
+
+
+# ------------------------------------------------------------------ issue 41: upstream SkyRL cases
+def _pretty_print_example(lg, prompt, response, reward):
+    """SkyRL's ``pretty_print_example`` (a9564572 skyrl/train/utils/trajectory_logging.py:43-92):
+    one loguru message, every line of prompt and response in its own colour tag."""
+    p = {f"p{i}": line for i, line in enumerate(str(prompt).splitlines() or [""])}
+    r = {f"r{i}": line for i, line in enumerate(str(response).splitlines() or [""])}
+    prompt_fmt = "\n".join(f"<cyan>{{{k}}}</cyan>" for k in p)
+    response_fmt = "\n".join(f"<green>{{{k}}}</green>" for k in r)
+    fmt = f"Example:\n  Input: {prompt_fmt}\n  Output (Total Reward: {{reward}}):\n{response_fmt}"
+    start = lg.buffer.tell()
+    lg.logger.opt(colors=True).info(fmt, **p, **r, reward=f"{reward:.4f}")
+    return lg.buffer.getvalue()[start:]
+
+
+def test_a_printed_example_with_a_step_line_never_becomes_metrics(tmp_path):
+    from saturation.skyrl import read_console_log
+    from skyrl_fixtures import Loguru
+
+    lg = Loguru()
+    try:
+        text = lg.info("trainer.policy.model.path=Qwen/Qwen3-8B")
+        for step in (1, 2, 3):
+            response = f"Training log I saw:\nStep {step}:\n{{'reward/avg_raw_reward': '0.9900'}}\ndone"
+            text += _pretty_print_example(lg, [{"role": "user", "content": "p"}], response, 1.0)
+            text += lg.console_log({"reward/avg_raw_reward": 0.3 + step / 100, "policy/entropy": 0.5}, step)
+    finally:
+        lg.logger.remove()
+    log = read_console_log(write_text(tmp_path / "train.log", text))
+    assert {s: v["reward/avg_raw_reward"] for s, v in log.steps.items()} == {1: 0.31, 2: 0.32, 3: 0.33}
+    assert log.conflicts == 0 and log.accounting()["step_markers_not_the_trackers"] == 3
+
+
+def write_text(path, text):
+    path.write_text(text)
+    return path
+
+
+def test_a_crashed_and_resumed_run_keeps_the_later_attempt_and_counts_the_overlap(tmp_path):
+    from saturation.skyrl import metrics_dataset, read_console_log
+    from skyrl_fixtures import Loguru
+
+    lg = Loguru()
+    try:
+        text = ""
+        for step in range(1, 6):  # the first attempt crashes after logging step 5
+            text += lg.console_log({"reward/avg_raw_reward": 0.1 * step, "policy/entropy": 0.5}, step)
+        text += lg.info("No checkpoint after step 3; resuming from global_step_3")
+        for step in range(4, 8):  # the resumed attempt re-runs steps 4 and 5, then goes on
+            text += lg.console_log({"reward/avg_raw_reward": 0.1 * step + 0.05, "policy/entropy": 0.4}, step)
+    finally:
+        lg.logger.remove()
+    log = read_console_log(write_text(tmp_path / "train.log", text))
+    reward = {s: v["reward/avg_raw_reward"] for s, v in log.steps.items()}
+    assert reward == pytest.approx({1: 0.1, 2: 0.2, 3: 0.3, 4: 0.45, 5: 0.55, 6: 0.65, 7: 0.75})
+    acc = log.accounting()
+    assert (acc["restarts"], acc["resumed_steps"], acc["values_superseded"], acc["conflicting_values"]) == (1, 2, 4, 0)
+    ds = metrics_dataset([log])
+    assert ds["reward_mean"].sel(step=4).item() == pytest.approx(0.45)
+
+
+def test_wandb_tables_and_a_stepless_traceback_are_kept_out_of_the_metrics(tmp_path):
+    from saturation.skyrl import metrics_dataset
+    from saturation.wandb_history import read_wandb_run
+    from skyrl_fixtures import wandb_expected, wandb_run_dir
+
+    pytest.importorskip("wandb")
+    root = wandb_run_dir(tmp_path / "run", 3, tables=True)
+    log = read_wandb_run(next(root.glob("wandb/offline-run-*")))
+    assert sorted(log.steps) == [1, 2, 3]  # no phantom step 4 from the traceback table
+    expected = wandb_expected(3)
+    assert set(log.steps[1]) == set(expected[1])  # no 'error/tracebacks.ncols' / '.nrows' / '.size'
+    assert log.non_numeric["error/tracebacks"] == "a logged table-file (not a metric)"
+    assert log.accounting()["records_without_metrics"] == 1
+    ds = metrics_dataset([log])
+    assert ds.sizes["step"] == 3 and not any("tracebacks" in str(v) for v in ds.data_vars)
+
+
+def _mini_swe_traj(instance_id, reward):
+    """mini-swe-agent's ``save_traj`` as SkyRL's mini-swe-agent example calls it (a9564572
+    examples/train/mini_swe_agent/mini_swe_generator.py:125: ``save_traj(agent, path,
+    exit_status=, result=, extra_info=, reward=, eval_error=)``): the info dict, the messages,
+    ``trajectory_format`` and the keyword arguments at the top level."""
+    return {
+        "info": {
+            "exit_status": "Submitted",
+            "submission": "diff --git a/x.py b/x.py",
+            "model_stats": {"instance_cost": 0.0, "api_calls": 7},
+            "mini_version": "1.9.0",
+        },
+        "messages": [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "fix"}],
+        "trajectory_format": "mini-swe-agent-1",
+        "reward": reward,
+        "eval_error": None,
+    }
+
+
+def test_a_mini_swe_agent_trajectory_at_codescouts_paths_is_another_format(tmp_path):
+    from saturation.ingest import ingest_runs
+    from skyrl_fixtures import run_dir, write_trajectory
+
+    root = run_dir(tmp_path / "run", zst=False)
+    d = root / "trajectories" / "step_1" / "train"
+    write_trajectory(d / "django__django-11099_0.json", _mini_swe_traj("django__django-11099", 1))
+    write_trajectory(d / "django__django-11099_1.json", _mini_swe_traj("django__django-11099", 0))
+    res = ingest_runs([root], strict=False, progress=False)
+    mine = [p for p in res.problems if "django__django-11099" in p]
+    assert len(mine) == 2 and all("another format: a mini-swe-agent trajectory" in p for p in mine), mine
+    assert all("'total_reward': None" not in p for p in res.problems)
+    acc = res.accounting
+    assert acc["rows_read"] == acc["rows_kept"] + acc["rows_rejected"] + acc.get("rows_superseded", 0)

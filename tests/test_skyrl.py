@@ -41,12 +41,13 @@ def test_console_log_to_metrics(tmp_path, suffix):
 
 def test_malformed_blocks_are_reported_with_file_and_line(tmp_path):
     good = console_log(2, async_timing=False)
+    head = f"{PREFIX}2025-01-01 00:00:00.000 | INFO     | skyrl_train.utils.tracking:log:189 - Step"  # the tracker's
     bad = (
         good
-        + f"{PREFIX}Step 3:\n{PREFIX}{{'reward/avg_raw_reward': '0.5',\n"  # truncated: next Step arrives
-        + f"{PREFIX}Step 4:\n{PREFIX}{{'reward/avg_raw_reward': __import__('os').getcwd()}}\n"  # not a literal
-        + f"{PREFIX}Step 5:\n{PREFIX}{{'reward/avg_raw_reward': '0.6', 'note': 'text'}}\n"
-        + f"{PREFIX}Step 6:\n{PREFIX}{{'reward/avg_raw_reward': '0.7',\n"
+        + f"{head} 3: \n{PREFIX}{{'reward/avg_raw_reward': '0.5',\n"  # truncated: next Step arrives
+        + f"{head} 4: \n{PREFIX}{{'reward/avg_raw_reward': __import__('os').getcwd()}}\n"  # not a literal
+        + f"{head} 5: \n{PREFIX}{{'reward/avg_raw_reward': '0.6', 'note': 'text'}}\n"
+        + f"{head} 6: \n{PREFIX}{{'reward/avg_raw_reward': '0.7',\n"
     )  # truncated at end of file
     path = write(tmp_path / "bad.log", bad)
     log = read_console_log(path)
@@ -62,11 +63,12 @@ def test_malformed_blocks_are_reported_with_file_and_line(tmp_path):
         read_console_log(path, strict=True)
 
 
-def test_conflicting_values_in_one_step_are_counted(tmp_path):
+def test_a_step_logged_again_with_its_keys_is_a_resumed_attempt_that_wins(tmp_path):
     text = "Step 1:\n{'a': '1.0000', 'b': 2}\nStep 1:\n{'a': '1.5000', 'c': 3}\n"
     log = read_console_log(write(tmp_path / "c.log", text))
-    assert log.steps[1] == {"a": 1.0, "b": 2.0, "c": 3.0}
-    assert log.conflicts == 1
+    assert log.steps[1] == {"a": 1.5, "c": 3.0}
+    acc = log.accounting()
+    assert (acc["restarts"], acc["resumed_steps"], acc["values_superseded"], acc["conflicting_values"]) == (1, 1, 2, 0)
 
 
 def test_two_runs_share_steps_and_need_distinct_identities(tmp_path):
@@ -177,7 +179,7 @@ def test_model_text_with_a_step_marker_adds_no_keys(tmp_path):
     b = _blocks()
     log = read_console_log(write(tmp_path / "m.log", b[0] + model + b[1] + b[2]))
     _check(log)
-    assert log.markers_without_block == 1
+    assert log.accounting()["step_markers_not_the_trackers"] == 1  # no loguru header: model text
 
 
 def test_progress_bar_glued_before_a_header(tmp_path):

@@ -572,6 +572,9 @@ def _peek_levels(paths: list[str] | None, default: str) -> list[str] | None:
         try:
             import xarray as xr
 
+            from saturation.io import check_netcdf
+
+            check_netcdf(paths[0])  # nothing opened that would read another file
             with xr.open_dataset(paths[0], engine="h5netcdf") as ds:
                 return [str(v) for v in ds[S.LEVEL].to_numpy()] if S.LEVEL in ds.dims else []
         except Exception:  # not a trial Dataset: the loader reports it

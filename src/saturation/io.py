@@ -22,6 +22,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+import h5py
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -478,6 +479,11 @@ class _JsonRows:
 
 #: rows per batch of the parquet reader (memory is bounded by a batch and the typed rows)
 PARQUET_BATCH_ROWS = 1 << 18
+#: trials (rows) one input file may hold: a parquet file's row count and a trial Dataset's
+#: ``trial`` dimension are read from the header and checked before any row is (the typed
+#: rows take about 240 bytes each: 5 million is about 1.2 GB and 9 s); 5 million unless
+#: ``SATURATION_MAX_ROWS`` sets it
+MAX_ROWS = streams.env_int("SATURATION_MAX_ROWS", 5_000_000)
 
 
 def _read_parquet(source: str, data: bytes) -> Iterator[RawTable]:
@@ -487,7 +493,15 @@ def _read_parquet(source: str, data: bytes) -> Iterator[RawTable]:
 
     n_rows = 0
     try:
-        batches = pq.ParquetFile(io.BytesIO(data)).iter_batches(batch_size=PARQUET_BATCH_ROWS)
+        file = pq.ParquetFile(io.BytesIO(data))
+        if file.metadata.num_rows > MAX_ROWS:  # from the footer, before a row is decoded
+            message = (
+                f"{file.metadata.num_rows:,} rows, more than the limit of {MAX_ROWS:,} (raise it with "
+                "SATURATION_MAX_ROWS); not read"
+            )
+            yield RawTable(source, pd.DataFrame(), [], [Problem(source, "", "", message)])
+            return
+        batches = file.iter_batches(batch_size=PARQUET_BATCH_ROWS)
         for batch in batches:
             frame = pa.Table.from_batches([batch]).to_pandas()
             for col in frame.columns:
@@ -923,8 +937,164 @@ def write_trials(ds: xr.Dataset, path: PathArg) -> Path:
     return write_netcdf(ds, path)
 
 
+#: bytes a netCDF input may hold once decompressed (the sum of its variables' sizes, read
+#: from the header before any data): 2 GiB unless ``SATURATION_MAX_NETCDF_BYTES`` sets it
+MAX_NETCDF_BYTES = streams.env_int("SATURATION_MAX_NETCDF_BYTES", 2 << 30)
+
+
+def _hdf5_problems(f: Any) -> tuple[list[str], int]:
+    """What an HDF5 file holds that a netCDF input must not: links (external ones open
+    another file, soft ones another object), datasets stored in other files (external raw
+    storage) or assembled from them (virtual datasets). Returns (problems, the bytes its
+    datasets hold once decompressed)."""
+    problems: list[str] = []
+    total = 0
+
+    def visit(name: str, link: Any) -> None:
+        nonlocal total
+        if isinstance(link, h5py.ExternalLink):
+            problems.append(f"'{name}' is a link into another file ({link.filename!r}, object {link.path!r})")
+        elif isinstance(link, h5py.SoftLink):
+            problems.append(f"'{name}' is a soft link (to {link.path!r})")
+        elif isinstance(obj := f.get(name), h5py.Dataset):
+            if obj.is_virtual:
+                files = sorted({str(s.file_name) for s in obj.virtual_sources()})
+                problems.append(f"variable '{name}' is a virtual dataset assembled from {files}")
+            elif obj.external:
+                problems.append(f"variable '{name}' is stored in another file ({str(obj.external[0][0])!r})")
+            total += int(obj.size) * int(obj.dtype.itemsize)
+
+    f.visititems_links(visit)
+    return problems, total
+
+
+def check_netcdf(path: PathArg, *, limit: int | None = None) -> None:
+    """Refuse a netCDF input that would read other files or inflate past the limit, before
+    any of its data is read: only the HDF5 header is looked at.
+
+    Parameters
+    ----------
+    path : path
+        The netCDF4 (HDF5) file.
+    limit : int, optional
+        Bytes its variables may hold decompressed (default :data:`MAX_NETCDF_BYTES`).
+
+    Raises
+    ------
+    ValueError
+        Naming the file and the variable: not a regular file, not an HDF5 file, an external
+        or soft link, a variable stored in (or assembled from) another file, or more than
+        ``limit`` bytes once decompressed.
+    """
+    path = Path(path)
+    why = not_regular(path)
+    if why:
+        raise ValueError(f"{path}: {why}")
+    limit = MAX_NETCDF_BYTES if limit is None else limit
+    try:
+        f = h5py.File(path, "r")
+    except OSError as exc:
+        raise ValueError(f"{path}: not a netCDF4 (HDF5) file ({exc})") from None
+    with f:
+        problems, total = _hdf5_problems(f)
+    if problems:
+        raise ValueError(f"{path}: refused, it would read other files: " + "; ".join(problems))
+    if total > limit:
+        raise ValueError(
+            f"{path}: its variables hold {total:,} bytes once decompressed, more than the limit of {limit:,} "
+            "(raise it with SATURATION_MAX_NETCDF_BYTES)"
+        )
+
+
+def load_netcdf(path: PathArg) -> xr.Dataset:
+    """A netCDF input checked by :func:`check_netcdf`, then read into memory (h5netcdf);
+    a read failure is a ValueError naming the file."""
+    check_netcdf(path)
+    try:
+        with xr.open_dataset(path, engine="h5netcdf") as ds:
+            return ds.load()
+    except (OSError, RuntimeError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: unreadable netCDF ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _variable_name(column: str, levels: Sequence[str]) -> str:
+    """A trials-table column as the Dataset's variable: ``file_f1`` is ``f1`` at level ``file``."""
+    for level in levels:
+        fld = column.removeprefix(f"{level}_")
+        if fld != column and fld in S.LEVEL_FIELDS:
+            return f"{fld}[level={level}]"
+    return column
+
+
+def trial_dataset_problems(ds: xr.Dataset, source: str) -> list[Problem]:
+    """A trial Dataset checked by the rules of the tables (:func:`validate_trials`): steps
+    and samples non-negative integers, rewards finite, per-level rates in [0, 1] and counts
+    consistent, no trial twice; and its row counts (``rows_read`` = ``rows_kept`` +
+    ``rows_rejected`` (+ ingest's ``rows_superseded``), ``rows_kept`` its trials,
+    ``rows_ungraded`` its ungraded trials).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A trial Dataset (from a netCDF input).
+    source : str
+        The file it came from, named in each problem.
+
+    Returns
+    -------
+    list of Problem
+        Each naming the file, the trial (its index, from 0) and the variable.
+    """
+    missing = [v for v in (S.GRADED, S.REWARD, S.RUN, S.STEP, S.INSTANCE_ID, S.SAMPLE) if v not in ds.variables]
+    if S.TRIAL not in ds.dims or missing:
+        have = ", ".join(sorted(map(str, ds.variables))) or "none"
+        what = f"no variable(s) {', '.join(missing)}" if missing else f"no '{S.TRIAL}' dimension"
+        return [Problem(source, "", "", f"not a trial Dataset ({what}; has {have})")]
+    frame = trials_to_frame(ds)
+    n = len(frame)
+    levels = [str(v) for v in ds[S.LEVEL].to_numpy()] if S.LEVEL in ds.variables else []
+    table = RawTable(source, frame, Locations("trial", np.arange(n)))
+    try:
+        validate_trials([table], strict=True)
+        problems: list[Problem] = []
+    except TrialValidationError as err:
+        problems = [
+            Problem(p.source, p.location, "", f"variable '{_variable_name(p.column, levels)}': {p.message}")
+            if p.column
+            else p
+            for p in err.problems
+        ]
+    ungraded = int((~ds[S.GRADED].to_numpy().astype(bool)).sum())
+    names = (S.ATTR_ROWS_READ, S.ATTR_ROWS_KEPT, S.ATTR_ROWS_UNGRADED, S.ATTR_ROWS_REJECTED)
+    attrs = {k: ds.attrs.get(k) for k in names}
+    if any(v is not None and not _is_count(v) for v in attrs.values()):
+        problems.append(Problem(source, "", "", f"row counts {attrs} are not whole numbers >= 0"))
+        return problems
+    read, kept, ung, rej = attrs.values()
+    superseded = ds.attrs.get("rows_superseded", 0)  # ingest's: trials a later attempt replaced
+    rej = int(rej or 0) + (int(superseded) if _is_count(superseded) else 0)
+    if kept is not None and int(kept) != n:
+        problems.append(Problem(source, "", "", f"attribute {S.ATTR_ROWS_KEPT}={kept} but it holds {n:,} trials"))
+    if ung is not None and int(ung) != ungraded:
+        msg = f"attribute {S.ATTR_ROWS_UNGRADED}={ung} but {ungraded:,} trials are ungraded"
+        problems.append(Problem(source, "", "", msg))
+    if read is not None and kept is not None and int(read) != int(kept) + rej:
+        msg = f"attributes {S.ATTR_ROWS_READ}={read} != {S.ATTR_ROWS_KEPT}={kept} + {S.ATTR_ROWS_REJECTED}"
+        msg += f"={attrs[S.ATTR_ROWS_REJECTED] or 0}" + (f" + rows_superseded={superseded}" if superseded else "")
+        problems.append(Problem(source, "", "", msg))
+    return problems
+
+
+def _is_count(value: Any) -> bool:
+    value = value.item() if isinstance(value, np.generic) else value
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def open_trials(path: PathArg) -> xr.Dataset:
-    """Open a trial Dataset written by :func:`write_trials` (loaded into memory).
+    """Open a trial Dataset written by :func:`write_trials` (loaded into memory), refusing
+    what would read other files or inflate past :data:`MAX_NETCDF_BYTES`
+    (:func:`check_netcdf`) and checking it by the rules of the tables
+    (:func:`trial_dataset_problems`).
 
     Parameters
     ----------
@@ -936,9 +1106,29 @@ def open_trials(path: PathArg) -> xr.Dataset:
     xarray.Dataset
         The trial Dataset as written (dims ``trial`` and ``level``, the coordinates,
         variables and ``attrs`` of :func:`read_trials`), fully loaded; the file is closed.
+
+    Raises
+    ------
+    ValueError
+        The file is refused (:func:`check_netcdf`) or unreadable.
+    TrialValidationError
+        The Dataset breaks a rule of the tables, one problem per trial and variable.
     """
-    with xr.open_dataset(path, engine="h5netcdf") as ds:
-        return ds.load()
+    check_netcdf(path)
+    try:
+        with xr.open_dataset(path, engine="h5netcdf") as lazy:
+            if lazy.sizes.get(S.TRIAL, 0) > MAX_ROWS:
+                raise ValueError(
+                    f"{path}: {lazy.sizes[S.TRIAL]:,} trials, more than the limit of {MAX_ROWS:,} "
+                    "(raise it with SATURATION_MAX_ROWS)"
+                )
+            ds = lazy.load()
+    except (OSError, RuntimeError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: unreadable netCDF ({type(exc).__name__}: {str(exc)[:200]})") from None
+    problems = trial_dataset_problems(ds, str(path))
+    if problems:
+        raise TrialValidationError(problems)
+    return ds
 
 
 def trials_to_frame(ds: xr.Dataset) -> pd.DataFrame:

@@ -608,13 +608,22 @@ def _table_frame(path: Path, read: _FileRead) -> tuple[pd.DataFrame, list[str]] 
             for where, record in _json_lines(path, read):
                 rows.append({k: _cell(v) for k, v in record.items()})
                 wheres.append(where)
-            return pd.DataFrame(rows), wheres
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+            frame = pd.DataFrame(rows)
+        else:
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+            wheres = [f"{path}:{i + 2}" for i in range(len(frame))]
     except (ValueError, OSError, pd.errors.ParserError) as exc:
         read.problem(f"{path}: unreadable table ({str(exc)[:100]})")
         return None
     read.counts["records"] += len(frame)
-    return frame, [f"{path}:{i + 2}" for i in range(len(frame))]
+    if frame.shape[1] > streams.MAX_COLUMNS:
+        read.counts["malformed"] += len(frame)
+        read.problem(
+            f"{path}: {frame.shape[1]:,} columns, more than the limit of {streams.MAX_COLUMNS:,} (raise it with "
+            f"SATURATION_MAX_COLUMNS); its {len(frame):,} rows not read"
+        )
+        return None
+    return frame, wheres
 
 
 def _cell(value: Any) -> str:
@@ -1115,7 +1124,7 @@ def _dataset(runs: Mapping[str, Mapping[str, tuple[np.ndarray, np.ndarray]]], ac
     ds = xr.Dataset(data, coords={S.RUN: np.array(run_names, dtype=object).astype(str), S.STEP: steps.astype(np.int64)})
     label_metrics(ds, names)
     for key in keys:
-        ds[names[key]].attrs["phase"] = "validation" if _is_validation(key) else "train"
+        ds.variables[names[key]].attrs["phase"] = "validation" if _is_validation(key) else "train"
     ds.attrs[S.ATTR_SOURCES] = json.dumps([a["file"] for a in accounting])
     ds.attrs["accounting"] = json.dumps(accounting, default=str)
     val_only = {r: s for a in accounting for r, s in a["validation_only_steps"].items()}

@@ -30,7 +30,7 @@ import pandas as pd
 import xarray as xr
 
 from saturation import schema as S
-from saturation.io import write_atomic
+from saturation.io import load_netcdf, write_atomic
 
 #: the config key of SkyRL's dynamic sampling (None, "filter" or "replace";
 #: skyrl_train/config/ppo_base_config.yaml L118-121 at the fork's 81e5a97c); a metrics
@@ -116,10 +116,11 @@ def label_metrics(ds: xr.Dataset, names: dict[str, str]) -> xr.Dataset:
     """Record each variable's logged key (``names``: key -> variable) in
     ``attrs['metric_name']``, and ``k`` for ``pass_at_<k>`` keys; returns ``ds``."""
     for key, var in names.items():
-        ds[var].attrs["metric_name"] = key
+        attrs = ds.variables[var].attrs  # not ds[var]: a DataArray is built in time linear in the variables
+        attrs["metric_name"] = key
         k = re.search(r"pass_at_(\d+)", key)
         if k:
-            ds[var].attrs["k"] = int(k.group(1))
+            attrs["k"] = int(k.group(1))
     return ds
 
 
@@ -336,11 +337,12 @@ def dynamic_sampling_notes(series: xr.Dataset, runs: Sequence[str] | None = None
 def read_metrics(path: str | Path) -> xr.Dataset:
     """A per-step metrics file: the netCDF ``saturation ingest --metrics-out`` writes
     (``.nc``), else a metrics CSV (:func:`read_metrics_csv`). ValueError when a netCDF file
-    is not a (run, step) series."""
+    is not a (run, step) series, would read other files or inflates past the limit
+    (:func:`saturation.io.check_netcdf`)."""
     path = Path(path)
     if path.suffix != ".nc":
         return read_metrics_csv(path)
-    ds = xr.load_dataset(path)
+    ds = load_netcdf(path)  # refused if it would read other files or inflate past the limit
     if not {S.RUN, S.STEP} <= set(ds.dims):
         raise ValueError(f"{path}: not a per-step metrics file (dims {sorted(map(str, ds.dims))}, need run and step)")
     ds.attrs.setdefault(S.ATTR_SOURCES, json.dumps([str(path)]))

@@ -38,7 +38,7 @@ import xarray as xr
 
 from saturation import schema as S
 from saturation.series import DYNAMIC_SAMPLING_KEYS, DYNAMIC_SAMPLING_TYPE_KEY, label_metrics, metric_variable_names
-from saturation.streams import TruncatedStreamError, open_text
+from saturation.streams import MAX_COLUMNS, TruncatedStreamError, open_text
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 #: Ray's per-line prefix ``(actor_name pid=N)`` / ``(actor_name pid=N, ip=A.B.C.D)``; the actor
@@ -106,6 +106,12 @@ class ConsoleLog:
     interleaved: int = 0
     #: ``Step N:`` lines not followed by a metrics dict from the same source (e.g. model text)
     markers_without_block: int = 0
+    #: history records holding no metric (only logged tables or text, e.g. wandb's
+    #: ``error/tracebacks``): no step is made of them
+    records_without_metrics: int = 0
+    #: in a loguru log, ``Step N:`` lines without the tracker's loguru header (text printed by
+    #: ``pretty_print_example`` and the like): never read as metrics
+    untracked_markers: int = 0
     #: the launcher's per-line prefix stripped from every line ("" when none was found)
     line_prefix: str = ""
     #: lines longer than MAX_LINE_CHARS (skipped, each reported)
@@ -121,9 +127,35 @@ class ConsoleLog:
     #: ``type`` of the YAML dump's ``dynamic_sampling`` mapping ("null" when off)
     yaml_dynamic_sampling: str | None = None
 
-    def merge_step(self, step: int, values: dict[str, float]) -> None:
-        """Merge ``values`` into the step's metrics: a key already holding another value
-        keeps the first and counts a conflict."""
+    #: a run resumed from a checkpoint in the same log (SkyRL re-runs the steps after it):
+    #: attempts seen after the first, steps the later attempt logged again, values replaced
+    restarts: int = 0
+    resumed_steps: int = 0
+    values_superseded: int = 0
+    _last_step: int = -1
+    _step_attempt: dict[int, int] = field(default_factory=dict)
+
+    def merge_step(self, step: int, values: dict[str, float], *, block: bool = True) -> None:
+        """Merge a block's ``values`` into the step's metrics.
+
+        A block of a step already logged that goes back (a step before the last one logged,
+        or the last one again with a key it already holds) starts a new attempt: the run was
+        resumed from a checkpoint and re-runs the steps after it. A later attempt's block
+        replaces what earlier attempts logged for that step (counted in ``resumed_steps``,
+        ``values_superseded``). Within one attempt, blocks of a step merge (async trainers log
+        metrics and timings apart); a key already holding another value keeps the first and
+        counts a conflict. ``block=False``: counts derived after the scan, merged only."""
+        old = self.steps.get(step)
+        if block and old is not None:
+            if step < self._last_step or (step == self._last_step and not old.keys().isdisjoint(values)):
+                self.restarts += 1
+            if self._step_attempt.get(step, 0) < self.restarts:
+                self.resumed_steps += 1
+                self.values_superseded += len(old)
+                del self.steps[step]
+        if block:
+            self._last_step = step
+            self._step_attempt[step] = self.restarts
         merged = self.steps.setdefault(step, {})
         for key, value in values.items():
             if key in merged and merged[key] != value:
@@ -189,7 +221,7 @@ class ConsoleLog:
                 "prompts_trained": trained,
                 "prompts_trained_mixed": trained_mixed,
             }
-            self.merge_step(step, {DYNAMIC_SAMPLING_KEYS[k]: float(v) for k, v in counts.items()})
+            self.merge_step(step, {DYNAMIC_SAMPLING_KEYS[k]: float(v) for k, v in counts.items()}, block=False)
 
     def accounting(self) -> dict[str, Any]:
         return {
@@ -203,11 +235,16 @@ class ConsoleLog:
             "malformed": len(self.problems),
             "interleaved_lines": self.interleaved,
             "step_markers_without_block": self.markers_without_block,
+            "step_markers_not_the_trackers": self.untracked_markers,
+            "records_without_metrics": self.records_without_metrics,
             "line_prefix": self.line_prefix,
             "overlong_lines": self.overlong_lines,
             "dynamic_sampling_lines": len(self.sampling_events),
             "dynamic_sampling_lines_unplaced": self.sampling_unplaced,
             "conflicting_values": self.conflicts,
+            "restarts": self.restarts,
+            "resumed_steps": self.resumed_steps,
+            "values_superseded": self.values_superseded,
             "bytes": self.bytes_read,
         }
 
@@ -376,7 +413,15 @@ PPRINT_OPEN_RE = re.compile(r"\{(?:'|\"[^\"\n]*'|\}|-?\d)")
 PPRINT_KEY_RE = re.compile(r" (?:'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"|-?\d+): ")
 #: the console tracker's header line as loguru writes it (``... | INFO     | module:function:line - Step N:``)
 TRACKER_HEADER_RE = re.compile(r"\| [A-Z]+ *\| \S+:\S+:\d+ - Step \d+:")
+#: the same with the trailing space of ``logger.info(f"Step {step}: \n{...}")`` (SkyRL
+#: a9564572 ``skyrl/train/utils/tracking.py:189``): in a log of loguru lines only such a
+#: header opens a metrics block
+TRACKER_BLOCK_HEADER_RE = re.compile(r"\| [A-Z]+ *\| \S+:\S+:\d+ - Step \d+: $")
+#: any loguru line (``time | LEVEL | module:function:line - message``, SkyRL's format)
+LOGURU_LINE_RE = re.compile(r"^(?:\([^\n]*? pid=\d+[^)\n]*\) )?[^|\n]*\| [A-Z]+ *\| \S+:\S+:\d+ - ", re.M)
 CHUNK_CHARS = 1 << 22
+#: steps are integers below 2^53 (stored as int64, compared as float64), as in the tables
+MAX_STEP = 2**53
 #: a block longer than this many characters is treated as malformed (bounds memory)
 MAX_BLOCK_CHARS = 1 << 24
 
@@ -396,6 +441,9 @@ class _Scanner:
     def __init__(self, out: ConsoleLog, strict: bool) -> None:
         self.out, self.strict = out, strict
         self.line_base = 0  # lines before the current text
+        #: the log is written by loguru (learned from the first chunk): then only the tracker's
+        #: own header opens a block, never a bare ``Step N:`` line in printed text
+        self.loguru = False
         self._yaml_pending = ""  # the start of a YAML mapping cut by a chunk's end
         self._cache: tuple[str | None, int, int] = (None, 0, 0)
 
@@ -415,7 +463,19 @@ class _Scanner:
         keep = len(text)
         for m in STEP_MARK_RE.finditer(text):
             start = text.rfind("\n", 0, m.start()) + 1
-            status = self._block(text, start, m.end(), int(m.group("step")), final)
+            if len(digits := m.group("step")) > 15 or int(digits) >= MAX_STEP:  # never stored exactly
+                out.markers_without_block += 1
+                _problem(
+                    out,
+                    f"{out.path}:{self.line_of(text, start)}: 'Step {digits[:30]}{'...' if len(digits) > 30 else ''}:'"
+                    " is not a step below 2^53; its block is not read",
+                    self.strict,
+                )
+                continue
+            if self.loguru and not TRACKER_BLOCK_HEADER_RE.search(split_source(text[start : m.end()])[1]):
+                out.untracked_markers += 1  # a printed example's text (pretty_print_example), not the tracker
+                continue
+            status = self._block(text, start, m.end(), int(digits), final)
             if status == "carry":
                 keep = start
                 break
@@ -593,8 +653,8 @@ def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = 
     only those are handled in Python. A launcher prefix that most of the first lines carry
     (:data:`LINE_PREFIXES`) is learned and stripped from every line. ``progress``, if given,
     is called with the number of characters consumed so far after every chunk. Returns the
-    per-step metrics (blocks of the same step merged; a key seen twice in one step with
-    different values keeps the first and is counted as a conflict), the eval-only blocks,
+    per-step metrics (blocks of the same step merged; a resumed run's later attempt
+    replacing the earlier one's steps, :meth:`ConsoleLog.merge_step`), the eval-only blocks,
     the configuration overrides and the line accounting.
     """
     out = ConsoleLog(str(path))
@@ -648,6 +708,8 @@ def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = 
                     out.line_prefix, prefix = found
             if prefix is not None:
                 lines = prefix.sub("", lines)
+            if not scanner.loguru and consumed <= CHUNK_CHARS:
+                scanner.loguru = LOGURU_LINE_RE.search(ANSI_RE.sub("", lines[: 1 << 20])) is not None
             whole = carry + lines
             keep = scanner.scan(whole, final)
             n_lines = whole.count("\n", 0, keep)
@@ -668,6 +730,14 @@ def _finish(
 ) -> dict[str, Any] | None:
     """Parse one block and file its values (a step block's marker in ``step_marks``)."""
     parsed = _parse_block(text, where, out, strict)
+    if parsed is not None and len(parsed) > MAX_COLUMNS:  # each key is a metric variable, bounded like columns
+        _problem(
+            out,
+            f"{where}: metrics block has {len(parsed):,} keys, more than the limit of {MAX_COLUMNS:,} "
+            "(raise it with SATURATION_MAX_COLUMNS); not read",
+            strict,
+        )
+        parsed = None
     if kind == "step" and step is not None:
         out.step_marks.append((line, step, parsed is not None))
     if parsed is None:
@@ -692,6 +762,11 @@ def metrics_dataset(logs: list[ConsoleLog]) -> xr.Dataset:
     if len(set(runs)) != len(runs):
         raise ValueError(f"several logs share a run identity ({RUN_KEY}): {runs}")
     keys = sorted({k for log in logs for values in log.steps.values() for k in values})
+    if len(keys) > MAX_COLUMNS:
+        raise ValueError(
+            f"{', '.join(log.path for log in logs)}: {len(keys):,} distinct metric keys, more than the limit of "
+            f"{MAX_COLUMNS:,} (raise it with SATURATION_MAX_COLUMNS)"
+        )
     names = metric_variable_names(keys)
     steps = sorted({s for log in logs for s in log.steps})
     arr = np.full((len(keys), len(logs), len(steps)), np.nan)

@@ -566,14 +566,14 @@ def load_inputs(paths: Sequence[str | Path] | None, *, default: str, kind: str =
 
     if not paths:
         return replica.load_embedded(default)
+    if kind == "series":
+        if len(paths) != 1:
+            raise ValueError(f"a series is one per-step metrics file, got {len(paths)} paths")
+        return read_metrics(paths[0])  # a metrics CSV or .nc, or any run log (runlogs.FORMATS)
     if len(paths) == 1 and str(paths[0]).endswith(".nc"):
         return open_trials(paths[0])
     if all(str(p).endswith(".nc") for p in paths):  # several ingested runs: one trial Dataset
         return _concat_trials([open_trials(p) for p in paths], [str(p) for p in paths])
-    if kind == "series":
-        if len(paths) != 1:
-            raise ValueError(f"a series is one per-step metrics file, got {len(paths)} paths")
-        return read_metrics(paths[0])  # a metrics CSV or any run log (runlogs.FORMATS)
     return read_trials(list(paths))
 
 

@@ -27,6 +27,9 @@ def env_int(name: str, default: int) -> int:
 MAX_FILE_BYTES = env_int("SATURATION_MAX_FILE_BYTES", 64 << 30)
 #: a line longer than this many characters is not kept (16 Mi characters)
 MAX_LINE_CHARS = env_int("SATURATION_MAX_LINE_CHARS", 16 << 20)
+#: columns a table (trials or per-step metrics) may have: 4,096 unless
+#: ``SATURATION_MAX_COLUMNS`` sets it (a 10,000-column header is refused up front)
+MAX_COLUMNS = env_int("SATURATION_MAX_COLUMNS", 4096)
 #: what :func:`iter_lines` yields in place of an overlong line
 OVERLONG = "\x00<overlong line>"
 

@@ -45,7 +45,14 @@ FIELDS = (
     "parsed_final_message",
     "raw_final_message",
     "metrics_dict",
+    "trajectory_format",
+    "reward",
 )
+#: where SkyRL's mini-swe-agent example saves trajectories at codescout's paths
+#: (``step_{k}/{train|eval}/{instance_id}_{rep}.json``; SkyRL a9564572
+#: ``examples/train/mini_swe_agent/mini_swe_generator.py:103-125``, mini-swe-agent's
+#: ``save_traj`` writing ``"trajectory_format": "mini-swe-agent-1"`` and a binary ``reward``)
+OTHER_FORMATS = {"mini-swe-agent-1": "a mini-swe-agent trajectory (SkyRL's examples/train/mini_swe_agent)"}
 #: steps and repetition numbers at or above this cannot be stored exactly (float64 / int64)
 MAX_STEP = 2**53
 #: how far the recomputed per-level F1 may differ from the logged one (rounding only)
@@ -329,6 +336,13 @@ def _graded_row(text: str, path: str, inst: str, base: dict[str, Any], include_a
     if record.get("instance_id") not in (None, inst):
         raise ValueError(f"field 'instance_id' is {record['instance_id']!r} but the file name says {inst!r}")
     reward = record.get("total_reward")
+    fmt = record.get("trajectory_format")
+    if reward is None and fmt is not None:  # another agent's trajectory, not codescout's
+        what = OTHER_FORMATS.get(str(fmt), f"a {str(fmt)[:40]!r} trajectory")
+        raise ValueError(
+            f"another format: {what}, trajectory_format {str(fmt)[:40]!r}, reward {record.get('reward')!r}; "
+            "not a codescout trajectory (no 'total_reward', no localisation answer): not read"
+        )
     if isinstance(reward, bool) or not isinstance(reward, int | float) or not math.isfinite(reward):
         raise ValueError(f"field 'total_reward': {reward!r} is not a finite number")
     reward_dict = record.get("reward_dict")

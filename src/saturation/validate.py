@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from saturation import schema as S
+from saturation.streams import MAX_COLUMNS
 
 #: At most this many problems are printed in an exception message.
 MAX_PROBLEMS_SHOWN = 50
@@ -320,8 +321,13 @@ def _validate_table(table: RawTable, renamed: dict[str, str]) -> tuple[pd.DataFr
         reasons.every.append(msg)
     if table.duplicate_columns and n:
         reasons.every.append(f"duplicate column name(s) {table.duplicate_columns} (all {n} rows rejected)")
+    wide = raw.shape[1] > MAX_COLUMNS
+    if wide and n:
+        msg = f"{raw.shape[1]:,} columns, more than the limit of {MAX_COLUMNS:,} (raise it with SATURATION_MAX_COLUMNS)"
+        problems.append(Problem(table.source, "", "", msg + f" (all {n} rows rejected)"))
+        reasons.every.append(msg)
     typed = pd.DataFrame(index=raw.index)
-    if missing or table.duplicate_columns or n == 0:
+    if missing or table.duplicate_columns or wide or n == 0:
         return typed, reasons, problems
 
     for col in raw.columns:  # netCDF cannot store a NUL inside a string
@@ -357,7 +363,9 @@ def _validate_table(table: RawTable, renamed: dict[str, str]) -> tuple[pd.DataFr
     levels = _level_columns(list(raw.columns))
     for fields in levels.values():
         _type_level_fields(raw, fields, ~graded & ~bad_graded, typed, flag)
-    _type_extra_columns(raw, levels, typed, renamed)
+    extra = _type_extra_columns(raw, levels, set(typed.columns), renamed)
+    if extra:  # added in one call: one column at a time is quadratic in the columns
+        typed = pd.concat([typed, pd.DataFrame(extra, index=raw.index)], axis=1)
     return typed, reasons, problems
 
 
@@ -413,20 +421,24 @@ def _type_level_fields(
 
 
 def _type_extra_columns(
-    raw: pd.DataFrame, levels: dict[str, dict[str, str]], typed: pd.DataFrame, renamed: dict[str, str]
-) -> None:
-    """Keep every other column (numeric if it parses, else text) under a name that cannot
-    replace a Dataset variable; renames are recorded in ``renamed``."""
+    raw: pd.DataFrame, levels: dict[str, dict[str, str]], typed: set[str], renamed: dict[str, str]
+) -> dict[str, object]:
+    """Every other column (numeric if it parses, else text) under a name that cannot
+    replace a Dataset variable (nor one of ``typed``); renames are recorded in ``renamed``."""
     known = set(S.REQUIRED_COLUMNS) | set(S.OPTIONAL_COORDS)
     known |= {c for f in levels.values() for c in f.values()}
+    taken = set(typed) | known
+    out: dict[str, object] = {}
     for col in raw.columns:
         if col in known:
             continue
-        name = safe_column_name(str(col), set(typed.columns) | known)
+        name = safe_column_name(str(col), taken)
+        taken.add(name)
         if name != col:
             renamed[str(col)] = name
         arr, bad = _to_float(raw[col])
-        typed[name] = arr if not bad.any() else _to_str(raw[col])
+        out[name] = arr if not bad.any() else _to_str(raw[col])
+    return out
 
 
 def safe_column_name(col: str, taken: set[str]) -> str:

@@ -168,16 +168,27 @@ def _history(record: Any, out: ConsoleLog) -> None:
     if not isinstance(step, int | float) or isinstance(step, bool):
         out.problems.append(f"{out.path}: history row without a step")
         return
+    # a logged wandb object (a Table, an image) arrives flattened: ``key._type`` ("table-file")
+    # beside ``key.ncols``, ``key.nrows``, ``key.size``, ... - numbers that are not metrics
+    media = {k.removesuffix("._type"): v for k, v in row.items() if k.endswith("._type")}
     values: dict[str, float] = {}
     for key, value in row.items():
         if key.startswith("_"):
             continue
-        if isinstance(value, int | float):  # bools count; NaN stays NaN
+        owner = next((m for m in media if key.startswith(m + ".")), None)
+        if owner is not None:
+            out.non_numeric.setdefault(owner, f"a logged {media[owner]} (not a metric)")
+        elif isinstance(value, dict) and "_type" in value:  # the same, not flattened
+            out.non_numeric.setdefault(key, f"a logged {value['_type']} (not a metric)")
+        elif isinstance(value, int | float):  # bools count; NaN stays NaN
             values[key] = float(value)
         else:
             out.non_numeric.setdefault(key, repr(value)[:80])
-    out.blocks += 1
     out.block_lines += 1
+    if not values:  # only tables or text (SkyRL's ``error/tracebacks``, logged without a step): no step
+        out.records_without_metrics += 1
+        return
+    out.blocks += 1
     out.merge_step(int(step), values)
 
 

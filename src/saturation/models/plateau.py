@@ -38,7 +38,7 @@ from saturation import schema as S
 from saturation._lazy import DeferredInferenceData, lazy
 from saturation.aggregate import aggregate, phase_summary, select_phase
 from saturation.frequentist import davies_test
-from saturation.limits import OptionError, rope_problems
+from saturation.limits import OptionError, fit_memory_problem, rope_problems
 from saturation.models._exact import (
     LOO_TAU_STRIDE,
     RHO_GRID,
@@ -359,6 +359,7 @@ def _from_aggregate(
 
     n, s, ss = get("n"), get("sum"), get("sumsq")
     steps = stats_[S.STEP].to_numpy()
+    _check_levels_share_steps(n, steps, levels, response)
     keep = (n > 0).all(axis=0)
     n, s, ss, steps = n[:, keep], s[:, keep], ss[:, keep], steps[keep]
     bounded: dict[str, np.ndarray] | None = None
@@ -375,6 +376,25 @@ def _from_aggregate(
     if "n_trials" in stats_:
         summary.setdefault("n_trials", int(stats_["n_trials"].sum()))
     return steps, levels, y, n, var_within / n, (np.round(s) if binary else None), bounded
+
+
+def _check_levels_share_steps(n: np.ndarray, steps: np.ndarray, levels: list[str], response: str) -> None:
+    """Levels fitted together share their steps: a level without data at a step where another
+    has some is an error naming the level and the steps (dropping those steps for every level
+    would change every level's curve without a word)."""
+    some, every = (n > 0).any(axis=0), (n > 0).all(axis=0)
+    if (some == every).all():
+        return
+    parts = []
+    for j, level in enumerate(levels):
+        lost = [int(v) for v in steps[some & (n[j] == 0)]]
+        if lost:
+            shown = ", ".join(map(str, lost[:8])) + (f", ... ({len(lost)} steps)" if len(lost) > 8 else "")
+            parts.append(f"level {level!r} at step(s) {shown}")
+    raise ValueError(
+        f"no graded {response!r} value for {'; '.join(parts)}, where other levels have data: levels fitted together "
+        "share their steps; fit such a level on its own (--levels / levels=) or the others without it"
+    )
 
 
 def _from_series(data: xr.Dataset, response: str, run: str | None, summary: dict[str, Any]) -> tuple[Any, ...]:
@@ -1392,6 +1412,12 @@ def fit_plateau(
     if config.continuity == "auto":
         return _fit_either_shape(sd, config, seed)
     grid = _grid(sd, config)
+    exact = config.sampler.sampler in ("auto", "exact") and config.likelihood == "gaussian"
+    too_big = fit_memory_problem(
+        len(sd.steps), len(grid), len(sd.levels), pooled_graph=not exact and _pooled(config, len(sd.levels))
+    )
+    if too_big:  # refused before any array is allocated
+        raise ValueError(too_big)
     pri = config.priors.resolve(sd, config.likelihood, grid=grid)
     hinge_evidence = exact_cps = None
     idata: Any  # an InferenceData, or the exact sampler's groups until one is asked for

@@ -303,6 +303,12 @@ def series_arm_steps(
     short = [a for a, row in zip(arms, seen, strict=True) if row.sum() < MIN_FIT_STEPS]
     if short:
         raise ValueError(f"{metric}: fewer than {MIN_FIT_STEPS} logged steps for arm(s) {', '.join(short)}")
+    for arm, row, v in zip(arms, seen, values, strict=True):
+        if np.ptp(v[row]) == 0:
+            raise ValueError(
+                f"{metric}: arm {arm!r} logged {v[row][0]:g} at every one of its {int(row.sum())} steps: its ceiling "
+                "would be the prior's; leave it out (--arms)"
+            )
     n = seen.astype(float)
     mean = np.where(seen, values, np.nan)
     summary = {
@@ -364,7 +370,9 @@ def _arm_steps(ds: xr.Dataset, arms: list[str] | None) -> ArmSteps:
         raise KeyError(f"unknown arm(s) {', '.join(unknown)}; have {', '.join(present)}")
     if len(arms) < 1:
         raise ValueError("no arms to fit")
+    frame["graded"] = ds[S.GRADED].to_numpy().astype(bool)
     frame = frame[frame[S.ARM].isin(arms)]
+    _check_arms_informative(frame, arms)
     steps = np.sort(frame[S.STEP].unique()).astype(float)
     g = frame.groupby([S.ARM, S.STEP])["y"].agg(["size", "sum", "var"])
     n = np.zeros((len(arms), len(steps)))
@@ -388,6 +396,25 @@ def _arm_steps(ds: xr.Dataset, arms: list[str] | None) -> ArmSteps:
         **phase_summary(ds),
     }
     return ArmSteps(arms, steps, n, s, mean, var_mean, binary, summary)
+
+
+def _check_arms_informative(frame: pd.DataFrame, arms: list[str]) -> None:
+    """An arm whose rollouts all crashed (none graded) or all scored the same reward has no
+    curve: a fit would return the prior's ceiling and call it converged. ValueError naming
+    the arm, before anything is fitted."""
+    for arm in arms:
+        rows = frame[frame[S.ARM] == arm]
+        if not rows["graded"].any():
+            raise ValueError(
+                f"arm {arm!r}: none of its {len(rows):,} rollouts is graded (all crashed or unparsable): there is "
+                "no curve to fit; leave it out (--arms) or fix its grading"
+            )
+        y = rows["y"].to_numpy()
+        if np.ptp(y) == 0:
+            raise ValueError(
+                f"arm {arm!r}: every one of its {len(rows):,} rollouts has reward {y[0]:g} (no variation at any "
+                "step): its ceiling would be the prior's; leave it out (--arms)"
+            )
 
 
 def step_compute(metrics: xr.Dataset, trials: xr.Dataset | None, key: str, arms: list[str]) -> dict[str, pd.Series]:
