@@ -127,9 +127,11 @@ def graph_fingerprint(model: pm.Model) -> str:
     The graph of every random variable, potential and deterministic is walked from its
     outputs: each operation's type and parameters, each constant's dtype, shape and bytes
     (prior parameters written as Python numbers are constants of the graph), each shared
-    variable's name, dtype and shape, and the transforms. Two models with the same
-    fingerprint compile to the same function of the same data; any prior, structure or
-    shape change gives another fingerprint. About a millisecond per hundred graph nodes.
+    variable's name, dtype and number of dimensions (its values and lengths are data, which
+    the reused compiled model swaps: pass@k's distinct rows vary with the data), and the
+    transforms. Two models with the same fingerprint compile to the same function of their
+    data; a prior or a structural change gives another fingerprint. About a millisecond per
+    hundred graph nodes.
     """
     from pytensor.compile.sharedvalue import SharedVariable
     from pytensor.graph.basic import Constant
@@ -149,9 +151,9 @@ def graph_fingerprint(model: pm.Model) -> str:
             data = np.asarray(var.data)
             digest.update(f"C{data.dtype}{data.shape}".encode())
             digest.update(np.ascontiguousarray(data).tobytes())
-        elif isinstance(var, SharedVariable):
+        elif isinstance(var, SharedVariable):  # data: swapped by the reused model, shape included
             value = np.asarray(var.get_value(borrow=True))
-            digest.update(f"S{var.name}{value.dtype}{value.shape}".encode())
+            digest.update(f"S{var.name}{value.dtype}{value.ndim}".encode())
         elif var.owner is not None:
             op = var.owner.op
             props = tuple(getattr(op, name) for name in getattr(op, "__props__", ()))
