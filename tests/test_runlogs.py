@@ -326,12 +326,17 @@ def test_cli_ingest_metrics_out(tmp_path, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::saturation.models.sampling.ConvergenceWarning")  # 2 x 200 draws: exit 3 allowed
 def test_cli_compare_reads_a_trainer_state(tmp_path, capsys):
     from saturation.cli import main
 
     F.write_trl_output(tmp_path / "grpo", list(range(10, 301, 10)), save_every=300, logging_steps=10)
     state = tmp_path / "grpo" / "checkpoint-300" / "trainer_state.json"
-    code = main(["compare", str(state), "--metric", "reward", "--draws", "200", "--chains", "2"])
+    # TRL's reward is a sum of reward functions ([0, 2] here): not a rate, refused with the reason
+    assert main(["compare", str(state), "--metric", "reward", "--draws", "200", "--chains", "2"]) == 1
+    assert "is a rate in [0, 1]" in capsys.readouterr().err
+    metric = "rewards/accuracy_reward/mean"
+    code = main(["compare", str(state), "--metric", metric, "--draws", "200", "--chains", "2"])
     assert code in (0, 3)
     assert "saturation curves" in capsys.readouterr().out
 
