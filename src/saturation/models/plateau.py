@@ -1402,12 +1402,11 @@ def fit_plateau(
     levels = list(config.levels) if config.levels else None
     response = config.response
     sd = data if isinstance(data, StepData) else step_data(data, response=response, levels=levels, run=run)
+    series = bool(sd.summary.get("series"))
     if config.noise is None:
         exact = config.likelihood == "gaussian" and config.sampler.sampler in ("auto", "exact")
-        series = bool(sd.summary.get("series")) and exact
-        config = replace(config, noise="ar1" if series else "independent")
+        config = replace(config, noise="ar1" if series and exact else "independent")
     if config.continuity is None:
-        series = bool(sd.summary.get("series"))
         config = replace(config, continuity="auto" if series else "hinge")
     if config.continuity == "auto":
         return _fit_either_shape(sd, config, seed)
