@@ -144,7 +144,7 @@ TASK_EFFECTS: Final = ("sampled", "integrated")
 #: INTEGRATED_SAMPLER; here so the CLI's help can show them without importing PyMC)
 TRANSFER_SAMPLER: Final = {
     "sampled": {"draws": 1000, "tune": 1000, "chains": 4, "target_accept": 0.9},
-    "integrated": {"draws": 800, "tune": 500, "chains": 4, "target_accept": 0.85},
+    "integrated": {"draws": 800, "tune": 500, "chains": 4, "target_accept": 0.9},
 }
 #: the models `saturation calibrate` checks (calibrate.MODELS; the CLI lists them without importing it)
 CALIBRATION_MODELS: Final = ("plateau", "transfer", "pass-at-k", "sigmoid", "plateau-trials")

@@ -295,3 +295,53 @@ def test_a_fit_gives_the_same_draws_whatever_the_process_fitted_before(crossing_
     after = fit_transfer(b, sampler=sampler, seed=3).idata.posterior
     for name in alone.data_vars:
         np.testing.assert_array_equal(alone[name].values, after[name].values, err_msg=name)
+
+
+_DRAWS_HASH = """
+import hashlib, warnings
+from dataclasses import replace
+import numpy as np
+from saturation.models.transfer import default_sampler, fit_transfer
+from saturation.simulate import ArmSpec, TransferSpec, simulate_transfer
+warnings.simplefilter("ignore")
+spec = TransferSpec(
+    arms=(ArmSpec("base", 1536, ((1, 0.4), (16, 0.3)), ((1, 0.4), (16, 0.6))),
+          ArmSpec("s85", 1536, ((1, 0.4), (16, 0.4)), ((1, 0.5), (16, 0.5)))),
+    prompts_per_step=24, samples_per_prompt=4, pool_size=300, task_sd=0.5, ungraded_task_sd=0.5,
+)
+ds, _ = simulate_transfer(spec, seed=2)
+fit = fit_transfer(ds, seed=1, sampler=replace(default_sampler("integrated"), draws=60, tune=60, chains=2))
+h = hashlib.sha256()
+for name in sorted(fit.idata.posterior.data_vars):
+    h.update(np.ascontiguousarray(fit.idata.posterior[name].values).tobytes())
+print(h.hexdigest())
+"""
+
+
+@pytest.mark.slow
+def test_same_draws_with_a_cold_or_a_warm_compile_cache(tmp_path):
+    """Issue 40: the same seed and data gave different draws in a process that compiled the
+    model's numba code (empty caches) than in every later process (cached code), because the
+    kernel's fast-math reassociation changed the sums once inlined. Two processes over one pair
+    of fresh cache directories: the first compiles everything, the second loads it."""
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "PYTENSOR_FLAGS": f"base_compiledir={tmp_path / 'pytensor'}",
+        "NUMBA_CACHE_DIR": str(tmp_path / "numba"),
+        "PYTHONHASHSEED": "0",
+    }
+
+    def child():
+        return subprocess.run([sys.executable, "-c", _DRAWS_HASH], env=env, capture_output=True, text=True, timeout=600)
+
+    run = [child()]
+    assert any((tmp_path / "numba").rglob("*.nbi")), "the first process wrote no numba cache"
+    run.append(child())
+    for r in run:
+        assert r.returncode == 0, r.stderr[-2000:]
+    cold, warm = (r.stdout.split()[-1] for r in run)
+    assert cold == warm

@@ -76,11 +76,10 @@ PARTS = ("ungraded", "reward")
 #: divergences, 70 s of sampling, against 795 and 215 s for the earlier intercept + increments
 #: form with nutpie's low-rank adaptation
 SAMPLED_SAMPLER = SamplerConfig(**S.TRANSFER_SAMPLER["sampled"], low_rank=False)  # type: ignore[arg-type]
-#: sampler for ``task_effects="integrated"`` (the default): about 50 parameters, 7-13 leapfrog
-#: steps per draw at target_accept 0.85 on the embedded replica and the test scenarios, 0
-#: divergences with the Gamma(8) random-walk-sd prior (at 0.8 one fit of data without task
-#: effects had 1: docs/transfer.md); 4 x (500 + 800) keeps R-hat clear of 1.01 (with 600 draws
-#: it reached 1.0098 on one scenario)
+#: sampler for ``task_effects="integrated"`` (the default): about 50 parameters. On data
+#: without task effects (the flat arm's random walk near its funnel) 1 of 12 fits had a
+#: divergence at target_accept 0.9, 2 of 12 at 0.85, at the same cost (docs/transfer.md);
+#: 4 x (500 + 800) keeps R-hat clear of 1.01 (with 600 draws it reached 1.0098 on one scenario)
 INTEGRATED_SAMPLER = SamplerConfig(**S.TRANSFER_SAMPLER["integrated"], low_rank=False)  # type: ignore[arg-type]
 
 
