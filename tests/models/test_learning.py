@@ -281,3 +281,134 @@ def test_components_interval_coverage_on_per_rollout_simulations():
                 wrong += abs(true) < 1e-12 and e["verdict"] in ("rose", "fell")
     assert cover / n >= 0.90, (cover, n)
     assert wrong == 0
+
+
+# ---------------------------------------------------------------------- every verdict path, made-up draws
+def _made_up_trend(sd, *, seed, draws=1000, chains=4):
+    """A stand-in for ``trend_draws``: draws centred on the series' first and last logged
+    values (sd 0.002), a straight line between them, a change point mid-run, converged."""
+    rng = np.random.default_rng(seed)
+    y, steps = np.asarray(sd.y, dtype=float)[0], np.asarray(sd.steps, dtype=float)
+    n = draws * chains
+    start, end = y[0] + 0.002 * rng.standard_normal(n), y[-1] + 0.002 * rng.standard_normal(n)
+    frac = (steps - steps[0]) / max(steps[-1] - steps[0], 1.0)
+    slope = (end - start) / max(steps[-1] - steps[0], 1.0)
+    out = {
+        "start": start,
+        "end": end,
+        "curve": start[:, None] + (end - start)[:, None] * frac[None, :],
+        "steps": steps,
+        "changepoint": steps[len(steps) // 2] + rng.standard_normal(n),
+        "early_slope": slope,
+        "late_slope": slope * 0.0,
+    }
+    diag = {"rhat_max": 1.0, "ess_bulk_min": 4000.0, "ess_tail_min": 4000.0, "divergences": 0, "converged": True}
+    return out, {**diag, "thresholds": {"ess_bulk_min": 400}}
+
+
+def _made_up_series(n_steps, **paths):
+    """One run, ``n_steps`` steps, each variable a straight line ``(start, end)``."""
+    import xarray as xr
+
+    steps = np.arange(1, n_steps + 1)
+    wiggle = 0.0005 * (-1.0) ** steps  # a logged series is never exactly constant (that is refused)
+    data = {v: (("run", "step"), (np.linspace(a, b, n_steps) + wiggle)[None, :]) for v, (a, b) in paths.items()}
+    ds = xr.Dataset(data, coords={"run": ["r"], "step": steps})
+    if "pass_at_k" in ds:
+        ds["pass_at_k"].attrs["k"] = 8
+    return ds
+
+
+RELIABILITY_OUTCOMES = [
+    ((0.3, 0.5), (0.55, 0.80), "capability gain"),
+    ((0.3, 0.5), (0.80, 0.55), "capability loss"),
+    ((0.3, 0.5), (0.60, 0.61), "reliability gain, capability flat"),
+    ((0.3, 0.5), (0.60, 0.652), "reliability gain, capability undetermined"),
+    ((0.5, 0.3), (0.60, 0.61), "reliability loss"),
+    ((0.4, 0.4), (0.60, 0.61), "no decisive change"),
+]
+
+
+@pytest.mark.parametrize(("pass1", "passk", "word"), RELIABILITY_OUTCOMES)
+def test_every_reliability_verdict_has_its_sentence(monkeypatch, pass1, passk, word):
+    """Each decided (and undecided) outcome: the verdict, its sentence and the JSON record
+    agree (the trend fits replaced by made-up draws)."""
+    monkeypatch.setattr("saturation.models.learning.trend_draws", _made_up_trend)
+    d = diagnose_reliability(_made_up_series(12, reward_mean=pass1, pass_at_k=passk), seed=1)
+    run = d.numbers["runs"]["r"]
+    assert run["verdict"] == word, d.verdicts
+    assert d.verdicts["r"].startswith(f"r: {run['verdict']}.")
+    assert "nan" not in d.verdicts["r"]
+    json.dumps(d.to_dict())
+
+
+@pytest.mark.parametrize(
+    ("entropy", "word"),
+    [
+        ((0.8, 0.6), "entropy collapse"),
+        ((0.6, 0.8), "entropy rising"),
+        ((0.8, 0.8), "entropy stable"),
+        ((0.8, 0.76), "entropy change undetermined"),
+    ],
+)
+def test_every_entropy_verdict_has_its_sentence(monkeypatch, entropy, word):
+    monkeypatch.setattr("saturation.models.learning.trend_draws", _made_up_trend)
+    d = diagnose_entropy(_made_up_series(12, policy_entropy=entropy, reward_mean=(0.3, 0.5)), seed=1)
+    run = d.numbers["runs"]["r"]
+    assert run["verdict"] == word, d.verdicts
+    assert d.verdicts["r"].startswith(f"r: {word}.") and "nan" not in d.verdicts["r"]
+    json.dumps(d.to_dict())
+
+
+@pytest.mark.parametrize(
+    ("component", "word"),
+    [((0.3, 0.3), "flat"), ((0.3, 0.5), "rose"), ((0.5, 0.3), "fell"), ((0.30, 0.32), "undetermined")],
+)
+def test_every_component_verdict_has_its_sentence(monkeypatch, component, word):
+    monkeypatch.setattr("saturation.models.learning.trend_draws", _made_up_trend)
+    series = _made_up_series(12, reward_mean=(0.3, 0.4), c1=component, c2=(0.2, 0.2))
+    d = diagnose_components(series, ComponentsConfig(components=("c1", "c2"), rope=0.02), seed=1)
+    run = d.numbers["runs"]["r"]
+    assert run["c1"]["verdict"] == word and run["c2"]["verdict"] == "flat", d.verdicts
+    assert ("all components flat" in d.verdicts["r"]) == (word == "flat")
+    assert "nan" not in d.verdicts["r"]
+    json.dumps(d.to_dict())
+
+
+@pytest.mark.parametrize(
+    ("precision", "recall", "word"),
+    [
+        ((0.5, 0.7), (0.5, 0.5), "real skill"),
+        ((0.5, 0.7), (0.4, 0.6), "real skill"),
+        ((0.5, 0.7), (0.6, 0.4), "cardinality prior"),
+        ((0.5, 0.5), (0.5, 0.5), "no learning detected"),
+    ],
+)
+def test_every_cardinality_verdict_has_its_sentence(monkeypatch, precision, recall, word):
+    from types import SimpleNamespace
+
+    from saturation import schema as S
+
+    paths = {S.PRECISION: precision, S.RECALL: recall, S.N_PRED: (3.0, 2.0), S.N_GOLD: (2.0, 2.0)}
+
+    def step_stats(ds, var, level, run=None):
+        return SimpleNamespace(y=np.linspace(*paths[var], 12)[None, :], steps=np.arange(1, 13), levels=[level])
+
+    monkeypatch.setattr("saturation.models.learning.trend_draws", _made_up_trend)
+    monkeypatch.setattr("saturation.models.learning._step_stats", step_stats)
+    import xarray as xr
+
+    d = diagnose_cardinality(xr.Dataset(coords={S.LEVEL: ["file"]}), seed=1)
+    assert d.numbers["levels"]["file"]["verdict"] == word, d.verdicts
+    assert d.verdicts["file"].startswith(f"file: {word} - ") and "nan" not in d.verdicts["file"]
+    assert d.numbers["levels"]["file"]["pred_over_gold"]["start"]["mean"] == pytest.approx(1.5, abs=0.01)
+    json.dumps(d.to_dict())
+
+
+@pytest.mark.parametrize("n_steps", [1, 2, 3])
+def test_a_run_too_short_for_a_trend_is_a_clear_error(n_steps):
+    """1-3 logged steps: a ValueError naming the steps and the minimum, for every diagnosis."""
+    series = _made_up_series(n_steps, policy_entropy=(0.08, 0.06), reward_mean=(0.3, 0.5), pass_at_k=(0.5, 0.6))
+    for diagnose in (diagnose_entropy, diagnose_reliability):
+        with pytest.raises(ValueError, match=r"only (one step|\d steps) with a '\w+' value \(\[1.*at least 4"):
+            diagnose(series, seed=1)

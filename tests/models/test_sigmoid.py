@@ -636,3 +636,53 @@ def test_repr_is_a_short_summary(monkeypatch):
     assert text.splitlines()[0].startswith(f"SigmoidFit(2 arm(s) x {len(data.steps)} steps, reference t2; converged")
     assert "t2yarn: asymptote 0.500 [0.480, 0.520]; P(higher than t2) = 0.97" in text
     assert len(text.splitlines()) == 3 and len(text) < 400
+
+
+# ---------------------------------------------------------------------- every verdict path, made-up draws
+@pytest.mark.parametrize(
+    ("yarn", "word", "forecast_word"),
+    [
+        ((0.1, 0.9, 2.0, 30.0), "a higher ceiling than", "will gain"),
+        ((0.1, 0.3, 3.0, 3.0), "a lower ceiling than", "will not gain"),
+        ((0.1, 0.5, 3.0, 4.0), "no decisively different ceiling from", "will not gain"),
+    ],
+)
+def test_every_ceiling_verdict_has_its_sentence(yarn, word, forecast_word):
+    """The decided outcomes (higher, lower) and the undecided one, with the forecast's "will" /
+    "will not": estimands, verdicts, repr and JSON from a made-up posterior (no sampler)."""
+    from saturation.models.sigmoid import SigmoidConfig, _estimands, forecast
+
+    ds, _ = simulate_sigmoid_arms(SigmoidArmsSpec(n_steps=12, prompts_per_step=4, samples_per_prompt=4), seed=3)
+    data = arm_steps(ds)
+    fit = _made_up_fit(data, {"t2": (0.1, 0.5, 3.0, 4.0), "t2yarn": yarn})
+    fit.estimands = _estimands(fit.idata, data, "t2", "gaussian", SigmoidConfig())
+    fit.estimands["forecast"] = forecast(fit.idata, data, horizon=8, delta=0.05)
+    v = fit.verdicts()
+    assert v["t2yarn"].startswith(f"t2yarn has {word} t2: "), v
+    assert f"t2yarn: 8 more steps (to step 20) {forecast_word} more than 0.05" in v["forecast:t2yarn"]
+    assert all("nan" not in s for s in v.values())
+    p = fit.estimands["contrasts"]["t2yarn"]["p_asymptote_higher"]
+    assert f"P(higher than t2) = {p:.2f}" in repr(fit)
+    json.dumps(fit.to_dict(), default=float)
+
+
+def test_an_undecided_forecast_says_may_or_may_not():
+    from saturation.models.sigmoid import forecast, forecast_sentence
+
+    ds, _ = simulate_sigmoid_arms(SigmoidArmsSpec(n_steps=12, prompts_per_step=4, samples_per_prompt=4), seed=3)
+    data = arm_steps(ds)
+    fit = _made_up_fit(data, {"t2": (0.1, 0.5, 3.0, 4.0), "t2yarn": (0.1, 0.9, 2.0, 30.0)})
+    got = forecast(fit.idata, data, horizon=8, delta=0.05)
+    # the delta at the expected gain of t2yarn: P(gain > delta) near one half
+    delta = got["t2yarn"]["gain"]["mean"]
+    f = forecast(fit.idata, data, horizon=8, delta=delta)["t2yarn"]
+    assert 0.05 < f["p_gain"] < 0.95
+    assert "may or may not gain" in forecast_sentence("t2yarn", f)
+
+
+@pytest.mark.parametrize("n_steps", [1, 2, 4])
+def test_too_few_steps_for_a_curve_is_a_clear_error(n_steps):
+    """Four curve parameters from 1, 2 or 4 steps: refused before sampling, naming the arms."""
+    ds, _ = simulate_sigmoid_arms(SigmoidArmsSpec(n_steps=n_steps, prompts_per_step=4, samples_per_prompt=4), seed=3)
+    with pytest.raises(ValueError, match=r"at least 5 steps with data per arm; arm\(s\) t2 \(\d\), t2yarn"):
+        fit_sigmoid(ds)

@@ -418,7 +418,7 @@ def _check_fittable(steps: np.ndarray, y: np.ndarray, var_mean: np.ndarray, resp
         )
     if len(steps) < MIN_STEPS:
         raise ValueError(
-            f"only {'one step' if len(steps) == 1 else f'{len(steps)} steps'} with graded trials "
+            f"only {'one step' if len(steps) == 1 else f'{len(steps)} steps'} with a {response!r} value "
             f"({[int(v) for v in steps]}); a change point needs at least {MIN_STEPS}"
         )
     if np.ptp(y) == 0 and not np.any(var_mean > 0):

@@ -791,6 +791,13 @@ def _data(ds: xr.Dataset | ArmSteps, config: SigmoidConfig, metrics: xr.Dataset 
         arms = list(config.arms) if config.arms else None
         metrics = metrics if config.x == "compute" else None
         data = arm_steps(ds, arms, metrics=metrics, compute=config.compute, paired=config.paired)
+    seen = (np.asarray(data.n) > 0).sum(axis=1)
+    short = [f"{arm} ({int(k)})" for arm, k in zip(data.arms, seen, strict=True) if k < MIN_FIT_STEPS]
+    if short:
+        raise ValueError(
+            f"a saturation curve (four parameters) needs at least {MIN_FIT_STEPS} steps with data per arm; "
+            f"arm(s) {', '.join(short)} have fewer"
+        )
     if config.x != data.axis:
         need = "per-step metrics of the arms' runs (--metrics)" if config.x == "compute" else "a step axis"
         raise ValueError(f"x = {config.x!r} needs {need}; the data are on a {data.axis} axis")
