@@ -829,10 +829,15 @@ def test_plot_saturation_curves_draws_each_arm_its_band_forecast_and_ceiling(sig
     for arm in ["a", "b"]:
         seen = _by(frame, arm=arm, forecast=False)
         _assert_xy(_line(ax, arm), seen["step"], seen["mean"])
-    bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
-    assert len(bars) == 2
-    right = float(frame["step"].max())
-    _assert_errorbars(bars[1], [right + 7], [_by(frame, arm="b")["asymptote"].iloc[0]], [0.41], [0.69])
+    # the ceilings in their own panel, not at steps of the data axis (issue 43)
+    assert not [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    side = fig.axes[1]
+    bars = [c for c in side.containers if isinstance(c, ErrorbarContainer)]
+    assert len(bars) == 2 and side.get_xlabel() == "ceiling" and not side.get_xticks().size
+    _assert_errorbars(bars[1], [1], [_by(frame, arm="b")["asymptote"].iloc[0]], [0.41], [0.69])
+    # the dotted lines at each posterior mean ceiling that the caption promises
+    dotted = sorted(line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == ":")
+    assert dotted == pytest.approx(sorted(_by(frame, arm=a)["asymptote"].iloc[0] for a in ["a", "b"]))
     ax2 = _into_ax(plots.plot_saturation_curves, sigmoid_fit)
     assert _legend(ax2) == ["a", "b"]
 

@@ -50,6 +50,7 @@ LAYERS = [
     ["plots", "simulate", "skyrl", "runlogs"],
     ["replica", "wandb_history"],
     ["calibrate", "spec", "ingest", "scenarios", "report_html"],
+    ["plan"],
     ["report"],
     ["cli"],
     [""],  # "": the package itself (saturation/__init__.py): its public API names every layer's objects

@@ -381,3 +381,110 @@ def test_lr_arm_reading_follows_the_models_decision(made_up_transfer_fit, end, a
         assert f"the arm is {end} with s85" in text
     assert _lr_arm_reading(made_up_transfer_fit("base", LR_ARM, 0.4, p_end, 3.0, 0.1)) == []  # another reference
     assert _lr_arm_reading(made_up_transfer_fit("s85", "other", 0.4, p_end, 3.0, 0.1)) == []  # no LR arm
+
+
+# ---------------------------------------------------------------------- a report on the user's own runs
+#: words of the reference study that never belong in a report on someone else's data
+STUDY_WORDS = ("study", "SWE", "published", "s85", "Qwen", "g1", "split at step 46", "replica")
+
+
+def _no_study_words(out: Path) -> None:
+    for name in ("REPORT.md", "REPORT.html", "results.json"):
+        text = re.sub(r"data:[a-z/+]+;base64,[A-Za-z0-9+/=]+", "", (out / name).read_text())  # embedded figures
+        found = [w for w in STUDY_WORDS if w in text]
+        assert not found, f"{name} says {found}"
+
+
+def _verl_log(path: Path, n_steps: int = 60) -> Path:
+    """verl's console log (its own LocalLogger format, tests/runlog_fixtures.py) of a run
+    whose task score rises to 0.6 by step 30 and stays there."""
+    import numpy as np
+
+    from runlog_fixtures import verl_metrics, write_verl_console
+
+    rng = np.random.default_rng(1)
+    logged = []
+    for step in range(1, n_steps + 1):
+        m = verl_metrics(step, rng)
+        m["critic/score/mean"] = np.float64(min(0.3 + 0.01 * step, 0.6) + rng.normal(0, 0.02))
+        logged.append((step, m))
+    return write_verl_console(path, logged)
+
+
+def test_a_report_on_a_verl_log_answers_the_plateau_question_and_says_nothing_of_the_study(tmp_path, capsys):
+    log = _verl_log(tmp_path / "train.log")
+    out = tmp_path / "r"
+    assert main(["report", str(log), "--out", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "not run: train-ceilings: one run" in printed and "not run: train-reliability: not logged" in printed
+    text = (out / "REPORT.md").read_text()
+    assert "## 1 Plateau and change point of critic/score/mean (train.log)" in text
+    results = json.loads((out / "results.json").read_text())
+    (section,) = results["analyses"].values()
+    (run,) = section["results"]["runs"]["runs"].values()
+    level = next(iter(run["levels"].values()))
+    assert level["verdict"] == "plateaued" and 27 <= level["changepoint"]["mean"] <= 33
+    assert {f["status"] for f in results["failed"]} == {"skipped"}
+    assert (out / "specs" / "01-train-plateau.toml").exists()  # the spec it ran, to edit and re-run
+    assert (out / "01-train-plateau" / "curves_1.png").exists()
+    _no_study_words(out)
+
+
+def test_a_report_on_user_trials_and_a_trl_run_directory_of_20_steps(tmp_path, capsys):
+    from runlog_fixtures import write_trl_output
+    from saturation.simulate import LevelSpec, PlateauSpec, simulate_plateau
+
+    spec = PlateauSpec(
+        levels=(LevelSpec("file", 0.5, 0.02, 0.0, 12),), n_steps=20, prompts_per_step=16, samples_per_prompt=4
+    )
+    ds, _ = simulate_plateau(spec, seed=4)
+    write_table(ds, tmp_path / "trials.csv")
+    write_trl_output(tmp_path / "trl", list(range(1, 21)), save_every=10, logging_steps=1)
+    out = tmp_path / "r"
+    rc = main(["report", str(tmp_path / "trials.csv"), str(tmp_path / "trl"), "--out", str(out), "--no-progress"])
+    assert rc == 0, capsys.readouterr()
+    results = json.loads((out / "results.json").read_text())
+    kinds = [s["kind"] for s in results["analyses"].values()]
+    # the plateaus first (the question a reader asks first), then the cardinality diagnosis
+    assert kinds == ["plateau", "plateau", "plateau", "diagnose"], list(results["analyses"])
+    titles = [s["title"] for s in results["analyses"].values()]
+    assert "Plateau and change point of graded F1 (trials.csv)" in titles
+    assert "Plateau and change point of eval_reward (trl)" in titles
+    _no_study_words(out)
+    # the same command again: every section from the cache
+    assert main(["report", str(tmp_path / "trials.csv"), str(tmp_path / "trl"), "--out", str(out)]) == 0
+    assert all(s["cached"] for s in json.loads((out / "run.json").read_text())["analyses"].values())
+
+
+def test_shipped_specs_on_user_data_run_what_fits_and_list_the_rest(tmp_path, capsys):
+    """--data with the shipped specs: the study's title, prose and published figures never
+    appear; a spec the data do not fit (the study's break at 46 on a 30-step run, a series
+    spec on trials) is listed as skipped with its reason; exit 0 because some ran."""
+    from saturation.simulate import LevelSpec, PlateauSpec, simulate_plateau
+    from saturation.spec import default_spec_dir
+
+    levels = tuple(LevelSpec(name, 0.5, 0.02, 0.0, 12) for name in ("file", "module", "entity"))
+    ds, _ = simulate_plateau(PlateauSpec(levels=levels, n_steps=30, prompts_per_step=8, samples_per_prompt=4), seed=5)
+    write_table(ds, tmp_path / "mine.csv")
+    shipped = default_spec_dir()
+    specs = [shipped / f"{n}.toml" for n in ("swesmith-plateau", "swesmith-split46", "learning-diagnostics")]
+    specs.append(shipped / "code-contests.toml")
+    out = tmp_path / "r"
+    rc = main(["report", *map(str, specs), "--data", str(tmp_path / "mine.csv"), "--out", str(out), "--no-progress"])
+    assert rc == 0, capsys.readouterr()
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["analyses"]) == {"swesmith-plateau", "learning-diagnostics"}
+    skipped = {f["task"]: f["error"] for f in results["failed"]}
+    assert set(skipped) == {"swesmith-split46", "code-contests"}
+    assert "46" in skipped["swesmith-split46"]
+    assert results["analyses"]["swesmith-plateau"]["title"] == "Plateau and change point (swesmith-plateau on mine.csv)"
+    assert "published_vs_bayes" not in json.dumps(results)
+    text = (out / "REPORT.md").read_text().replace("swesmith-split46", "").replace("swesmith-plateau", "")
+    assert not [w for w in STUDY_WORDS if w in text.replace("(mine.csv)", "")]
+
+
+def test_data_paths_and_data_override_do_not_mix(tmp_path, capsys):
+    log = _verl_log(tmp_path / "train.log", 12)
+    assert main(["report", str(log), "--data", str(log), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--data replaces the data of specs" in err

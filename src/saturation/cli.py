@@ -1315,6 +1315,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     _require_inputs(args.specs)
     if args.data is not None and not args.data.startswith("embedded:"):  # spec.EMBEDDED (not imported: slow)
         _require_inputs([args.data], "--data")
+        if any(not (Path(p).suffix == ".toml" or Path(p).is_dir()) for p in args.specs):
+            raise UsageError("--data replaces the data of specs: give spec files with it, or data paths without it")
     from saturation.report import run_report
 
     _print(f"saturation report -> {args.out}/")
@@ -1339,8 +1341,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(
             f"WARNING: fits that did not converge: {', '.join(bad)}; their numbers are not trustworthy", file=sys.stderr
         )
-    if report.failures:
-        print(f"ERROR: analyses failed: {', '.join(f['task'] for f in report.failures)}", file=sys.stderr)
+    failed = [f["task"] for f in report.failures if f.get("status", "failed") == "failed"]
+    skipped = [f for f in report.failures if f.get("status") == "skipped"]
+    for f in skipped:
+        _print(f"  not run: {f['task']}: {f['error']}")
+    if failed:
+        print(f"ERROR: analyses failed: {', '.join(failed)}", file=sys.stderr)
+        return EXIT_DATA
+    if not report.sections:
+        print("error: none of the analyses fits these data (each reason is listed above)", file=sys.stderr)
         return EXIT_DATA
     return EXIT_OK if report.converged else EXIT_NOT_CONVERGED
 
@@ -1497,7 +1506,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="run every analysis spec (models/*.toml) and write REPORT.md, tables, "
         "figures, fits and results.json (default: the embedded data)",
     )
-    p.add_argument("specs", nargs="*", metavar="SPEC", help="spec files or directories (default: the shipped models/)")
+    p.add_argument(
+        "specs",
+        nargs="*",
+        metavar="PATH",
+        help="spec files or directories of specs (default: the shipped models/); or your own data: trial tables, "
+        "run directories, ingested .nc files or per-step metrics (verl, TRL, TensorBoard, MLflow, wandb, CSV): "
+        "the analyses they support are chosen, their specs written to OUT/specs/",
+    )
     p.add_argument("--data", metavar="PATH", help="replace every spec's data source (trials, or a metrics CSV)")
     p.add_argument("--out", default="report", metavar="DIR", help="output directory (default report/)")
     p.add_argument("--force", action="store_true", help="refit even when the cache is valid")

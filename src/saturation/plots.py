@@ -778,16 +778,23 @@ def saturation_curves_data(fit: Any) -> pd.DataFrame:
 def plot_saturation_curves(fit: Any, *, ax: Axes | None = None) -> Figure:
     """Each arm's saturation curve (``saturation compare``): the observed per-step values
     (points), the fitted curve's posterior mean and 94 % band over the data (solid) and over
-    the forecast horizon (dashed, lighter band), and at the right each arm's ceiling (the
-    asymptote's posterior mean and 94 % HDI)."""
+    the forecast horizon (dashed, lighter band), each arm's posterior mean ceiling (dotted),
+    and in a narrow panel at the right each arm's ceiling with its 94 % HDI (the asymptote;
+    not data at a step)."""
     frame = saturation_curves_data(fit)
     compute = getattr(fit.data, "compute", None) is not None
     xcol = "x" if compute else "step"  # on a compute axis: the compute spent through each step
     with style():
-        fig, ax_ = _figure(ax, COLUMN, 2.4)
-        right = float(frame[xcol].max())
-        # the ceiling markers right of the data: 4 and 3 steps apart, or the same share of the compute
-        unit = right / float(frame["step"].max()) if compute else 1.0
+        if ax is None:
+            import matplotlib.pyplot as plt
+
+            # the ceilings in their own narrow panel: they are not data at a step
+            fig, (ax_, side) = plt.subplots(
+                1, 2, figsize=(COLUMN, 2.4), layout="constrained", sharey=True, width_ratios=(6, 1)
+            )
+        else:
+            fig, ax_ = _figure(ax, COLUMN, 2.4)
+            side = ax_.inset_axes((1.03, 0.0, 0.14, 1.0), sharey=ax_)
         arms = list(dict.fromkeys(frame["arm"]))
         for i, arm in enumerate(arms):
             sub = frame[frame["arm"] == arm]
@@ -802,9 +809,9 @@ def plot_saturation_curves(fit: Any, *, ax: Axes | None = None) -> Figure:
                 )
                 ax_.plot(edge[xcol], edge["mean"], color=colour(i), ls="--", lw=0.9)
             row = sub.iloc[0]
-            x = right + (4 + 3 * i) * unit
-            ax_.errorbar(
-                x,
+            ax_.axhline(row["asymptote"], color=colour(i), ls=":", lw=0.8)  # the posterior mean ceiling
+            side.errorbar(
+                i,
                 row["asymptote"],
                 yerr=[[row["asymptote"] - row["asymptote_low"]], [row["asymptote_high"] - row["asymptote"]]],
                 fmt="D",
@@ -813,11 +820,14 @@ def plot_saturation_curves(fit: Any, *, ax: Axes | None = None) -> Figure:
                 elinewidth=1,
                 capsize=0,
             )
-        ax_.axvline(right + 2 * unit, color="0.8", lw=0.6)
-        ax_.text(
-            right + 3 * unit, 1.0, "ceiling", transform=ax_.get_xaxis_transform(), fontsize=6, va="top", color="0.3"
-        )
+        side.set_xlim(-0.7, len(arms) - 0.3)
+        side.set_xticks([])
+        side.set_xlabel("ceiling")
+        side.tick_params(axis="y", labelleft=False)
+        for edge_name in ("top", "right"):
+            side.spines[edge_name].set_visible(False)
         ax_.set_xlabel(f"cumulative {fit.data.compute_key} (compute)" if compute else "step")
-        ax_.set_ylabel("reward (all rollouts)")
+        metric = getattr(fit.config, "metric", None)
+        ax_.set_ylabel(str(metric) if metric else "reward (all rollouts)")
         ax_.legend(loc="upper left")
     return fig

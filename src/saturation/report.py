@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import hashlib
 import json
 import os
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ from saturation.models.learning import (
     diagnose_entropy,
     diagnose_reliability,
 )
-from saturation.models.plateau import FLAT_DEFINITION, LABELS, STOPPED_VERDICTS, PlateauConfig, together_sentence
+from saturation.models.plateau import FLAT_DEFINITION, FLAT_LATE_VERDICTS, LABELS, PlateauConfig, together_sentence
 from saturation.models.runs import fit_plateau_runs
 from saturation.models.sampling import interval, merge_diagnostics, nuisance_text
 from saturation.models.sigmoid import (
@@ -64,6 +65,7 @@ from saturation.models.sigmoid import (
     series_arm_steps,
 )
 from saturation.models.transfer import TransferConfig, TransferFit
+from saturation.plan import GENERIC, is_data, plan_report
 from saturation.plots import save_figure
 from saturation.progress import Progress
 from saturation.replica import LR_ARM, load_reference
@@ -77,6 +79,7 @@ from saturation.report_html import (
 )
 from saturation.series import dynamic_sampling_notes
 from saturation.spec import (
+    EMBEDDED,
     SeriesConfig,
     Spec,
     analysis_config,
@@ -242,10 +245,17 @@ RUNS_SCHEDULER: str | None = None
 
 
 def _plateau_section(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
-    """A plateau spec: one fit (:func:`_plateau`), or one per run with ``by = "run"``."""
+    """A plateau spec: one fit (:func:`_plateau`), or one per run with ``by = "run"``. On a
+    logged series (``[data] series``) ``response`` may be the key as logged."""
+    if "series" in spec.data and "response" in spec.model:
+        spec = replace(spec, model={**spec.model, "response": S.metric_variable(ds, spec.model["response"])})
     if spec.model.get("by") == "run":
         return _plateau_runs(spec, ds, out)
     return _plateau(spec, ds, reference, out)
+
+
+#: a by-run plateau section draws the curves of at most this many runs (every run is in its table)
+MAX_RUN_FIGURES = 6
 
 
 def _plateau_runs(spec: Spec, ds: xr.Dataset, out: _Out) -> dict[str, Any]:
@@ -262,6 +272,8 @@ def _plateau_runs(spec: Spec, ds: xr.Dataset, out: _Out) -> dict[str, Any]:
         scheduler = "sync"
     except (ImportError, ValueError):
         pass
+    if len(spec.model.get("runs") or np.unique(ds[S.RUN].to_numpy())) < 2:
+        scheduler = "sync"  # one run: a cluster would cost more than the fit
     progress_.stage("fit the runs")
     res = fit_plateau_runs(ds, config, runs=spec.model.get("runs"), seed=spec.seed, scheduler=scheduler)
     if not res.fits:
@@ -289,6 +301,16 @@ def _plateau_runs(spec: Spec, ds: xr.Dataset, out: _Out) -> dict[str, Any]:
     out.table(pd.DataFrame(rows), "runs", f"{spec.title}: one fit per run ({S.HDI_LABEL} of the change point)")
     for run, fit in res.fits.items():
         out.idata(fit.idata, f"plateau_fit_{run}")
+    if "curves" in spec.figures:
+        for i, (run, fit) in enumerate(list(res.fits.items())[:MAX_RUN_FIGURES]):
+            ylabel = str(ds[fit.config.response].attrs.get("metric_name", fit.config.response))
+            out.figure(
+                functools.partial(plots.plot_plateau, fit, ylabel=ylabel),
+                f"curves_{i + 1}",
+                f"Run {run}: {ylabel} by step, the logged values (points), the posterior mean curve of the "
+                f"{fit.describe_model()} and its {S.HDI_LABEL} band; the lower panel gives the change point's "
+                f"posterior probability by step. {_data_text(fit.data.summary, len(fit.data.steps))}",
+            )
     first = next(iter(res.fits.values()))
     details = [f"Model (every run): {first.describe_model()}."]
     details += [f"{run}: {fit.to_dict()['summary']}." for run, fit in res.fits.items()]
@@ -516,17 +538,19 @@ def _study_sentence(sat: dict[str, Any], est: dict[str, Any], breakpoint: float 
     """One sentence: what the study said about the plateau and whether these verdicts agree."""
 
     levels = [lv for lv in est["levels"] if lv in sat["levels"]]
-    stopped = [lv for lv in levels if est["levels"][lv]["verdict"] in STOPPED_VERDICTS]
+    # the study said "flat": only a flat late segment agrees ("slowed" is still gaining)
+    flat = [lv for lv in levels if est["levels"][lv]["verdict"] in FLAT_LATE_VERDICTS]
     said = (
         f"The study found every level statistically flat after step {sat['split_step']} (split OLS, late "
         f"slopes consistent with zero)"
     )
     how = "with the study's break" if breakpoint is not None else "with the break estimated"
-    if levels and len(stopped) == len(levels):
-        return f"{said}; the Bayesian analysis {how} agrees that all {len(levels)} levels stopped rising."
+    if levels and len(flat) == len(levels):
+        return f"{said}; the Bayesian analysis {how} agrees: all {len(levels)} levels are flat late."
+    others = ", ".join(f"{lv} {est['levels'][lv]['verdict']}" for lv in levels if lv not in flat)
     return (
-        f"{said}; the Bayesian analysis {how} confirms it for {len(stopped)} of {len(levels)} levels "
-        f"({', '.join(stopped) or 'none'})."
+        f"{said}; the Bayesian analysis {how} does not confirm it for every level: {len(flat)} of {len(levels)} "
+        f"flat late ({', '.join(flat) or 'none'}; {others})."
     )
 
 
@@ -839,7 +863,7 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
             f"{S.HDI_LABEL}. Data: {summ.get('n_trials', '?')} trials ({summ.get('n_graded', '?')} "
             f"graded) on {summ.get('n_tasks', '?')} tasks, steps {summ['steps'][0]}-{summ['steps'][1]}.",
         )
-    verdict = " ".join(details + _lr_arm_reading(fit))
+    verdict = " ".join(details + (_lr_arm_reading(fit) if reference else []))
     return {"verdict": verdict, "details": details, "diagnostics": fit.diagnostics, "results": json_safe(est)}
 
 
@@ -941,10 +965,12 @@ def _compare(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
         out.figure(
             lambda: plots.plot_saturation_curves(fit),
             "saturation",
-            f"Saturation curve per arm (x = {axis}): per-step all-rollout reward (points), the fitted sigmoid's "
+            f"Saturation curve per arm (x = {axis}): per-step {config.metric or 'all-rollout reward'} (points), "
+            f"the fitted sigmoid's "
             f"posterior mean "
             f"and {S.HDI_LABEL} band over the data (solid) and over the next {config.horizon} steps (dashed: an "
-            f"extrapolation), and each arm's posterior mean ceiling (dotted). Data: {data_words}, "
+            f"extrapolation), each arm's posterior mean ceiling (dotted); right panel: each ceiling (the "
+            f"asymptote) with its {S.HDI_LABEL}. Data: {data_words}, "
             f"{est['likelihood']} likelihood.",
         )
     verdict = " ".join(details)
@@ -978,7 +1004,7 @@ def _reference(spec: Spec) -> tuple[dict[str, Any] | None, str]:
 #: the largest cache record (section.json) read; a real one is a few KB
 MAX_RECORD_BYTES = 16 << 20
 #: the report's own files in the output root (no analysis directory may take these names)
-TOP_LEVEL = ("REPORT.md", "REPORT.html", "results.json")
+TOP_LEVEL = ("REPORT.md", "REPORT.html", "results.json", "run.json", "specs")
 
 
 def _data_paths(spec: Spec, key_name: str, data: str | Path | None) -> list[Path]:
@@ -1104,6 +1130,11 @@ def _sweep(old: Section, out_dir: Path, section_dir: Path, inputs: frozenset[Pat
             continue
 
 
+def user_data(data: str | Path | None) -> bool:
+    """Whether ``data`` (a report's ``--data``) is the user's own, not an embedded data set."""
+    return data is not None and not str(data).startswith(EMBEDDED)
+
+
 def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, force: bool = False) -> Section:
     """Run one analysis (or reuse its cached outputs) and write its files under
     ``out_dir/<safe name>`` (:func:`saturation.io.safe_name`).
@@ -1115,6 +1146,12 @@ def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, f
     previous run recorded (its manifest) are deleted, and only those.
     """
     key_name = "series" if spec.kind == "series" or "series" in spec.data else "trials"
+    if user_data(data):
+        # the user's data in a shipped spec: the study's published figures, its prose and its
+        # title are the study's, never said of someone else's run
+        title, question = GENERIC[spec.kind]
+        own = {k: v for k, v in spec.data.items() if k != "reference"}
+        spec = replace(spec, title=f"{title} ({spec.name} on {Path(str(data)).name})", question=question, data=own)
     reference, ref_hash = _reference(spec)
     metrics_hash = data_hash(spec, "metrics") if "metrics" in spec.data else ""
     parts = [spec.canonical(), data_hash(spec, key_name, data), ref_hash, metrics_hash, __version__]
@@ -1234,17 +1271,45 @@ def run_report(
     and in REPORT.md. Returns the :class:`Report`; REPORT.md and results.json are in ``out``.
     """
     paths: list[str | Path] = list(specs) if specs else [default_spec_dir()]
-    loaded = load_specs(paths)
+    inputs = [p for p in paths if is_data(p)]
+    if inputs and data is not None:
+        raise ValueError("--data replaces the data of specs: give specs with it, or data paths without it")
+    paths = [p for p in paths if not is_data(p)]
     out = Path(out)
+    loaded = load_specs(paths) if paths else []
     check_outputs(loaded, out, data)
+    skipped: list[dict[str, str]] = []
+    if inputs:
+        # the user's own runs: the analyses their data support, as specs under out/specs
+        plan = plan_report(inputs, out)
+        planned = load_specs(list(plan.specs)) if plan.specs else []
+        check_outputs([*loaded, *planned], out, None)
+        loaded, skipped = [*loaded, *planned], plan.skipped
     out.mkdir(parents=True, exist_ok=True)
     with _lock(out):
         return _run_report(
-            loaded, out, data=data, force=force, progress=progress, log=log, scheduler=scheduler, workers=workers
+            loaded,
+            out,
+            data=data,
+            force=force,
+            progress=progress,
+            log=log,
+            scheduler=scheduler,
+            workers=workers,
+            skipped=skipped,
+            skippable=frozenset(s.name for s in loaded if s.path.resolve().parent == (out / "specs").resolve()),
         )
 
 
 LOCK_NAME = ".saturation-report.lock"
+
+
+def _failure(task: str, err: BaseException, *, skipped: bool) -> dict[str, str]:
+    """One line for an analysis that did not run: its name, ``status`` ("skipped": it does
+    not fit the user's data; "failed": the data its spec names did not fit it) and the reason."""
+    text = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+    line = " ".join(text.split())
+    return {"task": task, "status": "skipped" if skipped else "failed", "error": line[:400]}
 
 
 def check_outputs(specs: Sequence[Spec], out: Path, data: str | Path | None = None) -> None:
@@ -1328,10 +1393,12 @@ def _run_report(
     log: Callable[[str], None] | None,
     scheduler: str | None,
     workers: int,
+    skipped: Sequence[dict[str, str]] = (),
+    skippable: frozenset[str] = frozenset(),
 ) -> Report:
     start = time.perf_counter()
     sections: list[Section] = []
-    failures: list[dict[str, str]] = []
+    failures: list[dict[str, str]] = list(skipped)
     with Progress(len(loaded), "report", enabled=progress) as bar:
 
         def logged(section: Section) -> None:
@@ -1350,8 +1417,19 @@ def _run_report(
         if scheduler is None:
             for spec in loaded:
                 bar.set_item(spec.name)
-                sections.append(run_analysis(spec, out, data=data, force=force))
-                logged(sections[-1])
+                try:
+                    sections.append(run_analysis(spec, out, data=data, force=force))
+                except OutputError:
+                    raise  # an output that would replace an input: nothing of the report may be written
+                except (ValueError, KeyError, TypeError, OSError, IndexError) as err:
+                    # one analysis that cannot run on these data does not take the others down:
+                    # it is listed with its reason (skipped on the user's data, failed on the
+                    # data its spec names)
+                    failures.append(_failure(spec.name, err, skipped=user_data(data) or spec.name in skippable))
+                    if log:
+                        log(f"  {spec.name}: {failures[-1]['status'].upper()} ({failures[-1]['error']})")
+                else:
+                    logged(sections[-1])
                 bar.update()
         else:
             bar.set_item(f"{len(loaded)} analyses on the cluster")
@@ -1364,7 +1442,7 @@ def _run_report(
                 }
                 for spec in loaded
             ]
-            sections, failures = map_tasks(
+            sections, failed = map_tasks(
                 _analysis_task,
                 tasks,
                 [spec.name for spec in loaded],
@@ -1372,6 +1450,9 @@ def _run_report(
                 workers=workers,
                 progress=lambda done, total: bar.update(done - bar.done),
             )
+            failures += [
+                {**f, "status": "skipped" if user_data(data) or f["task"] in skippable else "failed"} for f in failed
+            ]
             for section in sections:
                 logged(section)
             for failure in failures:
@@ -1382,6 +1463,8 @@ def _run_report(
     write_report_md(report)
     write_report_html(report)
 
+    # results.json: what the analyses found, byte-identical for the same specs, data, seeds and
+    # version (cold or warm compile cache, cached or forced); run.json: what this run did
     write_atomic(
         out / "results.json",
         (
@@ -1390,7 +1473,6 @@ def _run_report(
                     {
                         "saturation_version": __version__,
                         "hdi_prob": S.HDI_PROB,
-                        "seconds": round(seconds, 2),
                         "failed": report.failures,
                         "analyses": {
                             s.name: {
@@ -1403,8 +1485,6 @@ def _run_report(
                                 "tables": s.tables,
                                 "figures": s.figures,
                                 "fits": s.fits,
-                                "cached": s.cached,
-                                "seconds": s.seconds,
                                 "warnings": s.warnings,
                             }
                             for s in sections
@@ -1416,6 +1496,11 @@ def _run_report(
             + "\n"
         ).encode(),
     )
+    run = {
+        "seconds": round(seconds, 2),
+        "analyses": {s.name: {"cached": s.cached, "seconds": s.seconds, "fitted_on": s.fitted_on} for s in sections},
+    }
+    write_atomic(out / "run.json", (json.dumps(run, indent=1) + "\n").encode())
     return report
 
 
@@ -1436,10 +1521,18 @@ def write_report_md(report: Report) -> Path:
             "they are never used as results.",
             "",
         ]
-    if report.failures:
+    failed = [f for f in report.failures if f.get("status", "failed") == "failed"]
+    skipped = [f for f in report.failures if f.get("status") == "skipped"]
+    if failed:
         lines += [
-            f"> **ERROR: {len(report.failures)} analysis(es) failed and are missing from this report:** "
-            + "; ".join(markdown_text(f"{f['task']}: {f['error']}") for f in report.failures),
+            f"> **ERROR: {len(failed)} analysis(es) failed and are missing from this report:** "
+            + "; ".join(markdown_text(f"{f['task']}: {f['error']}") for f in failed),
+            "",
+        ]
+    if skipped:
+        lines += [
+            f"> **Not in this report ({len(skipped)}): what the data do not support.** "
+            + "; ".join(markdown_text(f"{f['task']}: {f['error']}") for f in skipped),
             "",
         ]
     bad = [s.name for s in report.sections if not s.converged]

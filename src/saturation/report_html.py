@@ -508,13 +508,19 @@ def _front(report: _ReportLike) -> list[str]:
             f'<div class="banner note"><strong>Data note.</strong> {_esc(note)}. Published figures are shown next '
             "to the estimates for comparison; they are never used as results.</div>"
         )
-    if report.failures:
+    for status in ("failed", "skipped"):
+        listed = [f for f in report.failures if f.get("status", "failed") == status]
+        if not listed:
+            continue
         items = "".join(
-            f"<li><strong>{_esc(f.get('task', '?'))}</strong>: {_esc(f.get('error', ''))}</li>" for f in report.failures
+            f"<li><strong>{_esc(f.get('task', '?'))}</strong>: {_esc(f.get('error', ''))}</li>" for f in listed
         )
         parts.append(
-            f'<div class="banner error" role="alert">ERROR: {len(report.failures)} analysis(es) failed and are '
+            f'<div class="banner error" role="alert">ERROR: {len(listed)} analysis(es) failed and are '
             f"missing from this report:<ul>{items}</ul></div>"
+            if status == "failed"
+            else f'<div class="banner note"><strong>Not in this report ({len(listed)}): what the data do not '
+            f"support.</strong><ul>{items}</ul></div>"
         )
     bad = [s.name for s in report.sections if not s.converged]
     if bad:

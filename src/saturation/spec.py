@@ -316,7 +316,7 @@ def data_path(value: str, spec_path: Path) -> Path | None:
 
 def _check_data(where: str, spec_path: Path, kind: str, data: dict[str, Any], problems: list[str]) -> None:
 
-    needed = "series" if kind == "series" or (kind == "compare" and "series" in data) else "trials"
+    needed = "series" if kind == "series" or (kind in ("compare", "plateau") and "series" in data) else "trials"
     if needed not in data:
         problems.append(f"{where}: [data] {needed} is missing (a path or '{EMBEDDED}<name>')")
     embedded = {"trials": EMBEDDED_TRIALS, "series": EMBEDDED_SERIES, "metrics": EMBEDDED_SERIES}
@@ -553,7 +553,14 @@ def data_hash(spec: Spec, key: str, override: str | Path | None = None) -> str:
     if name is not None:
         return replica.content_hash(path)
     digest = hashlib.sha256()
-    for f in [path] if path.is_file() else expand_paths(path):
+    if path.is_file():
+        files = [path]
+    elif key == "trials":
+        files = expand_paths(path)
+    else:  # a run directory of per-step metrics (TRL checkpoints, mlruns, TensorBoard): every regular file
+        files = sorted(f for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+    for f in files:
+        digest.update(str(f.relative_to(path) if f != path else f.name).encode() + b"\0")
         digest.update(f.read_bytes())
     return digest.hexdigest()
 

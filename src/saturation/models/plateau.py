@@ -86,6 +86,9 @@ DEFAULT_ROPE_RELATIVE = S.DEFAULT_ROPE_RELATIVE
 VERDICTS = ("flat", "no change point", "undetermined", "declining", "plateaued", "slowed", "still rising")
 #: the verdicts that say "it stopped rising" (headlines, the calibration's false-stop and power rates)
 STOPPED_VERDICTS = ("plateaued", "slowed")
+#: the verdicts whose late segment is flat ("slowed" is still gaining): what "flat after the
+#: break" means when a published reading is compared with a fit
+FLAT_LATE_VERDICTS = ("plateaued", "flat")
 
 #: One printed name per reported quantity (the CLI, the report, the verdict reasons and the
 #: docs use these; no two quantities share a label).

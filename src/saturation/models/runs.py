@@ -160,7 +160,8 @@ class PlateauRuns:
             for level, by in self.verdict_counts().items()
         ]
         failed = f"; {len(self.failures)} could not be fitted" if self.failures else ""
-        return f"{len(self.fits)} runs: " + "; ".join(parts) + failed
+        n = len(self.fits)
+        return f"{n} run{'' if n == 1 else 's'}: " + "; ".join(parts) + failed
 
     def to_dict(self) -> dict[str, Any]:
         """The public JSON shape: ``{"runs": {RUN: PlateauFit.to_dict()}, "table": [...],
