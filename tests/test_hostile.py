@@ -1060,6 +1060,74 @@ def test_a_table_of_10000_columns_is_refused_up_front_and_wide_tables_are_linear
     assert times[4000] < 8 * times[1000] + 1.0, times
 
 
+def test_a_wide_tables_rows_are_refused_unread_and_every_row_is_counted(tmp_path, monkeypatch):
+    """The column limit is checked on the header, before any row is parsed (a 20,000-column
+    CSV of 200 rows took 4-6 s and 340-550 MB to refuse; now the time of a tiny file): no
+    pandas parse of a metrics table, no field split of a trial row; every row still counted."""
+    import saturation.io as sio
+    import saturation.runlogs as runlogs
+    from saturation.runlogs import RunLogError, read_runlogs
+
+    wide, rows = 5_000, 7
+    trials = tmp_path / "t.csv"
+    trials.write_text(
+        HEADER + "," + ",".join(f"x{i}" for i in range(wide)) + "\n" + ("r,0,a,0,true,1" + ",1" * wide + "\n") * rows
+    )
+    split = sio._csv_fields
+    calls = []
+    monkeypatch.setattr(sio, "_csv_fields", lambda *a: calls.append(a[2][:10]) or split(*a))
+    with pytest.raises(TrialValidationError, match="every row rejected unread"):
+        read_trials_report([trials])
+    assert len(calls) == 1  # the header alone
+    with pytest.raises(TrialValidationError, match=f"no valid rows: {rows} read, {rows} rejected"):
+        read_trials_report([trials], strict=False)  # every row accounted for
+
+    def no_parse(*args, **kwargs):
+        raise AssertionError("a table over the column limit was parsed")
+
+    metrics = tmp_path / "m.csv"
+    metrics.write_text(
+        "run,step," + ",".join(f"m{i}" for i in range(wide)) + "\n" + ("r,1" + ",0.5" * wide + "\n") * rows
+    )
+    monkeypatch.setattr(runlogs.pd, "read_csv", no_parse)
+    with pytest.raises(RunLogError, match=f"5,002 columns, more than the limit of 4,096.*its {rows} rows not read"):
+        read_runlogs([metrics], strict=True)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_a_text_table_past_the_row_limit_stops_reading_and_says_so(tmp_path, monkeypatch, suffix):
+    """A small .zst can hold hundreds of millions of rows (a 0.2 MB file of 2 GiB of rows
+    filled 23 GB and was killed): text tables stop at SATURATION_MAX_ROWS as parquet and
+    netCDF do, strict mode refuses the file, lenient keeps and counts what was read."""
+    import saturation.io as sio
+    import saturation.streams as streams
+
+    monkeypatch.setattr(sio, "MAX_ROWS", 40)
+    monkeypatch.setattr(streams, "BLOCK_CHARS", 256)
+    path = tmp_path / f"t{suffix}"
+    if suffix == ".csv":
+        path.write_bytes(
+            zstandard.ZstdCompressor().compress(
+                (HEADER + "\n" + "".join(f"r,{i},a,0,true,1\n" for i in range(200))).encode()
+            )
+        )
+        path = path.rename(tmp_path / "t.csv.zst")
+    else:
+        path.write_text(
+            "".join(
+                json.dumps({"run": "r", "step": i, "instance_id": "a", "sample": 0, "graded": True, "reward": 1}) + "\n"
+                for i in range(200)
+            )
+        )
+    with pytest.raises(
+        TrialValidationError, match=r"more than 40 rows, the limit \(raise it with SATURATION_MAX_ROWS\)"
+    ):
+        read_trials_report([path])
+    ds, _ = read_trials_report([path], strict=False)
+    read = ds.attrs["rows_read"]
+    assert 40 <= read < 200 and read == ds.attrs["rows_kept"] + ds.attrs["rows_rejected"]
+
+
 def _console_block(step, items):
     head = f"2025-01-01 00:00:00.000 | INFO     | skyrl_train.utils.tracking:log:123 - Step {step}: "
     return head + "\n{" + ", ".join(f"'{k}': {v}" for k, v in items) + "}\n"

@@ -476,6 +476,24 @@ def test_wandb_run_without_the_extra_says_what_to_install(tmp_path, monkeypatch)
         ingest_runs([root], progress=False)
 
 
+def test_a_wandb_directory_without_history_beside_a_console_log_is_a_note(tmp_path):
+    """A wandb run never synced (only files/output.log) beside the console log that holds
+    every step: strict ingest reads the console log and notes the wandb directory (it failed
+    before); without the console log it is still a problem."""
+    from skyrl_fixtures import console_log
+
+    root = tmp_path / "run"
+    wdir = root / "wandb" / "run-20261201_120000-abc123"
+    write(wdir / "files" / "output.log", "captured stdout\n")
+    write(root / "train.log", console_log(3))
+    res = ingest_runs([root], progress=False)
+    assert res.problems == [] and sorted(res.metrics["step"].values.tolist()) == [1, 2, 3]
+    assert len(res.accounting["notes"]) == 1 and str(wdir) in res.accounting["notes"][0]
+    (root / "train.log").unlink()
+    with pytest.raises(IngestError, match=r"without a run-\*.wandb history file"):
+        ingest_runs([root], progress=False)
+
+
 def test_truncated_wandb_history_is_reported(tmp_path):
     pytest.importorskip("wandb")
     from skyrl_fixtures import wandb_run_dir

@@ -124,3 +124,39 @@ def test_spec_rope_checked_by_the_config(tmp_path):
     spec.write_text('[analysis]\nkind = "plateau"\n[data]\ntrials = "embedded:swesmith"\n[model]\nrope = 5.0\n')
     with pytest.raises(SpecError, match="at least half the metric's range"):
         load_spec(spec)
+
+
+@pytest.mark.parametrize(
+    ("kind", "field", "value", "needle"),
+    [
+        ("plateau", "tau_sd", math.nan, "finite number"),
+        ("plateau", "spread_sd", -1.0, "must be positive"),
+        ("plateau", "min_segment", 0, "whole number of steps"),
+        ("plateau", "min_segment", 2.5, "whole number of steps"),
+        ("sigmoid", "asymptote_sd", math.inf, "finite number"),
+        ("transfer", "rw_sd", 0.0, "must be positive"),
+    ],
+)
+def test_priors_out_of_range_are_refused_when_built(kind, field, value, needle):
+    from dataclasses import fields
+
+    from saturation.models.plateau import PlateauPriors
+    from saturation.models.sigmoid import SigmoidPriors
+    from saturation.models.transfer import TransferPriors
+
+    cls = {"plateau": PlateauPriors, "sigmoid": SigmoidPriors, "transfer": TransferPriors}[kind]
+    if field not in {f.name for f in fields(cls)}:
+        pytest.fail(f"{cls.__name__} has no field {field}: update this test")
+    with pytest.raises(ValueError, match=needle):
+        cls(**{field: value})
+    cls()  # the defaults pass the same rule
+
+
+def test_a_spec_prior_of_nan_is_one_line_naming_the_spec(tmp_path):
+    from saturation.spec import SpecError, load_spec
+
+    spec = tmp_path / "p.toml"
+    spec.write_text('[analysis]\nkind = "plateau"\n[data]\ntrials = "embedded:swesmith"\n[priors]\ntau_sd = nan\n')
+    with pytest.raises(SpecError) as info:
+        load_spec(spec)
+    assert "prior tau_sd must be a finite number" in str(info.value) and str(spec) in str(info.value)

@@ -93,6 +93,23 @@ def test_live_display_on_a_terminal_keeps_log_lines_off_the_bar():
     assert lines and all(ln.strip() == "plateau (plateau): 3.2 s" for ln in lines), lines
 
 
+def test_names_from_data_reach_the_terminal_escaped_and_never_as_markup():
+    """A run or spec name carrying an OSC title sequence, a carriage return and rich markup:
+    on the live view and in plain lines its control characters are shown escaped and its
+    brackets as written (before, the live view printed them raw and rendered the markup)."""
+    name = "\x1b]0;pwned\x07run[bold red]X[/]\rover"
+    for stream in (_Terminal(), io.StringIO()):
+        with Progress(2, name, stream=stream) as bar:
+            bar.set_item(name)
+            progress.stage(name, total=10, unit="draws")
+            progress.advance(5, note=name)
+            bar.log(name)
+            bar.update()
+        text = stream.getvalue()
+        assert "\x1b]0;" not in text and "\x07" not in text and "\rover" not in text
+        assert "\\x1b]0;pwned\\x07run[bold red]X[/]\\rover" in text
+
+
 def test_nutpie_draws_reach_the_display():
     """A (tiny) real nutpie run inside a display: compile, then the draws counted up to
     chains x (draws + tune)."""

@@ -325,6 +325,39 @@ runs = ["no-such-run"]
     assert again.sections[0].cached
 
 
+def test_in_process_one_failing_spec_is_named_and_the_others_still_run(tmp_path, capsys):
+    """``--scheduler sync`` (no dask): a spec that loads but fails when fitted is listed with
+    its name and reason; the other section is written (before, the first failure aborted
+    the whole report)."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "a-broken.toml").write_text(f"""
+[analysis]
+kind = "series"
+title = "A run that is not in the data"
+[data]
+series = "embedded:code-contests"
+[model]
+runs = ["no-such-run"]
+{TINY}""")
+    (specs / "b-series.toml").write_text(f"""
+[analysis]
+kind = "series"
+title = "Code contests (tiny)"
+[data]
+series = "embedded:code-contests"
+{TINY}""")
+    out = tmp_path / "r"
+    rc = main(["report", str(specs), "--out", str(out), "--scheduler", "sync", "--no-progress"])
+    assert rc == 1
+    assert "a-broken: FAILED" in capsys.readouterr().out
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["analyses"]) == {"b-series"}
+    failed = results["failed"][0]
+    assert failed["task"] == "a-broken" and "unknown run(s) ['no-such-run']" in failed["error"]
+    assert "Code contests (tiny)" in (out / "REPORT.md").read_text()
+
+
 def test_a_by_run_spec_fits_every_run_and_lists_the_failed_one(tmp_path, monkeypatch):
     """A plateau spec with ``by = "run"``: one table row per run and level, one
     InferenceData per fitted run, the verdict counting the runs' verdicts, the run too
@@ -488,3 +521,18 @@ def test_data_paths_and_data_override_do_not_mix(tmp_path, capsys):
     assert main(["report", str(log), "--data", str(log), "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--data replaces the data of specs" in err
+
+
+def test_results_json_is_byte_identical_cached_or_forced(tmp_path):
+    """Issue 40: the same specs, data and seeds give byte-identical results.json whether the
+    sections come from the cache or are refitted (--force); timings live in run.json."""
+    log = _verl_log(tmp_path / "train.log", 40)
+    out = tmp_path / "r"
+    run_report([log], out=out, progress=False)
+    first = (out / "results.json").read_bytes()
+    again = run_report([log], out=out, progress=False)
+    assert all(s.cached for s in again.sections) and (out / "results.json").read_bytes() == first
+    forced = run_report([log], out=out, progress=False, force=True)
+    assert not any(s.cached for s in forced.sections) and (out / "results.json").read_bytes() == first
+    run = json.loads((out / "run.json").read_text())
+    assert set(run) == {"seconds", "analyses"} and not any(v["cached"] for v in run["analyses"].values())

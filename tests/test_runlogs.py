@@ -368,3 +368,26 @@ def test_plateau_answers_from_a_raw_verl_console_log_and_a_trl_run(tmp_path, cap
     (est,) = next(iter(res["runs"].values()))["levels"].values()
     assert est["headroom_to_max"] is None  # TRL's reward is a sum of reward functions: [0, 2] here
     assert "outside [0, 1]" in capsys.readouterr().out
+
+
+def test_a_skyrl_console_log_given_as_a_file_reads_as_in_its_run_directory(tmp_path):
+    """A SkyRL console log (written by loguru through Ray's prefix, ANSI colours on) passed as
+    a file is detected and reads the same per-step metrics as its run directory does; the
+    run is the policy model path; every line is accounted for."""
+    from saturation.ingest import ingest_runs
+    from skyrl_fixtures import console_log, write
+
+    path = write(tmp_path / "run" / "train.log", console_log(6))
+    assert R.detect_format(path) == "skyrl-console"
+    res = R.read_runlogs([path], strict=True)
+    acc = res.accounting[0]
+    assert acc["format"] == "skyrl-console" and acc["records"] == acc["kept"] + acc["foreign"] + acc["malformed"]
+    assert acc["records"] == len(path.read_text().splitlines())
+    by_dir = ingest_runs([tmp_path / "run"], progress=False).metrics
+    got = res.metrics
+    assert got["run"].values.tolist() == by_dir["run"].values.tolist() == ["Qwen/Qwen3-8B"]
+    assert got["step"].values.tolist() == by_dir["step"].values.tolist() == [1, 2, 3, 4, 5, 6]
+    for var in by_dir.data_vars:
+        assert var in got, var
+        np.testing.assert_array_equal(got[var].values, by_dir[var].values)
+    assert got["reward_mean"].attrs["metric_name"] == "reward/avg_raw_reward"

@@ -298,6 +298,32 @@ def test_dynamic_sampling_round_lines_become_per_step_counts(tmp_path, kind, con
     assert "per-round log lines" in ds["dynamic_sampling_rounds"].attrs["description"]
 
 
+@pytest.mark.parametrize("kind", ["filter", "replace"])
+def test_a_resumed_attempts_round_counts_win_as_its_metrics_do(tmp_path, kind):
+    """A run that crashed after step 5 and restarted from step 1 appends a second attempt to
+    the log: steps 1-3 take the second attempt's round counts (not the first's, kept before as
+    'first wins'), steps 4-5 keep the first attempt's; the replaced round lines are counted."""
+    from skyrl_fixtures import dynamic_sampling_log
+
+    first, truth1 = dynamic_sampling_log(5, kind=kind, seed=3)
+    second, truth2 = dynamic_sampling_log(3, kind=kind, seed=4)
+    log = read_console_log(write(tmp_path / "run.log", first + second), strict=True)
+    truth = {**truth1, **truth2}
+    assert sorted(log.steps) == [1, 2, 3, 4, 5]
+    differ = 0
+    for step, t in truth.items():
+        got = {k.split("/")[1]: log.steps[step][k] for k in log.steps[step] if k.startswith("dynamic_sampling/")}
+        assert got["rounds"] == t["rounds"] and got["prompts_generated"] == t["generated"]
+        assert got["prompts_mixed"] == t["mixed"]
+        assert log.steps[step]["reward/avg_raw_reward"] == pytest.approx(t["logged_reward"], abs=5e-5)
+        differ += step <= 3 and (t["rounds"], t["mixed"]) != (truth1[step]["rounds"], truth1[step]["mixed"])
+    assert differ > 0  # the two attempts' counts differ somewhere, so the test can tell them apart
+    acc = log.accounting()
+    assert acc["resumed_steps"] == 3 and acc["conflicting_values"] == 0
+    first_lines = read_console_log(write(tmp_path / "first.log", first)).accounting()["dynamic_sampling_lines"]
+    assert 0 < acc["dynamic_sampling_lines_superseded"] < first_lines  # steps 1-3 of 5
+
+
 def test_a_step_that_never_logged_leaves_its_round_lines_unplaced(tmp_path):
     from skyrl_fixtures import dynamic_sampling_log
 
@@ -323,21 +349,20 @@ def test_without_dynamic_sampling_nothing_is_added(tmp_path):
     assert log.yaml_dynamic_sampling == "null" and log.dynamic_sampling is None
 
 
-def test_a_restart_keeps_each_steps_first_counts_and_a_bad_block_places_none(tmp_path):
+def test_a_restart_takes_each_steps_later_counts_and_a_bad_block_places_none(tmp_path):
     """Round lines go to the next tracker marker in the file, whatever its step: a restart
-    appended to the log (steps 1-3, then 1-4 again) keeps each step's first counts and
-    counts the second's as conflicts; the rounds before a block that cannot be read are
-    unplaced, never added to the next step."""
+    appended to the log (steps 1-3, then 1-4 again) takes each step's later counts, as its
+    metrics do (no conflicts); the rounds before a block that cannot be read are unplaced,
+    never added to the next step."""
     from skyrl_fixtures import dynamic_sampling_log
 
-    first, t1 = dynamic_sampling_log(3, kind="filter", seed=1)
+    first, _ = dynamic_sampling_log(3, kind="filter", seed=1)
     second, t2 = dynamic_sampling_log(4, kind="filter", seed=2)
     log = read_console_log(write(tmp_path / "restart.log", first + second))
-    for step in (1, 2, 3):
-        assert log.steps[step]["dynamic_sampling/rounds"] == t1[step]["rounds"]
-    assert log.steps[4]["dynamic_sampling/rounds"] == t2[4]["rounds"]
-    assert log.steps[4]["dynamic_sampling/prompts_generated"] == t2[4]["generated"]
-    assert log.conflicts > 0
+    for step in (1, 2, 3, 4):
+        assert log.steps[step]["dynamic_sampling/rounds"] == t2[step]["rounds"]
+        assert log.steps[step]["dynamic_sampling/prompts_generated"] == t2[step]["generated"]
+    assert log.conflicts == 0 and log.accounting()["dynamic_sampling_lines_superseded"] > 0
     text, truth = dynamic_sampling_log(3, kind="filter", seed=5)
     lines = text.split("\n")
     header = next(i for i, line in enumerate(lines) if "Step 2:" in line)

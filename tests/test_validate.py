@@ -112,6 +112,21 @@ def test_phase_must_be_train_or_eval(tmp_path):
     assert f"{path}: line 2: column 'phase'" in _error(path)
 
 
+def test_a_table_without_phase_beside_an_eval_table_is_the_training_phase(tmp_path):
+    """A training table with no phase column read with an eval table (the way a trainer
+    writes them): its rows are 'train', selectable by --phase train and the default."""
+    from saturation.aggregate import select_phase
+
+    train = _csv(tmp_path, "r,0,a,0,true,0.5,0.5,1,1,1\nr,1,a,0,true,0.7,0.7,1,1,1\n", "train.csv")
+    evals = tmp_path / "eval.csv"
+    evals.write_text("run,phase,step,instance_id,sample,graded,reward\nr,eval,1,a,0,1,1\nr,,1,b,0,1,0\n")
+    ds = read_trials([train, evals])
+    assert sorted(ds[S.PHASE].to_numpy().tolist()) == ["eval", "train", "train", "train"]  # the blank cell too
+    kept = select_phase(ds)
+    assert kept.sizes[S.TRIAL] == 3 and kept.attrs["phase"] == "train"
+    assert select_phase(ds, "eval").sizes[S.TRIAL] == 1
+
+
 def test_corrupt_and_truncated_zstd(tmp_path):
     data = zstandard.ZstdCompressor().compress((HEADER + GOOD * 50).encode())
     trunc = tmp_path / "trunc.csv.zst"

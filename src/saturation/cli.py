@@ -81,14 +81,10 @@ def _require_inputs(paths: Sequence[str] | None, flag: str = "") -> None:
             raise UsageError(f"{flag + ' ' if flag else ''}{path}: no such file or directory")
 
 
-_CONTROL_RE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
-
-
 def _shown(text: str) -> str:
-    """``text`` safe for a terminal: every control character but the newline (ESC, CR,
-    BEL, ...) shown escaped (``\\x1b``), so a run name cannot move the cursor, recolour or
-    retitle the terminal, or overwrite an earlier line."""
-    return _CONTROL_RE.sub(lambda m: repr(m.group(0))[1:-1], text)
+    from saturation.progress import terminal_text
+
+    return terminal_text(text)
 
 
 def _print(msg: str = "") -> None:
@@ -165,6 +161,35 @@ def _print_problems(problems: list[Any], header: str, rest: str, shown: int = 20
         _print(f"  ... and {len(problems) - shown} more {rest}")
 
 
+def _print_run_accounting(acc: dict[str, Any]) -> None:
+    """What ``ingest`` of run directories read, per directory and in total."""
+    for d in acc["dirs"]:
+        _print(
+            f"{d['dir']} (run {d['run']}): {d['trajectory_files']} trajectory files, {d['eval_dump_files']} "
+            f"eval dumps, {len(d['console_logs'])} console logs, {d['metrics_csvs']} metrics CSVs, "
+            f"{d['r2e_trajectory_files']} R2E-Gym eval files, {d['index_files']} index files, "
+            f"{d['ignored_files']} ignored"
+        )
+        for name in d["ignored"][:10]:
+            _print(f"  ignored (not a SkyRL file): {name}")
+    _print(
+        f"rows read {acc['rows_read']}: kept {acc['rows_kept']} (of which ungraded {acc['rows_ungraded']}"
+        + "".join(f"{': ' if i == 0 else ', '}{k} {v}" for i, (k, v) in enumerate(acc["ungraded_reasons"].items()))
+        + f"), rejected {acc['rows_rejected']}, superseded eval-dump rows {acc['rows_superseded']}"
+    )
+    for note in acc["notes"]:
+        _print(f"NOTE: {note}")
+    if acc["answer_statuses"]:
+        _print("answers: " + ", ".join(f"{k} {v}" for k, v in acc["answer_statuses"].items()))
+    mismatches = acc["reward_dict_mismatches"]
+    if mismatches:
+        _print(
+            "WARNING: recomputed F1 differs from the logged reward_dict on "
+            + ", ".join(f"{v} trial(s) at the {k} level" for k, v in mismatches.items())
+            + " (kept as recomputed; flagged in reward_dict_mismatch / mismatched_levels)"
+        )
+
+
 def _cmd_ingest_runs(args: argparse.Namespace) -> int:
     from saturation.ingest import IngestError, ingest_runs
     from saturation.io import write_netcdf as write_metrics
@@ -185,29 +210,7 @@ def _cmd_ingest_runs(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_DATA
     acc = res.accounting
-    for d in acc["dirs"]:
-        _print(
-            f"{d['dir']} (run {d['run']}): {d['trajectory_files']} trajectory files, {d['eval_dump_files']} "
-            f"eval dumps, {len(d['console_logs'])} console logs, {d['metrics_csvs']} metrics CSVs, "
-            f"{d['r2e_trajectory_files']} R2E-Gym eval files, {d['index_files']} index files, "
-            f"{d['ignored_files']} ignored"
-        )
-        for name in d["ignored"][:10]:
-            _print(f"  ignored (not a SkyRL file): {name}")
-    _print(
-        f"rows read {acc['rows_read']}: kept {acc['rows_kept']} (of which ungraded {acc['rows_ungraded']}"
-        + "".join(f"{': ' if i == 0 else ', '}{k} {v}" for i, (k, v) in enumerate(acc["ungraded_reasons"].items()))
-        + f"), rejected {acc['rows_rejected']}, superseded eval-dump rows {acc['rows_superseded']}"
-    )
-    if acc["answer_statuses"]:
-        _print("answers: " + ", ".join(f"{k} {v}" for k, v in acc["answer_statuses"].items()))
-    mismatches = acc["reward_dict_mismatches"]
-    if mismatches:
-        _print(
-            "WARNING: recomputed F1 differs from the logged reward_dict on "
-            + ", ".join(f"{v} trial(s) at the {k} level" for k, v in mismatches.items())
-            + " (kept as recomputed; flagged in reward_dict_mismatch / mismatched_levels)"
-        )
+    _print_run_accounting(acc)
     sampling = _dynamic_sampling_warnings(res.metrics) if res.metrics is not None else []
     if res.problems:
         _print_problems(

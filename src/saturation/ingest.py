@@ -589,8 +589,12 @@ def _read_aggregate(path: Path, problems: list[str]) -> dict[str, float] | None:
     return values
 
 
-def _read_logs(c: RunContents, bar: Progress, problems: list[str]) -> tuple[list[ConsoleLog], list[ConsoleLog]]:
-    """The console logs and wandb histories of one run directory."""
+def _read_logs(
+    c: RunContents, bar: Progress, problems: list[str], notes: list[str]
+) -> tuple[list[ConsoleLog], list[ConsoleLog]]:
+    """The console logs and wandb histories of one run directory. A wandb run directory with
+    no ``run-*.wandb`` history (a run never synced, or cleaned) is a problem unless the
+    directory's console logs hold its training steps: then a note, and the logs are read."""
     logs = []
     for path in c.logs:
         bar.set_item(f"ingest {path.name}")
@@ -604,9 +608,16 @@ def _read_logs(c: RunContents, bar: Progress, problems: list[str]) -> tuple[list
     wandb_logs = []
     for wdir in c.wandb_runs:
         bar.set_item(f"ingest {wdir.name}")
-        wandb_logs.append(read_wandb_run(wdir))
-        problems.extend(wandb_logs[-1].problems)
+        log = read_wandb_run(wdir)
         bar.update()
+        if not log.bytes_read and any(_is_training(console) for console in logs):
+            notes.append(
+                f"{wdir}: a wandb run directory without a run-*.wandb history file; "
+                "its run's metrics are read from the console log"
+            )
+            continue
+        wandb_logs.append(log)
+        problems.extend(log.problems)
     return logs, wandb_logs
 
 
@@ -841,8 +852,9 @@ def ingest_runs(
     index_map: dict[str, str] = {}
     for path in [*map(Path, index), *(p for c in contents for p in c.index)]:
         index_map.update(read_index(path, problems))
-    if any(c.wandb_runs for c in contents):
-        require_wandb([str(r) for c in contents for r in c.wandb_runs])
+    histories = [str(r) for c in contents for r in c.wandb_runs if any(r.glob("run-*.wandb"))]
+    if histories:
+        require_wandb(histories)
     n_files = sum(
         len(c.trajectories)
         + len(c.eval_dumps)
@@ -861,10 +873,11 @@ def ingest_runs(
     eval_points: list[tuple[str, int, dict[str, float], str]] = []  # run, step, metrics, file
     csvs: list[xr.Dataset] = []
     per_dir: list[dict[str, Any]] = []
+    notes: list[str] = []  # what was left unread on purpose, and why (not problems)
     seen_runs: dict[str, tuple[Path, set[int] | None]] = {}  # run -> (first directory, eval-only checkpoints)
     try:  # the display is closed (its status lines stop) even when a directory fails
         for root, c in zip(dirs, contents, strict=True):
-            logs, wandb_logs = _read_logs(c, bar, problems)
+            logs, wandb_logs = _read_logs(c, bar, problems, notes)
             run = _dir_identity(root, [*logs, *wandb_logs], labels, index_map)
             # wandb first: its values are unrounded, the console's are rounded to 4 places
             training = [log for log in [*wandb_logs, *logs] if _is_training(log)]
@@ -948,6 +961,7 @@ def ingest_runs(
         "eval_score_mismatches": rows.score_mismatches,
         "graded_without_gold": rows.no_gold,
         "problems": len(problems),
+        "notes": notes,
         "seconds": round(elapsed, 2),
         "megabytes": round(rows.bytes / 1e6, 1),
         "dirs": per_dir,

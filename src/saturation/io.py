@@ -17,6 +17,7 @@ import os
 import re
 import stat
 import tempfile
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from os import PathLike
 from pathlib import Path
@@ -188,12 +189,27 @@ def _iter_raw(path: Path) -> Iterator[RawTable]:
     reader = _JsonRows(table)
     with _stream_problems(table):
         for number, line in streams.iter_lines(path):
+            if len(reader.records) + len(table.unparsable) >= MAX_ROWS and line.strip():
+                table.problems.append(_too_many_rows(source, number))
+                break
             if line is streams.OVERLONG:
                 _reject_overlong(table, number)
             else:
                 reader.add(number, line)
     reader.finish()
     yield table
+
+
+def _too_many_rows(source: str, line: int) -> Problem:
+    """A text table past :data:`MAX_ROWS` rows: reading stops at ``line`` (a small compressed
+    file can hold hundreds of millions of rows)."""
+    return Problem(
+        source,
+        "",
+        "",
+        f"more than {MAX_ROWS:,} rows, the limit (raise it with SATURATION_MAX_ROWS): reading stopped at "
+        f"line {line:,}; the rows before it were read",
+    )
 
 
 @contextlib.contextmanager
@@ -225,6 +241,9 @@ def _csv_tables(path: Path) -> Iterator[RawTable]:
     n_rows = 0
     with _stream_problems(tail):
         for first, text in streams.iter_line_blocks(path):
+            if n_rows + len(rows.rows) + len(head.unparsable) > MAX_ROWS:
+                tail.problems.append(_too_many_rows(source, first))
+                break
             if fast is not None:
                 block = fast.table(first, text)
                 n_rows += len(block.frame) + len(block.unparsable)
@@ -242,7 +261,7 @@ def _csv_tables(path: Path) -> Iterator[RawTable]:
                 pos, number = end + 1, number + 1
                 if had_header or rows.header is None:
                     continue
-                fast = _CsvBlock.for_header(source, rows.header)
+                fast = None if rows.too_wide else _CsvBlock.for_header(source, rows.header)
                 if fast is not None:
                     if pos < len(text):
                         block = fast.table(number, text[pos:])
@@ -395,6 +414,8 @@ class _CsvRows:
         self.header: list[str] | None = None
         self.rows: list[list[str]] = []
         self.locations: list[str] = []
+        #: the header has more than streams.MAX_COLUMNS columns: later lines are rejected unread
+        self.too_wide = False
 
     def add(self, number: int, line: str) -> None:
         if self.header is None:
@@ -402,11 +423,25 @@ class _CsvRows:
         if not line.strip():
             return  # blank line: not a row
         loc = f"line {number}"
+        if self.too_wide:
+            self.table.unparsable.append((loc, line[:200]))
+            return
         row = _csv_fields(self.table, loc, line, None if self.header is None else len(self.header))
         if row is None:
             return
         if self.header is None:
             self.header = [h.strip() for h in row]
+            if len(row) > streams.MAX_COLUMNS:  # refused before any row is parsed
+                self.too_wide = True
+                self.table.problems.append(
+                    Problem(
+                        self.table.source,
+                        loc,
+                        "",
+                        f"{len(row):,} columns, more than the limit of {streams.MAX_COLUMNS:,} (raise it with "
+                        "SATURATION_MAX_COLUMNS); every row rejected unread",
+                    )
+                )
             return
         self.rows.append(row)
         self.locations.append(loc)
@@ -419,14 +454,14 @@ class _CsvRows:
             return
         if not self.rows and not t.unparsable and not t.problems:
             t.problems.append(Problem(t.source, "", "", "empty file (header only, no rows)"))
-        columns = _unique_columns(self.header)
+        columns = _unique_columns(self.header) if not self.too_wide else []
         t.frame = (
             pd.DataFrame(self.rows, columns=columns, dtype=object)
             if self.rows
             else pd.DataFrame(columns=columns, dtype=object)
         )
         t.locations = self.locations
-        dupes = sorted({h for h in self.header if self.header.count(h) > 1})
+        dupes = sorted(h for h, count in Counter(self.header).items() if count > 1)
         if dupes:
             t.problems.append(Problem(t.source, "line 1", "", f"duplicate column name(s) {dupes}"))
             t.duplicate_columns = dupes

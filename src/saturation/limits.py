@@ -94,6 +94,38 @@ def sampler_problems(
     return out
 
 
+def prior_problems(priors: Any) -> list[str]:
+    """What is wrong with a Priors dataclass's values: every number finite, every scale
+    (a field ending in ``_sd``) positive, ``min_segment`` a positive integer; None (from the
+    data) and tuples of centres are checked element by element.
+
+    Parameters
+    ----------
+    priors : dataclass instance
+        :class:`~saturation.models.plateau.PlateauPriors`, ``TransferPriors`` or ``SigmoidPriors``.
+
+    Returns
+    -------
+    list of str
+        One message per problem (empty when all is well).
+    """
+    from dataclasses import fields
+
+    out = []
+    for f in fields(priors):
+        value = getattr(priors, f.name)
+        if value is None:
+            continue
+        values = list(value) if isinstance(value, tuple | list) else [value]
+        if not all(_is_real(v) and math.isfinite(v) for v in values):
+            out.append(f"prior {f.name} must be a finite number, got {value!r}")
+        elif f.name.endswith("_sd") and not all(v > 0 for v in values):
+            out.append(f"prior {f.name} is a scale: it must be positive, got {value!r}")
+        elif f.name == "min_segment" and (not _is_int(value) or value < 1):
+            out.append(f"prior min_segment must be a whole number of steps >= 1, got {value!r}")
+    return out
+
+
 def rope_problems(rope: Any = None, rope_relative: Any = None, metric_max: Any = None) -> list[str]:
     """What is wrong with a plateau ROPE (``None``: not given, not checked).
 

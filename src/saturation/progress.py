@@ -15,6 +15,7 @@ prints above it (log lines and the bar never share a line). When stderr is not a
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -24,6 +25,17 @@ from typing import IO, Any
 INTERVAL = 10.0
 
 _STACK: list[Progress] = []
+_CONTROL_RE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def terminal_text(text: str) -> str:
+    """``text`` safe for a terminal: every control character but the newline (ESC, CR, BEL,
+    ...) shown escaped (``\\x1b``), so a run name cannot move the cursor, recolour or retitle
+    the terminal, or overwrite an earlier line. The live display also shows names without
+    rich markup (a ``[bold]`` in a name stays as written)."""
+    return _CONTROL_RE.sub(lambda m: repr(m.group(0))[1:-1], text)
+
+
 _STACK_LOCK = threading.Lock()
 
 
@@ -90,7 +102,7 @@ class Progress:
         self.stream = stream or sys.stderr
         self.enabled = enabled is not False
         self.live = self.enabled and bool(getattr(self.stream, "isatty", lambda: False)())
-        self.total, self.label, self.interval = max(float(total), 1.0), label, interval
+        self.total, self.label, self.interval = max(float(total), 1.0), terminal_text(label), interval
         self.done = 0.0
         self.bytes = 0.0
         self.item = ""
@@ -131,6 +143,7 @@ class Progress:
     def set_item(self, item: str) -> None:
         """The item being worked on; resets the stage. Plain mode prints a line for it."""
         with self._lock:
+            item = terminal_text(item)
             changed = item != self.item
             self.item = item
             self.stage_name, self.stage_total, self.stage_done, self.stage_note = "", None, 0.0, ""
@@ -144,7 +157,7 @@ class Progress:
     def stage(self, name: str, *, total: float | None = None, unit: str = "") -> None:
         """The current item's stage; ``total``: a counted stage (see :meth:`advance`)."""
         with self._lock:
-            self.stage_name, self.stage_total, self.stage_unit = name, total, unit
+            self.stage_name, self.stage_total, self.stage_unit = terminal_text(name), total, terminal_text(unit)
             self.stage_done, self.stage_note = 0.0, ""
             self._stage_start = time.perf_counter()
             if self._rich is not None:
@@ -155,13 +168,14 @@ class Progress:
         """``done`` units of the current counted stage so far (absolute, not an increment)."""
         with self._lock:
             self.stage_done = float(done)
-            self.stage_note = note
+            self.stage_note = terminal_text(note)
             self._refresh()
 
     def log(self, text: str) -> None:
         """A line above the live display (or a plain line); always printed when enabled."""
         if not self.enabled:
             return
+        text = terminal_text(text)
         with self._lock:
             if self._rich is not None:
                 self._rich.console.print(text, highlight=False, markup=False, soft_wrap=True)
@@ -240,11 +254,11 @@ class Progress:
 
         console = Console(file=self.stream)
         self._rich = RichProgress(
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),  # names from data are never markup
             BarColumn(bar_width=24),
-            TextColumn("{task.fields[count]}"),  # "3/5", "1200/5200 draws"; nothing for a stage without a count
+            TextColumn("{task.fields[count]}", markup=False),  # "3/5", "1200/5200 draws"; "" uncounted
             TimeElapsedColumn(),
-            TextColumn("{task.fields[info]}"),
+            TextColumn("{task.fields[info]}", markup=False),
             console=console,
             refresh_per_second=4,
             transient=False,

@@ -58,6 +58,7 @@ Rules every reader follows:
 
 from __future__ import annotations
 
+import csv
 import itertools
 import json
 import os
@@ -77,6 +78,7 @@ from saturation import schema as S
 from saturation import streams
 from saturation.series import label_metrics, metric_variable_names
 from saturation.series import read_metrics as read_series_file
+from saturation.skyrl import ANSI_RE
 
 #: the formats :func:`read_runlogs` reads (``--format``)
 FORMATS = S.RUNLOG_FORMATS
@@ -93,6 +95,8 @@ VERL_STEP_FAST_RE = re.compile(rb"step:\d+ - ")
 KEY_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_/.-")
 #: a verl file-tracker line starts like this (orjson's compact output)
 VERL_JSONL_HEAD = re.compile(r'^\{"step":-?\d+,"data":\{')
+#: a SkyRL tracker block's loguru header (``skyrl_train.utils.tracking:log:N - Step N:``)
+SKYRL_TRACKER_RE = re.compile(r"\| [A-Z]+ *\| \S+:\S+:\d+ - Step \d+: *$", re.M)
 #: an ANSI escape sequence, Ray's ``[repeated Nx across cluster]`` suffix
 ANSI_BYTES_RE = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
 REPEATED_BYTES_RE = re.compile(rb"\s*\[repeated \d+x across cluster\]\s*$")
@@ -535,6 +539,37 @@ def _read_verl_jsonl(path: Path, run: str) -> _FileRead:
     return read
 
 
+# ------------------------------------------------------------------ SkyRL
+def _read_skyrl_console(path: Path, run: str) -> _FileRead:
+    """A SkyRL console log given as a file (:func:`saturation.skyrl.read_console_log`, as in
+    a run directory): its tracker blocks, a resumed attempt's later blocks winning; the run
+    is the policy model path of its launch overrides, else the file's label. Records are the
+    log's lines: a block's lines kept, the rest foreign, each unreadable block a problem."""
+    from saturation.skyrl import RUN_KEY, read_console_log
+
+    log = read_console_log(path, strict=False)
+    read = _FileRead(str(path), "skyrl-console")
+    acc = log.accounting()
+    read.counts["records"] += log.lines
+    read.counts["kept"] += acc["block_lines"]
+    read.counts["foreign"] += log.lines - acc["block_lines"]
+    for problem in log.problems:
+        read.problem(problem)
+    name = log.config.get(RUN_KEY, run)
+    for step in sorted(log.steps):
+        _add_mapping(read, name, step, log.steps[step], f"{path}: the block of step {step}")
+    # the log resolved its own resumes (a later attempt's blocks replace the earlier ones)
+    read.notes.update(
+        {
+            k: acc[k]
+            for k in ("blocks", "eval_only_blocks", "resumed_steps", "values_superseded", "conflicting_values")
+            if acc[k]
+        }
+    )
+    read.notes["log_restarts"] = acc["restarts"] or None
+    return read
+
+
 # ------------------------------------------------------------------ TRL
 def _trl_candidates(root: Path) -> list[Path]:
     found = [root / TRL_STATE] if (root / TRL_STATE).is_file() else []
@@ -610,20 +645,48 @@ def _table_frame(path: Path, read: _FileRead) -> tuple[pd.DataFrame, list[str]] 
                 wheres.append(where)
             frame = pd.DataFrame(rows)
         else:
+            width = len(_csv_header(path))
+            if width > streams.MAX_COLUMNS:  # refused before the rows are parsed
+                with streams.open_text(path, newline="") as stream:
+                    lines = sum(1 for line in stream if line.strip()) - 1
+                _too_wide(path, read, width, lines)
+                return None
             frame = pd.read_csv(path, dtype=str, keep_default_na=False)
             wheres = [f"{path}:{i + 2}" for i in range(len(frame))]
     except (ValueError, OSError, pd.errors.ParserError) as exc:
         read.problem(f"{path}: unreadable table ({str(exc)[:100]})")
         return None
-    read.counts["records"] += len(frame)
     if frame.shape[1] > streams.MAX_COLUMNS:
-        read.counts["malformed"] += len(frame)
-        read.problem(
-            f"{path}: {frame.shape[1]:,} columns, more than the limit of {streams.MAX_COLUMNS:,} (raise it with "
-            f"SATURATION_MAX_COLUMNS); its {len(frame):,} rows not read"
-        )
+        _too_wide(path, read, frame.shape[1], len(frame))
         return None
+    read.counts["records"] += len(frame)
     return frame, wheres
+
+
+def _csv_header(path: Path) -> list[str]:
+    """The column names of a CSV file's first non-blank line, read alone (a BOM dropped,
+    surrounding spaces kept as pandas keeps them); a malformed header splits at commas."""
+    with streams.open_text(path, newline="") as stream:
+        line = ""
+        while not line.strip():
+            line = stream.readline(streams.MAX_LINE_CHARS)
+            if not line:
+                return []
+    line = line.removeprefix("\ufeff").rstrip("\r\n")
+    try:
+        return next(csv.reader([line], strict=True))
+    except (csv.Error, StopIteration):
+        return line.split(",")
+
+
+def _too_wide(path: Path, read: _FileRead, width: int, rows: int) -> None:
+    """A table wider than :data:`streams.MAX_COLUMNS`: its rows counted, none read."""
+    read.counts["records"] += rows
+    read.counts["malformed"] += rows
+    read.problem(
+        f"{path}: {width:,} columns, more than the limit of {streams.MAX_COLUMNS:,} (raise it with "
+        f"SATURATION_MAX_COLUMNS); its {rows:,} rows not read"
+    )
 
 
 def _cell(value: Any) -> str:
@@ -979,6 +1042,8 @@ def _detect_text(path: Path) -> str | None:
         return "trl" if '"log_history"' in head or name == TRL_STATE else None
     if VERL_JSONL_HEAD.match(first):
         return "verl-jsonl"
+    if "Step " in head and SKYRL_TRACKER_RE.search(ANSI_RE.sub("", head)):
+        return "skyrl-console"
     if name.endswith((".jsonl", ".ndjson")):
         try:
             record = json.loads(first)
@@ -986,7 +1051,9 @@ def _detect_text(path: Path) -> str | None:
             return None
         return "table" if isinstance(record, dict) and _per_step_columns(list(record)) else None
     if name.endswith(".csv"):
-        columns = pd.read_csv(path, nrows=0).columns.map(str).to_list()
+        columns = _csv_header(path)
+        if len(columns) > streams.MAX_COLUMNS:
+            return "table"  # refused by the table reader, naming the limit
         step = step_column(columns)
         if step and any(WANDB_COLUMN_RE.match(c) for c in columns if c != step):
             return "wandb-csv"
@@ -1143,6 +1210,8 @@ def _run_label(path: Path, taken: set[str]) -> str:
 def _read_one(path: Path, fmt: str, run: str, run_column: Sequence[str] | None, workers: int | None) -> _FileRead:
     if fmt == "verl-console":
         return _read_verl_console(path, run, workers)
+    if fmt == "skyrl-console":
+        return _read_skyrl_console(path, run)
     if fmt == "verl-jsonl":
         return _read_verl_jsonl(path, run)
     if fmt == "trl":

@@ -150,7 +150,16 @@ TRANSFER_SAMPLER: Final = {
 CALIBRATION_MODELS: Final = ("plateau", "transfer", "pass-at-k", "sigmoid", "plateau-trials")
 #: the run-log formats ``saturation ingest --format`` reads (runlogs.FORMATS; here so the CLI's
 #: help needs no heavy import)
-RUNLOG_FORMATS: Final = ("verl-console", "verl-jsonl", "trl", "table", "wandb-csv", "mlflow", "tensorboard")
+RUNLOG_FORMATS: Final = (
+    "verl-console",
+    "verl-jsonl",
+    "skyrl-console",
+    "trl",
+    "table",
+    "wandb-csv",
+    "mlflow",
+    "tensorboard",
+)
 #: named simulation scenarios (``saturation simulate``; built in ``scenarios.SCENARIOS``, which
 #: must have exactly these keys: a test checks it). Here so the CLI's help needs no heavy import.
 SCENARIO_NAMES: Final = (

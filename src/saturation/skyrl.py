@@ -124,6 +124,8 @@ class ConsoleLog:
     #: round lines not placed: after the last step's block (a step whose training never
     #: logged) or before a block that could not be read
     sampling_unplaced: int = 0
+    #: round lines of a step that a resumed attempt generated again (its later lines win)
+    sampling_superseded: int = 0
     #: ``type`` of the YAML dump's ``dynamic_sampling`` mapping ("null" when off)
     yaml_dynamic_sampling: str | None = None
 
@@ -199,10 +201,15 @@ class ConsoleLog:
                 self.sampling_unplaced += 1
                 continue
             per_mark.setdefault(i, []).append((kind, numbers))
-        # a step logged twice (a restart appending to the log) keeps its first counts; the
-        # second's differing values are counted as conflicts (merge_step)
+        # a step logged again by a resumed attempt: its later round lines win, as its later
+        # block did (merge_step); an attempt's own later blocks of a step (metrics and timings
+        # apart) carry no round lines, so the last mark with lines is the latest attempt
+        latest = {marks[i][1]: i for i in sorted(per_mark)}
         for i, events in sorted(per_mark.items()):
             step = marks[i][1]
+            if latest[step] != i:
+                self.sampling_superseded += len(events)
+                continue
             filters = [n for kind, n in events if kind == "filter"]
             replaces = [n for kind, n in events if kind == "replace"]
             if filters:
@@ -241,6 +248,7 @@ class ConsoleLog:
             "overlong_lines": self.overlong_lines,
             "dynamic_sampling_lines": len(self.sampling_events),
             "dynamic_sampling_lines_unplaced": self.sampling_unplaced,
+            "dynamic_sampling_lines_superseded": self.sampling_superseded,
             "conflicting_values": self.conflicts,
             "restarts": self.restarts,
             "resumed_steps": self.resumed_steps,

@@ -536,10 +536,14 @@ def validate_trials(tables: Iterable[RawTable], *, strict: bool = True) -> Valid
     frame = pd.concat(typed_parts, ignore_index=True) if typed_parts else pd.DataFrame()
     typed_parts.clear()  # the blocks' rows, now in frame
     if len(frame):
-        # fill optional coords absent from some files with "" (explicitly unknown)
+        # fill optional coords absent from some files with "" (explicitly unknown); a trial
+        # with no phase (a table without the column beside one with it, or a blank cell) is a
+        # training trial, so `--phase train` selects it
         for col in S.OPTIONAL_COORDS:
             if col in frame.columns:
-                frame[col] = frame[col].astype(object).where(frame[col].notna(), "")
+                values = frame[col].astype(object)
+                unknown = values.isna() | (values == "") if col == S.PHASE else values.isna()
+                frame[col] = values.where(~unknown, S.DEFAULT_PHASE if col == S.PHASE else "")
         key = [c for c in S.TRIAL_KEY if c in frame.columns]
         dup = frame.duplicated(key, keep="first").to_numpy()
         if dup.any():

@@ -117,14 +117,14 @@ def read_wandb_run(run_dir: str | Path) -> ConsoleLog:
     run identity). Internal keys (``_step``, ``_runtime``, ``_timestamp``) are dropped;
     non-numeric values (media, tables) are listed in ``non_numeric``. A truncated file keeps
     the complete rows and reports the rest in ``problems``."""
-    from wandb.proto import wandb_internal_pb2 as pb
-
     run_dir = Path(run_dir)
     out = ConsoleLog(str(run_dir))
     files = sorted(run_dir.glob("run-*.wandb"))
     if not files:
         out.problems.append(f"{run_dir}: a wandb run directory without a run-*.wandb history file")
         return out
+    from wandb.proto import wandb_internal_pb2 as pb
+
     config: dict[str, Any] = {}
     for path in files:
         out.bytes_read += path.stat().st_size

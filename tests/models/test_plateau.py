@@ -855,3 +855,30 @@ def test_an_abrupt_jump_is_located_and_called_by_default():
     ds2 = xr.Dataset({"m": (("run", "step"), y2[None])}, coords={"run": ["r"], "step": t})
     fit2 = fit_plateau(ds2, response="m", seed=1)
     assert fit2.config.continuity == "hinge" and fit2.to_dict()["shape"]["p_jump"] < 0.5
+
+
+@pytest.mark.parametrize("n_steps", [1, 2, 3])
+def test_a_run_of_one_two_or_three_steps_is_one_clear_error(n_steps):
+    """Issue 40: one and two steps (and three) are refused before any fit, naming the steps
+    and the minimum, never a crash or a verdict from the prior."""
+    ds, _ = _sim(LevelSpec("file", 0.55, 0.015, 0.0, 1.0), seed=2, n_steps=n_steps)
+    steps = "one step" if n_steps == 1 else f"{n_steps} steps"
+    with pytest.raises(ValueError, match=rf"only {steps} with a 'f1' value"):
+        fit_plateau(ds, seed=1)
+
+
+@pytest.mark.parametrize("value", [1e300, 1e308])
+def test_values_beyond_double_precision_are_one_clear_error(value):
+    """A reward of 1e300 in one trial (or +-1e308 everywhere) overflows the per-step sums of
+    squares: one message naming the variable, no numpy warnings, no IndexError from the sampler."""
+    import warnings
+
+    ds, _ = simulate_plateau(PlateauSpec(n_steps=12), seed=0)
+    reward = ds["reward"].to_numpy().astype(float)
+    reward[::2] = value
+    reward[1::2] = -value if value == 1e308 else reward[1::2]
+    ds["reward"] = ("trial", reward)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"'reward': per-step sums overflow.*rescale the metric"):
+            step_data(ds, response="reward")

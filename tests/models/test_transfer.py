@@ -345,3 +345,15 @@ def test_same_draws_with_a_cold_or_a_warm_compile_cache(tmp_path):
         assert r.returncode == 0, r.stderr[-2000:]
     cold, warm = (r.stdout.split()[-1] for r in run)
     assert cold == warm
+
+
+@pytest.mark.parametrize("n_steps", [1, 2])
+def test_a_run_of_one_or_two_steps_is_one_clear_error(n_steps):
+    spec = _spec(
+        [("base", ((1, 0.4), (n_steps, 0.3)), ((1, 0.4), (n_steps, 0.6))), ("s85", ((1, 0.4),), ((1, 0.5),))],
+        n_steps=n_steps,
+        prompts=8,
+    )
+    ds, _ = simulate_transfer(spec, seed=1)
+    with pytest.raises(ValueError, match=rf"arm 'base' has graded trials at only {n_steps} step\(s\).*at least 3"):
+        fit_transfer(ds, seed=1)

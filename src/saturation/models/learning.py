@@ -27,6 +27,7 @@ posterior probability and documented ROPEs.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -346,7 +347,7 @@ def diagnose_reliability(
     config = config or ReliabilityConfig(
         runs=tuple(runs) if runs else None, pass1=pass1, passk=passk, rope=rope, draws=draws, chains=chains
     )  # the keyword arguments, once into the config (``config`` given: they are not used)
-    runs = list(config.runs) if config.runs else runs_with(series, (config.pass1, config.passk))
+    runs = runs_with(series, (config.pass1, config.passk), config.runs)
     pass1, passk, rope, draws, chains = config.pass1, config.passk, config.rope, config.draws, config.chains
     k = int(series[passk].attrs.get("k", 0)) or None
     trends: dict[str, dict[str, np.ndarray]] = {}
@@ -382,9 +383,17 @@ def rope_decision(change: np.ndarray, rope: float, words: tuple[str, str, str, s
     return (decided[0] if decided else words[3]), p_in, p_up, p_down
 
 
-def runs_with(series: xr.Dataset, variables: tuple[str, ...]) -> list[str]:
+def runs_with(series: xr.Dataset, variables: tuple[str, ...], chosen: Sequence[str] | None = None) -> list[str]:
     """The runs of a series with a value of every one of ``variables`` at some step (a
-    composite-reward run has no pass@k; a run that logged no entropy has none), in order."""
+    composite-reward run has no pass@k; a run that logged no entropy has none), in order;
+    ``chosen``: those runs, each checked to be in the series (a KeyError naming the runs
+    there otherwise)."""
+    if chosen:
+        have_runs = [str(r) for r in series[S.RUN].values]
+        unknown = [r for r in chosen if r not in have_runs]
+        if unknown:
+            raise KeyError(f"unknown run(s) {unknown}; the series has {have_runs}")
+        return list(chosen)
     have = np.ones(series.sizes[S.RUN], dtype=bool)
     for var in variables:
         if var not in series:
@@ -619,7 +628,7 @@ def diagnose_entropy(
         draws=draws,
         chains=chains,
     )  # the keyword arguments, once into the config (``config`` given: they are not used)
-    runs = list(config.runs) if config.runs else runs_with(series, (config.entropy, config.reward))
+    runs = runs_with(series, (config.entropy, config.reward), config.runs)
     entropy, reward, rope_relative = config.entropy, config.reward, config.rope_relative
     draws, chains = config.draws, config.chains
     trends: dict[str, dict[str, np.ndarray]] = {}
@@ -737,7 +746,7 @@ def diagnose_components(series: xr.Dataset, config: ComponentsConfig, *, seed: i
     trends' differences in shape.
     """
     variables = [S.metric_variable(series, c, "component") for c in config.components]
-    runs = list(config.runs) if config.runs else runs_with(series, (*variables, config.reward))
+    runs = runs_with(series, (*variables, config.reward), config.runs)
     if not runs:
         raise ValueError(f"no run logged all of the components {list(config.components)}")
     trends: dict[str, dict[str, np.ndarray]] = {}

@@ -38,7 +38,7 @@ from saturation import schema as S
 from saturation._lazy import DeferredInferenceData, lazy
 from saturation.aggregate import aggregate, phase_summary, select_phase
 from saturation.frequentist import davies_test
-from saturation.limits import OptionError, fit_memory_problem, rope_problems
+from saturation.limits import OptionError, fit_memory_problem, prior_problems, rope_problems
 from saturation.models._exact import (
     LOO_TAU_STRIDE,
     RHO_GRID,
@@ -313,6 +313,9 @@ class StepData:
 
 #: fewest steps with data that a plateau fit accepts
 MIN_STEPS = 4
+#: largest per-step mean a plateau fit accepts: the likelihood squares differences of means
+#: and sums them over steps and candidates; beyond this, rescale the metric
+MAX_ABS_MEAN = 1e12
 
 
 def _one_run_of_trials(data: xr.Dataset, run: str | None, summary: dict[str, Any]) -> xr.Dataset:
@@ -414,7 +417,9 @@ def _from_series(data: xr.Dataset, response: str, run: str | None, summary: dict
     return series[S.STEP].to_numpy(), [response], y, np.full_like(y, np.inf), np.zeros_like(y), None, None
 
 
-def _check_fittable(steps: np.ndarray, y: np.ndarray, var_mean: np.ndarray, response: str, n_trials: int) -> None:
+def _check_fittable(
+    steps: np.ndarray, y: np.ndarray, n: np.ndarray, var_mean: np.ndarray, response: str, n_trials: int
+) -> None:
     if len(steps) == 0:
         raise ValueError(
             f"no graded trials with a {response!r} value: nothing to fit ({n_trials} trials, all ungraded or empty)"
@@ -423,6 +428,15 @@ def _check_fittable(steps: np.ndarray, y: np.ndarray, var_mean: np.ndarray, resp
         raise ValueError(
             f"only {'one step' if len(steps) == 1 else f'{len(steps)} steps'} with a {response!r} value "
             f"({[int(v) for v in steps]}); a change point needs at least {MIN_STEPS}"
+        )
+    seen = np.isfinite(y)
+    overflowed = bool(np.any(~seen & (n > 0))) or not np.all(np.isfinite(var_mean[seen]))
+    if overflowed or (seen.any() and np.max(np.abs(y[seen])) > MAX_ABS_MEAN):
+        big = float(np.max(np.abs(y[seen]))) if seen.any() else float("nan")
+        what = "per-step sums overflow" if overflowed else f"per-step means reach {big:.3g},"
+        raise ValueError(
+            f"{response!r}: {what} beyond what a fit can use in double precision (values beyond about 1e154 "
+            f"in one trial, or means beyond {MAX_ABS_MEAN:g}); rescale the metric"
         )
     if np.ptp(y) == 0 and not np.any(var_mean > 0):
         raise ValueError(
@@ -460,13 +474,15 @@ def step_data(
     """
 
     summary: dict[str, Any] = {"response": response}
-    if S.TRIAL in data.dims:
-        data = aggregate(_one_run_of_trials(data, run, summary), by=(S.STEP,))
-    if f"{response}_n" in data:
-        steps, levels, y, n, var_mean, k, bounded = _from_aggregate(data, response, levels, run, summary)
-    else:
-        steps, levels, y, n, var_mean, k, bounded = _from_series(data, response, run, summary)
-    _check_fittable(steps, y, var_mean, response, summary.get("n_trials", 0))
+    # values near the double limit overflow the sums of squares; _check_fittable names them
+    with np.errstate(over="ignore", invalid="ignore"):
+        if S.TRIAL in data.dims:
+            data = aggregate(_one_run_of_trials(data, run, summary), by=(S.STEP,))
+        if f"{response}_n" in data:
+            steps, levels, y, n, var_mean, k, bounded = _from_aggregate(data, response, levels, run, summary)
+        else:
+            steps, levels, y, n, var_mean, k, bounded = _from_series(data, response, run, summary)
+    _check_fittable(steps, y, n, var_mean, response, summary.get("n_trials", 0))
     summary.update(steps=[int(steps[0]), int(steps[-1])], n_steps=len(steps), levels=levels)
     return StepData(np.asarray(steps, dtype=float), list(levels), y, n, var_mean, response, k, summary, bounded)
 
@@ -556,6 +572,11 @@ class PlateauPriors:
     interior_shift_sd: float = 1.5
     interior_weight_mu: float = 0.5
     interior_weight_sd: float = 0.5
+
+    def __post_init__(self) -> None:
+        problems = prior_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
 
     def resolve(
         self, data: StepData, likelihood: str = "gaussian", grid: np.ndarray | None = None

@@ -22,6 +22,7 @@ from saturation import curves
 from saturation import schema as S
 from saturation._lazy import lazy
 from saturation.aggregate import phase_summary, select_phase
+from saturation.limits import prior_problems
 from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
@@ -104,6 +105,11 @@ class SigmoidPriors:
     #: sigma ~ HalfNormal(this), and the (arm, step) jitter's, tau ~ HalfNormal(``step_logit_sd``)
     instance_sd: float = 1.0
     step_logit_sd: float = 0.2
+
+    def __post_init__(self) -> None:
+        problems = prior_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from saturation import curves
 from saturation import schema as S
 from saturation._lazy import lazy
 from saturation.aggregate import phase_summary, select_phase
+from saturation.limits import prior_problems
 from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
@@ -304,6 +305,11 @@ class TransferPriors:
     #: fixed prior means of the first knot (logit ungraded rate, logit graded-only reward)
     #: instead of the data-centred ones (simulation-based calibration needs data-free priors)
     start_mu: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        problems = prior_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
 
 
 @dataclass(frozen=True)
