@@ -391,3 +391,25 @@ def test_a_skyrl_console_log_given_as_a_file_reads_as_in_its_run_directory(tmp_p
         assert var in got, var
         np.testing.assert_array_equal(got[var].values, by_dir[var].values)
     assert got["reward_mean"].attrs["metric_name"] == "reward/avg_raw_reward"
+
+
+def test_verl_console_items_off_the_fast_path_keep_their_values(tmp_path):
+    """The fast split takes ``key:value`` items whose key holds no ``:``; a key that does
+    (a data source named ``a:b``), a numpy scalar, an empty value and a word each leave it,
+    and every item still lands as the line-by-line rule says."""
+    path = tmp_path / "run.log"
+    path.write_text(
+        "step:1 - val-core/a:b/acc/mean@4:0.25 - actor/entropy:np.float64(0.5) - x:np.int64(3)\n"
+        "step:2 - val-core/a:b/acc/mean@4:0.75 - actor/entropy:0.4 - x:4\n"
+        "step:3 - actor/entropy:high - x:5 - y:\n"
+    )
+    res = R.read_runlogs([path], strict=False)
+    ds = res.metrics
+    assert (
+        _value(ds, "run", "val-core/a:b/acc/mean@4", 1) == 0.25
+        and _value(ds, "run", "val-core/a:b/acc/mean@4", 2) == 0.75
+    )
+    assert _value(ds, "run", "actor/entropy", 1) == 0.5 and _value(ds, "run", "x", 1) == 3.0
+    assert _value(ds, "run", "x", 3) == 5.0 and math.isnan(_value(ds, "run", "actor/entropy", 3))
+    assert any(f"{path}:3" in p and "'actor/entropy': 'high' is not a number" in p for p in res.problems)
+    assert any(f"{path}:3" in p and "'y': '' is not a number" in p for p in res.problems)

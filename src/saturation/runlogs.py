@@ -65,7 +65,7 @@ import os
 import re
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,6 +133,14 @@ class RunLogError(ValueError):
 
 
 # ------------------------------------------------------------------ collection
+def _latest(steps: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct steps of records ``rows``, ascending; for each, the index into ``rows``
+    of its latest record: the later record wins at a repeated step)."""
+    order = np.argsort(rows, kind="stable")[::-1]  # latest record first
+    unique, first = np.unique(steps[rows[order]], return_index=True)  # first = the latest
+    return unique, order[first]
+
+
 class _Collector:
     """Records of one run in file order: a step, a tuple of keys and their values. Records
     with the same keys share one growing array (compact for a million steps)."""
@@ -189,25 +197,37 @@ class _Collector:
 
     def resolve(self) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], int]:
         """key -> (steps, values), the later record winning at a repeated step; and how many
-        values were replaced so."""
+        values were replaced so. The latest-per-step selection is computed once per
+        signature (a log's records mostly share one set of keys) and shared by its keys'
+        step arrays; a key logged under several signatures is merged on its own."""
         steps = np.frombuffer(self.steps, dtype=np.int64) if self.steps else np.zeros(0, np.int64)
-        parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+        parts: dict[str, list[tuple[int, int]]] = {}  # key -> (signature, column)
         for sig, keys in enumerate(self.keys):
-            rows = np.frombuffer(self.rows[sig], dtype=np.int64)
-            matrix = np.frombuffer(self.values[sig], dtype=np.float64).reshape(len(rows), len(keys))
             for j, key in enumerate(keys):
                 name = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
-                parts.setdefault(name, []).append((rows, matrix[:, j]))
+                parts.setdefault(name, []).append((sig, j))
+        rows = [np.frombuffer(r, dtype=np.int64) for r in self.rows]
+        matrices = [
+            np.frombuffer(self.values[sig], dtype=np.float64).reshape(len(rows[sig]), len(keys))
+            for sig, keys in enumerate(self.keys)
+        ]
+        latest: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # signature -> (steps, latest row)
         out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         superseded = 0
-        for key, pieces in parts.items():
-            rows = np.concatenate([p[0] for p in pieces])
-            vals = np.concatenate([p[1] for p in pieces])
-            order = np.argsort(rows, kind="stable")[::-1]  # latest record first
-            key_steps = steps[rows[order]]
-            unique, first = np.unique(key_steps, return_index=True)  # first = the latest
-            superseded += len(rows) - len(unique)
-            out[key] = (unique, vals[order][first])
+        for key, where in parts.items():
+            if len(where) == 1:
+                sig, j = where[0]
+                if sig not in latest:
+                    latest[sig] = _latest(steps, rows[sig])
+                unique, pick = latest[sig]
+                superseded += len(rows[sig]) - len(unique)
+                out[key] = (unique, matrices[sig][pick, j])
+                continue
+            key_rows = np.concatenate([rows[sig] for sig, _ in where])
+            vals = np.concatenate([matrices[sig][:, j] for sig, j in where])
+            unique, pick = _latest(steps, key_rows)
+            superseded += len(key_rows) - len(unique)
+            out[key] = (unique, vals[pick])
         return out, superseded
 
 
@@ -323,10 +343,60 @@ def _console_slow(items: list[bytes], part: _ConsolePart, line: int) -> tuple[li
     return keys, values
 
 
+class _LineOf:
+    """Line numbers of offsets into one block, counted only when a problem asks (offsets
+    asked in increasing order, so the count goes on from the last one)."""
+
+    def __init__(self, buf: bytes, first_line: int) -> None:
+        self.buf, self.pos, self.line = buf, 0, first_line
+
+    def __call__(self, offset: int) -> int:
+        self.line += self.buf.count(b"\n", self.pos, offset)
+        self.pos = offset
+        return self.line
+
+
+def _console_line(text: bytes, part: _ConsolePart, line: Callable[[], int]) -> None:
+    """One ``step:N - key:value ...`` text (from ``step:`` to the end of the line). The fast
+    path: numpy scalars unwrapped in one pass, the separators made one, the whole line split
+    once, keys and values taken by slicing and every value parsed by one ``map(float)``; a
+    key holding ``:`` goes through ``rpartition`` per item, anything unusual item by item."""
+    if b":np." in text:
+        text = _unwrap_numpy(text)
+    flat = text.replace(b" - ", b":").split(b":")
+    try:
+        if len(flat) != 2 * (text.count(b" - ") + 1):  # a key or value holding ":"
+            raise ValueError
+        step = int(flat[1])
+        keys = flat[2::2]
+        if not all(keys):
+            raise ValueError
+        values = list(map(float, flat[3::2]))
+    except ValueError:
+        items = text.split(b" - ")
+        step = int(items[0][5:])
+        kv = [item.rpartition(b":") for item in items[1:]]
+        try:
+            if not all([p[0] and p[1] for p in kv]):
+                raise ValueError from None
+            values = list(map(float, [p[2] for p in kv]))
+            keys = [p[0] for p in kv]
+        except ValueError:
+            got = _console_slow(items[1:], part, line())
+            if got is None:
+                return
+            keys, values = got
+    part.kept += 1
+    part.values += len(values)
+    if keys:
+        part.collector.add(step, tuple(keys), values)
+
+
 def _unwrap_numpy(text: bytes) -> bytes:
-    """``key:np.float64(0.5)`` -> ``key:0.5`` for every value of a line (plain ``bytes.replace``:
-    a regex substitution with a group costs 20 times more); a wrapper not in
-    :data:`NP_WRAPPERS` goes through :data:`NP_SCALAR_BYTES_RE`."""
+    """``key:np.float64(0.5)`` -> ``key:0.5`` for every value of a line (verl's
+    ``pprint.pformat`` of numpy 2 scalars) by plain ``bytes.replace`` (a regex substitution
+    with a group costs 20 times more; one pass over a line beats one over a joined block);
+    a wrapper not in :data:`NP_WRAPPERS` goes through :data:`NP_SCALAR_BYTES_RE`."""
     for wrapper in NP_WRAPPERS:  # the common ones first; most lines hold one kind or two
         text = text.replace(wrapper, b":")
         if b":np." not in text:
@@ -337,31 +407,6 @@ def _unwrap_numpy(text: bytes) -> bytes:
     if b":np." in text:
         text = NP_SCALAR_BYTES_RE.sub(rb":\1", text)
     return text
-
-
-def _console_line(text: bytes, part: _ConsolePart, line: int) -> None:
-    """One ``step:N - key:value ...`` text (from ``step:`` to the end of the line). The fast
-    path: numpy scalars unwrapped in one pass, every item split in one comprehension, every
-    value parsed by one ``map(float)``; anything unusual goes item by item."""
-    if b":np." in text:
-        text = _unwrap_numpy(text)
-    items = text.split(b" - ")
-    step = int(items[0][5:])
-    kv = [item.rpartition(b":") for item in items[1:]]
-    try:
-        if not all([p[0] and p[1] for p in kv]):
-            raise ValueError
-        values = list(map(float, [p[2] for p in kv]))
-        keys = [p[0] for p in kv]
-    except ValueError:
-        got = _console_slow(items[1:], part, line)
-        if got is None:
-            return
-        keys, values = got
-    part.kept += 1
-    part.values += len(values)
-    if keys:
-        part.collector.add(step, tuple(keys), values)
 
 
 def _clean_console(text: bytes) -> bytes:
@@ -382,25 +427,30 @@ def _scan_block(buf: bytes, first_line: int, part: _ConsolePart) -> None:
         part.nul_bytes += buf.count(b"\x00")
         buf = buf.replace(b"\x00", b"")
     done = -1
-    pos, line_no = 0, first_line
+    line_of = _LineOf(buf, first_line)
+    labels: dict[bytes, str] = {}  # a line prefix -> its label in the accounting
     for m in VERL_STEP_FAST_RE.finditer(buf):
         if m.start() < done or (m.start() > 0 and buf[m.start() - 1] in KEY_BYTES):
             continue  # a second match on a line already read, or a key ending in "step"
         start = buf.rfind(b"\n", 0, m.start()) + 1
         end = buf.find(b"\n", m.end())
         end = len(buf) if end < 0 else end
-        line_no += buf.count(b"\n", pos, start)
-        pos = start
         done = end
         prefix = buf[start : m.start()]
-        if prefix:
-            prefix = ANSI_BYTES_RE.sub(b"", prefix).strip()
-            ray = RAY_PREFIX_BYTES_RE.search(prefix)
-            label = f"({ray['actor'].decode('utf-8', 'replace')} pid=...)" if ray else "other"
-            part.prefixes[label] += 1
-        else:
-            part.prefixes["none"] += 1
-        _console_line(_clean_console(buf[m.start() : end]), part, line_no)
+        label = labels.get(prefix)
+        if label is None:
+            label = labels[prefix] = _prefix_label(prefix)
+        part.prefixes[label] += 1
+        _console_line(_clean_console(buf[m.start() : end]), part, lambda at=start: line_of(at))
+
+
+def _prefix_label(prefix: bytes) -> str:
+    """How a step line's prefix is counted: ``(Actor pid=...)`` for a Ray prefix, ``none``
+    or ``other``."""
+    if not prefix:
+        return "none"
+    ray = RAY_PREFIX_BYTES_RE.search(ANSI_BYTES_RE.sub(b"", prefix).strip())
+    return f"({ray['actor'].decode('utf-8', 'replace')} pid=...)" if ray else "other"
 
 
 def _scan_range(path: str, start: int, stop: int) -> _ConsolePart:
@@ -1140,8 +1190,16 @@ def _file_accounting(read: _FileRead, resolved: Mapping[str, Any]) -> dict[str, 
 
 
 def _steps_of(series: Mapping[str, tuple[np.ndarray, np.ndarray]], keys: Iterable[str]) -> np.ndarray:
-    arrays = [series[k][0] for k in keys]
-    return np.unique(np.concatenate(arrays)) if arrays else np.zeros(0, np.int64)
+    return _union_steps(series[k][0] for k in keys)
+
+
+def _union_steps(arrays: Iterable[np.ndarray]) -> np.ndarray:
+    """The sorted union of ascending step arrays; the keys of one signature share one array
+    (:meth:`_Collector.resolve`), so each distinct array enters once."""
+    distinct = list({id(a): a for a in arrays}.values())
+    if len(distinct) == 1:
+        return distinct[0]
+    return np.unique(np.concatenate(distinct)) if distinct else np.zeros(0, np.int64)
 
 
 def _validation_only(series: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> list[int]:
@@ -1177,7 +1235,7 @@ def _build(reads: Sequence[_FileRead]) -> tuple[xr.Dataset | None, list[dict[str
 
 def _dataset(runs: Mapping[str, Mapping[str, tuple[np.ndarray, np.ndarray]]], accounting: list[dict]) -> xr.Dataset:
     keys = list(dict.fromkeys(k for series in runs.values() for k in series))
-    steps = np.unique(np.concatenate([s for series in runs.values() for s, _ in series.values()]))
+    steps = _union_steps(s for series in runs.values() for s, _ in series.values())
     run_names = list(runs)
     names = metric_variable_names(keys)
     data = {}
