@@ -59,6 +59,7 @@ Rules every reader follows:
 from __future__ import annotations
 
 import csv
+import functools
 import itertools
 import json
 import os
@@ -441,7 +442,7 @@ def _scan_block(buf: bytes, first_line: int, part: _ConsolePart) -> None:
         if label is None:
             label = labels[prefix] = _prefix_label(prefix)
         part.prefixes[label] += 1
-        _console_line(_clean_console(buf[m.start() : end]), part, lambda at=start: line_of(at))
+        _console_line(_clean_console(buf[m.start() : end]), part, functools.partial(line_of, start))
 
 
 def _prefix_label(prefix: bytes) -> str:
