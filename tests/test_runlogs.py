@@ -413,3 +413,53 @@ def test_verl_console_items_off_the_fast_path_keep_their_values(tmp_path):
     assert _value(ds, "run", "x", 3) == 5.0 and math.isnan(_value(ds, "run", "actor/entropy", 3))
     assert any(f"{path}:3" in p and "'actor/entropy': 'high' is not a number" in p for p in res.problems)
     assert any(f"{path}:3" in p and "'y': '' is not a number" in p for p in res.problems)
+
+
+def _hinge_logged(n: int = 80, knee: int = 30, seed: int = 11) -> list[tuple[int, dict[str, float]]]:
+    rng = np.random.default_rng(seed)
+    return [
+        (step, {"critic/score/mean": float(0.2 + 0.5 * min(step, knee) / knee + rng.normal(0, 0.01))})
+        for step in range(1, n + 1)
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["verl-jsonl", "mlflow", "tensorboard", "table", "wandb-csv", "skyrl-console"])
+def test_plateau_answers_from_the_raw_file_of_every_format(tmp_path, capsys, fmt):
+    """Issue 42's done-when for the formats the test above does not cover: each file written
+    as its framework writes it, given as it is to ``saturation plateau FILE --metric KEY``,
+    answers with the knee located (the exact sampler: no compile, no conversion step)."""
+    from saturation.cli import main
+
+    logged = _hinge_logged()
+    key = "critic/score/mean"
+    if fmt == "verl-jsonl":
+        path = F.write_verl_jsonl(tmp_path / "metrics.jsonl", logged)
+    elif fmt == "mlflow":
+        path = F.write_mlflow(tmp_path, {"run": logged})
+    elif fmt == "tensorboard":
+        path = F.write_tensorboard(tmp_path / "tb" / "run", logged, style="torch")
+    elif fmt == "table":
+        path = tmp_path / "export.csv"
+        path.write_text("global_step,critic/score/mean\n" + "".join(f"{s},{m[key]!r}\n" for s, m in logged))
+    elif fmt == "wandb-csv":
+        path = tmp_path / "wandb_export.csv"
+        path.write_text('"Step","grpo - critic/score/mean"\n' + "".join(f"{s},{m[key]!r}\n" for s, m in logged))
+    else:
+        from skyrl_fixtures import Loguru
+
+        lg = Loguru()
+        try:
+            text = "".join(lg.console_log({"reward/avg_raw_reward": m[key]}, s) for s, m in logged)
+        finally:
+            lg.logger.remove()
+        path = tmp_path / "train.log"
+        path.write_text(text)
+        key = "reward/avg_raw_reward"
+    assert R.detect_format(path) == fmt
+    out = tmp_path / "p.json"
+    assert main(["plateau", str(path), "--metric", key, "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["metric"] == key and len(res["runs"]) == 1
+    (est,) = next(iter(res["runs"].values()))["levels"].values()
+    assert est["changepoint"]["hdi"][0] <= 30 <= est["changepoint"]["hdi"][1]
+    assert est["verdict"] == "plateaued"
