@@ -160,3 +160,39 @@ def test_a_spec_prior_of_nan_is_one_line_naming_the_spec(tmp_path):
     with pytest.raises(SpecError) as info:
         load_spec(spec)
     assert "prior tau_sd must be a finite number" in str(info.value) and str(spec) in str(info.value)
+
+
+def test_a_nuts_change_point_fit_expected_to_take_too_long_is_refused_before_compiling(monkeypatch):
+    """A binomial plateau over 250 steps x 6 rollouts ran at 1-2 draws/s (ETA 80-120 min) with
+    no warning: now refused up front with the estimate and what to do instead; the sizes
+    measured to finish (40 and 100 steps) pass, and the limit is the user's to raise."""
+    import time
+
+    import numpy as np
+
+    import saturation.limits as limits
+    from saturation.limits import fit_time_problem
+    from saturation.models import fit_plateau
+    from saturation.simulate import LevelSpec, PlateauSpec, simulate_plateau
+
+    settings = {"chains": 4, "draws": 1000, "tune": 1000, "likelihood": "binomial"}
+    assert fit_time_problem(40, 31, 1, **settings) == "" and fit_time_problem(100, 91, 1, **settings) == ""
+    message = fit_time_problem(250, 241, 1, **settings)
+    assert "about 52 min" in message and "SATURATION_MAX_FIT_SECONDS" in message and "Gaussian" in message
+    assert fit_time_problem(100, 91, 1, **{**settings, "likelihood": "zoib"})  # its latent offsets count twice
+
+    spec = PlateauSpec(
+        levels=(LevelSpec("file", 0.3, 0.004, 0.0, 100.0),),
+        n_steps=250,
+        prompts_per_step=1,
+        samples_per_prompt=6,
+        ungraded_rate=0.0,
+    )
+    ds, _ = simulate_plateau(spec, seed=1)
+    ds["reward"] = ("trial", (np.random.default_rng(0).random(ds.sizes["trial"]) < ds["reward"].values).astype(float))
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="about 52 min here, more than the limit of 300 s"):
+        fit_plateau(ds, likelihood="binomial", response="reward")
+    assert time.perf_counter() - t0 < 30  # refused before the NUTS model is compiled
+    monkeypatch.setattr(limits, "MAX_FIT_SECONDS", 10**6)
+    assert fit_time_problem(250, 241, 1, **settings) == ""

@@ -87,7 +87,7 @@ def report(tmp_path: Path) -> Report:
             "n": [10, 2, 33],
             "inside HDI": [True, False, True],
             "change point": [
-                interval_cell({"mean": 9.93, "hdi": [9.0, 11.0]}, 1),
+                interval_cell({"mean": 9.93, "hdi": [9.0, 11.0]}),
                 interval_cell({"mean": 0.0512, "hdi": [0.036, 0.066]}),
                 "known (46)",
             ],
@@ -187,6 +187,10 @@ def test_html_is_self_contained_and_escaped(report: Report) -> None:
         ["entity <x> & co", "", "33", "yes", "known (46)"],
     ]
     assert 'data-value="0.0081234567"' in text  # sorting uses the full value
+    # REPORT.md's table rounds every interval cell as the page does (one rule: one
+    # significant digit of the width; they differed, 0.315 [0.242, 0.380] vs 0.32 [0.24, 0.38])
+    md_rows = (report.out / "plateau" / "estimates.md").read_text().splitlines()
+    assert "| 9.9 [9.0, 11.0] |" in md_rows[-3] and "| 0.051 [0.036, 0.066] |" in md_rows[-2]
 
     # banners and REPORT.md's content
     assert "NOT CONVERGED" in text

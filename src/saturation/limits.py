@@ -36,6 +36,63 @@ MAX_FIT_BYTES = int(v) if (v := os.environ.get("SATURATION_MAX_FIT_BYTES", "").s
 FIT_BYTES_PER_CELL = 180
 
 
+#: seconds a NUTS change-point fit may be expected to take before it is refused
+#: (:func:`fit_time_problem`): 300 unless ``SATURATION_MAX_FIT_SECONDS`` sets it
+MAX_FIT_SECONDS = int(v) if (v := os.environ.get("SATURATION_MAX_FIT_SECONDS", "").strip()).isdigit() else 300
+#: seconds per (level, candidate, step) cell of one gradient of the NUTS plateau likelihood,
+#: and leapfrog steps per draw as a function of the steps (measured 2026-12-05, binomial, one
+#: level, 4 chains x (1000 + 1000), 2 cores: 40 steps 25 s with 12 leapfrog steps a draw,
+#: 100 steps 191 s with 27; the formula gives 22 s and 206 s)
+NUTS_SECONDS_PER_CELL = 0.2e-6
+NUTS_COMPILE_SECONDS = 10.0
+
+
+def nuts_leapfrog_per_draw(steps: int) -> float:
+    return 2.0 + 0.25 * steps
+
+
+def fit_time_problem(
+    steps: int, candidates: int, levels: int, *, chains: int, draws: int, tune: int, likelihood: str
+) -> str:
+    """What is wrong with the expected time of a NUTS change-point fit ("" when it is within
+    :data:`MAX_FIT_SECONDS`).
+
+    Each gradient of the marginal likelihood over the candidate change points touches
+    levels x candidates x steps cells; the leapfrog steps per draw grow with the steps
+    (:func:`nuts_leapfrog_per_draw`), and two cores run the chains. The estimate is
+    ``compile + chains x (tune + draws) x leapfrog x cells x seconds_per_cell / 2``; the
+    ZOIB's latent step offsets count twice.
+
+    Parameters
+    ----------
+    steps, candidates, levels : int
+        Steps with data, candidate change points, levels fitted together.
+    chains, draws, tune : int
+        The sampler's settings.
+    likelihood : str
+        "binomial" or "zoib".
+
+    Returns
+    -------
+    str
+        The estimate, the limit and what to do instead, or ``""``.
+    """
+    cells = steps * candidates * levels * (2 if likelihood == "zoib" else 1)
+    per_chain = (tune + draws) * nuts_leapfrog_per_draw(steps) * cells * NUTS_SECONDS_PER_CELL
+    cores = min(chains, os.cpu_count() or 1, 2)
+    seconds = NUTS_COMPILE_SECONDS + chains * per_chain / max(cores, 1)
+    if seconds <= MAX_FIT_SECONDS:
+        return ""
+    shown = f"{seconds / 60:,.0f} min" if seconds >= 120 else f"{seconds:,.0f} s"
+    return (
+        f"likelihood '{likelihood}' with an unknown change point samples {candidates:,} candidate change points x "
+        f"{steps:,} steps x {levels} level(s) in every NUTS gradient: about {shown} here, more than the limit of "
+        f"{MAX_FIT_SECONDS:,} s (raise it with SATURATION_MAX_FIT_SECONDS); fit the per-step means with the "
+        "Gaussian likelihood (the default: exact, about a second, right with tens of trials a step), give the "
+        "break (--breakpoint), or fit fewer steps"
+    )
+
+
 class OptionError(ValueError):
     """A setting that does not fit the data (a break outside the observed steps, ...): a usage
     error (the CLI's exit code 2), found only once the data are read."""

@@ -289,7 +289,7 @@ def _plateau_runs(spec: Spec, ds: xr.Dataset, out: _Out) -> dict[str, Any]:
                     "none inside the run"
                     if row.verdict == "no change point" or row.changepoint != row.changepoint
                     else interval_cell(
-                        {"mean": row.changepoint, "hdi": [row.changepoint_hdi_low, row.changepoint_hdi_high]}, 1
+                        {"mean": row.changepoint, "hdi": [row.changepoint_hdi_low, row.changepoint_hdi_high]}
                     )
                 ),
                 "late gain": row.late_gain,
@@ -349,13 +349,13 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
                     if not e["changepoint"]
                     else "none inside the run"
                     if e["verdict"] == "no change point"
-                    else interval_cell(e["changepoint"], 1)
+                    else interval_cell(e["changepoint"])
                 ),
-                "early slope": interval_cell(e["early_slope"], 5),
-                "late slope": interval_cell(e["late_slope"], 5),
+                "early slope": interval_cell(e["early_slope"]),
+                "late slope": interval_cell(e["late_slope"]),
                 "late gain": interval_cell(e["late_gain"]),
                 "late gain 94 % upper": e["late_gain_upper"],
-                "late / early slope": interval_cell(ratio, 2),
+                "late / early slope": interval_cell(ratio),
                 LABELS["p_flat"]: e["p_flat"],
                 "BF change point : line": e["bf_changepoint_vs_line"],
                 "Davies p": e["davies"]["p_value"] if e.get("davies") else None,
@@ -571,8 +571,8 @@ def _diagnose(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
                 "recall start": interval_cell(num[S.RECALL]["start"]),
                 "recall end": interval_cell(num[S.RECALL]["end"]),
                 "P(recall rises)": num[S.RECALL]["p_increase"],
-                "pred/gold start": interval_cell(num["pred_over_gold"]["start"], 2),
-                "pred/gold end": interval_cell(num["pred_over_gold"]["end"], 2),
+                "pred/gold start": interval_cell(num["pred_over_gold"]["start"]),
+                "pred/gold end": interval_cell(num["pred_over_gold"]["end"]),
             }
         )
     out.table(pd.DataFrame(rows), "cardinality", "Precision, recall and cardinality per level")
@@ -656,8 +656,8 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
             e = ent.numbers["runs"][run]
             row.update(
                 {
-                    "entropy start": interval_cell(e[entropy]["start"], 4),
-                    "entropy end": interval_cell(e[entropy]["end"], 4),
+                    "entropy start": interval_cell(e[entropy]["start"]),
+                    "entropy end": interval_cell(e[entropy]["end"]),
                     "entropy verdict": e["verdict"],
                 }
             )
@@ -797,7 +797,7 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
                 "P(initial gap > 0)": ini["p_positive"],
                 "initial gap, graded-only": interval_cell(ini["delta_graded_only"]),
                 "initial gap, ungraded rate": interval_cell(ini["delta_ungraded_rate"]),
-                "crossover step": interval_cell(cross, 1),
+                "crossover step": interval_cell(cross),
                 "P(no crossover)": cross["p_no_crossover"],
                 f"gap at step {last['step']}, all-rollout": interval_cell(last["delta_all_rollout"]),
             }
@@ -919,8 +919,8 @@ def _compare(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
             {
                 "arm": arm,
                 "asymptote": interval_cell(e["asymptote"]),
-                "efficiency": interval_cell(e["efficiency"], 2),
-                f"midpoint ({unit})": interval_cell(e["midpoint"], 1 if data.compute is None else 0),
+                "efficiency": interval_cell(e["efficiency"]),
+                f"midpoint ({unit})": interval_cell(e["midpoint"]),
                 "at its last step": interval_cell(e["last"]),
                 "last step": e["last"]["step"],
                 "headroom to ceiling": interval_cell(e["headroom_to_ceiling"]),
@@ -937,8 +937,8 @@ def _compare(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
                 "arm": arm,
                 "asymptote difference": interval_cell(c["asymptote_diff"]),
                 "P(asymptote higher)": c["p_asymptote_higher"],
-                "efficiency difference": interval_cell(c["efficiency_diff"], 2),
-                "midpoint ratio": interval_cell(c["midpoint_ratio"], 2),
+                "efficiency difference": interval_cell(c["efficiency_diff"]),
+                "midpoint ratio": interval_cell(c["midpoint_ratio"]),
                 "P(halfway sooner)": c["p_midpoint_lower"],
                 f"gap at step {c['last_diff']['step']}": interval_cell(c["last_diff"]),
                 "confounded": "not checked" if c["confounded"] is None else ("yes" if c["confounded"] else "no"),

@@ -37,7 +37,7 @@ from saturation import __version__
 from saturation import schema as S
 from saturation.io import write_atomic
 from saturation.models.sampling import nuisance_text
-from saturation.summary import format_interval
+from saturation.summary import format_interval, interval_digits
 
 __all__ = ["render_report_html", "write_report_html"]
 
@@ -286,10 +286,7 @@ class _Interval:
         self.mean, self.low, self.high = mean, low, high
 
     def text(self) -> str:
-        width = abs(self.high - self.low)
-        # one significant digit of the interval's width decides the decimals
-        digits = min(max(1 - math.floor(math.log10(width)), 0), 6) if width > 0 and math.isfinite(width) else 3
-        return format_interval({"mean": self.mean, "hdi": [self.low, self.high]}, digits)
+        return format_interval({"mean": self.mean, "hdi": [self.low, self.high]}, interval_digits(self.low, self.high))
 
 
 def _collapse_intervals(frame: pd.DataFrame) -> pd.DataFrame:

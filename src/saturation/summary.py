@@ -7,6 +7,7 @@ strings. Imports only numpy, so the CLI can use it without loading the models.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,17 @@ def json_safe(obj: Any) -> Any:
     if isinstance(obj, np.generic):
         return obj.item()
     return obj
+
+
+def interval_digits(low: float, high: float) -> int:
+    """Decimals that show an interval's width to one significant digit (0 to 6; 3 when the
+    width is zero or not finite): the one rounding rule of every results table, in REPORT.md,
+    REPORT.html and LaTeX alike (``46 [40, 52]``, ``0.32 [0.24, 0.38]``, ``0.0031 [0.0024,
+    0.0038]``)."""
+    width = abs(high - low)
+    if width > 0 and math.isfinite(width):
+        return min(max(1 - math.floor(math.log10(width)), 0), 6)
+    return 3
 
 
 def format_interval(e: dict[str, Any] | None, digits: int = 3) -> str:

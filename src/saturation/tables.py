@@ -11,16 +11,17 @@ import numpy as np
 import pandas as pd
 
 from saturation.io import neutralise_formulas, write_atomic
-from saturation.summary import format_interval
+from saturation.summary import format_interval, interval_digits
 
 
-def interval_cell(e: dict[str, Any] | None, digits: int = 3) -> dict[str, Any] | None:
+def interval_cell(e: dict[str, Any] | None) -> dict[str, Any] | None:
     """A table cell holding an interval (``{"mean", "hdi"}``, e.g. from
-    ``sampling.interval``): the CSV gets its numbers in three columns, Markdown and LaTeX
-    the text ``"mean [low, high]"`` to ``digits`` decimals."""
+    ``sampling.interval``): the CSV gets its numbers in three columns, Markdown, LaTeX and
+    HTML the text ``"mean [low, high]"`` to the decimals of
+    :func:`~saturation.summary.interval_digits` (the same in every format)."""
     if not e or e.get("mean") is None:
         return None
-    return {"mean": float(e["mean"]), "hdi": [float(e["hdi"][0]), float(e["hdi"][1])], "digits": digits}
+    return {"mean": float(e["mean"]), "hdi": [float(e["hdi"][0]), float(e["hdi"][1])]}
 
 
 def _is_interval(value: Any) -> bool:
@@ -48,7 +49,7 @@ def numeric_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _cell(value: Any, digits: int = 4) -> str:
     if _is_interval(value):
-        return format_interval(value, value.get("digits", 3))
+        return format_interval(value, interval_digits(*value["hdi"]))
     if value is None or (isinstance(value, float) and not np.isfinite(value)):
         return ""
     if isinstance(value, bool | np.bool_):

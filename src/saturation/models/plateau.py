@@ -38,7 +38,7 @@ from saturation import schema as S
 from saturation._lazy import DeferredInferenceData, lazy
 from saturation.aggregate import aggregate, phase_summary, select_phase
 from saturation.frequentist import davies_test
-from saturation.limits import OptionError, fit_memory_problem, prior_problems, rope_problems
+from saturation.limits import OptionError, fit_memory_problem, fit_time_problem, prior_problems, rope_problems
 from saturation.models._exact import (
     LOO_TAU_STRIDE,
     RHO_GRID,
@@ -1441,6 +1441,18 @@ def fit_plateau(
     )
     if too_big:  # refused before any array is allocated
         raise ValueError(too_big)
+    if not exact and len(grid) > 1 and config.likelihood != "gaussian":
+        too_slow = fit_time_problem(
+            len(sd.steps),
+            len(grid),
+            len(sd.levels),
+            chains=config.sampler.chains,
+            draws=config.sampler.draws,
+            tune=config.sampler.tune,
+            likelihood=config.likelihood,
+        )
+        if too_slow:  # refused before compiling
+            raise ValueError(too_slow)
     pri = config.priors.resolve(sd, config.likelihood, grid=grid)
     hinge_evidence = exact_cps = None
     idata: Any  # an InferenceData, or the exact sampler's groups until one is asked for
