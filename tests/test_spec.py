@@ -328,3 +328,18 @@ def test_data_phase_is_validated_and_applied(tmp_path):
     good = tmp_path / "good.toml"
     good.write_text(GOOD.replace('trials = "embedded:swesmith"', 'trials = "embedded:swesmith"\nphase = "train"'))
     assert load_data(load_spec(good), "trials").attrs["phase"] == "train"
+
+
+def test_sections_follow_analysis_order_then_file_names(tmp_path):
+    """The study's headline question comes first (it was section 8 of 9, alphabetical):
+    ``[analysis] order`` places a section; specs without one follow in file-name order."""
+    assert [s.name for s in load_specs([default_spec_dir()])][:2] == ["swesmith-plateau", "swesmith-split46"]
+    body = '[data]\ntrials = "embedded:swesmith"\n'
+    (tmp_path / "a.toml").write_text('[analysis]\nkind = "plateau"\n' + body)
+    (tmp_path / "b.toml").write_text('[analysis]\nkind = "plateau"\norder = 2\n' + body)
+    (tmp_path / "c.toml").write_text('[analysis]\nkind = "plateau"\norder = 1\n' + body)
+    (tmp_path / "d.toml").write_text('[analysis]\nkind = "plateau"\n' + body)
+    assert [s.name for s in load_specs([tmp_path])] == ["c", "b", "a", "d"]
+    (tmp_path / "e.toml").write_text('[analysis]\nkind = "plateau"\norder = "first"\n' + body)
+    with pytest.raises(SpecError, match="order"):
+        load_specs([tmp_path])

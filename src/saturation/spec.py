@@ -130,7 +130,7 @@ CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("data", "phase"): S.PHASES,
 }
 SECTION_KEYS: dict[str, dict[str, str]] = {
-    "analysis": {"kind": _STR, "title": _STR, "question": _STR, "name": _STR},
+    "analysis": {"kind": _STR, "title": _STR, "question": _STR, "name": _STR, "order": _INT},
     "data": {"trials": _STR, "series": _STR, "reference": _STR, "metrics": _STR, "phase": _STR},
     "sampler": {
         "draws": _INT,
@@ -168,6 +168,9 @@ class Spec:
     sampler: dict[str, Any] = field(default_factory=dict)
     figures: list[str] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
+    #: ``[analysis] order``: where the section stands in a report (lower first); specs
+    #: without one follow, in file-name order
+    order: int | None = None
 
     @property
     def seed(self) -> int:
@@ -454,6 +457,7 @@ def validate_spec(raw: dict[str, Any], path: Path) -> Spec:
         sampler=dict(raw.get("sampler", {})),
         figures=list(figures),
         raw=raw,
+        order=analysis.get("order"),
     )
     # the analysis' own config checks its ranges (the ROPE, the sampler): the same rule as the CLI's
     try:
@@ -513,7 +517,8 @@ def load_specs(paths: list[str | Path]) -> list[Spec]:
         problems.append(f"no spec files in {[str(p) for p in paths]}")
     if problems:
         raise SpecError(problems)
-    return specs
+    # a report's sections: by [analysis] order, then as the files were given (sorted by name)
+    return sorted(specs, key=lambda s: (s.order is None, s.order or 0))
 
 
 def default_spec_dir() -> Path:
