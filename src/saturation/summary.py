@@ -79,3 +79,54 @@ def short_repr(head: str, lines: Any = (), width: int = 100) -> str:
     array (tens of thousands of characters)."""
     body = [f"  {ln}" if len(ln) <= width else f"  {ln[: width - 3]}..." for ln in lines]
     return "\n".join([head, *body])
+
+
+def interval_rows(tree: dict[str, Any], units: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The tidy rows of a fit's nested estimands: one per interval (a dict with ``mean`` and
+    ``hdi``) and per probability (a number under a key starting ``p_``), with the keys on the
+    way to it as ``units`` (as many as given; deeper keys join the estimand's name with
+    ``.``), and ``mean``, ``sd``, ``hdi_low``, ``hdi_high`` (a probability has its value as
+    ``mean`` and no interval).
+
+    Parameters
+    ----------
+    tree : dict
+        Nested estimands (``{"arms": {"t2": {"asymptote": {"mean", "sd", "hdi"}}}}``).
+    units : tuple of str
+        Column names of the leading keys (``("part", "arm")``).
+
+    Returns
+    -------
+    list of dict
+        The rows, in the tree's order.
+    """
+    rows: list[dict[str, Any]] = []
+
+    def walk(node: Any, path: tuple[str, ...]) -> None:
+        if not isinstance(node, dict):
+            return
+        if "mean" in node and "hdi" in node and len(path) > len(units):
+            low, high = node["hdi"]
+            rows.append(_row(path, units, node["mean"], node.get("sd"), low, high))
+            return
+        for key, value in node.items():
+            here = (*path, str(key))
+            if key.startswith("p_") and isinstance(value, int | float) and len(here) > len(units):
+                rows.append(_row(here, units, float(value), None, None, None))
+            else:
+                walk(value, here)
+
+    walk(tree, ())
+    return rows
+
+
+def _row(path: tuple[str, ...], units: tuple[str, ...], mean: Any, sd: Any, low: Any, high: Any) -> dict[str, Any]:
+    n = len(units)
+    return {
+        **dict(zip(units, path[:n], strict=True)),
+        "estimand": ".".join(path[n:]),
+        "mean": mean,
+        "sd": sd,
+        "hdi_low": low,
+        "hdi_high": high,
+    }

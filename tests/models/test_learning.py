@@ -340,6 +340,11 @@ def test_every_reliability_verdict_has_its_sentence(monkeypatch, pass1, passk, w
     assert d.verdicts["r"].startswith(f"r: {run['verdict']}.")
     assert "nan" not in d.verdicts["r"]
     json.dumps(d.to_dict())
+    # the tidy table holds every number behind the verdict, as PlateauFit.summary() does
+    table = d.summary().set_index(["unit", "estimand"])
+    assert table.loc[("r", "pass_at_k.change"), "mean"] == run["pass_at_k"]["change"]["mean"]
+    assert table.loc[("r", "p_passk_in_rope"), "mean"] == run["p_passk_in_rope"]
+    assert list(table.columns) == ["mean", "sd", "hdi_low", "hdi_high"] and table.attrs["converged"]
 
 
 @pytest.mark.parametrize(

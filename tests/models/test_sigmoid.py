@@ -664,6 +664,11 @@ def test_every_ceiling_verdict_has_its_sentence(yarn, word, forecast_word):
     p = fit.estimands["contrasts"]["t2yarn"]["p_asymptote_higher"]
     assert f"P(higher than t2) = {p:.2f}" in repr(fit)
     json.dumps(fit.to_dict(), default=float)
+    table = fit.summary().set_index(["part", "arm", "estimand"])
+    assert table.loc[("contrasts", "t2yarn", "p_asymptote_higher"), "mean"] == p
+    a = fit.estimands["arms"]["t2"]["asymptote"]
+    assert table.loc[("arms", "t2", "asymptote"), ["mean", "hdi_low", "hdi_high"]].tolist() == [a["mean"], *a["hdi"]]
+    assert ("forecast", "t2yarn", "gain") in table.index
 
 
 def test_an_undecided_forecast_says_may_or_may_not():

@@ -50,7 +50,7 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
-from saturation.summary import convergence_words, short_repr
+from saturation.summary import convergence_words, interval_rows, short_repr
 
 if TYPE_CHECKING:
     import arviz as az
@@ -167,6 +167,15 @@ class Diagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdicts": self.verdicts, "numbers": self.numbers, "diagnostics": self.diagnostics}
+
+    def summary(self) -> pd.DataFrame:
+        """Tidy table: one row per (unit, estimand) of :attr:`numbers` (``runs`` or ``levels``
+        hold the units): every interval with mean, sd and 94 % HDI, every probability in
+        ``mean``. ``attrs['converged']`` is set."""
+        units = next((self.numbers[k] for k in ("runs", "levels") if isinstance(self.numbers.get(k), dict)), None)
+        frame = pd.DataFrame(interval_rows(units if units is not None else {"all": self.numbers}, ("unit",)))
+        frame.attrs["converged"] = bool(self.diagnostics.get("converged", False))
+        return frame
 
     def __repr__(self) -> str:
         head = f"Diagnosis({self.name}, {len(self.verdicts)} unit(s); {convergence_words(self.diagnostics)})"

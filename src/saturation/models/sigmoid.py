@@ -31,7 +31,7 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
-from saturation.summary import convergence_words, format_interval, short_repr
+from saturation.summary import convergence_words, format_interval, interval_rows, short_repr
 
 if TYPE_CHECKING:
     import arviz as az
@@ -632,6 +632,15 @@ class SigmoidFit:
         """The JSON contract of ``saturation compare``: ``{"arms", "contrasts",
         "diagnostics", "reference", "likelihood", "data"}``."""
         return {**self.estimands, "diagnostics": self.diagnostics, "data": self.data.summary}
+
+    def summary(self) -> pd.DataFrame:
+        """Tidy table: one row per (part, arm, estimand): the arms' curve parameters,
+        ceilings and headroom, their contrasts with the reference and the forecasts, each
+        with mean, sd and 94 % HDI, probabilities in ``mean``. ``attrs['converged']`` is set."""
+        parts: dict[str, Any] = {k: self.estimands[k] for k in ("arms", "contrasts", "forecast") if k in self.estimands}
+        frame = pd.DataFrame(interval_rows(parts, ("part", "arm")))
+        frame.attrs["converged"] = bool(self.diagnostics.get("converged", False))
+        return frame
 
     def verdicts(self) -> dict[str, str]:
         """One sentence per arm against the reference (the rule: P(A higher) >= 0.95 or <= 0.05)
