@@ -158,7 +158,7 @@ def test_an_output_that_is_an_input_is_refused(tmp_path, capsys, flag):
 
 
 def test_a_failed_or_interrupted_write_leaves_the_old_file(tmp_path, monkeypatch):
-    from saturation import io
+    from saturation import files as io  # the one writer: its fault-injection seam
     from saturation.io import write_trials
 
     path = tmp_path / "t.csv"
@@ -199,7 +199,7 @@ def _fail_plain_writes(monkeypatch, err, only: str = ""):
     """Every file write through ``write_atomic`` fails with ``err`` (a full disk, no
     permission): the sandbox runs as root with free disk, so the fault is injected at the
     one place every output is written. ``only``: just the file of that name."""
-    from saturation import io
+    from saturation import files as io  # the one writer: its fault-injection seam
 
     real = io._write_payload
 

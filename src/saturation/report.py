@@ -36,8 +36,9 @@ from saturation import progress as progress_
 from saturation import schema as S
 from saturation.aggregate import phase_note
 from saturation.cluster import map_tasks
+from saturation.files import inside
 from saturation.frequentist import split_ols
-from saturation.io import OutputError, inside, safe_name, write_atomic, write_netcdf
+from saturation.io import OutputError, safe_name, write_atomic, write_netcdf
 from saturation.models import (
     compare_plateau_models,
     fit_plateau,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -40,6 +41,7 @@ from saturation import curves
 from saturation import schema as S
 from saturation._lazy import lazy
 from saturation.aggregate import select_phase
+from saturation.models.persist import load_fit, save_fit
 from saturation.models.plateau import StepData, curve_draws, fit_plateau, step_data
 from saturation.models.sampling import (
     SamplerConfig,
@@ -167,6 +169,17 @@ class Diagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdicts": self.verdicts, "numbers": self.numbers, "diagnostics": self.diagnostics}
+
+    def save(self, path: str | Path) -> Path:
+        """Write this fit to one netCDF file (its InferenceData plus everything else it holds;
+        :mod:`saturation.models.persist`); :meth:`load` reads it back."""
+        return save_fit(self, path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Diagnosis:
+        """A fit written by :meth:`save`, equal to the saved one in every field."""
+        fit: Diagnosis = load_fit(path, expected=cls)
+        return fit
 
     def summary(self) -> pd.DataFrame:
         """Tidy table: one row per (unit, estimand) of :attr:`numbers` (``runs`` or ``levels``

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import warnings
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,7 @@ from saturation.models._exact import (
     sample_gaussian_exact,
     sample_rows,
 )
+from saturation.models.persist import load_fit, save_fit
 from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
@@ -1171,6 +1173,17 @@ class PlateauFit:
     estimands: dict[str, Any]
     diagnostics: dict[str, Any]
     timings: dict[str, Any]
+
+    def save(self, path: str | Path) -> Path:
+        """Write this fit to one netCDF file (its InferenceData plus everything else it holds;
+        :mod:`saturation.models.persist`); :meth:`load` reads it back."""
+        return save_fit(self, path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> PlateauFit:
+        """A fit written by :meth:`save`, equal to the saved one in every field."""
+        fit: PlateauFit = load_fit(path, expected=cls)
+        return fit
 
     def summary(self) -> pd.DataFrame:
         """Tidy table: one row per (level, estimand) with mean, sd and 94 % HDI, plus the

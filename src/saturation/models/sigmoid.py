@@ -12,6 +12,7 @@ the trials; ``x = step - first step + 1``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from saturation import schema as S
 from saturation._lazy import lazy
 from saturation.aggregate import phase_summary, select_phase
 from saturation.limits import prior_problems
+from saturation.models.persist import load_fit, save_fit
 from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
@@ -632,6 +634,17 @@ class SigmoidFit:
         """The JSON contract of ``saturation compare``: ``{"arms", "contrasts",
         "diagnostics", "reference", "likelihood", "data"}``."""
         return {**self.estimands, "diagnostics": self.diagnostics, "data": self.data.summary}
+
+    def save(self, path: str | Path) -> Path:
+        """Write this fit to one netCDF file (its InferenceData plus everything else it holds;
+        :mod:`saturation.models.persist`); :meth:`load` reads it back."""
+        return save_fit(self, path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> SigmoidFit:
+        """A fit written by :meth:`save`, equal to the saved one in every field."""
+        fit: SigmoidFit = load_fit(path, expected=cls)
+        return fit
 
     def summary(self) -> pd.DataFrame:
         """Tidy table: one row per (part, arm, estimand): the arms' curve parameters,

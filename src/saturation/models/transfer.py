@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -49,6 +50,7 @@ from saturation import schema as S
 from saturation._lazy import lazy
 from saturation.aggregate import phase_summary, select_phase
 from saturation.limits import prior_problems
+from saturation.models.persist import load_fit, save_fit
 from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
@@ -527,6 +529,17 @@ class TransferFit:
     estimands: dict[str, Any]
     diagnostics: dict[str, Any]
     timings: dict[str, Any]
+
+    def save(self, path: str | Path) -> Path:
+        """Write this fit to one netCDF file (its InferenceData plus everything else it holds;
+        :mod:`saturation.models.persist`); :meth:`load` reads it back."""
+        return save_fit(self, path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> TransferFit:
+        """A fit written by :meth:`save`, equal to the saved one in every field."""
+        fit: TransferFit = load_fit(path, expected=cls)
+        return fit
 
     def summary(self) -> pd.DataFrame:
         """One row per (arm, estimand, quantity) against the reference, 94 % HDI."""
