@@ -953,7 +953,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     }
     for res in results:
         _print(titles[res.name])
-        for sentence in res.verdicts.values():
+        for sentence in res.verdicts().values():
             _print(f"  {sentence}")
         d = res.diagnostics
         _print(

@@ -621,7 +621,7 @@ def _diagnose(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
     verdict = "; ".join(kinds) + "."
     return {
         "verdict": verdict,
-        "details": list(diag.verdicts.values()),
+        "details": list(diag.verdicts().values()),
         "diagnostics": diag.diagnostics,
         "results": json_safe(diag.to_dict()),
     }
@@ -717,7 +717,7 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
     )
 
     diags = [p.diagnostics for p in parts]
-    details = [v for p in parts for v in p.verdicts.values()]
+    details = [v for p in parts for v in p.verdicts().values()]
     results = {p.name: p.to_dict() for p in parts}
     if config.plateau is not None:
         after = float(config.plateau.breakpoint or 0)
@@ -738,7 +738,7 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
     if config.components is not None:
         comp, sentence = _components_section(spec, series, config.components, reference, trend, out)
         verdict = f"{verdict} {sentence}"
-        details.extend(comp.verdicts.values())
+        details.extend(comp.verdicts().values())
         diags.append(comp.diagnostics)
         results["components"] = comp.to_dict()
     diagnostics = merge_diagnostics(diags)
@@ -777,7 +777,7 @@ def _components_section(
             f"logged per-step values (thin lines) and {trend}.",
         )
     said = next((f" The study: {r['note']}." for r in (reference or {}).get("runs", []) if r.get("reward_formula")), "")
-    return comp, "Reward components: " + " ".join(comp.verdicts.values()) + said
+    return comp, "Reward components: " + " ".join(comp.verdicts().values()) + said
 
 
 def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:

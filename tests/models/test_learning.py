@@ -55,7 +55,7 @@ def test_real_skill_is_called_real_skill():
     ds, truth = _plateau_trials(LevelSpec("file", 0.5, 0.02, 0.0, 15.0, fp_prob_start=0.5, fp_prob_end=0.05), 3)
     d = diagnose_cardinality(ds, seed=1)
     lvl = d.numbers["levels"]["file"]
-    assert lvl["verdict"] == "real skill", d.verdicts
+    assert lvl["verdict"] == "real skill", d.verdicts()
     curves = truth["curves"].sel(level="file")
     for var in ("precision", "recall"):
         assert _inside(lvl[var]["start"], float(curves[var][0]), 0.01), (var, lvl[var]["start"])
@@ -73,10 +73,10 @@ def test_cardinality_prior_is_not_called_real_skill():
     )
     d = diagnose_cardinality(ds, seed=1)
     lvl = d.numbers["levels"]["file"]
-    assert lvl["verdict"] == "cardinality prior", d.verdicts
+    assert lvl["verdict"] == "cardinality prior", d.verdicts()
     assert lvl["recall"]["p_decrease"] > 0.95 and lvl["precision"]["p_increase"] > 0.95
     assert lvl["pred_over_gold"]["start"]["mean"] > lvl["pred_over_gold"]["end"]["mean"]
-    assert "cardinality prior" in d.verdicts["file"]
+    assert "cardinality prior" in d.verdicts()["file"]
 
 
 def _series(**kw):
@@ -88,21 +88,21 @@ def test_reliability_gain_with_flat_capability():
     series, _ = _series(reward=((1, 0.3), (15, 0.5), (35, 0.5)), pass_at_k=((1, 0.62), (35, 0.63)))
     d = diagnose_reliability(series, seed=1)
     run = d.numbers["runs"]["sim-series"]
-    assert run["verdict"] == "reliability gain, capability flat", d.verdicts
+    assert run["verdict"] == "reliability gain, capability flat", d.verdicts()
     assert run["p_passk_in_rope"] > 0.5
 
 
 def test_capability_gain_is_not_called_reliability_only():
     series, _ = _series(reward=((1, 0.3), (35, 0.5)), pass_at_k=((1, 0.55), (35, 0.8)))
     d = diagnose_reliability(series, seed=1)
-    assert d.numbers["runs"]["sim-series"]["verdict"] == "capability gain", d.verdicts
+    assert d.numbers["runs"]["sim-series"]["verdict"] == "capability gain", d.verdicts()
 
 
 def test_entropy_collapse_and_stable_entropy():
     falling, _truth = _series(entropy=((1, 0.074), (35, 0.062)), entropy_sd=0.001)
     d = diagnose_entropy(falling, seed=1)
     run = d.numbers["runs"]["sim-series"]
-    assert run["verdict"] == "entropy collapse", d.verdicts
+    assert run["verdict"] == "entropy collapse", d.verdicts()
     assert _inside(run["policy_entropy"]["start"], 0.074, 0.001)
     assert _inside(run["policy_entropy"]["end"], 0.062, 0.001)
     stable, _ = _series(entropy=((1, 0.08), (35, 0.08)), entropy_sd=0.001)
@@ -225,12 +225,12 @@ def test_components_flat_and_rising_are_told_apart():
     d = diagnose_components(series, COMPONENTS, seed=3)
     run = d.numbers["runs"]["algo"]
     pr, tf = run["environment_pass_ratio"], run["environment_tag_f1"]
-    assert pr["verdict"] == "rose" and tf["verdict"] == "flat", d.verdicts
+    assert pr["verdict"] == "rose" and tf["verdict"] == "flat", d.verdicts()
     assert _inside(pr["change"], 0.15) and _inside(tf["change"], 0.0)
     # the share of the reward's change is the weight times the component's change
     assert pr["share_of_reward_change"]["mean"] == pytest.approx(0.7 * pr["change"]["mean"], rel=1e-9)
     assert run["composition_ok"] and run["composition_max_abs_error"] < 1e-12
-    assert "all components flat" not in d.verdicts["algo"]
+    assert "all components flat" not in d.verdicts()["algo"]
     flat, _ = _components(seed=5)
     assert diagnose_components(flat, COMPONENTS, seed=5).numbers["runs"]["algo"]["verdict"] == "all components flat"
 
@@ -241,7 +241,7 @@ def test_components_composition_check_flags_wrong_weights():
     d = diagnose_components(series, wrong, seed=1)
     run = d.numbers["runs"]["algo"]
     assert not run["composition_ok"] and run["composition_max_abs_error"] > 0.01
-    assert "is NOT 0.5 x environment/pass_ratio + 0.5 x environment/tag_f1" in d.verdicts["algo"]
+    assert "is NOT 0.5 x environment/pass_ratio + 0.5 x environment/tag_f1" in d.verdicts()["algo"]
     no_weights = diagnose_components(series, ComponentsConfig(components=COMPONENTS.components), seed=1)
     assert "composition_ok" not in no_weights.numbers["runs"]["algo"]
 
@@ -336,9 +336,9 @@ def test_every_reliability_verdict_has_its_sentence(monkeypatch, pass1, passk, w
     monkeypatch.setattr("saturation.models.learning.trend_draws", _made_up_trend)
     d = diagnose_reliability(_made_up_series(12, reward_mean=pass1, pass_at_k=passk), seed=1)
     run = d.numbers["runs"]["r"]
-    assert run["verdict"] == word, d.verdicts
-    assert d.verdicts["r"].startswith(f"r: {run['verdict']}.")
-    assert "nan" not in d.verdicts["r"]
+    assert run["verdict"] == word, d.verdicts()
+    assert d.verdicts()["r"].startswith(f"r: {run['verdict']}.")
+    assert "nan" not in d.verdicts()["r"]
     json.dumps(d.to_dict())
     # the tidy table holds every number behind the verdict, as PlateauFit.summary() does
     table = d.summary().set_index(["unit", "estimand"])
@@ -360,8 +360,8 @@ def test_every_entropy_verdict_has_its_sentence(monkeypatch, entropy, word):
     monkeypatch.setattr("saturation.models.learning.trend_draws", _made_up_trend)
     d = diagnose_entropy(_made_up_series(12, policy_entropy=entropy, reward_mean=(0.3, 0.5)), seed=1)
     run = d.numbers["runs"]["r"]
-    assert run["verdict"] == word, d.verdicts
-    assert d.verdicts["r"].startswith(f"r: {word}.") and "nan" not in d.verdicts["r"]
+    assert run["verdict"] == word, d.verdicts()
+    assert d.verdicts()["r"].startswith(f"r: {word}.") and "nan" not in d.verdicts()["r"]
     json.dumps(d.to_dict())
 
 
@@ -374,9 +374,9 @@ def test_every_component_verdict_has_its_sentence(monkeypatch, component, word):
     series = _made_up_series(12, reward_mean=(0.3, 0.4), c1=component, c2=(0.2, 0.2))
     d = diagnose_components(series, ComponentsConfig(components=("c1", "c2"), rope=0.02), seed=1)
     run = d.numbers["runs"]["r"]
-    assert run["c1"]["verdict"] == word and run["c2"]["verdict"] == "flat", d.verdicts
-    assert ("all components flat" in d.verdicts["r"]) == (word == "flat")
-    assert "nan" not in d.verdicts["r"]
+    assert run["c1"]["verdict"] == word and run["c2"]["verdict"] == "flat", d.verdicts()
+    assert ("all components flat" in d.verdicts()["r"]) == (word == "flat")
+    assert "nan" not in d.verdicts()["r"]
     json.dumps(d.to_dict())
 
 
@@ -404,8 +404,8 @@ def test_every_cardinality_verdict_has_its_sentence(monkeypatch, precision, reca
     import xarray as xr
 
     d = diagnose_cardinality(xr.Dataset(coords={S.LEVEL: ["file"]}), seed=1)
-    assert d.numbers["levels"]["file"]["verdict"] == word, d.verdicts
-    assert d.verdicts["file"].startswith(f"file: {word} - ") and "nan" not in d.verdicts["file"]
+    assert d.numbers["levels"]["file"]["verdict"] == word, d.verdicts()
+    assert d.verdicts()["file"].startswith(f"file: {word} - ") and "nan" not in d.verdicts()["file"]
     assert d.numbers["levels"]["file"]["pred_over_gold"]["start"]["mean"] == pytest.approx(1.5, abs=0.01)
     json.dumps(d.to_dict())
 

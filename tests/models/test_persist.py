@@ -98,7 +98,7 @@ def test_a_sigmoid_fit_and_a_diagnosis_save_and_load_equal(tmp_path, monkeypatch
     d = diagnose_reliability(_made_up_series(12, reward_mean=(0.3, 0.5), pass_at_k=(0.55, 0.8)), seed=1)
     (tmp_path / "d").mkdir()
     back = _round_trip(d, tmp_path / "d")
-    assert isinstance(back, Diagnosis) and back.verdicts == d.verdicts and back.bands.keys() == d.bands.keys()
+    assert isinstance(back, Diagnosis) and back.verdicts() == d.verdicts() and back.bands.keys() == d.bands.keys()
 
 
 def test_a_transfer_fit_with_its_dataset_saves_and_loads_equal(tmp_path, crossing_spec):

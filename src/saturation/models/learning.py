@@ -159,7 +159,8 @@ class Diagnosis:
     """A verdict per unit (level or run), the numbers behind it and the draws."""
 
     name: str
-    verdicts: dict[str, str]
+    #: one sentence per unit (level or run), read through :meth:`verdicts`
+    sentences: dict[str, str]
     numbers: dict[str, Any]
     diagnostics: dict[str, Any]
     idata: az.InferenceData
@@ -168,7 +169,12 @@ class Diagnosis:
     bands: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"verdicts": self.verdicts, "numbers": self.numbers, "diagnostics": self.diagnostics}
+        return {"verdicts": self.verdicts(), "numbers": self.numbers, "diagnostics": self.diagnostics}
+
+    def verdicts(self) -> dict[str, str]:
+        """One sentence per unit (level or run): its verdict and the numbers that decided it
+        (a method, as on every fit object)."""
+        return dict(self.sentences)
 
     def save(self, path: str | Path) -> Path:
         """Write this fit to one netCDF file (its InferenceData plus everything else it holds;
@@ -191,8 +197,8 @@ class Diagnosis:
         return frame
 
     def __repr__(self) -> str:
-        head = f"Diagnosis({self.name}, {len(self.verdicts)} unit(s); {convergence_words(self.diagnostics)})"
-        return short_repr(head, [f"{unit}: {v}" for unit, v in self.verdicts.items()])
+        head = f"Diagnosis({self.name}, {len(self.sentences)} unit(s); {convergence_words(self.diagnostics)})"
+        return short_repr(head, [f"{unit}: {v}" for unit, v in self.sentences.items()])
 
 
 @dataclass(frozen=True)
