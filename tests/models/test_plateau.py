@@ -11,7 +11,7 @@ from saturation import schema as S
 from saturation.aggregate import aggregate
 from saturation.frequentist import split_ols
 from saturation.models import ConvergenceWarning, SamplerConfig, fit_plateau, plateau
-from saturation.models.plateau import candidate_grid, plateau_frame, step_data
+from saturation.models.plateau import StepData, candidate_grid, plateau_frame, step_data
 from saturation.models.sampling import diagnostics, warn_if_not_converged
 from saturation.simulate import LevelSpec, PlateauSpec, simulate_plateau
 
@@ -882,3 +882,45 @@ def test_values_beyond_double_precision_are_one_clear_error(value):
         warnings.simplefilter("error")
         with pytest.raises(ValueError, match=r"'reward': per-step sums overflow.*rescale the metric"):
             step_data(ds, response="reward")
+
+
+def _rate_series(scale: float, rise: float = 0.85, seed: int = 0) -> StepData:
+    rng = np.random.default_rng(seed)
+    t = np.arange(1, 41)
+    y = np.clip(0.2 + rise * (1 - np.exp(-t / scale)) + rng.normal(0, 0.02, t.size), 0, 1)
+    ds = xr.Dataset({"acc": (("run", "step"), y[None, :])}, coords={"run": ["r"], "step": t})
+    return step_data(ds, response="acc")
+
+
+def test_the_exponential_ceiling_of_a_rate_stays_inside_its_range():
+    """A rate still far from saturating: the exponential approach extrapolates its ceiling to
+    1.2 (P(> 1) = 0.99; the issue saw 1.077 on a rate). In the model comparison the ceiling's
+    prior is truncated to [0, 1] (drawn exactly by rejection), the LOO of that bounded model
+    is PSIS over its own draws; with no maximum (metric_max=None) the curve is unbounded."""
+    from saturation.models.plateau import fit_alternative, loo_entries
+
+    sd = _rate_series(40.0)
+    free = fit_alternative(sd, "exponential", seed=1).posterior["asymptote"].to_numpy().ravel()
+    assert free.mean() > 1.1 and (free > 1).mean() > 0.9
+    _, method, fits = loo_entries(sd, ("hinge", "exponential"), seed=1)
+    bounded = fits["exponential"].posterior
+    a = bounded["asymptote"].to_numpy().ravel()
+    assert a.max() <= 1.0 and a.min() >= 0.0 and a.size == free.size
+    assert bounded.attrs["asymptote_outside_fraction"][0] > 0.9 and method["exponential"] == "PSIS"
+    _, method, fits = loo_entries(sd, ("exponential",), seed=1, metric_max=None)
+    assert fits["exponential"].posterior["asymptote"].to_numpy().mean() > 1.1 and method["exponential"] == "exact"
+
+
+def test_a_ceiling_well_inside_the_range_draws_as_unbounded():
+    """Nothing falls outside: the bounded draws are the unbounded ones (same seed, same
+    numbers) and the LOO stays exact."""
+    from saturation.models.plateau import fit_alternative, loo_entries
+
+    sd = _rate_series(6.0, rise=0.6)  # saturates at 0.8
+    free = fit_alternative(sd, "exponential", seed=2)
+    _, method, fits = loo_entries(sd, ("exponential",), seed=2)
+    assert fits["exponential"].posterior.attrs["asymptote_outside_fraction"] == [0.0]
+    np.testing.assert_array_equal(
+        free.posterior["asymptote"].to_numpy(), fits["exponential"].posterior["asymptote"].to_numpy()
+    )
+    assert method["exponential"] == "exact"

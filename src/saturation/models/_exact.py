@@ -689,6 +689,8 @@ def sample_gaussian_exact(
 ALTERNATIVE_COLUMNS = {"linear": ("start", "slope"), "exponential": ("start", "asymptote")}
 #: the exponential's time-scale grid covers its prior's centre +- this many prior sds
 SCALE_PRIOR_REACH = 6.0
+#: a bounded asymptote is drawn by rejection for at most this many rounds of draws
+MAX_REJECTION_ROUNDS = 1000
 
 
 def design_exponential(t: np.ndarray, t0: float, log_scale: np.ndarray) -> np.ndarray:
@@ -749,6 +751,7 @@ def sample_alternative_exact(
     chains: int,
     draws: int,
     seed: int,
+    asymptote_bounds: tuple[float, float] | None = None,
 ) -> tuple[az.InferenceData, dict[str, Any]]:
     r"""Independent posterior draws of a no-change-point curve (``plateau.fit_alternative``).
 
@@ -784,6 +787,13 @@ def sample_alternative_exact(
         Independent streams and draws per stream.
     seed : int
         Seeds the draws.
+    asymptote_bounds : (float, float), optional
+        The exponential's asymptote's prior truncated to this range (a rate's [0, 1]): its
+        posterior is the untruncated one conditioned on the range, drawn exactly by
+        rejection; the share rejected per level is in the posterior's attrs
+        (``asymptote_outside_fraction``), and fewer than one draw in
+        :data:`MAX_REJECTION_ROUNDS` inside is a ValueError (the curve does not saturate
+        inside the range).
 
     Returns
     -------
@@ -800,6 +810,7 @@ def sample_alternative_exact(
     post: dict[str, list[np.ndarray]] = {name: [] for name in (*ALTERNATIVE_COLUMNS[kind], "tau")}
     if kind == "exponential":
         post["log_scale"] = []
+    outside = np.zeros(len(levels))  # per level: the share of draws outside the bounds
     for j in range(len(levels)):
         lv, u, log_prior = alternative_level(
             kind, y[j], var_mean[j], steps, m0[j], sd0[j], float(tau_sd[j]), float(log_scale_mu[j]), log_scale_sd
@@ -807,9 +818,27 @@ def sample_alternative_exact(
         if u is None or log_prior is None:  # the line
             tau, beta = lv.draw(rng, np.zeros(n_draws, dtype=int))
         else:
-            idx = _pick_one(rng, lv.log_m + log_prior, n_draws)
-            log_scale = u[idx] + (u[1] - u[0]) * (rng.random(n_draws) - 0.5)
-            tau, beta = lv.draw(rng, idx, x=design_exponential(steps, t0, log_scale))
+            kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+            need, drawn, outside[j] = n_draws, 0, 0
+            while need > 0:  # the asymptote's prior truncated to the bounds: draws outside rejected
+                idx = _pick_one(rng, lv.log_m + log_prior, n_draws)
+                log_scale = u[idx] + (u[1] - u[0]) * (rng.random(n_draws) - 0.5)
+                tau, beta = lv.draw(rng, idx, x=design_exponential(steps, t0, log_scale))
+                ok = np.ones(n_draws, dtype=bool)
+                if asymptote_bounds is not None:
+                    ok = (beta[:, 1] >= asymptote_bounds[0]) & (beta[:, 1] <= asymptote_bounds[1])
+                take = np.flatnonzero(ok)[:need]
+                kept.append((tau[take], beta[take], log_scale[take]))
+                drawn, outside[j], need = drawn + n_draws, outside[j] + int((~ok).sum()), need - len(take)
+                if need > 0 and drawn >= MAX_REJECTION_ROUNDS * n_draws:
+                    lo, hi = asymptote_bounds or (-np.inf, np.inf)
+                    raise ValueError(
+                        f"{levels[j]}: the exponential approach's asymptote lies outside the metric's range "
+                        f"[{lo:g}, {hi:g}] in {outside[j] / drawn:.1%} of its posterior: this curve does not saturate "
+                        "inside the range"
+                    )
+            outside[j] /= drawn
+            tau, beta, log_scale = (np.concatenate([k[i] for k in kept]) for i in range(3))
             post["log_scale"].append(log_scale)
         for c, name in enumerate(ALTERNATIVE_COLUMNS[kind]):
             post[name].append(beta[:, c])
@@ -817,4 +846,7 @@ def sample_alternative_exact(
     shaped = {k: np.stack(v, axis=1).reshape(chains, draws, len(levels)) for k, v in post.items()}
     idata = az.from_dict(posterior=shaped, coords={S.LEVEL: levels}, dims={k: [S.LEVEL] for k in shaped})
     idata.posterior.attrs["sampler"] = "exact"
+    if asymptote_bounds is not None:
+        idata.posterior.attrs["asymptote_bounds"] = [float(b) for b in asymptote_bounds]
+        idata.posterior.attrs["asymptote_outside_fraction"] = [float(v) for v in outside]
     return idata, {"compile": 0.0, "sample": time.perf_counter() - t_start, "sampler": "exact"}

@@ -2043,6 +2043,7 @@ def fit_alternative(
     seed: int = 0,
     sampler: SamplerConfig | None = None,
     priors: PlateauPriors | None = None,
+    asymptote_bounds: tuple[float, float] | None = None,
 ) -> az.InferenceData:
     """Fit a no-change-point alternative (Gaussian on per-step means, same variance model).
 
@@ -2066,6 +2067,9 @@ def fit_alternative(
         cross-check).
     priors : PlateauPriors, optional
         Prior settings, resolved for ``data`` as in :func:`fit_plateau`.
+    asymptote_bounds : (float, float), optional
+        The exponential's asymptote kept inside this range (its prior truncated there; the
+        exact sampler only): a ceiling of a rate is a rate.
 
     Returns
     -------
@@ -2093,8 +2097,11 @@ def fit_alternative(
             chains=sampler.chains,
             draws=sampler.draws,
             seed=seed,
+            asymptote_bounds=asymptote_bounds if kind == "exponential" else None,
         )
     else:
+        if asymptote_bounds is not None and kind == "exponential":
+            raise OptionError("a bounded asymptote needs the exact sampler (sampler='auto' or 'exact')")
         idata, timings = _sample_alternative_nuts(data, kind, pri, log_scale_mu, seed, sampler)
     post = idata.posterior
     p = {name: post[name].to_numpy()[..., None] for name in post.data_vars}
@@ -2331,17 +2338,36 @@ def loo_entries(
             if exact:
                 elpd[name] = _elpd_exact(fit.idata, exact_loo(sd, "hinge", fit.config))
         else:
-            fits[name] = fit_alternative(sd, name, seed=seed, sampler=sampler, priors=plateau_kwargs.get("priors"))
-            exact = True
-            elpd[name] = _elpd_exact(
-                fits[name], exact_loo(sd, name, PlateauConfig(priors=plateau_kwargs.get("priors") or PlateauPriors()))
+            metric_max = plateau_kwargs.get("metric_max", 1.0)
+            bounds = _asymptote_bounds(sd, metric_max, sampler) if name == "exponential" else None
+            fits[name] = fit_alternative(
+                sd, name, seed=seed, sampler=sampler, priors=plateau_kwargs.get("priors"), asymptote_bounds=bounds
             )
+            # the closed-form LOO is the untruncated curve's: exact while no draw fell outside
+            # the bounds, else PSIS over the bounded model's own draws
+            exact = max(fits[name].posterior.attrs.get("asymptote_outside_fraction", [0.0])) == 0.0
+            if exact:
+                elpd[name] = _elpd_exact(
+                    fits[name],
+                    exact_loo(sd, name, PlateauConfig(priors=plateau_kwargs.get("priors") or PlateauPriors())),
+                )
         if not exact:
             with warnings.catch_warnings():  # high Pareto k is this table's own caveat (below)
                 warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto", category=UserWarning)
                 elpd[name] = az.loo(fits[name], pointwise=True)
         method[name] = "exact" if exact else "PSIS"
     return elpd, method, fits
+
+
+def _asymptote_bounds(
+    sd: StepData, metric_max: float | None, sampler: SamplerConfig | None
+) -> tuple[float, float] | None:
+    """[0, metric_max] for the exponential's ceiling when the per-step values lie in that
+    range (a rate's ceiling is a rate) and the exact sampler draws it; else None."""
+    exact = sampler is None or sampler.sampler in ("auto", "exact")
+    if not exact or not headroom_defined(sd, PlateauConfig(metric_max=metric_max)) or metric_max is None:
+        return None
+    return (0.0, float(metric_max))
 
 
 def loo_table(elpd: dict[str, Any], method: dict[str, str]) -> pd.DataFrame:
