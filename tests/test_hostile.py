@@ -1309,3 +1309,20 @@ def test_a_mini_swe_agent_trajectory_at_codescouts_paths_is_another_format(tmp_p
     assert all("'total_reward': None" not in p for p in res.problems)
     acc = res.accounting
     assert acc["rows_read"] == acc["rows_kept"] + acc["rows_rejected"] + acc.get("rows_superseded", 0)
+
+
+def test_a_trial_jsonl_record_of_too_many_keys_is_one_rejected_row(tmp_path, monkeypatch):
+    """A JSON Lines trial table is bounded like a CSV header: a record whose keys would pass
+    the column limit is rejected with its line and reason, before a frame is built."""
+    import saturation.streams as streams
+
+    monkeypatch.setattr(streams, "MAX_COLUMNS", 12)
+    row = {"run": "r", "step": 0, "instance_id": "a", "sample": 0, "graded": True, "reward": 1.0}
+    path = tmp_path / "t.jsonl"
+    wide = {**row, "sample": 1, **{f"x{i}": 1 for i in range(30)}}
+    path.write_text(json.dumps(row) + "\n" + json.dumps(wide) + "\n" + json.dumps({**row, "sample": 2}) + "\n")
+    message = "line 2: 36 keys, 30 of them new: more than the limit of 12 columns"
+    with pytest.raises(TrialValidationError, match=message):
+        read_trials_report([path])
+    ds, _ = read_trials_report([path], strict=False)
+    assert ds.sizes["trial"] == 2 and ds.attrs["rows_read"] == 3 and ds.attrs["rows_rejected"] == 1

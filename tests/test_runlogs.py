@@ -463,3 +463,20 @@ def test_plateau_answers_from_the_raw_file_of_every_format(tmp_path, capsys, fmt
     (est,) = next(iter(res["runs"].values()))["levels"].values()
     assert est["changepoint"]["hdi"][0] <= 30 <= est["changepoint"]["hdi"][1]
     assert est["verdict"] == "plateaued"
+
+
+def test_a_jsonl_tables_lines_are_counted_once_and_a_record_of_too_many_keys_is_refused(tmp_path, monkeypatch):
+    """records == kept + foreign + malformed for a JSON Lines table (its lines were counted
+    twice: 6 records for 3 lines); a record whose keys would pass the column limit is one
+    malformed line with its reason, the others are kept."""
+    import saturation.streams as streams
+
+    monkeypatch.setattr(streams, "MAX_COLUMNS", 10)
+    path = tmp_path / "m.jsonl"
+    wide = json.dumps({"step": 3, **{f"k{i}": 0.5 for i in range(20)}})
+    path.write_text('{"step": 1, "reward": 0.5}\n\n{"step": 2, "reward": 0.6}\n' + wide + "\nnot json\n")
+    res = R.read_runlogs([path], strict=False)
+    a = res.accounting[0]
+    assert (a["records"], a["kept"], a["foreign"], a["malformed"]) == (5, 2, 1, 2)
+    assert any(f"{path}:4: 21 keys, 20 of them new: more than the limit of 10 columns" in p for p in res.problems)
+    assert res.metrics["step"].values.tolist() == [1, 2]

@@ -459,6 +459,7 @@ class _JsonRows:
         self.table = table
         self.records: list[dict[str, object]] = []
         self.locations: list[str] = []
+        self.columns: set[str] = set()  # the keys seen, bounded by streams.MAX_COLUMNS
 
     def add(self, number: int, line: str) -> None:
         t = self.table
@@ -474,6 +475,16 @@ class _JsonRows:
         if not isinstance(obj, dict):
             t.reject_line(loc, f"expected a JSON object, found {type(obj).__name__}", line)
             return
+        new = obj.keys() - self.columns
+        if len(self.columns) + len(new) > streams.MAX_COLUMNS:  # a column per key: bounded as a CSV header is
+            t.reject_line(
+                loc,
+                f"{len(obj):,} keys, {len(new):,} of them new: more than the limit of {streams.MAX_COLUMNS:,} "
+                "columns (raise it with SATURATION_MAX_COLUMNS)",
+                line,
+            )
+            return
+        self.columns |= new
         self.records.append(obj)
         self.locations.append(loc)
 

@@ -691,7 +691,17 @@ def _table_frame(path: Path, read: _FileRead) -> tuple[pd.DataFrame, list[str]] 
     try:
         if name.endswith((".jsonl", ".ndjson")):
             rows, wheres = [], []
+            columns: set[str] = set()
             for where, record in _json_lines(path, read):
+                new = record.keys() - columns
+                if len(columns) + len(new) > streams.MAX_COLUMNS:  # a column per key, bounded as a header is
+                    read.counts["malformed"] += 1
+                    read.problem(
+                        f"{where}: {len(record):,} keys, {len(new):,} of them new: more than the limit of "
+                        f"{streams.MAX_COLUMNS:,} columns (raise it with SATURATION_MAX_COLUMNS); not kept"
+                    )
+                    continue
+                columns |= new
                 rows.append({k: _cell(v) for k, v in record.items()})
                 wheres.append(where)
             frame = pd.DataFrame(rows)
@@ -710,7 +720,8 @@ def _table_frame(path: Path, read: _FileRead) -> tuple[pd.DataFrame, list[str]] 
     if frame.shape[1] > streams.MAX_COLUMNS:
         _too_wide(path, read, frame.shape[1], len(frame))
         return None
-    read.counts["records"] += len(frame)
+    if not name.endswith((".jsonl", ".ndjson")):  # JSON lines were counted line by line as read
+        read.counts["records"] += len(frame)
     return frame, wheres
 
 
