@@ -367,14 +367,20 @@ def test_compute_axis_errors_name_the_arm_run_and_metric():
 def test_on_a_compute_axis_the_model_and_forecast_use_each_arms_compute():
     """Plumbing with a made-up posterior: the likelihood's x is the cells' compute, the
     forecast's N more steps are N more steps of the arm's compute rate."""
-    from saturation.models.sigmoid import SigmoidConfig, build_sigmoid_model, forecast
+    from saturation.models.sigmoid import SigmoidConfig, build_sigmoid_model, forecast, half_rise_log_x
 
     trials, metrics, _ = _compute_arms()
     data = arm_steps(trials, metrics=metrics)
     _, _, values = build_sigmoid_model(data, SigmoidConfig(x="compute"))
     obs = data.n > 0
     np.testing.assert_allclose(values["x"], data.x_cells[obs])
-    assert values["midpoint_mu"] == pytest.approx(np.log(np.median(data.x_cells[:, obs.any(axis=0)])))
+    # the midpoint prior's centre is each arm's half-rise on its own compute axis
+    expect = [half_rise_log_x(data.x_cells[a][o], data.mean[a][o]) for a, o in enumerate(obs)]
+    np.testing.assert_allclose(values["midpoint_mu"], expect)
+    assert all(
+        data.x_cells[a][o].min() <= np.exp(m) <= data.x_cells[a][o].max()
+        for a, (o, m) in enumerate(zip(obs, expect, strict=True))
+    )
     params = {"a": (0.1, 0.5, 1.5, 6000.0), "b": (0.1, 0.5, 1.5, 6000.0)}
     fit = _made_up_fit(data, params)
     got = forecast(fit.idata, data, horizon=4, delta=0.01)
@@ -691,3 +697,18 @@ def test_too_few_steps_for_a_curve_is_a_clear_error(n_steps):
     ds, _ = simulate_sigmoid_arms(SigmoidArmsSpec(n_steps=n_steps, prompts_per_step=4, samples_per_prompt=4), seed=3)
     with pytest.raises(ValueError, match=r"at least 5 steps with data per arm; arm\(s\) t2 \(\d\), t2yarn"):
         fit_sigmoid(ds)
+
+
+def test_the_midpoint_prior_is_centred_on_the_observed_half_rise():
+    """An early knee (true midpoint 8 of 50 steps): the prior's centre is the x where the
+    smoothed curve gets half-way, near 8, not the middle of the run (25), which pulled the
+    midpoint late, the efficiency low and the asymptote high; a flat or short curve keeps
+    the middle."""
+    from saturation.models.sigmoid import half_rise_log_x
+
+    x = np.arange(1.0, 51.0)
+    curve = curves.sigmoid_saturation(x, r0=0.05, asymptote=0.4, efficiency=1.5, midpoint=8.0)
+    noisy = curve + np.random.default_rng(0).normal(0, 0.01, x.size)
+    assert 5.0 <= np.exp(half_rise_log_x(x, noisy)) <= 10.0
+    assert half_rise_log_x(x, np.full(x.size, 0.3)) == pytest.approx(np.log(25.5))
+    assert half_rise_log_x(x[:5], noisy[:5]) == pytest.approx(np.log(3.0))
