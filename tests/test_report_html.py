@@ -205,8 +205,14 @@ def test_html_is_self_contained_and_escaped(report: Report) -> None:
     contents = [h[1:] for h in hrefs if h.startswith("#")]
     assert contents == ["1-swe-smith-plateau--change-points", "2-swe-gym-transfer"]
     assert set(contents) <= ids
-    md_anchors = re.findall(r"\]\(#([^)]+)\)", _report_md(report))
+    md = _report_md(report)
+    md_anchors = re.findall(r"\]\(#([^)]+)\)", md)
     assert contents == md_anchors  # the same anchors as REPORT.md's contents
+    # tables and figures carry the same numbers on both (section.item; the page counted
+    # through the whole report, REPORT.md per section)
+    labels = re.findall(r'class="label">((?:Table|Figure) \d+\.\d+)\.', text)
+    assert labels and labels == re.findall(r"\*\*?((?:Table|Figure) \d+\.\d+)[.:]", md)
+    assert {"table-1-1", "figure-1-1", "figure-2-1"} <= ids
 
 
 def _report_md(report: Report) -> str:

@@ -1575,11 +1575,11 @@ def write_report_md(report: Report) -> Path:
             lines += [f"> warning: {markdown_text(w)}", ""]
         for n in s.notes:
             lines += [f"> note: {markdown_text(n)}", ""]
-        for table in s.tables:
+        for k, table in enumerate(s.tables, 1):
             path = report.out / table
             name = Path(table).stem.replace("_", " ")
             lines += [
-                f"**Table: {name}** ([CSV]({Path(table).with_suffix('.csv').as_posix()}), "
+                f"**Table {i}.{k}: {name}** ([CSV]({Path(table).with_suffix('.csv').as_posix()}), "
                 f"[LaTeX]({Path(table).with_suffix('.tex').as_posix()}))",
                 "",
                 path.read_text(),

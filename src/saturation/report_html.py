@@ -402,7 +402,7 @@ def _table_html(frame: pd.DataFrame) -> str:
     )
 
 
-def _table_block(out: Path, table: str, number: int) -> str:
+def _table_block(out: Path, table: str, number: str) -> str:
     md = Path(table)
     csv, tex = md.with_suffix(".csv"), md.with_suffix(".tex")
     name = md.stem.replace("_", " ")
@@ -422,10 +422,10 @@ def _table_block(out: Path, table: str, number: int) -> str:
         body = '<p class="missing">empty table</p>'
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         body = f'<p class="missing">unreadable table {_esc(csv.as_posix())}: {_esc(exc)}</p>'
-    return f'<figure class="table" id="table-{number}">{head}{body}</figure>'
+    return f'<figure class="table" id="table-{number.replace(".", "-")}">{head}{body}</figure>'
 
 
-def _figure_block(out: Path, section: Any, figure: str, number: int) -> str:
+def _figure_block(out: Path, section: Any, figure: str, number: str) -> str:
     caption = figure_caption(section, figure)
     pdf = Path(figure).with_suffix(".pdf")
     try:
@@ -440,8 +440,9 @@ def _figure_block(out: Path, section: Any, figure: str, number: int) -> str:
     else:  # still an <img>: the page's rendered/total count then shows the gap
         img = f'<img alt="{_esc(caption)}">'
         missing = f' <span class="missing">(figure file missing: {_esc(figure)})</span>'
+    label = f'<span class="label">Figure {number}.</span>'
     return (
-        f'<figure class="plot" id="figure-{number}">{img}<figcaption><span class="label">Figure {number}.</span> '
+        f'<figure class="plot" id="figure-{number.replace(".", "-")}">{img}<figcaption>{label} '
         f'{_esc(caption)}{missing} <span class="links">(<a href="{_href(pdf)}">PDF</a>)</span></figcaption></figure>'
     )
 
@@ -462,7 +463,7 @@ def _diagnostics(s: _SectionLike) -> str:
     return f'<p class="{cls}"><span class="lead">Diagnostics.</span> {_esc(text)}: {state}. {_esc(timing)}</p>'
 
 
-def _section(out: Path, i: int, s: _SectionLike, counters: dict[str, int]) -> list[str]:
+def _section(out: Path, i: int, s: _SectionLike) -> list[str]:
     slug = anchor(f"{i} {s.title}")
     badge = "" if s.converged else '<span class="badge">NOT CONVERGED</span>'
     parts = [f'<section id="{_esc(slug)}">', f'<h2><span class="num">{i}</span>{_esc(s.title)}{badge}</h2>']
@@ -479,12 +480,11 @@ def _section(out: Path, i: int, s: _SectionLike, counters: dict[str, int]) -> li
         )
     parts += [f'<div class="banner warning">warning: {_esc(w)}</div>' for w in s.warnings]
     parts += [f'<div class="banner warning">note: {_esc(n)}</div>' for n in getattr(s, "notes", ())]
-    for table in s.tables:
-        counters["table"] += 1
-        parts.append(_table_block(out, table, counters["table"]))
-    for figure in s.figures:
-        counters["figure"] += 1
-        parts.append(_figure_block(out, s, figure, counters["figure"]))
+    # numbered within the section, as REPORT.md numbers them: Table 2.1, Figure 2.3
+    for k, table in enumerate(s.tables, 1):
+        parts.append(_table_block(out, table, f"{i}.{k}"))
+    for j, figure in enumerate(s.figures, 1):
+        parts.append(_figure_block(out, s, figure, f"{i}.{j}"))
     if s.fits:
         links = ", ".join(f'<a href="{_href(f)}">{_esc(Path(f).name)}</a>' for f in s.fits)
         parts.append(f'<p class="fits">Fits (ArviZ InferenceData, netCDF): {links}</p>')
@@ -550,10 +550,9 @@ def render_report_html(report: _ReportLike) -> str:
         The HTML page.
     """
     out = Path(report.out)
-    counters = {"table": 0, "figure": 0}
     body = _front(report)
     for i, s in enumerate(report.sections, 1):
-        body += _section(out, i, s, counters)
+        body += _section(out, i, s)
     body.append(
         f"<footer>saturation {_esc(__version__)}. Tables: full precision in the CSV files; numbers here are shown "
         "to 4 significant digits (click a column header to sort). Figures: vector PDF beside each image.</footer>"
