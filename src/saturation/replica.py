@@ -628,3 +628,148 @@ def _cluster_se(n: np.ndarray, s: np.ndarray) -> float:
     resid = s - n * mean
     k = len(n)
     return float(np.sqrt(k / (k - 1) * (resid**2).sum()) / n.sum())
+
+
+# ====================================================================== study checks
+# The study's published figures next to a fit's estimates: tables a report shows only for
+# the replica's specs (``[data] reference = "embedded"``), never for a user's data.
+def _published_row(published: float, e: dict[str, Any] | None, **keys: Any) -> dict[str, Any]:
+    """One row: ``keys``, the published value, the estimate's mean and 94 % HDI, and
+    whether the HDI holds the published value (None without an interval)."""
+    hdi = e.get("hdi") if e else None
+    inside = None if not hdi or hdi[0] is None else bool(hdi[0] <= published <= hdi[1])
+    return {
+        **keys,
+        "published": published,
+        "mean": e["mean"] if e else np.nan,
+        "hdi_low": hdi[0] if hdi else np.nan,
+        "hdi_high": hdi[1] if hdi else np.nan,
+        "published inside HDI": inside,
+    }
+
+
+def _reorder(row: dict[str, Any], before: str, extra: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with ``extra`` inserted before column ``before`` (a table's column order)."""
+    out: dict[str, Any] = {}
+    for k, v in row.items():
+        if k == before:
+            out.update(extra)
+        out[k] = v
+    return out
+
+
+def study_check_split(fit: Any, sd: Any, reference: dict[str, Any], *, seed: int, sampler: Any) -> pd.DataFrame:
+    """The study's split-OLS slopes (``reference["saturation"]``) next to split OLS on these
+    data and the Bayesian split model at the study's step (jump allowed): like with like,
+    not the hinge, whose slopes are other estimands. ``fit`` is reused when it is that
+    split model, else it is refitted at the split with ``fit``'s ROPE and priors."""
+    from saturation.models.plateau import fit_plateau
+
+    sat = reference["saturation"]
+    split = float(sat["split_step"])
+    same = fit.config.breakpoint == split and fit.config.continuity == "jump"
+    split_fit = (
+        fit
+        if same
+        else fit_plateau(
+            sd,
+            breakpoint=split,
+            continuity="jump",
+            seed=seed,
+            sampler=sampler,
+            rope=fit.config.rope,
+            rope_relative=fit.config.rope_relative,
+            priors=fit.config.priors,
+        )
+    )
+    rows = []
+    for j, level in enumerate(sd.levels):
+        pub = sat["levels"].get(level)
+        if not pub:
+            continue
+        ols = split_ols(sd.steps, sd.y[j], split)
+        e = split_fit.estimands["levels"][level]
+        for q in ("early_slope", "late_slope"):
+            seg = q.split("_")[0]
+            row = _published_row(pub[q], e[q], level=level, quantity=q)
+            extra = {
+                "split OLS on these data": ols.loc[seg, "slope"],
+                "split OLS t": ols.loc[seg, "t"],
+                "published t": pub[q.replace("slope", "t")],
+            }
+            rows.append(_reorder(row, "mean", extra))
+    return pd.DataFrame(rows)
+
+
+def study_check_cardinality(diag: Any, reference: dict[str, Any]) -> pd.DataFrame:
+    """The study's precision, recall and predicted counts per level at the start and end
+    (and locations per answer) next to the cardinality diagnosis's estimates."""
+    rows = []
+    pr = reference["precision_recall"]
+    for level, pub in pr["levels"].items():
+        if level not in diag.numbers["levels"]:
+            continue
+        for fld in (S.PRECISION, S.RECALL, S.N_PRED):
+            for i, when in enumerate(("start", "end")):
+                value = pub[fld][i] if isinstance(pub[fld], list) else pub[fld]
+                e = diag.numbers["levels"][level][fld][when]
+                rows.append(_published_row(value, e, level=level, quantity=f"{fld} {when}"))
+    per_answer = pr.get("predicted_locations_per_answer")
+    if per_answer and "n_locations" in diag.numbers:
+        for i, when in enumerate(("start", "end")):
+            e = diag.numbers["n_locations"][when]
+            rows.append(_published_row(per_answer[i], e, level="all", quantity=f"locations per answer {when}"))
+    return pd.DataFrame(rows)
+
+
+def study_check_series(
+    reference: dict[str, Any], runs: list[str], models: list[str], trends: list[tuple[str, str, Any]]
+) -> pd.DataFrame:
+    """The study's code-contests figures (read from its plots) per run next to the series
+    diagnoses' start and end estimates; ``models`` names each run's model in the
+    reference, ``trends`` lists (published key, variable, diagnosis)."""
+    published = {r["model"]: r for r in reference.get("runs", []) if r.get("run") == "code-contests"}
+    rows = []
+    for run, model in zip(runs, models, strict=False):
+        pub = published.get(model)
+        if not pub:
+            continue
+        for key, var, diag in trends:
+            if key not in pub or diag is None:
+                continue
+            for i, when in enumerate(("start", "end")):
+                e = diag.numbers["runs"][run][var][when]
+                rows.append(_published_row(pub[key][i], e, run=run, quantity=f"{key} {when}"))
+    return pd.DataFrame(rows)
+
+
+def study_check_transfer(fit: Any, reference: dict[str, Any]) -> pd.DataFrame:
+    """The study's transfer table (first-4-step means and by-step values per arm) next to
+    the transfer fit's population curves and the empirical values of these data."""
+    from saturation.models.sampling import interval
+
+    tr = reference["transfer"]
+    names = {"ungraded_rate": "ungraded_rate", "graded_only_reward": S.GRADED_ONLY, "all_rollout_reward": S.ALL_ROLLOUT}
+    pop, emp_all = fit.idata["posterior"], fit.data.empirical
+    first = slice(0, fit.to_dict()["first_steps"])
+    rows = []
+
+    def add(quantity: str, arm: str, value: float, draws: Any, emp: float) -> None:
+        row = _published_row(value, interval(draws.to_numpy().ravel()), quantity=quantity, arm=arm)
+        rows.append(_reorder(row, "mean", {"empirical (these data)": emp}))
+
+    for key, per_arm in tr["first_4_steps"].items():
+        q = names[key]
+        for arm, value in per_arm.items():
+            if arm in fit.data.arms:
+                draws = pop[f"population_{q}"].sel({S.ARM: arm}).isel({S.STEP: first}).mean(S.STEP)
+                emp = float(emp_all[q].sel({S.ARM: arm}).isel({S.STEP: first}).mean())
+                add(f"first 4 steps {key}", arm, value, draws, emp)
+    for entry in tr["by_step"]:
+        for key, q in ((S.ALL_ROLLOUT, S.ALL_ROLLOUT), ("ungraded", "ungraded_rate")):
+            for arm, value in entry[key].items():
+                if arm in fit.data.arms and entry["step"] in fit.data.steps:
+                    at = {S.ARM: arm, S.STEP: entry["step"]}
+                    draws, emp = pop[f"population_{q}"].sel(at), float(emp_all[q].sel(at))
+                    add(f"step {entry['step']} {key}", arm, value, draws, emp)
+    return pd.DataFrame(rows)

@@ -31,13 +31,12 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from saturation import __version__, plots
+from saturation import __version__, plots, replica
 from saturation import progress as progress_
 from saturation import schema as S
 from saturation.aggregate import phase_note
 from saturation.cluster import map_tasks
 from saturation.files import inside
-from saturation.frequentist import split_ols
 from saturation.io import OutputError, safe_name, write_atomic, write_netcdf
 from saturation.models import (
     compare_plateau_models,
@@ -56,7 +55,7 @@ from saturation.models.learning import (
 )
 from saturation.models.plateau import FLAT_DEFINITION, FLAT_LATE_VERDICTS, LABELS, PlateauConfig, together_sentence
 from saturation.models.runs import fit_plateau_runs
-from saturation.models.sampling import interval, merge_diagnostics, nuisance_text
+from saturation.models.sampling import merge_diagnostics, nuisance_text
 from saturation.models.sigmoid import (
     SigmoidConfig,
     arm_steps,
@@ -132,18 +131,6 @@ class Section:
 
 
 # ------------------------------------------------------------------ helpers
-def _hdi_row(e: dict[str, Any] | None) -> dict[str, float]:
-    if not e:
-        return {"mean": np.nan, "hdi_low": np.nan, "hdi_high": np.nan}
-    return {"mean": e["mean"], "hdi_low": e["hdi"][0], "hdi_high": e["hdi"][1]}
-
-
-def _inside(value: float, e: dict[str, Any] | None) -> bool | None:
-    if not e or e.get("hdi") is None or e["hdi"][0] is None:
-        return None
-    return bool(e["hdi"][0] <= value <= e["hdi"][1])
-
-
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
@@ -399,45 +386,8 @@ def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: 
         sat = reference["saturation"]
         split = float(sat["split_step"])
         sd = step_data(ds, response=S.F1, levels=list(est["levels"]), run=kw.get("run"))
-        # like with like: the study's split OLS against the package's own split OLS and the
-        # Bayesian split model at the same step (not the hinge, whose slopes are other estimands)
-        split_fit = (
-            fit
-            if fit.config.breakpoint == split and fit.config.continuity == "jump"
-            else fit_plateau(
-                sd,
-                breakpoint=split,
-                continuity="jump",
-                seed=spec.seed,
-                sampler=sampler,
-                rope=fit.config.rope,
-                rope_relative=fit.config.rope_relative,
-                priors=fit.config.priors,
-            )
-        )
-        ref_rows = []
-        for j, level in enumerate(sd.levels):
-            pub = sat["levels"].get(level)
-            if not pub:
-                continue
-            ols = split_ols(sd.steps, sd.y[j], split)
-            e = split_fit.estimands["levels"][level]
-            for q in ("early_slope", "late_slope"):
-                seg = q.split("_")[0]
-                ref_rows.append(
-                    {
-                        "level": level,
-                        "quantity": q,
-                        "published": pub[q],
-                        "split OLS on these data": ols.loc[seg, "slope"],
-                        "split OLS t": ols.loc[seg, "t"],
-                        "published t": pub[q.replace("slope", "t")],
-                        **_hdi_row(e[q]),
-                        "published inside HDI": _inside(pub[q], e[q]),
-                    }
-                )
         out.table(
-            pd.DataFrame(ref_rows),
+            replica.study_check_split(fit, sd, reference, seed=spec.seed, sampler=sampler),
             "published_vs_bayes",
             f"Published split-OLS slopes (split at step {split:g}) next to split OLS on these data and the "
             f"Bayesian split model at step {split:g}",
@@ -578,37 +528,8 @@ def _diagnose(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
         )
     out.table(pd.DataFrame(rows), "cardinality", "Precision, recall and cardinality per level")
     if reference and "precision_recall" in reference:
-        ref_rows = []
-        for level, pub in reference["precision_recall"]["levels"].items():
-            if level not in diag.numbers["levels"]:
-                continue
-            for fld in (S.PRECISION, S.RECALL, S.N_PRED):
-                for i, when in enumerate(("start", "end")):
-                    e = diag.numbers["levels"][level][fld][when]
-                    value = pub[fld][i] if isinstance(pub[fld], list) else pub[fld]
-                    ref_rows.append(
-                        {
-                            "level": level,
-                            "quantity": f"{fld} {when}",
-                            "published": value,
-                            **_hdi_row(e),
-                            "published inside HDI": _inside(value, e),
-                        }
-                    )
-        per_answer = reference["precision_recall"].get("predicted_locations_per_answer")
-        if per_answer and "n_locations" in diag.numbers:
-            for i, when in enumerate(("start", "end")):
-                e = diag.numbers["n_locations"][when]
-                ref_rows.append(
-                    {
-                        "level": "all",
-                        "quantity": f"locations per answer {when}",
-                        "published": per_answer[i],
-                        **_hdi_row(e),
-                        "published inside HDI": _inside(per_answer[i], e),
-                    }
-                )
-        out.table(pd.DataFrame(ref_rows), "published_vs_bayes", "Published precision/recall next to the estimates")
+        table = replica.study_check_cardinality(diag, reference)
+        out.table(table, "published_vs_bayes", "Published precision/recall next to the estimates")
     if "cardinality" in spec.figures:
         out.figure(
             lambda: plots.plot_cardinality(diag),
@@ -666,29 +587,11 @@ def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, ou
     out.table(pd.DataFrame(rows), "reliability_entropy", "Reliability (pass@1), capability (pass@k), entropy")
     ref_runs = config.reference_runs
     if reference and ref_runs and runs:
-        published = {r["model"]: r for r in reference.get("runs", []) if r.get("run") == "code-contests"}
-        ref_rows = []
-        for run, model in zip(runs, ref_runs, strict=False):
-            pub = published.get(model)
-            if not pub:
-                continue
-            for key, var, diag_ in (("reward", pass1, rel), ("pass_at_8", passk, rel), ("entropy", entropy, ent)):
-                if key not in pub or diag_ is None:
-                    continue
-                for i, when in enumerate(("start", "end")):
-                    e = diag_.numbers["runs"][run][var][when]
-                    ref_rows.append(
-                        {
-                            "run": run,
-                            "quantity": f"{key} {when}",
-                            "published": pub[key][i],
-                            **_hdi_row(e),
-                            "published inside HDI": _inside(pub[key][i], e),
-                        }
-                    )
-        if ref_rows:
+        trends = [("reward", pass1, rel), ("pass_at_8", passk, rel), ("entropy", entropy, ent)]
+        table = replica.study_check_series(reference, runs, list(ref_runs), trends)
+        if len(table):
             out.table(
-                pd.DataFrame(ref_rows),
+                table,
                 "published_vs_bayes",
                 "Published figures (read from the study's plots, +-0.01) next to the estimates",
             )
@@ -806,52 +709,8 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
     details = list(fit.verdicts().values())
     out.table(pd.DataFrame(rows), "transfer", f"Gaps to the reference arm {ref}")
     if reference and "transfer" in reference:
-        tr = reference["transfer"]
-        names = {
-            "ungraded_rate": "ungraded_rate",
-            "graded_only_reward": S.GRADED_ONLY,
-            "all_rollout_reward": S.ALL_ROLLOUT,
-        }
-        ref_rows = []
-        pop = fit.idata["posterior"]
-        first = slice(0, est["first_steps"])
-        for key, per_arm in tr["first_4_steps"].items():
-            q = names[key]
-            for arm, value in per_arm.items():
-                if arm not in fit.data.arms:
-                    continue
-                draws = pop[f"population_{q}"].sel({S.ARM: arm}).isel({S.STEP: first}).mean(S.STEP)
-                e = interval(draws.to_numpy().ravel())
-                emp = float(fit.data.empirical[q].sel({S.ARM: arm}).isel({S.STEP: first}).mean())
-                ref_rows.append(
-                    {
-                        "quantity": f"first 4 steps {key}",
-                        "arm": arm,
-                        "published": value,
-                        "empirical (these data)": emp,
-                        **_hdi_row(e),
-                        "published inside HDI": _inside(value, e),
-                    }
-                )
-        for entry in tr["by_step"]:
-            for key, q in ((S.ALL_ROLLOUT, S.ALL_ROLLOUT), ("ungraded", "ungraded_rate")):
-                for arm, value in entry[key].items():
-                    if arm not in fit.data.arms or entry["step"] not in fit.data.steps:
-                        continue
-                    draws = pop[f"population_{q}"].sel({S.ARM: arm, S.STEP: entry["step"]})
-                    e = interval(draws.to_numpy().ravel())
-                    emp = float(fit.data.empirical[q].sel({S.ARM: arm, S.STEP: entry["step"]}))
-                    ref_rows.append(
-                        {
-                            "quantity": f"step {entry['step']} {key}",
-                            "arm": arm,
-                            "published": value,
-                            "empirical (these data)": emp,
-                            **_hdi_row(e),
-                            "published inside HDI": _inside(value, e),
-                        }
-                    )
-        out.table(pd.DataFrame(ref_rows), "published_vs_bayes", "Published transfer table next to the estimates")
+        table = replica.study_check_transfer(fit, reference)
+        out.table(table, "published_vs_bayes", "Published transfer table next to the estimates")
     if "transfer" in spec.figures:
         summ = fit.data.summary
         out.figure(
