@@ -126,3 +126,28 @@ def test_code_contests_series_endpoints(reference):
     np.testing.assert_allclose(algo["reward_mean"], total, atol=2e-6)  # the CSV's %.6g
     assert bool(algo["pass_at_k"].isnull().all()) and algo.sizes[S.STEP] == 30
     assert ds["pass_at_k"].attrs["metric_name"] == "reward/avg_pass_at_8"
+
+
+def test_study_checks_put_the_published_figures_next_to_the_estimates(monkeypatch):
+    """The series study check (the replica layer's, shown only for the replica's specs):
+    one row per run, quantity and start/end, the published value beside the estimate's
+    mean and HDI and whether the HDI holds it; runs without a published model are left out."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "models"))
+    from test_learning import _made_up_series, _made_up_trend
+
+    from saturation.models.learning import diagnose_reliability
+    from saturation.replica import study_check_series
+
+    monkeypatch.setattr("saturation.models.learning.trend_draws", _made_up_trend)
+    rel = diagnose_reliability(_made_up_series(12, reward_mean=(0.3, 0.5), pass_at_k=(0.55, 0.8)), seed=1)
+    reference = {"runs": [{"run": "code-contests", "model": "M", "reward": [0.30, 0.90], "pass_at_8": [0.55, 0.8]}]}
+    trends = [("reward", "reward_mean", rel), ("pass_at_8", "pass_at_k", rel), ("entropy", "policy_entropy", None)]
+    table = study_check_series(reference, ["r"], ["M"], trends)
+    columns = ["run", "quantity", "published", "mean", "hdi_low", "hdi_high", "published inside HDI"]
+    assert list(table.columns) == columns
+    assert table["quantity"].tolist() == ["reward start", "reward end", "pass_at_8 start", "pass_at_8 end"]
+    assert table["published inside HDI"].tolist() == [True, False, True, True]  # 0.90 is not the end's 0.5
+    assert study_check_series(reference, ["r"], ["other model"], trends).empty
