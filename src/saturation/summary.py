@@ -130,3 +130,26 @@ def _row(path: tuple[str, ...], units: tuple[str, ...], mean: Any, sd: Any, low:
         "hdi_low": low,
         "hdi_high": high,
     }
+
+
+def fit_html(head: str, table: Any) -> str:
+    """A fit object's notebook view (``_repr_html_``): its short ``repr`` as a heading and its
+    tidy ``summary()`` table, every name from the data HTML-escaped.
+
+    Parameters
+    ----------
+    head : str
+        The fit's ``repr`` (first line bold, the rest as lines).
+    table : pandas.DataFrame
+        The fit's ``summary()``.
+
+    Returns
+    -------
+    str
+        An HTML fragment.
+    """
+    import html
+
+    lines = [html.escape(line) for line in head.splitlines()]
+    top = f"<p><strong>{lines[0]}</strong>" + "".join(f"<br>{line}" for line in lines[1:]) + "</p>" if lines else ""
+    return top + table.to_html(index=False, escape=True, float_format=lambda v: f"{v:.4g}", na_rep="")

@@ -146,3 +146,33 @@ def test_loading_builds_only_saturations_dataclasses(tmp_path):
     write_netcdf(xr.Dataset({"x": ("d", [1.0])}), tmp_path / "plain.nc")
     with pytest.raises(ValueError, match="not a saved fit"):
         load_fit(tmp_path / "plain.nc")
+
+
+def test_every_fit_shows_itself_in_a_notebook_with_names_escaped(tmp_path, monkeypatch):
+    """``_repr_html_``: the short repr and the summary table as HTML; a name from the data
+    carrying markup is shown, never run."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_learning import _made_up_series, _made_up_trend
+
+    from saturation.models.learning import diagnose_reliability
+
+    spec = PlateauSpec(
+        levels=(LevelSpec("file", 0.5, 0.01, 0.0, 20.0),), n_steps=30, run="<img src=x onerror=alert(1)>"
+    )
+    fit = fit_plateau(simulate_plateau(spec, seed=3)[0], seed=1)
+    page = fit._repr_html_()
+    assert page.startswith("<p><strong>PlateauFit(") and "<table" in page and "changepoint" in page
+    assert "<img" not in page
+    from saturation.summary import fit_html
+
+    shown = fit_html(
+        "Fit(<b>x</b>)\n<img src=x>: plateaued", pd.DataFrame({"unit": ["<script>1</script>"], "mean": [0.5]})
+    )
+    assert "<b>" not in shown and "<script>" not in shown and "<img" not in shown
+    assert "&lt;script&gt;1&lt;/script&gt;" in shown and "&lt;img src=x&gt;: plateaued" in shown
+    monkeypatch.setattr("saturation.models.learning.trend_draws", _made_up_trend)
+    d = diagnose_reliability(_made_up_series(12, reward_mean=(0.3, 0.5), pass_at_k=(0.55, 0.8)), seed=1)
+    assert "<table" in d._repr_html_() and "pass_at_k.change" in d._repr_html_()

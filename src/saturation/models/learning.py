@@ -52,7 +52,7 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
-from saturation.summary import convergence_words, interval_rows, short_repr
+from saturation.summary import convergence_words, fit_html, interval_rows, short_repr
 
 if TYPE_CHECKING:
     import arviz as az
@@ -175,6 +175,10 @@ class Diagnosis:
         """One sentence per unit (level or run): its verdict and the numbers that decided it
         (a method, as on every fit object)."""
         return dict(self.sentences)
+
+    def _repr_html_(self) -> str:
+        """The notebook view: the short repr and the :meth:`summary` table."""
+        return fit_html(repr(self), self.summary())
 
     def save(self, path: str | Path) -> Path:
         """Write this fit to one netCDF file (its InferenceData plus everything else it holds;

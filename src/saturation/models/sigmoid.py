@@ -33,7 +33,7 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
-from saturation.summary import convergence_words, format_interval, interval_rows, short_repr
+from saturation.summary import convergence_words, fit_html, format_interval, interval_rows, short_repr
 
 if TYPE_CHECKING:
     import arviz as az
@@ -658,6 +658,10 @@ class SigmoidFit:
         """The JSON contract of ``saturation compare``: ``{"arms", "contrasts",
         "diagnostics", "reference", "likelihood", "data"}``."""
         return {**self.estimands, "diagnostics": self.diagnostics, "data": self.data.summary}
+
+    def _repr_html_(self) -> str:
+        """The notebook view: the short repr and the :meth:`summary` table."""
+        return fit_html(repr(self), self.summary())
 
     def save(self, path: str | Path) -> Path:
         """Write this fit to one netCDF file (its InferenceData plus everything else it holds;

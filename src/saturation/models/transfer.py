@@ -59,7 +59,7 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
-from saturation.summary import convergence_words, format_interval, short_repr
+from saturation.summary import convergence_words, fit_html, format_interval, short_repr
 
 if TYPE_CHECKING:
     import arviz as az
@@ -529,6 +529,10 @@ class TransferFit:
     estimands: dict[str, Any]
     diagnostics: dict[str, Any]
     timings: dict[str, Any]
+
+    def _repr_html_(self) -> str:
+        """The notebook view: the short repr and the :meth:`summary` table."""
+        return fit_html(repr(self), self.summary())
 
     def save(self, path: str | Path) -> Path:
         """Write this fit to one netCDF file (its InferenceData plus everything else it holds;
