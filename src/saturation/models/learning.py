@@ -29,7 +29,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,7 +40,7 @@ from saturation import curves
 from saturation import schema as S
 from saturation._lazy import lazy
 from saturation.aggregate import select_phase
-from saturation.models.persist import load_fit, save_fit
+from saturation.models.persist import FitObject
 from saturation.models.plateau import StepData, curve_draws, fit_plateau, step_data
 from saturation.models.sampling import (
     SamplerConfig,
@@ -52,7 +51,7 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
-from saturation.summary import convergence_words, fit_html, interval_rows, short_repr
+from saturation.summary import convergence_words, interval_rows, short_repr
 
 if TYPE_CHECKING:
     import arviz as az
@@ -155,7 +154,7 @@ def _step_stats(data: xr.Dataset, var: str, level: str | None, run: str | None =
 
 # ====================================================================== 1. cardinality
 @dataclass
-class Diagnosis:
+class Diagnosis(FitObject):
     """A verdict per unit (level or run), the numbers behind it and the draws."""
 
     name: str
@@ -175,21 +174,6 @@ class Diagnosis:
         """One sentence per unit (level or run): its verdict and the numbers that decided it
         (a method, as on every fit object)."""
         return dict(self.sentences)
-
-    def _repr_html_(self) -> str:
-        """The notebook view: the short repr and the :meth:`summary` table."""
-        return fit_html(repr(self), self.summary())
-
-    def save(self, path: str | Path) -> Path:
-        """Write this fit to one netCDF file (its InferenceData plus everything else it holds;
-        :mod:`saturation.models.persist`); :meth:`load` reads it back."""
-        return save_fit(self, path)
-
-    @classmethod
-    def load(cls, path: str | Path) -> Diagnosis:
-        """A fit written by :meth:`save`, equal to the saved one in every field."""
-        fit: Diagnosis = load_fit(path, expected=cls)
-        return fit
 
     def summary(self) -> pd.DataFrame:
         """Tidy table: one row per (unit, estimand) of :attr:`numbers` (``runs`` or ``levels``

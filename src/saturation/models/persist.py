@@ -19,13 +19,14 @@ import dataclasses
 import importlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
 from saturation._lazy import as_inference_data, lazy
+from saturation.summary import fit_html
 
 az = lazy("arviz")
 
@@ -193,3 +194,27 @@ def load_fit(path: str | Path, expected: type | None = None) -> Any:
     kwargs = _Decoder(arrays, extra).decode({"__dict__": record["fields"]})
     idata = az.InferenceData(**{g: idata[g] for g in idata.groups() if not g.startswith(GROUP)})
     return cls(idata=idata, **kwargs)
+
+
+class FitObject:
+    """What every fit object (``PlateauFit``, ``TransferFit``, ``SigmoidFit``, ``Diagnosis``)
+    shares beyond its own ``summary()``: :meth:`save` and :meth:`load` through one netCDF
+    file (:func:`save_fit`, :func:`load_fit`) and the notebook view."""
+
+    def summary(self) -> pd.DataFrame:  # pragma: no cover - every fit object defines its own
+        raise NotImplementedError
+
+    def _repr_html_(self) -> str:
+        """The notebook view: the short repr and the :meth:`summary` table."""
+        return fit_html(repr(self), self.summary())
+
+    def save(self, path: str | Path) -> Path:
+        """Write this fit to one netCDF file (its InferenceData plus everything else it holds;
+        :mod:`saturation.models.persist`); :meth:`load` reads it back."""
+        return save_fit(self, path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Self:
+        """A fit written by :meth:`save`, equal to the saved one in every field."""
+        fit: Self = load_fit(path, expected=cls)
+        return fit

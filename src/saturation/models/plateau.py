@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import warnings
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +52,7 @@ from saturation.models._exact import (
     sample_gaussian_exact,
     sample_rows,
 )
-from saturation.models.persist import load_fit, save_fit
+from saturation.models.persist import FitObject
 from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
@@ -63,7 +62,7 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
-from saturation.summary import convergence_words, fit_html, format_interval, short_repr
+from saturation.summary import convergence_words, format_interval, short_repr
 
 if TYPE_CHECKING:
     import arviz as az
@@ -1145,7 +1144,7 @@ class _InferenceDataField:
 
 
 @dataclass
-class PlateauFit:
+class PlateauFit(FitObject):
     """Result of :func:`fit_plateau`: InferenceData plus tidy estimands and diagnostics.
 
     Parameters
@@ -1173,21 +1172,6 @@ class PlateauFit:
     estimands: dict[str, Any]
     diagnostics: dict[str, Any]
     timings: dict[str, Any]
-
-    def _repr_html_(self) -> str:
-        """The notebook view: the short repr and the :meth:`summary` table."""
-        return fit_html(repr(self), self.summary())
-
-    def save(self, path: str | Path) -> Path:
-        """Write this fit to one netCDF file (its InferenceData plus everything else it holds;
-        :mod:`saturation.models.persist`); :meth:`load` reads it back."""
-        return save_fit(self, path)
-
-    @classmethod
-    def load(cls, path: str | Path) -> PlateauFit:
-        """A fit written by :meth:`save`, equal to the saved one in every field."""
-        fit: PlateauFit = load_fit(path, expected=cls)
-        return fit
 
     def summary(self) -> pd.DataFrame:
         """Tidy table: one row per (level, estimand) with mean, sd and 94 % HDI, plus the

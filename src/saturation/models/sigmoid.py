@@ -12,7 +12,6 @@ the trials; ``x = step - first step + 1``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,7 +23,7 @@ from saturation import schema as S
 from saturation._lazy import lazy
 from saturation.aggregate import phase_summary, select_phase
 from saturation.limits import prior_problems
-from saturation.models.persist import load_fit, save_fit
+from saturation.models.persist import FitObject
 from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
@@ -33,7 +32,7 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
-from saturation.summary import convergence_words, fit_html, format_interval, interval_rows, short_repr
+from saturation.summary import convergence_words, format_interval, interval_rows, short_repr
 
 if TYPE_CHECKING:
     import arviz as az
@@ -627,7 +626,7 @@ def _natural_draws(idata: az.InferenceData) -> None:
 
 
 @dataclass
-class SigmoidFit:
+class SigmoidFit(FitObject):
     """A saturation-curve fit: InferenceData, config, data, estimands, diagnostics."""
 
     idata: az.InferenceData
@@ -658,21 +657,6 @@ class SigmoidFit:
         """The JSON contract of ``saturation compare``: ``{"arms", "contrasts",
         "diagnostics", "reference", "likelihood", "data"}``."""
         return {**self.estimands, "diagnostics": self.diagnostics, "data": self.data.summary}
-
-    def _repr_html_(self) -> str:
-        """The notebook view: the short repr and the :meth:`summary` table."""
-        return fit_html(repr(self), self.summary())
-
-    def save(self, path: str | Path) -> Path:
-        """Write this fit to one netCDF file (its InferenceData plus everything else it holds;
-        :mod:`saturation.models.persist`); :meth:`load` reads it back."""
-        return save_fit(self, path)
-
-    @classmethod
-    def load(cls, path: str | Path) -> SigmoidFit:
-        """A fit written by :meth:`save`, equal to the saved one in every field."""
-        fit: SigmoidFit = load_fit(path, expected=cls)
-        return fit
 
     def summary(self) -> pd.DataFrame:
         """Tidy table: one row per (part, arm, estimand): the arms' curve parameters,

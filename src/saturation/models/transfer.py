@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -50,7 +49,7 @@ from saturation import schema as S
 from saturation._lazy import lazy
 from saturation.aggregate import phase_summary, select_phase
 from saturation.limits import prior_problems
-from saturation.models.persist import load_fit, save_fit
+from saturation.models.persist import FitObject
 from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
@@ -59,7 +58,7 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
-from saturation.summary import convergence_words, fit_html, format_interval, short_repr
+from saturation.summary import convergence_words, format_interval, short_repr
 
 if TYPE_CHECKING:
     import arviz as az
@@ -502,7 +501,7 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
 
 # ====================================================================== fit
 @dataclass
-class TransferFit:
+class TransferFit(FitObject):
     """Result of :func:`fit_transfer`: InferenceData plus tidy estimands and diagnostics.
 
     Parameters
@@ -529,21 +528,6 @@ class TransferFit:
     estimands: dict[str, Any]
     diagnostics: dict[str, Any]
     timings: dict[str, Any]
-
-    def _repr_html_(self) -> str:
-        """The notebook view: the short repr and the :meth:`summary` table."""
-        return fit_html(repr(self), self.summary())
-
-    def save(self, path: str | Path) -> Path:
-        """Write this fit to one netCDF file (its InferenceData plus everything else it holds;
-        :mod:`saturation.models.persist`); :meth:`load` reads it back."""
-        return save_fit(self, path)
-
-    @classmethod
-    def load(cls, path: str | Path) -> TransferFit:
-        """A fit written by :meth:`save`, equal to the saved one in every field."""
-        fit: TransferFit = load_fit(path, expected=cls)
-        return fit
 
     def summary(self) -> pd.DataFrame:
         """One row per (arm, estimand, quantity) against the reference, 94 % HDI."""
