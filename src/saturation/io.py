@@ -405,17 +405,10 @@ class _CsvRows:
             return
         if self.header is None:
             self.header = [h.strip() for h in row]
-            if len(row) > streams.MAX_COLUMNS:  # refused before any row is parsed
+            wide = streams.too_many_columns(len(row))
+            if wide:  # refused before any row is parsed
                 self.too_wide = True
-                self.table.problems.append(
-                    Problem(
-                        self.table.source,
-                        loc,
-                        "",
-                        f"{len(row):,} columns, more than the limit of {streams.MAX_COLUMNS:,} (raise it with "
-                        "SATURATION_MAX_COLUMNS); every row rejected unread",
-                    )
-                )
+                self.table.problems.append(Problem(self.table.source, loc, "", f"{wide}; every row rejected unread"))
             return
         self.rows.append(row)
         self.locations.append(loc)
@@ -475,16 +468,10 @@ class _JsonRows:
         if not isinstance(obj, dict):
             t.reject_line(loc, f"expected a JSON object, found {type(obj).__name__}", line)
             return
-        new = obj.keys() - self.columns
-        if len(self.columns) + len(new) > streams.MAX_COLUMNS:  # a column per key: bounded as a CSV header is
-            t.reject_line(
-                loc,
-                f"{len(obj):,} keys, {len(new):,} of them new: more than the limit of {streams.MAX_COLUMNS:,} "
-                "columns (raise it with SATURATION_MAX_COLUMNS)",
-                line,
-            )
+        too_many = streams.admit_keys(self.columns, obj)
+        if too_many:
+            t.reject_line(loc, too_many, line)
             return
-        self.columns |= new
         self.records.append(obj)
         self.locations.append(loc)
 

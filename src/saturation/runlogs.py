@@ -693,21 +693,17 @@ def _table_frame(path: Path, read: _FileRead) -> tuple[pd.DataFrame, list[str]] 
             rows, wheres = [], []
             columns: set[str] = set()
             for where, record in _json_lines(path, read):
-                new = record.keys() - columns
-                if len(columns) + len(new) > streams.MAX_COLUMNS:  # a column per key, bounded as a header is
+                too_many = streams.admit_keys(columns, record)
+                if too_many:
                     read.counts["malformed"] += 1
-                    read.problem(
-                        f"{where}: {len(record):,} keys, {len(new):,} of them new: more than the limit of "
-                        f"{streams.MAX_COLUMNS:,} columns (raise it with SATURATION_MAX_COLUMNS); not kept"
-                    )
+                    read.problem(f"{where}: {too_many}; not kept")
                     continue
-                columns |= new
                 rows.append({k: _cell(v) for k, v in record.items()})
                 wheres.append(where)
             frame = pd.DataFrame(rows)
         else:
             width = len(_csv_header(path))
-            if width > streams.MAX_COLUMNS:  # refused before the rows are parsed
+            if streams.too_many_columns(width):  # refused before the rows are parsed
                 with streams.open_text(path, newline="") as stream:
                     lines = sum(1 for line in stream if line.strip()) - 1
                 _too_wide(path, read, width, lines)
@@ -717,7 +713,7 @@ def _table_frame(path: Path, read: _FileRead) -> tuple[pd.DataFrame, list[str]] 
     except (ValueError, OSError, pd.errors.ParserError) as exc:
         read.problem(f"{path}: unreadable table ({str(exc)[:100]})")
         return None
-    if frame.shape[1] > streams.MAX_COLUMNS:
+    if streams.too_many_columns(frame.shape[1]):
         _too_wide(path, read, frame.shape[1], len(frame))
         return None
     if not name.endswith((".jsonl", ".ndjson")):  # JSON lines were counted line by line as read
@@ -745,10 +741,7 @@ def _too_wide(path: Path, read: _FileRead, width: int, rows: int) -> None:
     """A table wider than :data:`streams.MAX_COLUMNS`: its rows counted, none read."""
     read.counts["records"] += rows
     read.counts["malformed"] += rows
-    read.problem(
-        f"{path}: {width:,} columns, more than the limit of {streams.MAX_COLUMNS:,} (raise it with "
-        f"SATURATION_MAX_COLUMNS); its {rows:,} rows not read"
-    )
+    read.problem(f"{path}: {streams.too_many_columns(width)}; its {rows:,} rows not read")
 
 
 def _cell(value: Any) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -32,6 +32,29 @@ MAX_LINE_CHARS = env_int("SATURATION_MAX_LINE_CHARS", 16 << 20)
 MAX_COLUMNS = env_int("SATURATION_MAX_COLUMNS", 4096)
 #: what :func:`iter_lines` yields in place of an overlong line
 OVERLONG = "\x00<overlong line>"
+
+
+def too_many_columns(width: int) -> str:
+    """Why a table of ``width`` columns is refused: the one message of the column limit
+    (trial tables, per-step metrics tables; "" when it is within the limit)."""
+    if width <= MAX_COLUMNS:
+        return ""
+    return f"{width:,} columns, more than the limit of {MAX_COLUMNS:,} (raise it with SATURATION_MAX_COLUMNS)"
+
+
+def admit_keys(seen: set[str], keys: Iterable[str]) -> str:
+    """A JSON Lines record's keys become columns, bounded as a CSV header is: add ``keys`` to
+    ``seen`` and return "", or, when they would take the table past :data:`MAX_COLUMNS`
+    columns, leave ``seen`` as it is and return why."""
+    keys = list(keys)
+    new = set(keys) - seen
+    if len(seen) + len(new) > MAX_COLUMNS:
+        return (
+            f"{len(keys):,} keys, {len(new):,} of them new: more than the limit of {MAX_COLUMNS:,} columns "
+            "(raise it with SATURATION_MAX_COLUMNS)"
+        )
+    seen |= new
+    return ""
 
 
 class TooLargeError(ValueError):

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from saturation import schema as S
-from saturation.streams import MAX_COLUMNS
+from saturation.streams import too_many_columns
 
 #: At most this many problems are printed in an exception message.
 MAX_PROBLEMS_SHOWN = 50
@@ -321,9 +321,9 @@ def _validate_table(table: RawTable, renamed: dict[str, str]) -> tuple[pd.DataFr
         reasons.every.append(msg)
     if table.duplicate_columns and n:
         reasons.every.append(f"duplicate column name(s) {table.duplicate_columns} (all {n} rows rejected)")
-    wide = raw.shape[1] > MAX_COLUMNS
+    msg = too_many_columns(raw.shape[1])
+    wide = bool(msg)
     if wide and n:
-        msg = f"{raw.shape[1]:,} columns, more than the limit of {MAX_COLUMNS:,} (raise it with SATURATION_MAX_COLUMNS)"
         problems.append(Problem(table.source, "", "", msg + f" (all {n} rows rejected)"))
         reasons.every.append(msg)
     typed = pd.DataFrame(index=raw.index)
