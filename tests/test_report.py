@@ -293,17 +293,19 @@ def test_table_writers_escape_and_align():
     assert "\\begin{tabular}{lrr}" in tex and "name\\_x" in tex and "50\\%" in tex and "\\bottomrule" in tex
 
 
-def test_report_analyses_as_dask_tasks_with_a_failing_one(tmp_path, capsys):
+def _series_and_broken(tmp_path, series: str, broken: str):
+    """A specs directory: a tiny code-contests series spec named ``series`` and one named
+    ``broken`` that loads but fails when fitted (a run that is not in the data)."""
     specs = tmp_path / "specs"
     specs.mkdir()
-    (specs / "series.toml").write_text(f"""
+    (specs / f"{series}.toml").write_text(f"""
 [analysis]
 kind = "series"
 title = "Code contests (tiny)"
 [data]
 series = "embedded:code-contests"
 {TINY}""")
-    (specs / "broken.toml").write_text(f"""
+    (specs / f"{broken}.toml").write_text(f"""
 [analysis]
 kind = "series"
 title = "A run that is not in the data"
@@ -312,6 +314,11 @@ series = "embedded:code-contests"
 [model]
 runs = ["no-such-run"]
 {TINY}""")
+    return specs
+
+
+def test_report_analyses_as_dask_tasks_with_a_failing_one(tmp_path, capsys):
+    specs = _series_and_broken(tmp_path, "series", "broken")
     out = tmp_path / "r"
     rc = main(["report", str(specs), "--out", str(out), "--scheduler", "local", "--workers", "2", "--no-progress"])
     assert rc == 1
@@ -329,24 +336,7 @@ def test_in_process_one_failing_spec_is_named_and_the_others_still_run(tmp_path,
     """``--scheduler sync`` (no dask): a spec that loads but fails when fitted is listed with
     its name and reason; the other section is written (before, the first failure aborted
     the whole report)."""
-    specs = tmp_path / "specs"
-    specs.mkdir()
-    (specs / "a-broken.toml").write_text(f"""
-[analysis]
-kind = "series"
-title = "A run that is not in the data"
-[data]
-series = "embedded:code-contests"
-[model]
-runs = ["no-such-run"]
-{TINY}""")
-    (specs / "b-series.toml").write_text(f"""
-[analysis]
-kind = "series"
-title = "Code contests (tiny)"
-[data]
-series = "embedded:code-contests"
-{TINY}""")
+    specs = _series_and_broken(tmp_path, "b-series", "a-broken")
     out = tmp_path / "r"
     rc = main(["report", str(specs), "--out", str(out), "--scheduler", "sync", "--no-progress"])
     assert rc == 1
