@@ -173,7 +173,7 @@ def _fit(y: np.ndarray, setting: PlateauSetting, seed: int, sbc: bool = False) -
     """Fit with the exact sampler; its convergence flag is recorded per task (with a few
     hundred independent draws R-hat fluctuates around 1.01 by chance), not warned about.
     ``sbc``: the hinge, the model whose prior the data were drawn from (the default lets the
-    data choose between the hinge and the jump, a different prior); else the defaults, as a
+    data average the hinge and the jump, a different prior); else the defaults, as a
     user's fit."""
 
     with warnings.catch_warnings():
@@ -789,6 +789,8 @@ PROFILES: dict[str, dict[str, Any]] = {
     "study": {"prompts_per_step": 64, "n_graded": 42511, "task_sd": 0.5, "step_sd": 0.05, "level_step_sd": 0.03},
     "noisy": {"prompts_per_step": 64, "n_graded": 42511, "task_sd": 1.0, "step_sd": 0.15, "level_step_sd": 0.08},
     "small": {"prompts_per_step": 12, "n_graded": None, "task_sd": 0.5, "step_sd": 0.05, "level_step_sd": 0.03},
+    # 4 prompt groups a step (32 rollouts): the smallest designs users run
+    "tiny": {"prompts_per_step": 4, "n_graded": None, "task_sd": 0.5, "step_sd": 0.05, "level_step_sd": 0.03},
 }
 #: the reference study's split and its published per-level early and late slopes and starts
 STUDY_SPLIT = 46.0
@@ -814,7 +816,11 @@ class TrialsSetting:
 
     changepoints: tuple[float, ...] = (20.0, 46.0, 70.0)
     profiles: tuple[str, ...] = ("study", "noisy", "small")
+    #: the designs of the verdict checks (rising lines, study-shaped data)
+    verdict_profiles: tuple[str, ...] = ("study",)
     shared: bool = False
+    #: the fit's shape for the unknown break (None: ``fit_plateau``'s default)
+    continuity: str | None = None
     chains: int = 4
     draws: int = 500
 
@@ -863,7 +869,7 @@ def run_trials_task(task: dict[str, Any]) -> dict[str, Any]:
     sampler = SamplerConfig(chains=setting.chains, draws=setting.draws, sampler="exact")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        fit = fit_plateau(ds, shared=setting.shared, sampler=sampler, seed=seed)
+        fit = fit_plateau(ds, shared=setting.shared, continuity=setting.continuity, sampler=sampler, seed=seed)
         known = fit_plateau(ds, breakpoint=STUDY_SPLIT, sampler=sampler, seed=seed) if kind == "study" else None
     records = []
     for lv in levels:
@@ -903,8 +909,9 @@ def make_trials_tasks(
         for c in setting.changepoints
         for i in range(sims)
     ]
-    tasks += [{**base, "kind": "rising", "profile": "study", "effect": STUDY_SPLIT, "sim": i} for i in range(null_sims)]
-    tasks += [{**base, "kind": "study", "profile": "study", "effect": STUDY_SPLIT, "sim": i} for i in range(power_sims)]
+    for pr in setting.verdict_profiles:
+        tasks += [{**base, "kind": "rising", "profile": pr, "effect": STUDY_SPLIT, "sim": i} for i in range(null_sims)]
+        tasks += [{**base, "kind": "study", "profile": pr, "effect": STUDY_SPLIT, "sim": i} for i in range(power_sims)]
     return tasks
 
 
@@ -983,16 +990,25 @@ def trials_table(ds: xr.Dataset) -> pd.DataFrame:
                         "meaning": f"share of 94 % HDIs holding the truth (want >= {MIN_COVERAGE})",
                     }
                 )
-    for name, sel, var, want_max in (
-        ("rising lines called plateaued or slowed", kind == "rising", "verdict", True),
-        ("study-shaped data called plateaued or slowed (unknown break)", kind == "study", "verdict", False),
-        (
-            "study-shaped data called plateaued or slowed (known break 46)",
-            kind == "study",
-            "verdict_known_break",
-            False,
-        ),
-    ):
+    checks = []
+    for pr in dict.fromkeys(profile[kind != "coverage"]):
+        at = "" if pr == "study" else f", {pr} design"  # the study design keeps its old check names
+        checks += [
+            (f"rising lines called plateaued or slowed{at}", (kind == "rising") & (profile == pr), "verdict", True),
+            (
+                f"study-shaped data called plateaued or slowed (unknown break){at}",
+                (kind == "study") & (profile == pr),
+                "verdict",
+                False,
+            ),
+            (
+                f"study-shaped data called plateaued or slowed (known break 46){at}",
+                (kind == "study") & (profile == pr),
+                "verdict_known_break",
+                False,
+            ),
+        ]
+    for name, sel, var, want_max in checks:
         if not sel.any():
             continue
         v = ds[var].to_numpy()[sel]

@@ -127,7 +127,7 @@ DEFAULT_ROPE: Final = 0.01
 PASS_AT_K_ROPE: Final = 0.05
 ENTROPY_ROPE_RELATIVE: Final = 0.05
 COMPONENT_ROPE: Final = 0.05
-#: "auto": the hinge and the jump both fitted, the data choose (exact Gaussian sampler)
+#: "auto": the hinge and the jump both fitted and averaged by their evidence (exact Gaussian sampler)
 CONTINUITIES: Final = ("hinge", "jump", "auto")
 #: the plateau model's step noise: independent across steps, or AR(1) on the step axis
 NOISES: Final = ("independent", "ar1")

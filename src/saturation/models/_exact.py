@@ -411,9 +411,20 @@ def ar1_rotation(steps: np.ndarray, rho: float) -> tuple[np.ndarray, np.ndarray]
     :math:`R_{ij} = \rho^{|t_i - t_j|}` (an Ornstein-Uhlenbeck process observed at the
     logged steps: a gap of 10 steps between two logged points correlates them by
     :math:`\rho^{10}`)."""
-    r = rho ** np.abs(steps[:, None] - steps[None, :])
-    lam, q = np.linalg.eigh(r)
-    return q, np.maximum(lam, 1e-12)
+    key = (np.ascontiguousarray(steps, dtype=float).tobytes(), float(rho))
+    if key not in _ROTATIONS:  # the hinge, the jump and the line of one fit share them
+        r = rho ** np.abs(steps[:, None] - steps[None, :])
+        lam, q = np.linalg.eigh(r)
+        for arr in (q, lam):
+            arr.flags.writeable = False
+        _ROTATIONS[key] = (q, np.maximum(lam, 1e-12))
+        while len(_ROTATIONS) > 2 * len(RHO_GRID):
+            del _ROTATIONS[next(iter(_ROTATIONS))]
+    return _ROTATIONS[key]
+
+
+#: the last fits' AR(1) rotations, keyed on (steps, rho): :func:`ar1_rotation`
+_ROTATIONS: dict[tuple[bytes, float], tuple[np.ndarray, np.ndarray]] = {}
 
 
 class DependentLevel:
@@ -456,7 +467,9 @@ class DependentLevel:
                 q, lam = ar1_rotation(steps, float(rho))
                 scale = 1.0 / np.sqrt(lam)
                 yr = (q.T @ y) * scale
-                xr = np.einsum("ts,ctp->csp", q, x) * scale[None, :, None]
+                n_c, n_t, n_p = x.shape  # Q^T X_c for every candidate as one matrix product (BLAS)
+                xr = (q.T @ x.transpose(1, 0, 2).reshape(n_t, -1)).reshape(n_t, n_c, n_p).transpose(1, 0, 2)
+                xr = xr * scale[None, :, None]
                 level, jac = Level(yr, vbar * scale**2, xr, m0, sd0, tau_sd), -0.5 * float(np.log(lam).sum())
             self.parts.append(level)
             log_ev.append(level.log_m + np.log(level.du) + jac)
@@ -682,6 +695,61 @@ def sample_gaussian_exact(
         np.array([level.log_evidence for level in lv]),
         {"index": c_idx.T, "mass": mass},
     )
+
+
+def sample_either_shape(
+    *,
+    levels: list[str],
+    chains: int,
+    draws: int,
+    seed: int,
+    pooled: bool,
+    **kwargs: Any,
+) -> tuple[DeferredInferenceData, dict[str, Any], np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    r"""Independent draws of the hinge and the jump averaged by their exact evidence.
+
+    The model is the mixture of the two shapes with prior probability 1/2 each: the
+    continuous hinge, and the hinge with a jump at the break (the jump model's extra
+    parameter is paid for through its prior). :func:`sample_gaussian_exact` draws each
+    shape; each draw of the mixture comes from the jump model with probability
+    :math:`P(\text{jump} \mid y) = \operatorname{expit}(\log Z_{jump} - \log Z_{hinge})`,
+    per level with separate change points (the levels are separate models), jointly over
+    the levels when they are pooled (the levels' evidences summed). The hinge's draws carry
+    ``jump = 0``. The change point's posterior mass is the same mixture of the two masses,
+    and each level's log evidence :math:`\log(Z_{hinge}/2 + Z_{jump}/2)`.
+
+    Returns what :func:`sample_gaussian_exact` returns, and ``shape``: ``p_jump`` and
+    ``log_bf_jump_vs_hinge`` per level.
+    """
+    common = {"levels": levels, "chains": chains, "draws": draws, "seed": seed, "pooled": pooled, **kwargs}
+    hinge = sample_gaussian_exact(jump=False, **common)
+    jump = sample_gaussian_exact(jump=True, **common)
+    log_bf = jump[2] - hinge[2]
+    weight_bf = np.full(len(levels), log_bf.sum()) if pooled else log_bf
+    p_jump = special.expit(weight_bf)
+    rng = np.random.default_rng([seed, 20261205])
+    n_draws = chains * draws
+    u = rng.random((n_draws, 1)) if pooled else rng.random((n_draws, len(levels)))
+    pick = np.broadcast_to(u < p_jump[None, :], (n_draws, len(levels)))  # (D, L): this draw from the jump
+    post_h, post_j = hinge[0].posterior, jump[0].posterior
+    shaped: dict[str, np.ndarray] = {}
+    for name in post_j.data_vars:
+        v_j = post_j[name].to_numpy()
+        v_h = post_h[name].to_numpy() if name in post_h else np.zeros_like(v_j)
+        take = pick.reshape(chains, draws, len(levels))
+        if v_j.ndim == 2:  # no level dimension (the pooled spread): the levels share the pick
+            take = take[..., 0]
+        shaped[str(name)] = np.where(take, v_j, v_h)
+    dims = {k: [S.LEVEL] for k in shaped if k != S.CHANGEPOINT_SPREAD}
+    idata = DeferredInferenceData(posterior_dataset(shaped, coords={S.LEVEL: levels}, dims=dims))
+    idata.posterior.attrs["sampler"] = "exact"
+    cps = {
+        "index": np.where(pick, jump[3]["index"], hinge[3]["index"]),
+        "mass": p_jump[:, None] * jump[3]["mass"] + (1.0 - p_jump[:, None]) * hinge[3]["mass"],
+    }
+    evidence = np.logaddexp(hinge[2], jump[2]) - np.log(2.0)
+    timings = {"compile": 0.0, "sample": hinge[1]["sample"] + jump[1]["sample"], "sampler": "exact"}
+    return idata, timings, evidence, cps, {"p_jump": p_jump, "log_bf_jump_vs_hinge": log_bf}
 
 
 # ====================================================================== no-change-point curves

@@ -49,6 +49,7 @@ from saturation.models._exact import (
     hinge_line_log_bf,
     line_change_draws,
     sample_alternative_exact,
+    sample_either_shape,
     sample_gaussian_exact,
     sample_rows,
 )
@@ -102,7 +103,15 @@ LABELS = {
     "p_rise_positive": "P(rise > 0)",
     "p_late_gain_beyond_rope": "P(late gain > ROPE)",
     "p_late_loss_beyond_rope": "P(late gain < -ROPE)",
+    "end_gain": "gain over the end window",
+    "p_end_gain_beyond_rope": "P(end-window gain > ROPE)",
+    "p_end_loss_beyond_rope": "P(end-window gain < -ROPE)",
 }
+#: the end window: the last third of the run on the step axis (at least END_MIN_POINTS
+#: logged steps), where a straight line answers "still moving at the end?" whatever the
+#: curve's shape before it (:func:`end_window`)
+END_FRACTION = 1.0 / 3.0
+END_MIN_POINTS = 5
 #: what "flat" means, printed once beside the P(flat) column
 FLAT_DEFINITION = "flat: the late gain inside the absolute ROPE or inside the relative ROPE x the early gain"
 
@@ -185,15 +194,18 @@ def plateau_verdict(
     calibrate use).
 
     In order: "flat" (the whole change from start to end inside the absolute ROPE: nothing
-    was learnt in the window, e.g. a run resumed after it saturated); "no change point"
-    (unknown break only: the straight line has the larger marginal likelihood, or the
-    change-point mass piles on the outermost candidates); "undetermined" when the early
-    slope is not decisively positive (nothing to plateau from); "declining" (the late gain
-    decisively below -ROPE: a loss in the metric's own units); "plateaued" (late gain inside
-    the ROPE and not decisively above the absolute ROPE: a late gain that is small relative
-    to the rise but certainly there in the metric's units is not a plateau); "slowed" (late slope decisively
-    below ``slow_ratio`` x the early slope: still gaining, more slowly); "still rising" (late
-    slope decisively positive, not slower); otherwise "undetermined".
+    was learnt in the window, e.g. a run resumed after it saturated); "declining" (the late
+    gain after the break, or the gain over the end window, decisively below -ROPE: a loss in
+    the metric's own units); "no change point" (unknown break only: the straight line has
+    the larger marginal likelihood, or the change-point mass piles on the outermost
+    candidates); "undetermined" when the early slope is not decisively positive (nothing to
+    plateau from); "plateaued" (late gain inside the ROPE, and neither the late gain nor
+    the end window's gain decisively above the absolute ROPE: a gain that is small relative
+    to the rise but certainly there in the metric's units is not a plateau); "slowed" (late
+    slope decisively below ``slow_ratio`` x the early slope: still gaining, more slowly);
+    "still rising" (late slope decisively positive, not slower); otherwise "undetermined".
+    The end window (:func:`end_window`, a straight line over the last third of the run) is
+    the shape-robust reading of "still moving at the end?".
 
     Parameters
     ----------
@@ -216,6 +228,9 @@ def plateau_verdict(
             "verdict": "flat",
             "reason": f"{LABELS['p_no_change']} = {est['p_no_change']:.2f}: no change over the window",
         }
+    declining = _declining(est, rule)
+    if declining is not None:
+        return declining
     if not known_break:
         if bf is not None and bf < rule.bf_line:
             return {
@@ -233,22 +248,26 @@ def plateau_verdict(
             "verdict": "undetermined",
             "reason": f"no decisive rise before the break ({LABELS['p_rise_positive']} = {est['p_rise_positive']:.2f})",
         }
-    if est["p_late_loss_beyond_rope"] >= rule.p_still:
-        return {
-            "verdict": "declining",
-            "reason": f"{LABELS['p_late_loss_beyond_rope']} = {est['p_late_loss_beyond_rope']:.2f} >= {rule.p_still:g}",
-        }
-    gaining = est["p_late_gain_beyond_rope"] >= rule.p_still
+    late_gaining = est["p_late_gain_beyond_rope"] >= rule.p_still
+    end_gaining = est.get("p_end_gain_beyond_rope", 0.0) >= rule.p_still
+    gaining = late_gaining or end_gaining
     if est["p_flat"] >= rule.p_flat and not gaining:
+        end = (
+            f", nor over the end window ({LABELS['p_end_gain_beyond_rope']} = {est['p_end_gain_beyond_rope']:.2f})"
+            if "p_end_gain_beyond_rope" in est
+            else ""
+        )
         return {
             "verdict": "plateaued",
             "reason": f"{LABELS['p_flat']} = {est['p_flat']:.2f} and no decisive late gain beyond the absolute ROPE "
-            f"({LABELS['p_late_gain_beyond_rope']} = {est['p_late_gain_beyond_rope']:.2f} < {rule.p_still:g})",
+            f"({LABELS['p_late_gain_beyond_rope']} = {est['p_late_gain_beyond_rope']:.2f} < {rule.p_still:g}{end})",
         }
     if est["p_slowed"] >= rule.p_slow:
         still = (
             f"still gaining ({LABELS['p_late_gain_beyond_rope']} = {est['p_late_gain_beyond_rope']:.2f})"
-            if gaining
+            if late_gaining
+            else f"still gaining at the end ({LABELS['p_end_gain_beyond_rope']} = {est['p_end_gain_beyond_rope']:.2f})"
+            if end_gaining
             else f"flatness not confirmed ({LABELS['p_flat']} = {est['p_flat']:.2f})"
         )
         return {
@@ -262,6 +281,15 @@ def plateau_verdict(
         "reason": f"neither flat ({LABELS['p_flat']} = {est['p_flat']:.2f}), clearly slower "
         f"(P = {est['p_slowed']:.2f}) nor clearly rising (P(late slope > 0) = {est['p_late_positive']:.2f})",
     }
+
+
+def _declining(est: dict[str, Any], rule: VerdictRule) -> dict[str, str] | None:
+    """ "declining": the late gain (after the break) or the end window's gain decisively below
+    -ROPE, a loss in the metric's own units; None otherwise."""
+    for key in ("p_late_loss_beyond_rope", "p_end_loss_beyond_rope"):
+        if est.get(key, 0.0) >= rule.p_still:
+            return {"verdict": "declining", "reason": f"{LABELS[key]} = {est[key]:.2f} >= {rule.p_still:g}"}
+    return None
 
 
 _NP = SimpleNamespace(log=np.log, gammaln=special.gammaln, cumsum=np.cumsum, exp=np.exp)
@@ -794,7 +822,7 @@ class PlateauConfig:
     #: pool the levels' change points around a common one (False, the default: each level
     #: its own; pooling undercovered on per-trial data, docs/calibration.md)
     shared: bool = False
-    #: "hinge", "jump" or "auto" (both fitted, the data choose by their exact marginal
+    #: "hinge", "jump" or "auto" (both fitted, averaged by their exact marginal
     #: likelihoods); None (the default) resolves once, here: "jump" (the split model) for a
     #: known break; for an unknown one, at the fit: "auto" for a logged series, "hinge" for
     #: trials (auto undercovered a small design's change point: 0.87, docs/calibration.md)
@@ -1265,11 +1293,11 @@ class PlateauFit(FitObject):
             else "one change point"
         )
         noise = ", AR(1) step noise" if cfg.noise == "ar1" else ""
-        chosen = str(cfg.continuity)
-        if (picked := self.estimands.get("shape")) is not None:
-            other = "hinge" if cfg.continuity == "jump" else "jump"
-            chosen += f" (chosen over the {other} by the data: P(jump) = {picked['p_jump']:.2f})"
-        return f"unknown break, {pooling}, {chosen}, {cfg.likelihood} likelihood{noise}"
+        shape = str(cfg.continuity)
+        if cfg.continuity == "auto":
+            p_jump = ", ".join(f"{lv} {e['p_jump']:.2f}" for lv, e in self.estimands["levels"].items())
+            shape = f"hinge and jump averaged by their evidence (P(jump): {p_jump})"
+        return f"unknown break, {pooling}, {shape}, {cfg.likelihood} likelihood{noise}"
 
     def to_dict(self) -> dict[str, Any]:
         """The public JSON shape (docs/plateau.md)."""
@@ -1314,6 +1342,32 @@ def _held_idata(fit: PlateauFit) -> Any:
     """``fit``'s InferenceData as it is held: the exact sampler's groups stay unconverted
     (no ArviZ import); both kinds have ``attrs``, ``posterior`` and ``add_groups``."""
     return fit.__dict__[_InferenceDataField.slot]
+
+
+def _sample_exact(
+    sd: StepData, config: PlateauConfig, grid: np.ndarray, pri: dict[str, np.ndarray], seed: int
+) -> tuple[Any, dict[str, Any], np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray] | None]:
+    """The exact Gaussian sampler for ``config``'s shape: the hinge, the jump, or "auto"
+    (both averaged by their evidence, :func:`~saturation.models._exact.sample_either_shape`,
+    whose P(jump) per level is the last item; None otherwise)."""
+    exact_args: dict[str, Any] = {
+        "y": sd.y,
+        "var_mean": sd.var_mean,
+        "steps": sd.steps,
+        "grid": grid,
+        "priors": pri,
+        "pooled": _pooled(config, len(sd.levels)),
+        "spread_sd": config.priors.spread_sd,
+        "levels": sd.levels,
+        "chains": config.sampler.chains,
+        "draws": config.sampler.draws,
+        "seed": seed,
+        "evidence_weight": evidence_weight(sd, config),
+        "rho_grid": RHO_GRID if config.noise == "ar1" else None,
+    }
+    if config.continuity == "auto":
+        return sample_either_shape(**exact_args)
+    return (*sample_gaussian_exact(jump=config.continuity == "jump", **exact_args), None)
 
 
 def fit_plateau(
@@ -1364,8 +1418,9 @@ def fit_plateau(
         under the assumption that their change points are close.
     continuity : {"hinge", "jump", "auto"}, optional
         Continuous hinge, a jump at the break (the study's split OLS), or "auto": both
-        fitted and the data choose by their exact marginal likelihoods (an abrupt jump is
-        then located and called; ``estimands["shape"]`` holds P(jump)). Default: the split
+        fitted and averaged by their exact marginal likelihoods (the mixture of the two
+        shapes, 1/2 each a priori: an abrupt jump is then located and called; each level's
+        ``p_jump`` is its posterior probability). Default: the split
         model ("jump") for a known ``breakpoint``; for an unknown one "auto" on a logged
         series and the hinge on trials; the
         CLI and the report use the same default, so a known break runs the same model in
@@ -1433,10 +1488,10 @@ def fit_plateau(
         config = replace(config, noise="ar1" if series and exact else "independent")
     if config.continuity is None:
         config = replace(config, continuity="auto" if series else "hinge")
-    if config.continuity == "auto":
-        return _fit_either_shape(sd, config, seed)
-    grid = _grid(sd, config)
     exact = config.sampler.sampler in ("auto", "exact") and config.likelihood == "gaussian"
+    if config.continuity == "auto" and not exact:  # only the exact sampler has the evidences
+        config = replace(config, continuity="hinge")
+    grid = _grid(sd, config)
     too_big = fit_memory_problem(
         len(sd.steps), len(grid), len(sd.levels), pooled_graph=not exact and _pooled(config, len(sd.levels))
     )
@@ -1455,26 +1510,11 @@ def fit_plateau(
         if too_slow:  # refused before compiling
             raise ValueError(too_slow)
     pri = config.priors.resolve(sd, config.likelihood, grid=grid)
-    hinge_evidence = exact_cps = None
+    hinge_evidence = exact_cps = shape = None
     idata: Any  # an InferenceData, or the exact sampler's groups until one is asked for
-    if config.sampler.sampler in ("auto", "exact") and config.likelihood == "gaussian":
+    if exact:
         progress.stage("sample (exact)")
-        idata, timings, hinge_evidence, exact_cps = sample_gaussian_exact(
-            y=sd.y,
-            var_mean=sd.var_mean,
-            steps=sd.steps,
-            grid=grid,
-            priors=pri,
-            jump=config.continuity == "jump",
-            pooled=_pooled(config, len(sd.levels)),
-            spread_sd=config.priors.spread_sd,
-            levels=sd.levels,
-            chains=config.sampler.chains,
-            draws=config.sampler.draws,
-            seed=seed,
-            evidence_weight=evidence_weight(sd, config),
-            rho_grid=RHO_GRID if config.noise == "ar1" else None,
-        )
+        idata, timings, hinge_evidence, exact_cps, shape = _sample_exact(sd, config, grid, pri, seed)
     else:
         model, values = build_plateau_model(sd, config)
         key = (
@@ -1524,8 +1564,12 @@ def fit_plateau(
     estimands = _estimands(idata, sd, config, grid, pri, seed, log_bf, exact_cps)
     if hinge_evidence is not None:
         estimands["log_evidence"] = [float(v) for v in hinge_evidence]
+    _shape_estimands(estimands, shape, pooled=_pooled(config, len(sd.levels)))
     if log_bf is not None and config.breakpoint is None:
         _no_change_from_the_line(estimands, sd, config, pri, log_bf, seed)
+    _end_window_estimands(estimands, sd, config, pri, seed)
+    for est in estimands["levels"].values():  # the verdict again, with everything read
+        est.update(plateau_verdict(est, config.rule, known_break=config.breakpoint is not None))
     if S.NOISE_RHO in idata.posterior:
         rho = idata.posterior[S.NOISE_RHO].stack(sample=("chain", "draw")).transpose("sample", ...).to_numpy()
         for j, level in enumerate(sd.levels):
@@ -1535,6 +1579,66 @@ def fit_plateau(
     fit = PlateauFit(idata, config, sd, estimands, diag, timings)
     warn_if_not_converged(diag, f"plateau fit ({sd.response}, levels {sd.levels})")
     return fit
+
+
+def _shape_estimands(estimands: dict[str, Any], shape: dict[str, np.ndarray] | None, *, pooled: bool) -> None:
+    """With the shapes averaged (``shape`` from :func:`_sample_exact`): ``estimands["shape"]``
+    and each level's ``p_jump`` and ``bf_jump_vs_hinge``."""
+    if shape is None:
+        return
+    estimands["shape"] = {"averaged": ["hinge", "jump"], "weights": "joint over the levels" if pooled else "per level"}
+    for j, est in enumerate(estimands["levels"].values()):
+        est["p_jump"] = float(shape["p_jump"][j])
+        est["bf_jump_vs_hinge"] = float(np.exp(np.clip(shape["log_bf_jump_vs_hinge"][j], -700, 700)))
+
+
+def end_window(steps: np.ndarray) -> np.ndarray | None:
+    """The end window's mask over ``steps``: the steps in the last :data:`END_FRACTION` of
+    the run's step range, or the last :data:`END_MIN_POINTS` logged steps when fewer fall
+    there; None for a run of fewer than ``2 * END_MIN_POINTS`` steps (no window apart from
+    the whole run)."""
+    if len(steps) < 2 * END_MIN_POINTS:
+        return None
+    mask = steps >= steps[-1] - (steps[-1] - steps[0]) * END_FRACTION
+    if mask.sum() < END_MIN_POINTS:
+        mask = np.zeros(len(steps), dtype=bool)
+        mask[-END_MIN_POINTS:] = True
+    return mask
+
+
+def _end_window_estimands(
+    estimands: dict[str, Any], sd: StepData, config: PlateauConfig, pri: dict[str, np.ndarray], seed: int
+) -> None:
+    r"""Per level, the gain over the end window (:func:`end_window`) from a straight line
+    fitted to the window alone, exactly, with the fit's noise model (independent or AR(1)):
+    ``end_gain`` and ``p_end_gain_beyond_rope`` / ``p_end_loss_beyond_rope`` (the absolute
+    ROPE). The line does not assume the curve's shape before the window, so a creep after an
+    S-shaped rise or a collapse after a plateau shows here when the one-break hinge smooths
+    it over; :func:`plateau_verdict` reads it. Both ends of the window get the prior of the
+    value at the change point."""
+    mask = end_window(sd.steps)
+    if mask is None:
+        return
+    rng = np.random.default_rng([seed, 45])
+    pri_end = {**pri, "start_mu": pri["level_mu"], "start_sd": pri["level_sd"]}
+    for j, est in enumerate(estimands["levels"].values()):
+        ok = mask & np.isfinite(sd.y[j])
+        if ok.sum() < END_MIN_POINTS:
+            continue
+        gain = line_change_draws(
+            sd.y[j][ok],
+            sd.var_mean[j][ok],
+            sd.steps[ok],
+            pri_end,
+            j,
+            rng,
+            4000,
+            rho_grid=RHO_GRID if config.noise == "ar1" else None,
+        )
+        est["end_window"] = [float(sd.steps[ok][0]), float(sd.steps[ok][-1])]
+        est["end_gain"] = interval(gain)
+        est["p_end_gain_beyond_rope"] = float(np.mean(gain > config.rope))
+        est["p_end_loss_beyond_rope"] = float(np.mean(gain < -config.rope))
 
 
 def _no_change_from_the_line(
@@ -1564,27 +1668,6 @@ def _no_change_from_the_line(
         )
         est["p_no_change"] = float(np.mean(np.abs(change) < config.rope))
         est.update(plateau_verdict(est, config.rule))
-
-
-def _fit_either_shape(sd: StepData, config: PlateauConfig, seed: int) -> PlateauFit:
-    """``continuity = "auto"``: the hinge and the jump are both fitted and the data choose
-    by their exact marginal likelihoods (summed over the levels; uniform prior on the two
-    shapes); the chosen fit is returned, its ``estimands["shape"]`` holding the Bayes factor
-    and P(jump). Only the exact Gaussian sampler has the marginal likelihoods: elsewhere
-    "auto" is the hinge."""
-    exact = config.likelihood == "gaussian" and config.sampler.sampler in ("auto", "exact")
-    if not exact:
-        return fit_plateau(sd, replace(config, continuity="hinge"), seed=seed)
-    fits = {shape: fit_plateau(sd, replace(config, continuity=shape), seed=seed) for shape in ("hinge", "jump")}
-    log_bf = float(np.sum(fits["jump"].estimands["log_evidence"]) - np.sum(fits["hinge"].estimands["log_evidence"]))
-    chosen = fits["jump" if log_bf > 0 else "hinge"]
-    chosen.estimands["shape"] = {
-        "chosen": chosen.config.continuity,
-        "bf_jump_vs_hinge": float(np.exp(np.clip(log_bf, -700, 700))),
-        "p_jump": float(special.expit(log_bf)),
-    }
-    _held_idata(chosen).attrs["continuity_chosen_from"] = "auto"
-    return chosen
 
 
 def _param_draws(idata: az.InferenceData, likelihood: str) -> dict[str, Any]:
@@ -1909,7 +1992,7 @@ def _level_estimands(
         "p_plateaued_by_step": {str(int(s_)): float(np.mean((c <= s_) & flat)) for s_ in t},
     }
     est.update(plateau_verdict(est, config.rule, known_break=config.breakpoint is not None))
-    if config.continuity == "jump":
+    if config.continuity in ("jump", "auto"):  # auto: the mixture's jump, 0 in the hinge's draws
         est["jump"] = interval(np.asarray(dj))
     return est, b1
 
@@ -2193,18 +2276,36 @@ def exact_loo(data: StepData, kind: str, config: PlateauConfig | None = None) ->
     if config.likelihood != "gaussian":
         raise ValueError("exact LOO needs the Gaussian likelihood")
     t = data.steps
-    t0, jump = float(t[0]), config.continuity == "jump"
+    t0 = float(t[0])
     out = np.empty(data.y.shape)
     if kind == "hinge":
         if _pooled(config, len(data.levels)):
             raise ValueError("exact LOO is implemented for separate change points or a known break, not pooled ones")
         grid = _grid(data, config)
         pri = config.priors.resolve(data, grid=grid)
-        x = design(t, grid, t0, jump)
+        # "auto", the mixture of the two shapes (1/2 each): with E_s = log Z_s(y) and
+        # l_s = log p(y_i | y_-i, s) = E_s - log Z_s(y_-i),
+        # log p(y_i | y_-i) = logaddexp(E_h, E_j) - logaddexp(E_h - l_h, E_j - l_j)
+        shapes = (False, True) if config.continuity == "auto" else (config.continuity == "jump",)
         for j in range(len(data.levels)):
-            m0_, sd0_ = curve_prior(pri, j, jump)
-            level = Level(data.y[j], data.var_mean[j], x, m0_, sd0_, float(pri["tau_sd"][j]), hinge=(t, grid, jump, t0))
-            out[j] = level.loo()
+            parts = []
+            for jump in shapes:
+                m0_, sd0_ = curve_prior(pri, j, jump)
+                level = Level(
+                    data.y[j],
+                    data.var_mean[j],
+                    design(t, grid, t0, jump),
+                    m0_,
+                    sd0_,
+                    float(pri["tau_sd"][j]),
+                    hinge=(t, grid, jump, t0),
+                )
+                parts.append((level.log_evidence, level.loo()))
+            if len(parts) == 1:
+                out[j] = parts[0][1]
+            else:
+                (e_h, l_h), (e_j, l_j) = parts
+                out[j] = np.logaddexp(e_h, e_j) - np.logaddexp(e_h - l_h, e_j - l_j)
         return out
     if kind not in ALTERNATIVES:
         raise ValueError(f"kind must be 'hinge', 'linear' or 'exponential', got {kind!r}")
@@ -2429,7 +2530,9 @@ def plateau_prior_predictive(
     start = normal(pri["start_mu"], pri["start_sd"])
     level = normal(pri["level_mu"], pri["level_sd"])
     late = (rng.standard_normal((draws, n_levels)) * pri["late_slope_sd"][np.arange(n_levels), c_idx])[..., None]
-    jump = normal(np.zeros(n_levels), pri["jump_sd"]) if config.continuity == "jump" else 0.0
+    jump = normal(np.zeros(n_levels), pri["jump_sd"]) if config.continuity in ("jump", "auto") else 0.0
+    if config.continuity == "auto":  # the mixture: each shape with prior probability 1/2
+        jump = jump * (rng.random((draws, n_levels, 1)) < 0.5)
     tau = np.abs(normal(np.zeros(n_levels), pri["tau_sd"]))
     mu = curves.hinge_through(t[None, None, :], c, start, level, late, jump, t0)
     y = mu + rng.standard_normal(mu.shape) * np.sqrt(sd.var_mean[None] + tau**2)
