@@ -7,7 +7,7 @@ data (none for a logged series). Each series is fitted with independent step noi
 default) and with ``noise="ar1"``; the share of fits whose 94 % HDI holds the truth is
 printed with its 94 % Beta interval, per class and quantity.
 
-    python scripts/ar_coverage.py [--reps 60] [--seed 3]
+    python scripts/ar_coverage.py [--reps 60] [--seed 3] [--noise independent,ar1] [--kinds drift,series]
 """
 
 from __future__ import annotations
@@ -67,6 +67,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=60)
     ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--noise", default="independent,ar1", help="noise models to fit, comma-separated")
+    ap.add_argument("--kinds", default=None, help="only the classes whose name contains one of these, comma-separated")
     args = ap.parse_args()
     kinds = [
         "series (AR 0)",
@@ -82,10 +84,13 @@ def main() -> None:
     print("| data | noise model | change point | early slope | late slope | verdicts |")
     print("|---|---|---|---|---|---|")
     t_all = time.perf_counter()
+    wanted = args.kinds.split(",") if args.kinds else None
     for kind in kinds:
+        if wanted and not any(w in kind for w in wanted):
+            continue
         rng = np.random.default_rng([args.seed, kinds.index(kind)])
         data = [make(kind, rng) for _ in range(args.reps)]
-        for noise in ("independent", "ar1"):
+        for noise in args.noise.split(","):
             hits = dict.fromkeys(keys, 0)
             verdicts: dict[str, int] = {}
             for r, sd in enumerate(data):

@@ -339,6 +339,36 @@ def test_trials_calibration_runs_each_kind_and_counts_verdicts():
     assert (ds["verdict_known_break"].values[sel] != "").all()
 
 
+def test_trials_calibration_checks_jumps_and_small_designs_with_the_verdict_inputs_kept():
+    """Issue 44: abrupt jumps (the whole early gain at the break) and verdicts per design;
+    each fit keeps what the verdict rule read, so a rule's thresholds can be re-checked
+    offline and give the recorded verdict."""
+    import json
+
+    from saturation.calibrate import TrialsSetting, study_levels
+    from saturation.models.plateau import plateau_verdict
+
+    jumps = study_levels(jump=True)
+    assert all(lv.early_slope == 0.0 and lv.jump > 0 for lv in jumps)
+    cal = calibrate(
+        "plateau-trials",
+        sims=0,
+        null_sims=1,
+        power_sims=1,
+        scheduler="sync",
+        setting=TrialsSetting(verdict_profiles=("tiny",), jump_sims=1),
+    )
+    ds, table = cal.dataset, cal.table.set_index("check")
+    assert set(ds["kind"].values) == {"rising", "study", "jump"} and set(ds["profile"].values) == {"tiny"}
+    assert {
+        "rising lines called plateaued or slowed, tiny design",
+        "abrupt jumps located (change point HDI holds the jump), tiny design",
+        "abrupt jumps called plateaued or slowed, tiny design",
+    } <= set(table.index)
+    for inputs, verdict in zip(ds["verdict_inputs"].values, ds["verdict"].values, strict=True):
+        assert plateau_verdict(json.loads(inputs))["verdict"] == verdict
+
+
 @pytest.mark.slow
 def test_trials_coverage_and_verdict_targets():
     """On per-trial data that is not the model (prompt groups, falling spurious rate, step

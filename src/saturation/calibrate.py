@@ -821,15 +821,18 @@ class TrialsSetting:
     shared: bool = False
     #: the fit's shape for the unknown break (None: ``fit_plateau``'s default)
     continuity: str | None = None
+    #: per verdict design, study-shaped runs whose whole early gain is an abrupt jump at 46
+    jump_sims: int = 0
     chains: int = 4
     draws: int = 500
 
 
-def study_levels(changepoint: float = STUDY_SPLIT, *, rising: bool = False) -> tuple[Any, ...]:
+def study_levels(changepoint: float = STUDY_SPLIT, *, rising: bool = False, jump: bool = False) -> tuple[Any, ...]:
     """Level specs shaped like the study: its published starts, its early gains (the
     published early slope x 46) reached at ``changepoint``, its late slopes, the replica's
     answer-size settings; ``rising``: the early slope for the whole run (no change point),
-    started lower so that the line ends where the study's early segment ends."""
+    started lower so that the line ends where the study's early segment ends; ``jump``: flat
+    at the start, the whole early gain as a jump at ``changepoint``, then the late slope."""
 
     ref = load_reference()["saturation"]["levels"]
     out = []
@@ -847,6 +850,18 @@ def study_levels(changepoint: float = STUDY_SPLIT, *, rising: bool = False) -> t
                     changepoint=1e9,
                 )
             )
+        elif jump:
+            gain = r["early_slope"] * STUDY_SPLIT
+            out.append(
+                replace(
+                    spec,
+                    start=r["start"],
+                    early_slope=0.0,
+                    jump=gain,
+                    changepoint=changepoint,
+                    late_slope=r["late_slope"],
+                )
+            )
         else:
             out.append(
                 replace(spec, start=r["start"], early_slope=early, changepoint=changepoint, late_slope=r["late_slope"])
@@ -861,9 +876,11 @@ def run_trials_task(task: dict[str, Any]) -> dict[str, Any]:
     setting = TrialsSetting(**fields)
     kind, profile = task["kind"], task["profile"]
     cp = float(task["effect"]) if kind == "coverage" else STUDY_SPLIT
-    levels = study_levels(cp, rising=kind == "rising")
+    levels = study_levels(cp, rising=kind == "rising", jump=kind == "jump")
     spec = PlateauSpec(levels=levels, run=f"trials-{kind}", **PROFILES[profile])
-    seed = int(task["seed"]) * 100_003 + int(task["sim"]) * 7 + {"coverage": 0, "rising": 1, "study": 2}[kind]
+    seed = (
+        int(task["seed"]) * 100_003 + int(task["sim"]) * 7 + {"coverage": 0, "rising": 1, "study": 2, "jump": 3}[kind]
+    )
     start = time.perf_counter()
     ds, _ = simulate_plateau(spec, seed=seed)
     sampler = SamplerConfig(chains=setting.chains, draws=setting.draws, sampler="exact")
@@ -878,12 +895,14 @@ def run_trials_task(task: dict[str, Any]) -> dict[str, Any]:
         for p in TRIALS_PARAMS:
             true = {"changepoint": lv.changepoint, "early_slope": lv.early_slope, "late_slope": lv.late_slope}[p]
             lo, hi = est[p]["hdi"]
-            inside[p] = bool(lo <= true <= hi) if kind == "coverage" else False
+            inside[p] = bool(lo <= true <= hi) if kind in ("coverage", "jump") else False
         records.append(
             {
                 "level": lv.name,
                 "inside": inside,
                 "verdict": est["verdict"],
+                # what plateau_verdict read: a rule's thresholds can be re-calibrated offline
+                "verdict_inputs": json.dumps({k: est.get(k) for k in VERDICT_INPUTS}),
                 "verdict_known": known.estimands["levels"][lv.name]["verdict"] if known else "",
                 "changepoint_mean": est["changepoint"]["mean"],
             }
@@ -912,6 +931,9 @@ def make_trials_tasks(
     for pr in setting.verdict_profiles:
         tasks += [{**base, "kind": "rising", "profile": pr, "effect": STUDY_SPLIT, "sim": i} for i in range(null_sims)]
         tasks += [{**base, "kind": "study", "profile": pr, "effect": STUDY_SPLIT, "sim": i} for i in range(power_sims)]
+        tasks += [
+            {**base, "kind": "jump", "profile": pr, "effect": STUDY_SPLIT, "sim": i} for i in range(setting.jump_sims)
+        ]
     return tasks
 
 
@@ -937,6 +959,7 @@ def trials_dataset(
                 np.array([[rec["inside"][p] for p in params] for _, rec in rows], dtype=bool).reshape(-1, len(params)),
             ),
             "verdict": (("fit",), np.array([rec["verdict"] for _, rec in rows], dtype=object)),
+            "verdict_inputs": (("fit",), np.array([rec["verdict_inputs"] for _, rec in rows], dtype=object)),
             "verdict_known_break": (("fit",), np.array([rec["verdict_known"] for _, rec in rows], dtype=object)),
             "changepoint_mean": (("fit",), np.array([rec["changepoint_mean"] for _, rec in rows], dtype=float)),
             "converged": (("fit",), np.array([r["converged"] for r, _ in rows], dtype=bool)),
@@ -958,6 +981,20 @@ def trials_dataset(
     return ds
 
 
+#: the estimands :func:`~saturation.models.plateau.plateau_verdict` reads, kept per fit
+VERDICT_INPUTS = (
+    "p_no_change",
+    "bf_changepoint_vs_line",
+    "edge_mass",
+    "p_rise_positive",
+    "p_late_loss_beyond_rope",
+    "p_end_loss_beyond_rope",
+    "p_late_gain_beyond_rope",
+    "p_end_gain_beyond_rope",
+    "p_flat",
+    "p_slowed",
+    "p_late_positive",
+)
 #: the verdict calibration targets (issue 19): rising lines at most 5 % stopped, study-shaped
 #: data at least 80 %
 MAX_FALSE_STOP, MIN_STUDY_STOP = 0.05, 0.80
@@ -1008,6 +1045,24 @@ def trials_table(ds: xr.Dataset) -> pd.DataFrame:
                 False,
             ),
         ]
+    for pr in dict.fromkeys(profile[kind == "jump"]):
+        sel = (kind == "jump") & (profile == pr)
+        at = "" if pr == "study" else f", {pr} design"
+        k, m = int(ds["inside_hdi"].sel(param="changepoint").to_numpy()[sel].sum()), int(sel.sum())
+        lo, hi = _beta_interval(k, m)
+        rows.append(
+            {
+                "check": f"abrupt jumps located (change point HDI holds the jump){at}",
+                "n": m,
+                "value": k / m,
+                "interval_low": lo,
+                "interval_high": hi,
+                **blank,
+                "passes": bool(k / m >= MIN_COVERAGE),
+                "meaning": f"want >= {MIN_COVERAGE}",
+            }
+        )
+        checks.append((f"abrupt jumps called plateaued or slowed{at}", sel, "verdict", False))
     for name, sel, var, want_max in checks:
         if not sel.any():
             continue

@@ -402,18 +402,25 @@ class Level:
         return tau, beta
 
 
-#: per-step AR(1) coefficients of the step noise the dependent model sums over (uniform prior)
-RHO_GRID = (0.0, 0.2, 0.4, 0.55, 0.7, 0.8, 0.87, 0.92, 0.96)
+#: per-step AR(1) coefficients of the step noise the dependent model sums over (uniform
+#: prior); 1.0 stands for a random walk (drifting difficulty: not stationary, :func:`ar1_rotation`)
+RHO_GRID = (0.0, 0.2, 0.4, 0.55, 0.7, 0.8, 0.87, 0.92, 0.96, 1.0)
 
 
 def ar1_rotation(steps: np.ndarray, rho: float) -> tuple[np.ndarray, np.ndarray]:
     r"""Eigenvectors Q (T, T) and eigenvalues (T,) of the AR(1) correlation on the step axis,
     :math:`R_{ij} = \rho^{|t_i - t_j|}` (an Ornstein-Uhlenbeck process observed at the
     logged steps: a gap of 10 steps between two logged points correlates them by
-    :math:`\rho^{10}`)."""
+    :math:`\rho^{10}`). ``rho = 1``: a random walk started one step before the first,
+    :math:`R_{ij} = \min(s_i, s_j)` with :math:`s = (t - t_0 + 1) / (t_{last} - t_0 + 1)`
+    (variance 1 at the last step): drift in prompt difficulty that never reverts."""
     key = (np.ascontiguousarray(steps, dtype=float).tobytes(), float(rho))
     if key not in _ROTATIONS:  # the hinge, the jump and the line of one fit share them
-        r = rho ** np.abs(steps[:, None] - steps[None, :])
+        if rho >= 1.0:
+            s = (steps - steps[0] + 1.0) / (steps[-1] - steps[0] + 1.0)
+            r = np.minimum(s[:, None], s[None, :])
+        else:
+            r = rho ** np.abs(steps[:, None] - steps[None, :])
         lam, q = np.linalg.eigh(r)
         for arr in (q, lam):
             arr.flags.writeable = False
@@ -704,6 +711,7 @@ def sample_either_shape(
     draws: int,
     seed: int,
     pooled: bool,
+    gate: float | None = None,
     **kwargs: Any,
 ) -> tuple[DeferredInferenceData, dict[str, Any], np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
     r"""Independent draws of the hinge and the jump averaged by their exact evidence.
@@ -718,8 +726,14 @@ def sample_either_shape(
     ``jump = 0``. The change point's posterior mass is the same mixture of the two masses,
     and each level's log evidence :math:`\log(Z_{hinge}/2 + Z_{jump}/2)`.
 
-    Returns what :func:`sample_gaussian_exact` returns, and ``shape``: ``p_jump`` and
-    ``log_bf_jump_vs_hinge`` per level.
+    ``gate``: a level's draws come from the jump model only where its Bayes factor
+    (jump : hinge; the levels' product when pooled) is at least ``gate``; elsewhere the
+    level is the hinge alone (a selection rule that keeps the hinge unless the data
+    decisively favour the jump). None: always averaged.
+
+    Returns what :func:`sample_gaussian_exact` returns, and ``shape``: ``p_jump``,
+    ``weight`` (the probability each draw is taken from the jump: ``p_jump``, or 0 below the
+    gate) and ``log_bf_jump_vs_hinge`` per level.
     """
     common = {"levels": levels, "chains": chains, "draws": draws, "seed": seed, "pooled": pooled, **kwargs}
     hinge = sample_gaussian_exact(jump=False, **common)
@@ -727,10 +741,11 @@ def sample_either_shape(
     log_bf = jump[2] - hinge[2]
     weight_bf = np.full(len(levels), log_bf.sum()) if pooled else log_bf
     p_jump = special.expit(weight_bf)
+    weight = p_jump if gate is None else np.where(weight_bf >= np.log(gate), p_jump, 0.0)
     rng = np.random.default_rng([seed, 20261205])
     n_draws = chains * draws
     u = rng.random((n_draws, 1)) if pooled else rng.random((n_draws, len(levels)))
-    pick = np.broadcast_to(u < p_jump[None, :], (n_draws, len(levels)))  # (D, L): this draw from the jump
+    pick = np.broadcast_to(u < weight[None, :], (n_draws, len(levels)))  # (D, L): this draw from the jump
     post_h, post_j = hinge[0].posterior, jump[0].posterior
     shaped: dict[str, np.ndarray] = {}
     for name in post_j.data_vars:
@@ -745,11 +760,12 @@ def sample_either_shape(
     idata.posterior.attrs["sampler"] = "exact"
     cps = {
         "index": np.where(pick, jump[3]["index"], hinge[3]["index"]),
-        "mass": p_jump[:, None] * jump[3]["mass"] + (1.0 - p_jump[:, None]) * hinge[3]["mass"],
+        "mass": weight[:, None] * jump[3]["mass"] + (1.0 - weight[:, None]) * hinge[3]["mass"],
     }
-    evidence = np.logaddexp(hinge[2], jump[2]) - np.log(2.0)
+    # the evidence of what was drawn: the mixture where it was averaged, else the hinge's
+    evidence = np.where(weight > 0, np.logaddexp(hinge[2], jump[2]) - np.log(2.0), hinge[2])
     timings = {"compile": 0.0, "sample": hinge[1]["sample"] + jump[1]["sample"], "sampler": "exact"}
-    return idata, timings, evidence, cps, {"p_jump": p_jump, "log_bf_jump_vs_hinge": log_bf}
+    return idata, timings, evidence, cps, {"p_jump": p_jump, "weight": weight, "log_bf_jump_vs_hinge": log_bf}
 
 
 # ====================================================================== no-change-point curves
