@@ -101,7 +101,9 @@ def test_tutorial_examples_run_except_the_transfer_fit(tmp_path, clone_root):
     page.write_text("".join(f"```python\n{b}```\n" for b in blocks))
     ns = runner.run(page, clone_root)
     assert (clone_root / "img" / "tutorial_plateau.pdf").exists()
-    assert ns["fit"].to_dict()["together"]["p_range_le_2_steps"] > 0.5
+    # the replica's levels stop (its file level's change point moved from about 10 to 12
+    # when the trials default began to weigh in a decisive jump, so "together" is not pinned)
+    assert {e["verdict"] for e in ns["fit"].to_dict()["levels"].values()} <= {"plateaued", "slowed"}
     assert len(blocks) == len(runner.blocks(ROOT / "docs" / "tutorial.md")) - 1
     assert ns["__skipped__"] == []
 

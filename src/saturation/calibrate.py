@@ -823,6 +823,8 @@ class TrialsSetting:
     continuity: str | None = None
     #: per verdict design, study-shaped runs whose whole early gain is an abrupt jump at 46
     jump_sims: int = 0
+    #: the fit's step-noise model (None: ``fit_plateau``'s default)
+    noise: str | None = None
     chains: int = 4
     draws: int = 500
 
@@ -886,7 +888,9 @@ def run_trials_task(task: dict[str, Any]) -> dict[str, Any]:
     sampler = SamplerConfig(chains=setting.chains, draws=setting.draws, sampler="exact")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        fit = fit_plateau(ds, shared=setting.shared, continuity=setting.continuity, sampler=sampler, seed=seed)
+        fit = fit_plateau(
+            ds, shared=setting.shared, continuity=setting.continuity, noise=setting.noise, sampler=sampler, seed=seed
+        )
         known = fit_plateau(ds, breakpoint=STUDY_SPLIT, sampler=sampler, seed=seed) if kind == "study" else None
     records = []
     for lv in levels:

@@ -401,8 +401,8 @@ def _est(**kw):
         ({"p_rise_positive": 0.9, "p_flat": 0.99}, False, "undetermined"),
         ({"p_early_positive": 0.5, "p_flat": 0.99}, False, "plateaued"),  # a jump was the rise
         ({"p_flat": 0.9}, False, "plateaued"),
-        ({"p_flat": 0.89, "p_slowed": 0.95}, False, "slowed"),
-        ({"p_slowed": 0.94, "p_late_positive": 0.96}, False, "still rising"),
+        ({"p_flat": 0.89, "p_slowed": 0.85}, False, "slowed"),
+        ({"p_slowed": 0.84, "p_late_positive": 0.96}, False, "still rising"),
         ({"p_slowed": 0.5, "p_late_positive": 0.9}, False, "undetermined"),
         ({"bf_changepoint_vs_line": None}, False, "undetermined"),  # NUTS likelihoods: no exact BF
         # issue 44: what real runs do
@@ -414,6 +414,11 @@ def _est(**kw):
         ({"p_flat": 0.99, "p_late_gain_beyond_rope": 0.95, "p_slowed": 0.99}, False, "slowed"),
         ({"p_flat": 0.99, "p_late_gain_beyond_rope": 0.95, "p_late_positive": 0.99}, False, "still rising"),
         ({"p_flat": 0.99, "p_late_gain_beyond_rope": 0.94, "p_late_positive": 0.99}, False, "plateaued"),
+        # the end window: a loss over it is a decline, a gain over it is not a plateau
+        ({"p_end_loss_beyond_rope": 0.95, "bf_changepoint_vs_line": 0.5}, False, "declining"),
+        ({"p_end_loss_beyond_rope": 0.94, "p_flat": 0.99, "p_end_gain_beyond_rope": 0.0}, False, "plateaued"),
+        ({"p_flat": 0.99, "p_end_gain_beyond_rope": 0.95, "p_slowed": 0.9}, False, "slowed"),
+        ({"p_flat": 0.99, "p_end_gain_beyond_rope": 0.94, "p_slowed": 0.9}, False, "plateaued"),
     ],
 )
 def test_verdict_rule_branches(kw, known, verdict):
@@ -421,6 +426,10 @@ def test_verdict_rule_branches(kw, known, verdict):
     out = plateau.plateau_verdict(_est(**kw), known_break=known)
     assert out["verdict"] == verdict
     assert out["reason"]
+    if kw.get("p_end_gain_beyond_rope") == 0.95:
+        assert "still gaining at the end (P(end-window gain > ROPE) = 0.95)" in out["reason"]
+    if kw.get("p_end_loss_beyond_rope") == 0.95:
+        assert out["reason"] == "P(end-window gain < -ROPE) = 0.95 >= 0.95"
 
 
 def test_verdict_summary_sentence():

@@ -402,25 +402,18 @@ class Level:
         return tau, beta
 
 
-#: per-step AR(1) coefficients of the step noise the dependent model sums over (uniform
-#: prior); 1.0 stands for a random walk (drifting difficulty: not stationary, :func:`ar1_rotation`)
-RHO_GRID = (0.0, 0.2, 0.4, 0.55, 0.7, 0.8, 0.87, 0.92, 0.96, 1.0)
+#: per-step AR(1) coefficients of the step noise the dependent model sums over (uniform prior)
+RHO_GRID = (0.0, 0.2, 0.4, 0.55, 0.7, 0.8, 0.87, 0.92, 0.96)
 
 
 def ar1_rotation(steps: np.ndarray, rho: float) -> tuple[np.ndarray, np.ndarray]:
     r"""Eigenvectors Q (T, T) and eigenvalues (T,) of the AR(1) correlation on the step axis,
     :math:`R_{ij} = \rho^{|t_i - t_j|}` (an Ornstein-Uhlenbeck process observed at the
     logged steps: a gap of 10 steps between two logged points correlates them by
-    :math:`\rho^{10}`). ``rho = 1``: a random walk started one step before the first,
-    :math:`R_{ij} = \min(s_i, s_j)` with :math:`s = (t - t_0 + 1) / (t_{last} - t_0 + 1)`
-    (variance 1 at the last step): drift in prompt difficulty that never reverts."""
+    :math:`\rho^{10}`)."""
     key = (np.ascontiguousarray(steps, dtype=float).tobytes(), float(rho))
     if key not in _ROTATIONS:  # the hinge, the jump and the line of one fit share them
-        if rho >= 1.0:
-            s = (steps - steps[0] + 1.0) / (steps[-1] - steps[0] + 1.0)
-            r = np.minimum(s[:, None], s[None, :])
-        else:
-            r = rho ** np.abs(steps[:, None] - steps[None, :])
+        r = rho ** np.abs(steps[:, None] - steps[None, :])
         lam, q = np.linalg.eigh(r)
         for arr in (q, lam):
             arr.flags.writeable = False

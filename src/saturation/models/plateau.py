@@ -124,8 +124,9 @@ class VerdictRule:
     """Thresholds of the one plateau decision rule (:func:`plateau_verdict`).
 
     Chosen from calibration on per-trial simulations that are not the model
-    (docs/calibration.md "Verdicts"): on steadily rising metrics at most 5 % "plateaued" or
-    "slowed"; on data shaped like the reference study at least 80 %.
+    (docs/calibration.md, "Verdicts and shapes on data that is not the model"): on steadily
+    rising metrics at most 5 % "plateaued" or "slowed" in every design; on data shaped like
+    the reference study at least 80 % where the data can show it (64 prompts a step).
 
     Parameters
     ----------
