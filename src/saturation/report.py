@@ -489,7 +489,7 @@ def _study_sentence(sat: dict[str, Any], est: dict[str, Any], breakpoint: float 
     """One sentence: what the study said about the plateau and whether these verdicts agree."""
 
     levels = [lv for lv in est["levels"] if lv in sat["levels"]]
-    # the study said "flat": only a flat late segment agrees ("slowed" is still gaining)
+    # the study said "flat": only a flat late segment agrees ("slowed" is not shown flat)
     flat = [lv for lv in levels if est["levels"][lv]["verdict"] in FLAT_LATE_VERDICTS]
     said = (
         f"The study found every level statistically flat after step {sat['split_step']} (split OLS, late "

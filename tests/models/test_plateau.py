@@ -435,9 +435,9 @@ def test_verdict_rule_branches(kw, known, verdict):
 def test_verdict_summary_sentence():
     levels = {"file": {"verdict": "plateaued"}, "module": {"verdict": "slowed"}, "entity": {"verdict": "still rising"}}
     assert plateau.verdict_summary(levels) == (
-        "file plateaued (stopped rising); module slowed but is still gaining; entity is still rising"
+        "file plateaued (stopped rising); module slowed down, not shown to have stopped; entity is still rising"
     )
-    assert plateau.verdict_summary({"m": {"verdict": "slowed"}}) == "The metric slowed but is still gaining"
+    assert plateau.verdict_summary({"m": {"verdict": "slowed"}}) == "The metric slowed down, not shown to have stopped"
     both = {"a": {"verdict": "declining"}, "b": {"verdict": "declining"}}
     assert plateau.verdict_summary(both) == "All 2 levels are declining"
     assert set(plateau.VERDICT_PHRASES) == set(plateau.VERDICTS)

@@ -175,14 +175,14 @@ VERDICT_PHRASES = {
     "undetermined": ("is undetermined", "are undetermined"),
     "declining": ("is declining", "are declining"),
     "plateaued": ("plateaued (stopped rising)",) * 2,
-    "slowed": ("slowed but is still gaining", "slowed but are still gaining"),
+    "slowed": ("slowed down, not shown to have stopped", "slowed down, not shown to have stopped"),
     "still rising": ("is still rising", "are still rising"),
 }
 
 
 def verdict_summary(levels: dict[str, dict[str, Any]]) -> str:
     """One sentence from the per-level verdicts, e.g. "file plateaued (stopped rising);
-    module slowed but is still gaining; entity is still rising"; with one level, "The
+    module slowed down, not shown to have stopped; entity is still rising"; with one level, "The
     metric ..."; with every level alike, "All 3 levels ..."."""
     by_verdict: dict[str, list[str]] = {}
     for lv, e in levels.items():
