@@ -1006,87 +1006,64 @@ MAX_FALSE_STOP, MIN_STUDY_STOP = 0.05, 0.80
 MIN_COVERAGE = 0.90
 
 
+def _share_row(check: str, k: int, m: int, passes: bool, meaning: str) -> dict[str, Any]:
+    """One row of :func:`trials_table`: k of m, with its 94 % Beta interval."""
+    lo, hi = _beta_interval(k, m)
+    return {
+        "check": check,
+        "n": m,
+        "value": k / m,
+        "interval_low": lo,
+        "interval_high": hi,
+        "p_value": np.nan,
+        "coverage_p": np.nan,
+        "p_adjusted": np.nan,
+        "passes": passes,
+        "meaning": meaning,
+    }
+
+
 def trials_table(ds: xr.Dataset) -> pd.DataFrame:
-    """Coverage per (profile, change point, parameter); the stopped rate on rising lines
-    and on study-shaped data (unknown and known break); the verdict counts."""
+    """Coverage per (profile, change point, parameter); per verdict design, the stopped rate
+    on rising lines and on study-shaped data (unknown and known break), and how often abrupt
+    jumps are located and called stopped; the verdict counts."""
     rows = []
     kind, profile = ds["kind"].to_numpy(), ds["profile"].to_numpy()
     cps = ds["true_changepoint"].to_numpy()
-    blank = {"p_value": np.nan, "coverage_p": np.nan, "p_adjusted": np.nan}
+
+    def inside(p: str, sel: np.ndarray) -> tuple[int, int]:
+        return int(ds["inside_hdi"].sel(param=p).to_numpy()[sel].sum()), int(sel.sum())
+
     for pr in dict.fromkeys(profile[kind == "coverage"]):
         for c in sorted(set(cps[(kind == "coverage") & (profile == pr)])):
             sel = (kind == "coverage") & (profile == pr) & (cps == c)
             for p in ds["param"].values:
-                k, m = int(ds["inside_hdi"].sel(param=p).to_numpy()[sel].sum()), int(sel.sum())
-                lo, hi = _beta_interval(k, m)
-                rows.append(
-                    {
-                        "check": f"coverage {p}, {pr}, change point {c:g}",
-                        "n": m,
-                        "value": k / m,
-                        "interval_low": lo,
-                        "interval_high": hi,
-                        **blank,
-                        "passes": bool(k / m >= MIN_COVERAGE),
-                        "meaning": f"share of 94 % HDIs holding the truth (want >= {MIN_COVERAGE})",
-                    }
-                )
-    checks = []
+                k, m = inside(p, sel)
+                meaning = f"share of 94 % HDIs holding the truth (want >= {MIN_COVERAGE})"
+                rows.append(_share_row(f"coverage {p}, {pr}, change point {c:g}", k, m, k / m >= MIN_COVERAGE, meaning))
+    checks, jump_checks = [], []
     for pr in dict.fromkeys(profile[kind != "coverage"]):
         at = "" if pr == "study" else f", {pr} design"  # the study design keeps its old check names
+        rising, study, jump = ((kind == k_) & (profile == pr) for k_ in ("rising", "study", "jump"))
         checks += [
-            (f"rising lines called plateaued or slowed{at}", (kind == "rising") & (profile == pr), "verdict", True),
-            (
-                f"study-shaped data called plateaued or slowed (unknown break){at}",
-                (kind == "study") & (profile == pr),
-                "verdict",
-                False,
-            ),
-            (
-                f"study-shaped data called plateaued or slowed (known break 46){at}",
-                (kind == "study") & (profile == pr),
-                "verdict_known_break",
-                False,
-            ),
+            (f"rising lines called plateaued or slowed{at}", rising, "verdict", True),
+            (f"study-shaped data called plateaued or slowed (unknown break){at}", study, "verdict", False),
+            (f"study-shaped data called plateaued or slowed (known break 46){at}", study, "verdict_known_break", False),
         ]
-    for pr in dict.fromkeys(profile[kind == "jump"]):
-        sel = (kind == "jump") & (profile == pr)
-        at = "" if pr == "study" else f", {pr} design"
-        k, m = int(ds["inside_hdi"].sel(param="changepoint").to_numpy()[sel].sum()), int(sel.sum())
-        lo, hi = _beta_interval(k, m)
-        rows.append(
-            {
-                "check": f"abrupt jumps located (change point HDI holds the jump){at}",
-                "n": m,
-                "value": k / m,
-                "interval_low": lo,
-                "interval_high": hi,
-                **blank,
-                "passes": bool(k / m >= MIN_COVERAGE),
-                "meaning": f"want >= {MIN_COVERAGE}",
-            }
-        )
-        checks.append((f"abrupt jumps called plateaued or slowed{at}", sel, "verdict", False))
-    for name, sel, var, want_max in checks:
+        if jump.any():
+            k, m = inside("changepoint", jump)
+            check = f"abrupt jumps located (change point HDI holds the jump){at}"
+            rows.append(_share_row(check, k, m, k / m >= MIN_COVERAGE, f"want >= {MIN_COVERAGE}"))
+            jump_checks.append((f"abrupt jumps called plateaued or slowed{at}", jump, "verdict", False))
+    for name, sel, var, want_max in checks + jump_checks:
         if not sel.any():
             continue
         v = ds[var].to_numpy()[sel]
         k, m = int(np.isin(v, STOPPED).sum()), int(sel.sum())
-        lo, hi = _beta_interval(k, m)
         counts = ", ".join(f"{verdict}: {int((v == verdict).sum())}" for verdict in VERDICTS if (v == verdict).any())
         target = f"want <= {MAX_FALSE_STOP}" if want_max else f"want >= {MIN_STUDY_STOP}"
-        rows.append(
-            {
-                "check": name,
-                "n": m,
-                "value": k / m,
-                "interval_low": lo,
-                "interval_high": hi,
-                **blank,
-                "passes": bool(k / m <= MAX_FALSE_STOP) if want_max else bool(k / m >= MIN_STUDY_STOP),
-                "meaning": f"{target}; verdicts {counts}",
-            }
-        )
+        passes = k / m <= MAX_FALSE_STOP if want_max else k / m >= MIN_STUDY_STOP
+        rows.append(_share_row(name, k, m, bool(passes), f"{target}; verdicts {counts}"))
     return pd.DataFrame(rows)
 
 

@@ -26,12 +26,12 @@ LONG = SamplerConfig(draws=2000, tune=2000, chains=4)
 NUTS = SamplerConfig(draws=2000, tune=1500, chains=4, sampler="nutpie")
 
 
-def _sim(level: LevelSpec, seed: int, n_steps: int = 40):
+def _sim(level: LevelSpec, seed: int, n_steps: int = 40, prompts_per_step: int = 16, samples_per_prompt: int = 4):
     spec = PlateauSpec(
         levels=(level,),
         n_steps=n_steps,
-        prompts_per_step=16,
-        samples_per_prompt=4,
+        prompts_per_step=prompts_per_step,
+        samples_per_prompt=samples_per_prompt,
         pool_size=2000,
         task_sd=0.5,
         step_sd=0.05,
@@ -1053,17 +1053,8 @@ def test_trials_weigh_in_a_jump_only_when_decisively_better():
     called plateaued/slowed 7/24 by the hinge alone. The default for trials weighs the
     jump in where BF(jump : hinge) >= 10, so the jump is located and called, and a
     hinge-shaped run keeps the hinge's fit draw for draw."""
-    spec = PlateauSpec(
-        levels=(LevelSpec("file", 0.3, 0.0, 0.0, 30.0, jump=0.15),),
-        n_steps=60,
-        prompts_per_step=32,
-        samples_per_prompt=8,
-        pool_size=2000,
-        task_sd=0.5,
-        step_sd=0.05,
-        level_step_sd=0.0,
-    )
-    ds, _ = simulate_plateau(spec, 4)
+    jumpy = LevelSpec("file", 0.3, 0.0, 0.0, 30.0, jump=0.15)
+    ds, _ = _sim(jumpy, seed=4, n_steps=60, prompts_per_step=32, samples_per_prompt=8)
     fit = fit_plateau(ds, seed=1)
     e = fit.estimands["levels"]["file"]
     assert e["jump_weight"] == e["p_jump"] > 0.99

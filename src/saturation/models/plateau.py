@@ -137,12 +137,12 @@ class VerdictRule:
     edge_candidates : int
         How many candidates at each end count as the edge.
     p_rise : float
-        Nothing can plateau before it rose: P(early slope > 0) at least this.
+        Nothing can plateau before it rose: P(rise > 0) at least this (the rise up to just after the break).
     p_flat : float
         "Plateaued": P(flat) at least this (flat: the late gain inside the absolute ROPE or
         inside the relative ROPE x the early gain).
     slow_ratio : float
-        "Slowed": the late slope below this multiple of the early slope ...
+        "Slowed": the late slope below this multiple of the rise's average rate ...
     p_slow : float
         ... with at least this probability.
     p_still : float
@@ -154,11 +154,11 @@ class VerdictRule:
     #: ... or when more than this posterior mass sits on the outermost candidates
     edge_mass: float = 0.5
     edge_candidates: int = 3
-    #: nothing can plateau before it rose: P(early slope > 0) at least this
+    #: nothing can plateau before it rose: P(rise > 0) at least this
     p_rise: float = 0.95
     #: "plateaued": P(flat) at least this
     p_flat: float = 0.90
-    #: "slowed": P(late slope < slow_ratio x early slope) at least p_slow
+    #: "slowed": P(late slope < slow_ratio x the rise's average rate) at least p_slow
     slow_ratio: float = 0.5
     #: 0.85 from the verdict calibration of issue 44 (docs/calibration.md): rising lines
     #: called "slowed" stayed at 0.039 at most (4 prompts a step) from 0.95 down to 0.80,
@@ -205,11 +205,12 @@ def plateau_verdict(
     gain after the break, or the gain over the end window, decisively below -ROPE: a loss in
     the metric's own units); "no change point" (unknown break only: the straight line has
     the larger marginal likelihood, or the change-point mass piles on the outermost
-    candidates); "undetermined" when the early slope is not decisively positive (nothing to
-    plateau from); "plateaued" (late gain inside the ROPE, and neither the late gain nor
-    the end window's gain decisively above the absolute ROPE: a gain that is small relative
-    to the rise but certainly there in the metric's units is not a plateau); "slowed" (late
-    slope decisively below ``slow_ratio`` x the early slope: still gaining, more slowly);
+    candidates); "undetermined" when the rise up to just after the break is not decisively
+    positive (nothing to plateau from); "plateaued" (late gain inside the ROPE, and neither
+    the late gain nor the end window's gain decisively above the absolute ROPE: a gain that
+    is small relative to the rise but certainly there in the metric's units is not a
+    plateau); "slowed" (late slope decisively below ``slow_ratio`` x the rise's average
+    rate up to just after the break, a jump included: slower, not shown to have stopped);
     "still rising" (late slope decisively positive, not slower); otherwise "undetermined".
     The end window (:func:`end_window`, a straight line over the last third of the run) is
     the shape-robust reading of "still moving at the end?".
@@ -1364,6 +1365,11 @@ def _held_idata(fit: PlateauFit) -> Any:
     return fit.__dict__[_InferenceDataField.slot]
 
 
+def _rho_grid(config: PlateauConfig) -> tuple[float, ...] | None:
+    """The AR(1) coefficients the exact sampler sums over, or None for independent noise."""
+    return RHO_GRID if config.noise == "ar1" else None
+
+
 def _sample_exact(
     sd: StepData, config: PlateauConfig, grid: np.ndarray, pri: dict[str, np.ndarray], seed: int
 ) -> tuple[Any, dict[str, Any], np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray] | None]:
@@ -1383,7 +1389,7 @@ def _sample_exact(
         "draws": config.sampler.draws,
         "seed": seed,
         "evidence_weight": evidence_weight(sd, config),
-        "rho_grid": RHO_GRID if config.noise == "ar1" else None,
+        "rho_grid": _rho_grid(config),
     }
     if config.continuity == "auto":
         return sample_either_shape(gate=config.jump_gate, **exact_args)
@@ -1576,7 +1582,7 @@ def fit_plateau(
             pri,
             config.continuity == "jump",
             hinge_evidence,
-            rho_grid=RHO_GRID if config.noise == "ar1" else None,
+            rho_grid=_rho_grid(config),
         )
         if config.likelihood == "gaussian"
         else None
@@ -1588,8 +1594,7 @@ def fit_plateau(
     if log_bf is not None and config.breakpoint is None:
         _no_change_from_the_line(estimands, sd, config, pri, log_bf, seed)
     _end_window_estimands(estimands, sd, config, pri, seed)
-    for est in estimands["levels"].values():  # the verdict again, with everything read
-        est.update(plateau_verdict(est, config.rule, known_break=config.breakpoint is not None))
+    _take_verdicts(estimands, config, grid)
     if S.NOISE_RHO in idata.posterior:
         rho = idata.posterior[S.NOISE_RHO].stack(sample=("chain", "draw")).transpose("sample", ...).to_numpy()
         for j, level in enumerate(sd.levels):
@@ -1599,6 +1604,16 @@ def fit_plateau(
     fit = PlateauFit(idata, config, sd, estimands, diag, timings)
     warn_if_not_converged(diag, f"plateau fit ({sd.response}, levels {sd.levels})")
     return fit
+
+
+def _take_verdicts(estimands: dict[str, Any], config: PlateauConfig, grid: np.ndarray) -> None:
+    """Each level's verdict (:func:`plateau_verdict`), taken once every estimand it reads is
+    in (the line's "no change", the end window), and then whether "did the levels stop
+    together?" can be asked of them."""
+    for est in estimands["levels"].values():
+        est.update(plateau_verdict(est, config.rule, known_break=config.breakpoint is not None))
+    if "together" in estimands:
+        estimands["together"]["not_asked"] = together_not_asked(estimands["levels"], grid)
 
 
 def _shape_estimands(
@@ -1662,7 +1677,7 @@ def _end_window_estimands(
             j,
             rng,
             4000,
-            rho_grid=RHO_GRID if config.noise == "ar1" else None,
+            rho_grid=_rho_grid(config),
         )
         est["end_window"] = [float(sd.steps[ok][0]), float(sd.steps[ok][-1])]
         est["end_gain"] = interval(gain)
@@ -1693,10 +1708,9 @@ def _no_change_from_the_line(
             j,
             rng,
             4000,
-            rho_grid=RHO_GRID if config.noise == "ar1" else None,
+            rho_grid=_rho_grid(config),
         )
         est["p_no_change"] = float(np.mean(np.abs(change) < config.rope))
-        est.update(plateau_verdict(est, config.rule))
 
 
 def _param_draws(idata: az.InferenceData, likelihood: str) -> dict[str, Any]:
@@ -1782,7 +1796,7 @@ def _estimands(
             "caveat": None
             if pooled
             else "separate fits, so a rough reading: it ignores that the levels' errors are correlated",
-            "not_asked": together_not_asked(out["levels"], grid),
+            "not_asked": None,  # read from the verdicts (_take_verdicts)
         }
     _add_derived(idata, data, grid, cps, early_draws, pointwise, mass)
     return out
@@ -1944,8 +1958,9 @@ def _level_estimands(
     pri: dict[str, np.ndarray],
     log_bf: np.ndarray | None,
 ) -> tuple[dict[str, Any], np.ndarray]:
-    """One level's estimands and verdict from its change-point and parameter draws; also
-    returns its early-slope draws."""
+    """One level's estimands from its change-point and parameter draws (its verdict is
+    taken once all estimands are in, :func:`_take_verdicts`); also returns its early-slope
+    draws."""
     t = data.steps
     t0, t_last = float(t[0]), float(t[-1])
     n_grid = len(grid)
@@ -2021,7 +2036,6 @@ def _level_estimands(
         "davies": davies_test(t, data.y[j]) if np.isfinite(data.y[j]).sum() >= 5 else None,
         "p_plateaued_by_step": {str(int(s_)): float(np.mean((c <= s_) & flat)) for s_ in t},
     }
-    est.update(plateau_verdict(est, config.rule, known_break=config.breakpoint is not None))
     if config.continuity in ("jump", "auto"):  # auto: the mixture's jump, 0 in the hinge's draws
         est["jump"] = interval(np.asarray(dj))
     return est, b1
