@@ -162,14 +162,14 @@ def test_plateau_command_writes_the_json_contract(tmp_path, capsys):
         "davies",
     } <= set(lvl)
     assert lvl["verdict"] in ("plateaued", "slowed", "still rising", "no change point", "undetermined")
-    assert f"file: {lvl['verdict'].upper()}" in out and f"verdict: {d['summary']}" in out
+    assert f"file: {lvl['verdict']} (" in out and f"answer: {d['summary']}." in out
     assert (tmp_path / "p.nc").stat().st_size > 0
     # a known break runs the split model (as the report does) and prints no change-point pooling
     rc = main(["plateau", str(path), "--breakpoint", "15", "--json", str(tmp_path / "k.json")])
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "known break at step 15 (split model" in out
-    assert "shared change points" not in out and "pooled" not in out and "    change point " not in out
+    assert "shared change points" not in out and "pooled" not in out and "known (15)" in out
     assert json.loads((tmp_path / "k.json").read_text())["model"]["continuity"] == "jump"
 
 
@@ -735,8 +735,13 @@ def test_transfer_summary_prints_arms_as_plain_names(tmp_path, monkeypatch, caps
         "verdicts": {"s85": "s85 starts ahead of base"},
         "diagnostics": {"rhat_max": 1.0, "ess_bulk_min": 1000.0, "divergences": 0, "converged": True},
     }
+    import pandas as pd
+
     fit = types.SimpleNamespace(
         to_dict=lambda: out,
+        table=lambda: pd.DataFrame([{"arm": np.str_("s85"), "crossover step": None, "P(no crossover)": 1.0}]),
+        details=lambda: list(out["verdicts"].values()),
+        answer=lambda: " ".join(out["verdicts"].values()),
         data=types.SimpleNamespace(arms=[np.str_("base"), np.str_("s85")]),
         timings={"compile": 0.0, "sample": 0.0, "sampler": "nutpie"},
     )
@@ -744,6 +749,7 @@ def test_transfer_summary_prints_arms_as_plain_names(tmp_path, monkeypatch, caps
     assert main(["transfer", str(path)]) == 0
     printed = capsys.readouterr().out
     assert "transfer model: arms base, s85, reference base" in printed and "np.str_" not in printed
+    assert "  s85\n" in printed and "s85 starts ahead of base" in printed
 
 
 # ------------------------------------------------------------------ no third-party warnings
@@ -783,7 +789,8 @@ def test_plateau_by_run_prints_one_table_and_lists_the_failed_run(tmp_path, caps
     text = capsys.readouterr().out
     assert code == 1
     assert "FAILED short:" in text and "2 of 3 runs fitted; 1 failed" in text
-    assert sum(line.startswith(("seed-1 ", "seed-2 ")) for line in text.splitlines()) == 4
+    # one block per (run, level) of the runs' display table (the report's table, the same cells)
+    assert sum(line in ("  seed-1", "  seed-2") for line in text.splitlines()) == 4
     doc = json.loads((tmp_path / "r.json").read_text())
     assert set(doc["runs"]) == {"seed-1", "seed-2"} and doc["failures"][0]["run"] == "short"
     assert sorted(p.name for p in out.iterdir()) == ["seed-1.nc", "seed-2.nc"]

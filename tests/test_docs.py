@@ -115,6 +115,32 @@ def test_whole_tutorial_runs(clone_root):
     assert (clone_root / "img" / "tutorial_transfer.png").exists()
 
 
+#: the notebook page's NUTS fits (about a minute together): run by the slow test only
+NUTS_BLOCKS = ("fit_sigmoid(", "fit_transfer(")
+
+
+def test_notebook_walkthrough_runs_except_the_nuts_fits(tmp_path, clone_root):
+    """docs/notebook.md: every analysis fitted, summarised, plotted, saved and loaded back
+    (the sigmoid and transfer fits, NUTS, in the slow test)."""
+    runner = _runner()
+    blocks = [b for b in runner.blocks(ROOT / "docs" / "notebook.md") if not any(n in b for n in NUTS_BLOCKS)]
+    assert len(blocks) == len(runner.blocks(ROOT / "docs" / "notebook.md")) - 2
+    page = tmp_path / "page.md"
+    page.write_text("".join(f"```python\n{b}```\n" for b in blocks))
+    ns = runner.run(page, clone_root)
+    assert ns["__skipped__"] == []
+    assert (clone_root / "img" / "notebook_plateau.png").exists()
+    assert ns["again"].table_text().equals(ns["fit"].table_text())
+    assert set(ns["learned"].figures()) == {"pass_at_k", "entropy"}
+
+
+@pytest.mark.slow
+def test_whole_notebook_walkthrough_runs(clone_root):
+    ns = _runner().run(ROOT / "docs" / "notebook.md", clone_root)
+    assert ns["curves"].diagnostics["converged"] and ns["transfer"].diagnostics["converged"]
+    assert (clone_root / "img" / "notebook_transfer.png").exists()
+
+
 def test_placeholder_blocks_are_skipped_visibly(tmp_path, capsys):
     page = tmp_path / "page.md"
     page.write_text(

@@ -130,6 +130,7 @@ def transfer_fit():
     estimands = {"crossover_step": crossover, "initial": side, "last_step": side}
     fit = SimpleNamespace(idata=idata, data=data, config=TransferConfig(reference="base"), estimands=estimands)
     fit.decisions = MethodType(TransferFit.decisions, fit)  # the real decision rule on these estimands
+    fit.frame = MethodType(TransferFit.frame, fit)
     return fit
 
 

@@ -391,19 +391,18 @@ by = "run"
 def test_lr_arm_reading_follows_the_models_decision(made_up_transfer_fit, end, agrees):
     """The LR section's study sentence reads the transfer fit's decision (the one rule), says
     the arm's data are assumed, and agrees only when the LR arm ends behind s85."""
-    from saturation.replica import LR_ARM
-    from saturation.report import _lr_arm_reading
+    from saturation.replica import LR_ARM, _lr_arm_reading
 
     p_end = {"behind": 0.01, "level": 0.5, "ahead": 0.99}[end]
-    (text,) = _lr_arm_reading(made_up_transfer_fit("s85", LR_ARM, 0.4, p_end, 3.0, 0.1))
+    text = _lr_arm_reading(made_up_transfer_fit("s85", LR_ARM, 0.4, p_end, 3.0, 0.1))
     assert "assumed" in text and "lower LR" in text
     assert ("The fit agrees in direction" in text) is agrees
     if agrees:
         assert text.endswith("s85 leading from step 3 on.")
     else:
         assert f"the arm is {end} with s85" in text
-    assert _lr_arm_reading(made_up_transfer_fit("base", LR_ARM, 0.4, p_end, 3.0, 0.1)) == []  # another reference
-    assert _lr_arm_reading(made_up_transfer_fit("s85", "other", 0.4, p_end, 3.0, 0.1)) == []  # no LR arm
+    assert _lr_arm_reading(made_up_transfer_fit("base", LR_ARM, 0.4, p_end, 3.0, 0.1)) == ""  # another reference
+    assert _lr_arm_reading(made_up_transfer_fit("s85", "other", 0.4, p_end, 3.0, 0.1)) == ""  # no LR arm
 
 
 # ---------------------------------------------------------------------- a report on the user's own runs

@@ -23,7 +23,8 @@ import pytest
 
 from saturation.report import Report, Section
 from saturation.report_html import write_report_html
-from saturation.tables import interval_cell, write_tables
+from saturation.summary import interval_cell
+from saturation.tables import write_tables
 
 CHROMIUM = "/usr/bin/chromium"
 

@@ -726,52 +726,40 @@ def _cmd_plateau_series(args: argparse.Namespace) -> int:
 
 
 def _print_plateau(fit: Any, out: dict[str, Any]) -> None:
-    """The plateau fit as the CLI prints it (one fit: its model, each level, the caveats)."""
-    from saturation.models.plateau import FLAT_DEFINITION, LABELS
+    """The plateau fit as the CLI prints it: the model and its ROPE, then :func:`_show`."""
+    from saturation.models.plateau import FLAT_DEFINITION
 
     if out["data"].get("synthetic"):
         _print(f"NOTE: {out['data']['synthetic']}")
     m = out["model"]
     rel = f" or +-{m['rope_relative']:g} x the early gain" if m["rope_relative"] is not None else ""
     _print(
-        f"plateau model: response {fit.data.response}; {m['description']}; ROPE: late gain within "
-        f"+-{m['rope']:g}{rel} ({FLAT_DEFINITION}); {int(S.HDI_PROB * 100)}% HDI"
+        f"plateau model: response {fit.data.response}; {m['description']}; ROPE: late gain within +-{m['rope']:g}{rel} "
+        f"({FLAT_DEFINITION}); {int(S.HDI_PROB * 100)}% HDI"
     )
-    for level, e in out["levels"].items():
-        _print(f"  {level}: {e['verdict'].upper()} ({e['reason']})")
-        if e["changepoint"] is not None:
-            note = "   (not a break: no change point inside the run)" if e["verdict"] == "no change point" else ""
-            _print(f"    change point      {_fmt(e['changepoint'], 1)}{note}")
-        _print(f"    early slope       {_fmt(e['early_slope'], 5)}   P(>0) = {e['p_early_positive']:.3f}")
-        _print(f"    late slope        {_fmt(e['late_slope'], 5)}   BF01(late = 0) = {e['bf01_late_zero']:.2f}")
-        _print(
-            f"    late gain         {_fmt(e['late_gain'], 4)}   94% upper bound {e['late_gain_upper']:.4f}; "
-            f"{LABELS['p_flat']} = {e['p_flat']:.3f}, {LABELS['p_late_in_rope']} = {e['p_late_in_rope']:.3f}"
-        )
-        if e.get("slowdown_ratio"):
-            _print(f"    late/early slope  {_fmt(e['slowdown_ratio'], 2)}")
-        existence = []
-        if e.get("bf_changepoint_vs_line") is not None:
-            existence.append(f"BF(change point : straight line) = {e['bf_changepoint_vs_line']:.3g}")
-        if e.get("davies"):
-            existence.append(f"Davies' test p = {e['davies']['p_value']:.3g}")
-        if existence:
-            _print(f"    a break at all?   {'; '.join(existence)}")
-        _print(f"    start -> end      {_fmt(e['start'], 3)} -> {_fmt(e['end'], 3)}")
-        if e.get("headroom_to_max"):
-            _print(f"    headroom to max   {_fmt(e['headroom_to_max'], 3)}   ({m['metric_max']:g} - end)")
-    _print(f"  verdict: {out['summary']}")
-    for caveat in out["caveats"]:
-        _print(f"  caveat: {caveat}")
-    if out.get("together") and out["together"].get("not_asked"):
-        _print(f"  levels stopped together? not asked: {out['together']['not_asked']}")
-    elif out.get("together"):
-        tg = out["together"]
-        rough = f" ({tg['caveat']}; --pooled to pool)" if tg["caveat"] else ""
-        _print(
-            f"  levels stopped together? range of change points {_fmt(tg['changepoint_range'], 1)} steps; "
-            f"P(range <= 2) = {tg['p_range_le_2_steps']:.3f}{rough}"
-        )
+    _show(fit)
+
+
+def _cell(value: Any) -> str:
+    """One cell of an analysis' display table as text (:func:`saturation.summary.cell_text`)."""
+    from saturation.summary import cell_text
+
+    return _shown(cell_text(value))
+
+
+def _show(analysis: Any) -> None:
+    """An analysis as every command prints it: its display table (``analysis.table()``, one
+    block per row), the sentences behind it (``details()``) and the answer (``answer()``)."""
+    for row in analysis.table().to_dict(orient="records"):
+        (_, first), *rest = row.items()
+        _print(f"  {_cell(first)}")
+        for col, value in rest:
+            _print(f"    {col:<34} {_cell(value)}")
+    details, answer = analysis.details(), analysis.answer()
+    for line in details:
+        _print(f"  {_shown(line)}")
+    if answer != " ".join(details):  # an answer that is not just the sentences above
+        _print(f"  answer: {_shown(answer)}")
 
 
 def _plateau_config(args: argparse.Namespace, levels: list[str] | None) -> Any:
@@ -829,19 +817,7 @@ def _cmd_plateau_runs(args: argparse.Namespace) -> int:
         )
     finally:
         bar.close()
-    table = res.table()
-    if len(table):
-        _print(f"{'run':<24} {'level':<10} {'verdict':<16} {'change point (94% HDI)':<26} {'late gain':>10}  conv.")
-    for row in table.itertuples(index=False):
-        cp = (
-            f"{row.changepoint:.1f} [{row.changepoint_hdi_low:.0f}, {row.changepoint_hdi_high:.0f}]"
-            if row.changepoint == row.changepoint  # not NaN: the fit has a change point
-            else "-"
-        )
-        _print(
-            f"{row.run:<24} {row.level:<10} {row.verdict:<16} {cp:<26} {row.late_gain:>10.4f}  "
-            f"{'yes' if row.converged else 'NO'}"
-        )
+    _show(res)
     for failure in res.failures:
         _print(f"FAILED {failure['run']}: {failure['error']}")
     _print(
@@ -1151,18 +1127,7 @@ def _cmd_transfer(args: argparse.Namespace) -> int:
         f"{out['data']['n_trials']} trials ({out['data']['n_groups']} arm x step x task groups), "
         f"{int(S.HDI_PROB * 100)}% HDI; gaps are arm - reference"
     )
-    for arm in out["arms"]:
-        ini = out["initial"][arm]
-        _print(f"  {arm}: first {len(ini['steps'])} steps")
-        _print(f"    all-rollout reward gap   {_fmt(ini['delta_all_rollout'])}   P(gap > 0) = {ini['p_positive']:.3f}")
-        _print(f"    graded-only reward gap   {_fmt(ini['delta_graded_only'])}")
-        _print(f"    ungraded-rate gap        {_fmt(ini['delta_ungraded_rate'])}")
-        c = out["crossover_step"][arm]
-        cross = "-" if c["mean"] is None else _fmt(c, 1)
-        _print(f"    crossover step           {cross}   P(no crossover) = {c['p_no_crossover']:.3f}")
-        last = out["last_step"][arm]
-        _print(f"    gap at step {last['step']:<4}        all-rollout {_fmt(last['delta_all_rollout'])}")
-        _print(f"    verdict: {out['verdicts'][arm]}")
+    _show(fit)
     return _finish_fit(args, fit, out)
 
 
@@ -1218,7 +1183,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         SigmoidConfig,
         arm_steps,
         axis_words,
-        backtest_sigmoid,
         check_backtest,
         default_sampler,
         fit_sigmoid,
@@ -1265,27 +1229,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     out = fit.to_dict()
     if args.metric is not None:
         out["data"] = {**out["data"], "dynamic_sampling": sampling}
-    axis, unit = axis_words(fit.data)
     _print(
-        f"saturation curves (Khatri et al. 2025 sigmoid, x = {axis}): arms {_names(fit.data.arms)}, reference "
-        f"{out['reference']}, {_compare_data_words(out['data'])}, {out['likelihood']} likelihood, "
-        f"{int(S.HDI_PROB * 100)}% HDI"
+        f"saturation curves (Khatri et al. 2025 sigmoid, x = {axis_words(fit.data)[0]}): arms "
+        f"{_names(fit.data.arms)}, reference {out['reference']}, {_compare_data_words(out['data'])}, "
+        f"{out['likelihood']} likelihood, {int(S.HDI_PROB * 100)}% HDI"
     )
-    digits = 1 if fit.data.compute is None else 3
-    for arm, e in out["arms"].items():
-        mid = e["midpoint"]
-        mid_text = (
-            _fmt(mid, digits)
-            if fit.data.compute is None
-            else f"{mid['mean']:.3g} [{mid['hdi'][0]:.3g}, {mid['hdi'][1]:.3g}]"
-        )
-        _print(
-            f"  {arm}: asymptote {_fmt(e['asymptote'], 3)}, efficiency {_fmt(e['efficiency'], 2)}, midpoint "
-            f"{mid_text} {unit}, at step {e['last']['step']} {_fmt(e['last'], 3)}, headroom to ceiling "
-            f"{_fmt(e['headroom_to_ceiling'], 3)}"
-        )
-    for sentence in fit.verdicts().values():
-        _print(f"  {sentence}")
+    _show(fit)
     if not match:
         _print("  (no confounder declared: contrasts are not checked for context length or other differences)")
     else:
@@ -1295,7 +1244,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             + (f"CONFOUNDED contrasts: {', '.join(flagged)}" if flagged else "every contrast is matched")
         )
     if args.backtest is not None:
-        bt = backtest_sigmoid(data, args.backtest, config, seed=args.seed)
+        bt = fit.backtest(args.backtest)
         _print(f"back-test (forecast checked on later steps), {bt.fit_steps} steps fitted per arm:")
         for sentence in bt.sentences():
             _print(f"  {sentence}")

@@ -24,9 +24,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from saturation import schema as S
-from saturation.io import write_atomic
-from saturation.models.plateau import curve_draws, plateau_frame
-from saturation.models.transfer import transfer_frame
+from saturation.files import write_atomic
 
 #: Okabe-Ito colours (colour-blind safe), in the order levels/arms/runs are drawn
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
@@ -119,7 +117,7 @@ def colour(i: int) -> str:
 def plateau_data(fit: Any) -> pd.DataFrame:
     """Per (level, step): observed mean, posterior mean curve, 94 % band, P(change point)."""
 
-    return plateau_frame(fit)
+    return fit.frame()
 
 
 def plot_plateau(fit: Any, *, ax: Axes | None = None, ylabel: str | None = None) -> Figure:
@@ -334,7 +332,7 @@ def ppc_data(fit: Any, *, seed: int = 0) -> pd.DataFrame:
     if fit.config.likelihood != "gaussian":
         raise ValueError("the posterior predictive check is implemented for the Gaussian likelihood")
     rng = np.random.default_rng(seed)
-    mu = curve_draws(fit)  # (samples, levels, steps)
+    mu = fit.curve_draws()  # (samples, levels, steps)
     tau = fit.idata.posterior["tau"].stack(sample=("chain", "draw")).transpose("sample", ...).to_numpy()
     sd = np.sqrt(fit.data.var_mean[None] + tau[:, :, None] ** 2)
     rep = mu + rng.standard_normal(mu.shape) * sd
@@ -674,7 +672,7 @@ def transfer_data(fit: Any) -> pd.DataFrame:
     """Per (arm, step, quantity): empirical value, posterior mean and 94 % band, gap to
     the reference with its band."""
 
-    return transfer_frame(fit)
+    return fit.frame()
 
 
 #: the transfer model's three reported quantities and their axis labels
@@ -769,10 +767,8 @@ def _transfer_curves(ax: Axes, frame: pd.DataFrame, quantity: str) -> None:
 
 def saturation_curves_data(fit: Any) -> pd.DataFrame:
     """Per (arm, step): observed mean, fitted curve mean and 94 % band, forecast flag and the
-    arm's ceiling (:func:`saturation.models.sigmoid.saturation_frame`)."""
-    from saturation.models.sigmoid import saturation_frame
-
-    return saturation_frame(fit)
+    arm's ceiling (``SigmoidFit.frame``)."""
+    return fit.frame()
 
 
 def plot_saturation_curves(fit: Any, *, ax: Axes | None = None) -> Figure:

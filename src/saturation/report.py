@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import functools
 import hashlib
 import json
 import os
@@ -31,44 +30,25 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from saturation import __version__, plots, replica
+from saturation import __version__, replica
 from saturation import progress as progress_
 from saturation import schema as S
 from saturation.aggregate import phase_note
 from saturation.cluster import map_tasks
 from saturation.files import inside
 from saturation.io import OutputError, safe_name, write_atomic, write_netcdf
-from saturation.models import (
-    compare_plateau_models,
-    fit_plateau,
-    fit_transfer,
-    step_data,
-)
+from saturation.models import fit_plateau, fit_transfer
 from saturation.models.families import compare_curve_families
-from saturation.models.learning import (
-    CardinalityConfig,
-    ComponentsConfig,
-    diagnose_cardinality,
-    diagnose_components,
-    diagnose_entropy,
-    diagnose_reliability,
-)
-from saturation.models.plateau import FLAT_DEFINITION, FLAT_LATE_VERDICTS, LABELS, PlateauConfig, together_sentence
+from saturation.models.learning import CardinalityConfig, SeriesConfig, diagnose_cardinality, diagnose_series
+from saturation.models.plateau import COMPARED_MODELS, PlateauConfig
 from saturation.models.runs import fit_plateau_runs
 from saturation.models.sampling import merge_diagnostics, nuisance_text
-from saturation.models.sigmoid import (
-    SigmoidConfig,
-    arm_steps,
-    axis_words,
-    backtest_sigmoid,
-    fit_sigmoid,
-    series_arm_steps,
-)
-from saturation.models.transfer import TransferConfig, TransferFit
+from saturation.models.sigmoid import SigmoidConfig, fit_sigmoid
+from saturation.models.transfer import TransferConfig
 from saturation.plan import GENERIC, is_data, plan_report
 from saturation.plots import save_figure
 from saturation.progress import Progress
-from saturation.replica import LR_ARM, load_reference
+from saturation.replica import StudyCheck, load_reference
 from saturation.report_html import (
     anchor,
     figure_caption,
@@ -80,7 +60,6 @@ from saturation.report_html import (
 from saturation.series import dynamic_sampling_notes
 from saturation.spec import (
     EMBEDDED,
-    SeriesConfig,
     Spec,
     analysis_config,
     data_hash,
@@ -91,8 +70,8 @@ from saturation.spec import (
     load_spec,
     load_specs,
 )
-from saturation.summary import format_interval, json_safe
-from saturation.tables import interval_cell, markdown_text, write_tables
+from saturation.summary import json_safe
+from saturation.tables import markdown_text, write_tables
 
 #: warnings that say nothing about a fit (pip-installed PyTensor has no BLAS; models run on numba)
 HARMLESS_WARNINGS = ("PyTensor could not link to a BLAS installation",)
@@ -232,609 +211,107 @@ class _Out:
 RUNS_SCHEDULER: str | None = None
 
 
+def _render(out: _Out, spec: Spec, main: Any, *extras: Any, check: StudyCheck | None = None) -> dict[str, Any]:
+    """Write an analysis' InferenceData, tables and the figures the spec asks for, and return
+    its answer, details, diagnostics and results: everything is the analysis objects' own
+    (``main`` and its sub-analyses ``extras``; the study's check on a replica spec)."""
+    parts = [main, *extras]
+    for part in parts:
+        for name, idata in part.inference_data().items():
+            out.idata(idata, name)
+    tables = list(main.tables().items())
+    tables[1:1] = list(check.tables.items()) if check else []
+    tables += [t for part in extras for t in part.tables().items()]
+    for name, view in tables:
+        out.table(view.frame, name, view.caption)
+    out.file("estimates_tidy.csv", main.summary().to_csv(index=False, lineterminator="\n"))
+    for part in parts:
+        figures = part.figures()
+        for name, view in figures.items():  # "curves" asks for every run's curves_<k> too
+            if name in spec.figures or name.rsplit("_", 1)[0] in spec.figures:
+                out.figure(view.draw, name, view.caption)
+    answers = [check.before if check else "", *(p.answer() for p in parts), check.after if check else ""]
+    results: dict[str, Any] = {}
+    for part in parts:
+        results.update(part.results())
+    diagnostics = [p.diagnostics for p in parts if getattr(p, "diagnostics", None)]
+    return {
+        "verdict": " ".join(a for a in answers if a),
+        "details": [d for p in parts for d in p.details()] + list(check.notes if check else ()),
+        "diagnostics": diagnostics[0] if len(diagnostics) == 1 else merge_diagnostics(diagnostics),
+        "results": results,
+    }
+
+
 def _plateau_section(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
-    """A plateau spec: one fit (:func:`_plateau`), or one per run with ``by = "run"``. On a
-    logged series (``[data] series``) ``response`` may be the key as logged."""
+    """A plateau spec: one fit, or one per run with ``by = "run"`` (on a Dask LocalCluster,
+    or in this process when the report itself runs on a cluster); with the ``loo`` figure
+    the comparison with other curves. On a logged series ``response`` may be the key as logged."""
     if "series" in spec.data and "response" in spec.model:
         spec = replace(spec, model={**spec.model, "response": S.metric_variable(ds, spec.model["response"])})
-    if spec.model.get("by") == "run":
-        return _plateau_runs(spec, ds, out)
-    return _plateau(spec, ds, reference, out)
-
-
-#: a by-run plateau section draws the curves of at most this many runs (every run is in its table)
-MAX_RUN_FIGURES = 6
-
-
-def _plateau_runs(spec: Spec, ds: xr.Dataset, out: _Out) -> dict[str, Any]:
-    """A plateau spec with ``by = "run"``: one fit per run (``runs`` or every run), on a Dask
-    LocalCluster, or in this process when the report itself runs on a cluster (the section
-    is then a task in a worker); one table of verdicts across runs, one InferenceData per run."""
     config = analysis_config(spec)
     assert isinstance(config, PlateauConfig)
-    scheduler = RUNS_SCHEDULER
-    try:  # inside a dask worker (report --scheduler): the runs are fitted here, not on a new cluster
+    if spec.model.get("by") == "run":
+        runs = spec.model.get("runs")
+        res = fit_plateau_runs(ds, config, runs=runs, seed=spec.seed, scheduler=_runs_scheduler(ds, runs))
+        if not res.fits:
+            raise ValueError(f"no run could be fitted: {res.failures}")
+        return _render(out, spec, res)
+    fit = fit_plateau(ds, config, run=spec.model.get("run"), seed=spec.seed)
+    extras = [fit.compare_models(tuple(spec.model.get("compare", COMPARED_MODELS)))] if "loo" in spec.figures else []
+    return _render(out, spec, fit, *extras, check=replica.study_check(fit, reference))
+
+
+def _runs_scheduler(ds: xr.Dataset, runs: list[str] | None) -> str | None:
+    """Where a by-run section fits its runs: :data:`RUNS_SCHEDULER`, or this process inside
+    a dask worker (the report on a cluster) and for a single run."""
+    try:
         from distributed import get_worker
 
         get_worker()
-        scheduler = "sync"
+        return "sync"
     except (ImportError, ValueError):
         pass
-    if len(spec.model.get("runs") or np.unique(ds[S.RUN].to_numpy())) < 2:
-        scheduler = "sync"  # one run: a cluster would cost more than the fit
-    progress_.stage("fit the runs")
-    res = fit_plateau_runs(ds, config, runs=spec.model.get("runs"), seed=spec.seed, scheduler=scheduler)
-    if not res.fits:
-        raise ValueError(f"no run could be fitted: {res.failures}")
-    rows = []
-    for row in res.table().itertuples(index=False):
-        rows.append(
-            {
-                "run": row.run,
-                "level": row.level,
-                "verdict": row.verdict,
-                "change point": (
-                    "none inside the run"
-                    if row.verdict == "no change point" or row.changepoint != row.changepoint
-                    else interval_cell(
-                        {"mean": row.changepoint, "hdi": [row.changepoint_hdi_low, row.changepoint_hdi_high]}
-                    )
-                ),
-                "late gain": row.late_gain,
-                "late gain 94 % upper": row.late_gain_upper,
-                LABELS["p_flat"]: row.p_flat,
-                "converged": row.converged,
-            }
-        )
-    out.table(pd.DataFrame(rows), "runs", f"{spec.title}: one fit per run ({S.HDI_LABEL} of the change point)")
-    for run, fit in res.fits.items():
-        out.idata(fit.idata, f"plateau_fit_{run}")
-    if "curves" in spec.figures:
-        for i, (run, fit) in enumerate(list(res.fits.items())[:MAX_RUN_FIGURES]):
-            ylabel = str(ds[fit.config.response].attrs.get("metric_name", fit.config.response))
-            out.figure(
-                functools.partial(plots.plot_plateau, fit, ylabel=ylabel),
-                f"curves_{i + 1}",
-                f"Run {run}: {ylabel} by step, the logged values (points), the posterior mean curve of the "
-                f"{fit.describe_model()} and its {S.HDI_LABEL} band; the lower panel gives the change point's "
-                f"posterior probability by step. {_data_text(fit.data.summary, len(fit.data.steps))}",
-            )
-    first = next(iter(res.fits.values()))
-    details = [f"Model (every run): {first.describe_model()}."]
-    details += [f"{run}: {fit.to_dict()['summary']}." for run, fit in res.fits.items()]
-    details += [f"{f['run']}: could not be fitted ({f['error']})." for f in res.failures]
-    return {
-        "verdict": res.summary() + ".",
-        "details": details,
-        "diagnostics": res.diagnostics,
-        "results": {"runs": json_safe(res.to_dict())},
-    }
-
-
-def _plateau(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
-
-    m = spec.model
-    config = analysis_config(spec)
-    assert isinstance(config, PlateauConfig)
-    sampler = config.sampler
-    fit = fit_plateau(ds, config, run=m.get("run"), seed=spec.seed)
-    # the LOO comparison takes fit_plateau's keyword arguments: only what the spec sets
-    keys = ("levels", "response", "run", "breakpoint", "shared", "continuity", "likelihood", "rope", "rope_relative")
-    kw = {k: m[k] for k in keys if k in m}
-    kw["priors"] = config.priors
-    est = fit.to_dict()
-    out.idata(fit.idata, "plateau_fit")
-    rows = []
-    verdicts = [f"Model: {fit.describe_model()}."]
-    for level, e in est["levels"].items():
-        ratio = e.get("slowdown_ratio")
-        rows.append(
-            {
-                "level": level,
-                "verdict": e["verdict"],
-                "change point": (
-                    f"known ({fit.config.breakpoint:g})"
-                    if not e["changepoint"]
-                    else "none inside the run"
-                    if e["verdict"] == "no change point"
-                    else interval_cell(e["changepoint"])
-                ),
-                "early slope": interval_cell(e["early_slope"]),
-                "late slope": interval_cell(e["late_slope"]),
-                "late gain": interval_cell(e["late_gain"]),
-                "late gain 94 % upper": e["late_gain_upper"],
-                "late / early slope": interval_cell(ratio),
-                LABELS["p_flat"]: e["p_flat"],
-                "BF change point : line": e["bf_changepoint_vs_line"],
-                "Davies p": e["davies"]["p_value"] if e.get("davies") else None,
-                "BF01 (late = 0)": e["bf01_late_zero"],
-                "start": interval_cell(e["start"]),
-                "end": interval_cell(e["end"]),
-                LABELS["headroom_to_max"]: interval_cell(e["headroom_to_max"]),
-            }
-        )
-        where = (
-            f"known break {fit.config.breakpoint:g}"
-            if not e["changepoint"]
-            else "no change point inside the run"
-            if e["verdict"] == "no change point"
-            else f"change point {e['changepoint']['mean']:.0f} [{e['changepoint']['hdi'][0]:.0f}, "
-            f"{e['changepoint']['hdi'][1]:.0f}]"
-        )
-        exists = (
-            f"; a break at all: BF(change point : line) = {e['bf_changepoint_vs_line']:.3g}, Davies' test "
-            f"p = {e['davies']['p_value']:.2g}"
-            if e.get("bf_changepoint_vs_line") is not None and e.get("davies")
-            else ""
-        )
-        verdicts.append(
-            f"{level}: {e['verdict']} ({e['reason']}); {where}; late gain {format_interval(e['late_gain'])} "
-            f"(94 % upper bound {e['late_gain_upper']:.3f}); late/early slope {format_interval(ratio, 2)}{exists}; "
-            f"{LABELS['headroom_to_max']} {format_interval(e['headroom_to_max'])}."
-        )
-    verdicts += [f"Caveat: {c}." for c in est["caveats"]]
-    out.table(pd.DataFrame(rows), "estimates", f"{spec.title} ({S.HDI_LABEL})")
-    tidy = fit.summary()
-    out.file("estimates_tidy.csv", tidy.to_csv(index=False, lineterminator="\n"))
-    together = est.get("together")
-    verdict = est["summary"] + "."
-    if reference and "saturation" in reference and fit.config.response == S.F1:
-        verdict = _study_sentence(reference["saturation"], est, fit.config.breakpoint) + " " + verdict
-    if together:
-        verdict += " " + together_sentence(together)
-    if reference and "saturation" in reference and fit.config.response == S.F1:
-        sat = reference["saturation"]
-        split = float(sat["split_step"])
-        sd = step_data(ds, response=S.F1, levels=list(est["levels"]), run=kw.get("run"))
-        out.table(
-            replica.study_check_split(fit, sd, reference, seed=spec.seed, sampler=sampler),
-            "published_vs_bayes",
-            f"Published split-OLS slopes (split at step {split:g}) next to split OLS on these data and the "
-            f"Bayesian split model at step {split:g}",
-        )
-        if fit.config.breakpoint is None and est["levels"] and all(e["changepoint"] for e in est["levels"].values()):
-            cps = ", ".join(f"{lv} {e['changepoint']['mean']:.0f}" for lv, e in est["levels"].items())
-            verdicts.append(
-                f"Why the change points ({cps}) are not {split:g}: the study split its regression at step {split:g} "
-                f"as a test point and did not estimate where the curve bends. A curve that rises over the first "
-                f"~10 steps and is flat afterwards gives exactly the published pattern (a shallow early OLS slope "
-                f"with a large t over steps 0-{split - 1:g}, a late slope near zero)"
-                + (
-                    "; on the embedded replica the true bends are at steps 8-10 by construction (docs/data.md), and "
-                    "the model finds them there."
-                    if fit.data.summary.get("synthetic")
-                    else "."
-                )
-            )
-    ylabel = "graded-only mean F1" if fit.config.response == S.F1 else fit.config.response
-    band = S.HDI_LABEL
-    data = _data_text(fit.data.summary, len(fit.data.steps))
-    marks = (
-        f"The dashed line is the known break at step {fit.config.breakpoint:g}."
-        if fit.config.breakpoint is not None
-        else "The dotted line is the posterior mean change point; the lower panels give the change point's "
-        "posterior probability by step."
-    )
-    rope = f"+-{fit.config.rope:g}" + (
-        f" or within +-{fit.config.rope_relative:g} x the early gain" if fit.config.rope_relative else ""
-    )
-    figs = {
-        "curves": (
-            lambda: plots.plot_plateau(fit, ylabel=ylabel),
-            f"{ylabel} by step, one panel per level: observed per-step means (points), the posterior mean curve "
-            f"of the {fit.describe_model()} and its {band} band. {marks} {data}",
-        ),
-        "slopes": (
-            lambda: plots.plot_slopes(fit),
-            f"Early and late slope per level ({fit.config.response} per step; posterior mean and {band}); the two "
-            f"segments are drawn on their own scales, the power of ten is in the axis label. {data}",
-        ),
-        "plateaued_by": (
-            lambda: plots.plot_plateaued_by(fit),
-            f"Posterior probability that each level has plateaued by step t: change point at or before t and the "
-            f"flat ({FLAT_DEFINITION}; {rope}). {data}",
-        ),
-        "ppc": (
-            lambda: plots.plot_ppc(fit, seed=spec.seed),
-            f"Posterior predictive check: observed per-step means (points) against the {band.replace('HDI', '')}"
-            f"predictive interval (band: the mean curve plus the per-step noise); the legend gives the share "
-            f"inside, about 94 % for a calibrated model. {data}",
-        ),
-    }
-    for name in spec.figures:
-        if name in figs:
-            make, caption = figs[name]
-            out.figure(make, name, caption)
-    results: dict[str, Any] = {"plateau": est}
-    if "ppc" in spec.figures:
-        ppc = plots.ppc_data(fit, seed=spec.seed)
-        results["ppc_coverage"] = ppc.groupby("level")["covered"].mean().to_dict()
-    if "loo" in spec.figures:
-        models = tuple(m.get("compare", ["hinge", "linear", "exponential"]))
-        progress_.stage("LOO comparison")
-        table, fits = compare_plateau_models(ds, models=models, seed=spec.seed, sampler=sampler, **kw)
-        loo = plots.loo_data(table)
-        out.table(loo, "loo", "LOO comparison (ArviZ)")
-        out.figure(
-            lambda: plots.plot_loo(table),
-            "loo",
-            f"Leave-one-step-out comparison of {', '.join(loo['model'])}: ELPD per model +- its standard error "
-            "(circles) and the best model's ELPD minus each model's difference +- the difference's standard error "
-            "(triangles); exact LOO where the model allows it, else PSIS (crosses: Pareto k > 0.7, unreliable). "
-            f"{data}",
-        )
-        for name, idata in fits.items():
-            if name != "hinge":
-                out.idata(idata, f"alternative_{name}")
-        results["loo"] = json_safe(loo.to_dict(orient="records"))
-        methods = ", ".join(f"{r.model} {r.loo_method}" for r in loo.itertuples())
-        verdict += (
-            f" LOO prefers {loo['model'].iloc[0]} (ELPD difference to the next {loo['elpd_diff'].iloc[1]:.1f} "
-            f"+- {loo['dse'].iloc[1]:.1f}; {methods})."
-            + (f" Caveat: {table.attrs['caveat']}." if table.attrs.get("caveat") else "")
-        )
-    return {"verdict": verdict, "details": verdicts, "diagnostics": fit.diagnostics, "results": results}
-
-
-def _data_text(summary: dict[str, Any], n_steps: int | None) -> str:
-    """ "Data: 42,511 graded trials over 91 steps." from a data summary (what is known)."""
-    n, graded = summary.get("n_trials"), summary.get("n_graded")
-    trials = f"{int(n):,} trials" + (f" ({int(graded):,} graded)" if graded is not None else "") if n else ""
-    parts = [trials, f"{n_steps} steps" if n_steps else ""]
-    text = " over ".join(p for p in parts if p)
-    return f"Data: {text}." if text else ""
-
-
-def _study_sentence(sat: dict[str, Any], est: dict[str, Any], breakpoint: float | None) -> str:
-    """One sentence: what the study said about the plateau and whether these verdicts agree."""
-
-    levels = [lv for lv in est["levels"] if lv in sat["levels"]]
-    # the study said "flat": only a flat late segment agrees ("slowed" is not shown flat)
-    flat = [lv for lv in levels if est["levels"][lv]["verdict"] in FLAT_LATE_VERDICTS]
-    said = (
-        f"The study found every level statistically flat after step {sat['split_step']} (split OLS, late "
-        f"slopes consistent with zero)"
-    )
-    how = "with the study's break" if breakpoint is not None else "with the break estimated"
-    if levels and len(flat) == len(levels):
-        return f"{said}; the Bayesian analysis {how} agrees: all {len(levels)} levels are flat late."
-    others = ", ".join(f"{lv} {est['levels'][lv]['verdict']}" for lv in levels if lv not in flat)
-    return (
-        f"{said}; the Bayesian analysis {how} does not confirm it for every level: {len(flat)} of {len(levels)} "
-        f"flat late ({', '.join(flat) or 'none'}; {others})."
-    )
+    return "sync" if len(runs or np.unique(ds[S.RUN].to_numpy())) < 2 else RUNS_SCHEDULER
 
 
 def _diagnose(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
-
+    """A cardinality spec: precision, recall and predicted over gold per level."""
     config = analysis_config(spec)
     assert isinstance(config, CardinalityConfig)
     diag = diagnose_cardinality(ds, config, seed=spec.seed)
-    out.idata(diag.idata, "cardinality_trends")
-    rows = []
-    for level, num in diag.numbers["levels"].items():
-        rows.append(
-            {
-                "level": level,
-                "verdict": num["verdict"],
-                "precision start": interval_cell(num[S.PRECISION]["start"]),
-                "precision end": interval_cell(num[S.PRECISION]["end"]),
-                "recall start": interval_cell(num[S.RECALL]["start"]),
-                "recall end": interval_cell(num[S.RECALL]["end"]),
-                "P(recall rises)": num[S.RECALL]["p_increase"],
-                "pred/gold start": interval_cell(num["pred_over_gold"]["start"]),
-                "pred/gold end": interval_cell(num["pred_over_gold"]["end"]),
-            }
-        )
-    out.table(pd.DataFrame(rows), "cardinality", "Precision, recall and cardinality per level")
-    if reference and "precision_recall" in reference:
-        table = replica.study_check_cardinality(diag, reference)
-        out.table(table, "published_vs_bayes", "Published precision/recall next to the estimates")
-    if "cardinality" in spec.figures:
-        out.figure(
-            lambda: plots.plot_cardinality(diag),
-            "cardinality",
-            f"Left: precision and recall per level at the first step (open) and the last step (filled), posterior "
-            f"mean and {S.HDI_LABEL} of one-series change-point trends. Right: predicted over gold "
-            f"locations per answer (1: as many predicted as gold). {_data_text(dict(ds.attrs), ds.sizes.get(S.STEP))}",
-        )
-    kinds = [f"{lvl}: {num['verdict']}" for lvl, num in diag.numbers["levels"].items()]
-    verdict = "; ".join(kinds) + "."
-    return {
-        "verdict": verdict,
-        "details": list(diag.verdicts().values()),
-        "diagnostics": diag.diagnostics,
-        "results": json_safe(diag.to_dict()),
-    }
+    return _render(out, spec, diag, check=replica.study_check(diag, reference))
 
 
 def _series(spec: Spec, series: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
-
+    """A series spec: reliability, capability, entropy, the plateau after a known step and
+    the reward components of logged per-step series."""
     config = analysis_config(spec)
     assert isinstance(config, SeriesConfig)
-    runs = list(config.reliability.runs) if config.reliability.runs else None
-    pass1, passk, entropy = config.reliability.pass1, config.reliability.passk, config.entropy.entropy
-    rel = diagnose_reliability(series, config.reliability, seed=spec.seed)
-    out.idata(rel.idata, "reliability_trends")
-    parts = [rel]
-    ent = None
-    if entropy in series:
-        ent = diagnose_entropy(series, config.entropy, seed=spec.seed)
-        out.idata(ent.idata, "entropy_trends")
-        parts.append(ent)
-    k = rel.numbers.get("k") or "k"
-    rows = []
-    for run, num in rel.numbers["runs"].items():
-        row = {
-            "run": run,
-            "pass@1 start": interval_cell(num[pass1]["start"]),
-            "pass@1 end": interval_cell(num[pass1]["end"]),
-            f"pass@{k} start": interval_cell(num[passk]["start"]),
-            f"pass@{k} end": interval_cell(num[passk]["end"]),
-            f"P(pass@{k} change in ROPE)": num["p_passk_in_rope"],
-            "capability verdict": num["verdict"],
-        }
-        if ent is not None:
-            e = ent.numbers["runs"][run]
-            row.update(
-                {
-                    "entropy start": interval_cell(e[entropy]["start"]),
-                    "entropy end": interval_cell(e[entropy]["end"]),
-                    "entropy verdict": e["verdict"],
-                }
-            )
-        rows.append(row)
-    out.table(pd.DataFrame(rows), "reliability_entropy", "Reliability (pass@1), capability (pass@k), entropy")
-    ref_runs = config.reference_runs
-    if reference and ref_runs and runs:
-        trends = [("reward", pass1, rel), ("pass_at_8", passk, rel), ("entropy", entropy, ent)]
-        table = replica.study_check_series(reference, runs, list(ref_runs), trends)
-        if len(table):
-            out.table(
-                table,
-                "published_vs_bayes",
-                "Published figures (read from the study's plots, +-0.01) next to the estimates",
-            )
-    trend = f"the fitted trend (posterior mean and {S.HDI_LABEL} band of a one-series change-point fit)"
-    runs_text = ", ".join(str(r) for r in (runs or series[S.RUN].values))
-    if "pass_at_k" in spec.figures:
-        out.figure(
-            lambda: plots.plot_pass_at_k(series, rel, pass1=pass1, passk=passk),
-            "pass_at_k",
-            f"pass@1 (mean reward, reliability) and pass@{k} (capability) by step, one panel per run ({runs_text}): "
-            f"logged per-step values (thin lines) and {trend}.",
-        )
-    if "entropy" in spec.figures and ent is not None:
-        out.figure(
-            lambda: plots.plot_entropy(series, ent, entropy=entropy),
-            "entropy",
-            f"Policy entropy by step, one panel per run ({runs_text}): logged per-step values (thin lines) and "
-            f"{trend}.",
-        )
-    verdict = (
-        "; ".join(
-            f"{run}: {num['verdict']}" + (f", {ent.numbers['runs'][run]['verdict']}" if ent else "")
-            for run, num in rel.numbers["runs"].items()
-        )
-        + "."
-    )
-
-    diags = [p.diagnostics for p in parts]
-    details = [v for p in parts for v in p.verdicts().values()]
-    results = {p.name: p.to_dict() for p in parts}
-    if config.plateau is not None:
-        after = float(config.plateau.breakpoint or 0)
-        fit = fit_plateau(series, config.plateau, run=config.plateau_run, seed=spec.seed)
-        out.idata(fit.idata, "plateau_after_fit")
-        e = next(iter(fit.estimands["levels"].values()))
-        read_flat = any(r.get("reward_plateau_after_step") == after for r in (reference or {}).get("runs", []))
-        said = f" The study read it as flat after step {after:g} (from its plot, +-0.01)." if read_flat else ""
-        sentence = (
-            f"Did {config.plateau_run}'s {pass1} plateau after step {after:g}? {e['verdict']} ({e['reason']}); "
-            f"late gain {format_interval(e['late_gain'])}, 94 % upper bound {e['late_gain_upper']:.3f}; model: "
-            f"{fit.describe_model()}.{said}"
-        )
-        verdict = sentence + " " + verdict
-        details.insert(0, sentence)
-        diags.append(fit.diagnostics)
-        results["plateau_after"] = fit.to_dict()
-    if config.components is not None:
-        comp, sentence = _components_section(spec, series, config.components, reference, trend, out)
-        verdict = f"{verdict} {sentence}"
-        details.extend(comp.verdicts().values())
-        diags.append(comp.diagnostics)
-        results["components"] = comp.to_dict()
-    diagnostics = merge_diagnostics(diags)
-    return {"verdict": verdict, "details": details, "diagnostics": diagnostics, "results": json_safe(results)}
-
-
-def _components_section(
-    spec: Spec, series: xr.Dataset, config: ComponentsConfig, reference: dict[str, Any] | None, trend: str, out: _Out
-) -> tuple[Any, str]:
-    """The reward components' part of a series section: the diagnosis, its table and
-    figure, and the sentence for the section's verdict (with what the study said)."""
-    comp = diagnose_components(series, config, seed=spec.seed)
-    out.idata(comp.idata, "component_trends")
-    rope = f"P(|change| < {comp.numbers['rope']:g})"
-    rows = [
-        {
-            "run": run,
-            "component": e["component"],
-            "start": interval_cell(e["start"]),
-            "end": interval_cell(e["end"]),
-            "change": interval_cell(e["change"]),
-            rope: e["p_in_rope"],
-            **({"share of reward change": interval_cell(e["share_of_reward_change"])} if config.weights else {}),
-            "verdict": e["verdict"],
-        }
-        for run, num in comp.numbers["runs"].items()
-        for e in num.values()
-        if isinstance(e, dict) and "component" in e
-    ]
-    out.table(pd.DataFrame(rows), "reward_components", "Reward components: start, end and change of each")
-    if "components" in spec.figures:
-        out.figure(
-            lambda: plots.plot_components(series, comp),
-            "components",
-            f"Reward components and the reward by step, one panel per run ({', '.join(comp.numbers['runs'])}): "
-            f"logged per-step values (thin lines) and {trend}.",
-        )
-    said = next((f" The study: {r['note']}." for r in (reference or {}).get("runs", []) if r.get("reward_formula")), "")
-    return comp, "Reward components: " + " ".join(comp.verdicts().values()) + said
+    res = diagnose_series(series, config, seed=spec.seed)
+    return _render(out, spec, res, check=replica.study_check(res, reference))
 
 
 def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
-
+    """A transfer spec: every arm's gaps to the reference arm."""
     config = analysis_config(spec)
     assert isinstance(config, TransferConfig)
     fit = fit_transfer(ds, config, seed=spec.seed)
-    est = fit.to_dict()
-    out.idata(fit.idata, "transfer_fit")
-    ref = est["reference"]
-    rows = []
-    for arm in est["arms"]:
-        ini, cross, last = est["initial"][arm], est["crossover_step"][arm], est["last_step"][arm]
-        rows.append(
-            {
-                "arm": arm,
-                f"initial gap (first {est['first_steps']} steps), all-rollout": interval_cell(ini["delta_all_rollout"]),
-                "P(initial gap > 0)": ini["p_positive"],
-                "initial gap, graded-only": interval_cell(ini["delta_graded_only"]),
-                "initial gap, ungraded rate": interval_cell(ini["delta_ungraded_rate"]),
-                "crossover step": interval_cell(cross),
-                "P(no crossover)": cross["p_no_crossover"],
-                f"gap at step {last['step']}, all-rollout": interval_cell(last["delta_all_rollout"]),
-            }
-        )
-    details = list(fit.verdicts().values())
-    out.table(pd.DataFrame(rows), "transfer", f"Gaps to the reference arm {ref}")
-    if reference and "transfer" in reference:
-        table = replica.study_check_transfer(fit, reference)
-        out.table(table, "published_vs_bayes", "Published transfer table next to the estimates")
-    if "transfer" in spec.figures:
-        summ = fit.data.summary
-        out.figure(
-            lambda: plots.plot_transfer(fit),
-            "transfer",
-            f"Top: per-arm population curves ({', '.join(map(str, fit.data.arms))}) of the all-rollout reward, the "
-            f"graded-only reward and the ungraded rate: posterior mean, {S.HDI_LABEL} band, and "
-            f"the empirical per-step values (points). Bottom: each arm's gap to the reference arm {ref} with its "
-            f"{S.HDI_LABEL}; the shaded span on the all-rollout gap is the crossover step's "
-            f"{S.HDI_LABEL}. Data: {summ.get('n_trials', '?')} trials ({summ.get('n_graded', '?')} "
-            f"graded) on {summ.get('n_tasks', '?')} tasks, steps {summ['steps'][0]}-{summ['steps'][1]}.",
-        )
-    verdict = " ".join(details + (_lr_arm_reading(fit) if reference else []))
-    return {"verdict": verdict, "details": details, "diagnostics": fit.diagnostics, "results": json_safe(est)}
-
-
-def _lr_arm_reading(fit: TransferFit) -> list[str]:
-    """What the study said of the SWE-Gym LR arm and whether the fit's decision agrees: the
-    study names the arm (s85 at LR 1.2e-5) and gives no figure for it; from the s85 arm it
-    concludes that an already-RL-trained start loses more than it gains on a new pool, an
-    argument for a lower LR. Empty when the fit has no LR arm against s85."""
-    arm = LR_ARM
-    if arm not in fit.data.arms or fit.config.reference != "s85":
-        return []
-    d = fit.decisions()[arm]
-    agrees = d["end"] == "behind"
-    return [
-        "The study publishes no figure for this arm (its values here are assumed, docs/data.md); from the s85 "
-        "arm it concludes that an already-RL-trained start loses more than it gains on a new pool, an argument "
-        "for a lower LR on such a start. "
-        + (
-            "The fit agrees in direction: at LR 1.2e-5 the s85 start ends behind the 8e-6 arm"
-            + ("" if d["crossover"] is None else f", s85 leading from step {d['crossover']:.0f} on")
-            + "."
-            if agrees
-            else f"The fit does not show the higher LR losing more: at the last step the arm is {d['end']} with s85."
-        )
-    ]
+    return _render(out, spec, fit, check=replica.study_check(fit, reference))
 
 
 def _compare(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
     """Recipe arms by their saturation curves: the per-arm ceilings, the contrasts with the
-    reference (flagged when a declared confounder is not matched), "will more steps pay?",
-    and with the spec's ``backtest`` / ``families`` the checked forecast and the curve-family
-    comparison."""
+    reference, "will more steps pay?", and with the spec's ``backtest`` / ``families`` the
+    checked forecast and the curve-family comparison."""
     config = analysis_config(spec)
     assert isinstance(config, SigmoidConfig)
     metrics = load_metrics(spec) if config.x == "compute" and config.metric is None else None
-    arms = list(config.arms) if config.arms else None
-    if config.metric is not None:  # a logged per-step metric: each run an arm
-        compute = config.compute if config.x == "compute" else None
-        data = series_arm_steps(ds, config.metric, arms, compute=compute)
-    else:
-        data = arm_steps(ds, arms, metrics=metrics, compute=config.compute, paired=config.paired)
-    fit = fit_sigmoid(data, config, seed=spec.seed)
-    est = fit.to_dict()
-    axis, unit = axis_words(data)
-    summ = est["data"]
-    data_words = f"{summ['series']} as logged per step" if summ.get("series") else f"{summ['n_trials']} trials"
-    out.idata(fit.idata, "sigmoid_fit")
-    ref = est["reference"]
-    rows = []
-    for arm, e in est["arms"].items():
-        f = est["forecast"][arm]
-        rows.append(
-            {
-                "arm": arm,
-                "asymptote": interval_cell(e["asymptote"]),
-                "efficiency": interval_cell(e["efficiency"]),
-                f"midpoint ({unit})": interval_cell(e["midpoint"]),
-                "at its last step": interval_cell(e["last"]),
-                "last step": e["last"]["step"],
-                "headroom to ceiling": interval_cell(e["headroom_to_ceiling"]),
-                f"gain over the next {f['horizon']} steps": interval_cell(f["gain"]),
-                f"P(gain > {f['delta']:g})": f["p_gain"],
-                **{k: v for k, v in config.arm_attrs.get(arm, {}).items()},
-            }
-        )
-    out.table(pd.DataFrame(rows), "arms", "Saturation curve per arm (Khatri et al. 2025 sigmoid)")
-    crows = []
-    for arm, c in est["contrasts"].items():
-        crows.append(
-            {
-                "arm": arm,
-                "asymptote difference": interval_cell(c["asymptote_diff"]),
-                "P(asymptote higher)": c["p_asymptote_higher"],
-                "efficiency difference": interval_cell(c["efficiency_diff"]),
-                "midpoint ratio": interval_cell(c["midpoint_ratio"]),
-                "P(halfway sooner)": c["p_midpoint_lower"],
-                f"gap at step {c['last_diff']['step']}": interval_cell(c["last_diff"]),
-                "confounded": "not checked" if c["confounded"] is None else ("yes" if c["confounded"] else "no"),
-            }
-        )
-    out.table(pd.DataFrame(crows), "contrasts", f"Contrasts with the reference arm {ref}")
-    details = list(fit.verdicts().values())
-    results: dict[str, Any] = {"compare": json_safe(est)}
-    diags = [fit.diagnostics]
-    if spec.model.get("backtest"):
-        bt = backtest_sigmoid(data, int(spec.model["backtest"]), config, seed=spec.seed)
-        caption = f"Back-test: fitted on each arm's first {bt.fit_steps} steps, its later steps predicted"
-        out.table(bt.frame, "backtest", caption)
-        details += [f"Back-test: {line}." for line in bt.sentences()]
-        results["backtest"] = json_safe(bt.to_dict())
-        diags.append(bt.fit.diagnostics)
+    fit = fit_sigmoid(ds, config, seed=spec.seed, metrics=metrics)
+    extras: list[Any] = [fit.backtest(int(spec.model["backtest"]))] if spec.model.get("backtest") else []
     if spec.model.get("families"):
-        fam = compare_curve_families(data, fit, config=config, seed=spec.seed)
-        for arm, table in fam.tables.items():
-            out.table(table.reset_index(names="family"), f"families_{arm}", f"Curve families for {arm} (LOO)")
-        details += [f"{line}." for line in fam.sentences()]
-        results["families"] = json_safe(fam.to_dict())
-    if "saturation" in spec.figures:
-        out.figure(
-            lambda: plots.plot_saturation_curves(fit),
-            "saturation",
-            f"Saturation curve per arm (x = {axis}): per-step {config.metric or 'all-rollout reward'} (points), "
-            f"the fitted sigmoid's "
-            f"posterior mean "
-            f"and {S.HDI_LABEL} band over the data (solid) and over the next {config.horizon} steps (dashed: an "
-            f"extrapolation), each arm's posterior mean ceiling (dotted); right panel: each ceiling (the "
-            f"asymptote) with its {S.HDI_LABEL}. Data: {data_words}, "
-            f"{est['likelihood']} likelihood.",
-        )
-    verdict = " ".join(details)
-    return {"verdict": verdict, "details": details, "diagnostics": merge_diagnostics(diags), "results": results}
+        extras.append(compare_curve_families(fit.data, fit, config=config, seed=spec.seed))
+    return _render(out, spec, fit, *extras)
 
 
 RUNNERS: dict[str, Callable[..., dict[str, Any]]] = {

@@ -42,7 +42,13 @@ from saturation.arms import parse_arm_properties
 from saturation.io import expand_paths, open_trials, read_trials
 from saturation.limits import sampler_problems
 from saturation.models import PlateauPriors, TransferPriors
-from saturation.models.learning import CardinalityConfig, ComponentsConfig, EntropyConfig, ReliabilityConfig
+from saturation.models.learning import (
+    CardinalityConfig,
+    ComponentsConfig,
+    EntropyConfig,
+    ReliabilityConfig,
+    SeriesConfig,
+)
 from saturation.models.plateau import PlateauConfig
 from saturation.models.sampling import SamplerConfig, with_overrides
 from saturation.models.sigmoid import MIN_FIT_STEPS, X_AXES, SigmoidConfig
@@ -179,23 +185,6 @@ class Spec:
     def canonical(self) -> str:
         """The spec's content as canonical JSON (the cache key's first part)."""
         return json.dumps(self.raw, sort_keys=True, default=str)
-
-
-@dataclass(frozen=True)
-class SeriesConfig:
-    """A series analysis (kind "series"): the reliability (pass@1 vs pass@k) and entropy
-    diagnoses of the same runs and, when the spec names ``plateau_run`` and
-    ``plateau_after``, the plateau model with that known break on that run's pass@1 and,
-    when it names ``components``, the reward components' diagnosis."""
-
-    reliability: ReliabilityConfig
-    entropy: EntropyConfig
-    #: the study's names of the runs (for the published figures), in ``runs`` order
-    reference_runs: tuple[str, ...] | None = None
-    plateau_run: str | None = None
-    plateau: PlateauConfig | None = None
-    #: the reward components' diagnosis (the spec names ``components``)
-    components: ComponentsConfig | None = None
 
 
 #: the [model] keys of a plateau spec that are not PlateauConfig fields: the run(s) to select

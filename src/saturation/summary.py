@@ -73,6 +73,75 @@ def convergence_words(diag: dict[str, Any] | None) -> str:
     return f"{word} ({shown})" if shown else word
 
 
+class Interval(dict[str, Any]):
+    """An interval estimate as a table cell: a dict ``{"mean", "hdi": [low, high]}`` (JSON
+    and every writer read it as one) that shows itself as ``mean [low, high]`` to the
+    decimals of :func:`interval_digits` (a notebook, the CLI and the report print the same
+    text)."""
+
+    @property
+    def mean(self) -> float:
+        """The posterior mean."""
+        return float(self["mean"])
+
+    @property
+    def hdi(self) -> tuple[float, float]:
+        """The 94 % HDI's bounds."""
+        return float(self["hdi"][0]), float(self["hdi"][1])
+
+    def __str__(self) -> str:
+        low, high = self.hdi
+        return format_interval(self, interval_digits(low, high))
+
+    __repr__ = __str__
+
+
+def interval_cell(e: dict[str, Any] | None) -> Interval | None:
+    """A table cell holding an interval (``{"mean", "hdi"}``, e.g. from
+    ``sampling.interval``): the CSV gets its numbers in three columns, Markdown, LaTeX and
+    HTML the text ``"mean [low, high]"`` to the decimals of
+    :func:`~saturation.summary.interval_digits` (the same in every format)."""
+    if not e or e.get("mean") is None:
+        return None
+    return Interval(mean=float(e["mean"]), hdi=[float(e["hdi"][0]), float(e["hdi"][1])])
+
+
+def cell_text(value: Any) -> str:
+    """One display-table cell as text: an interval ``mean [low, high]`` (:class:`Interval`),
+    a missing value ``-``, a number to four significant digits, anything else as it is."""
+    if isinstance(value, dict) and "mean" in value:
+        cell = interval_cell(value)
+        return "-" if cell is None else str(cell)
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def data_text(summary: dict[str, Any], n_steps: int | None) -> str:
+    """ "Data: 42,511 trials (40,020 graded) over 91 steps." from a data summary (what is
+    known; empty when nothing is), for figure captions.
+
+    Parameters
+    ----------
+    summary : dict
+        A data summary (``n_trials``, ``n_graded``, either may be missing).
+    n_steps : int, optional
+        The number of steps.
+
+    Returns
+    -------
+    str
+        The sentence, or "".
+    """
+    n, graded = summary.get("n_trials"), summary.get("n_graded")
+    trials = f"{int(n):,} trials" + (f" ({int(graded):,} graded)" if graded is not None else "") if n else ""
+    parts = [trials, f"{n_steps} steps" if n_steps else ""]
+    text = " over ".join(p for p in parts if p)
+    return f"Data: {text}." if text else ""
+
+
 def short_repr(head: str, lines: Any = (), width: int = 100) -> str:
     """A fit object's ``repr``: ``<head>`` then one indented line per unit (level, arm, run),
     each cut at ``width`` characters: a few lines where the dataclass repr printed every

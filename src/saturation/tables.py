@@ -14,16 +14,6 @@ from saturation.io import neutralise_formulas, write_atomic
 from saturation.summary import format_interval, interval_digits
 
 
-def interval_cell(e: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A table cell holding an interval (``{"mean", "hdi"}``, e.g. from
-    ``sampling.interval``): the CSV gets its numbers in three columns, Markdown, LaTeX and
-    HTML the text ``"mean [low, high]"`` to the decimals of
-    :func:`~saturation.summary.interval_digits` (the same in every format)."""
-    if not e or e.get("mean") is None:
-        return None
-    return {"mean": float(e["mean"]), "hdi": [float(e["hdi"][0]), float(e["hdi"][1])]}
-
-
 def _is_interval(value: Any) -> bool:
     return isinstance(value, dict) and "mean" in value and "hdi" in value
 

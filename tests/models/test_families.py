@@ -94,7 +94,7 @@ def test_a_logged_metric_is_compared_as_a_logged_series():
     np.testing.assert_array_equal(sd.y[0], data.mean[0])
     comp = families.compare_curve_families(data, _made_up_gaussian_fit(data), seed=1)
     for arm in data.arms:
-        table = comp.tables[arm]
+        table = comp.loo[arm]
         assert set(table.index) == {"sigmoid", "hinge", "exponential"}
         assert np.isfinite(table["elpd_loo"]).all()
         assert table.loc["hinge", "loo_method"] == "exact" and table.loc["sigmoid", "loo_method"] == "PSIS"
@@ -170,6 +170,6 @@ def test_the_sigmoids_ceiling_is_flagged_where_another_family_is_decisively_bett
     smooth = curves.sigmoid_saturation(x, r0=0.2, asymptote=0.6, efficiency=1.5, midpoint=12.0)
     data = _arms({"kinked": kinked, "smooth": smooth}, seed=3, prompts=64)
     comp = families.compare_curve_families(data, seed=1)
-    assert comp.preferred("kinked") == "hinge" and comp.sigmoid_worse("kinked"), comp.tables["kinked"]
+    assert comp.preferred("kinked") == "hinge" and comp.sigmoid_worse("kinked"), comp.loo["kinked"]
     assert comp.caveat("kinked").startswith("the data favour the hinge")
-    assert not comp.sigmoid_worse("smooth"), comp.tables["smooth"]
+    assert not comp.sigmoid_worse("smooth"), comp.loo["smooth"]

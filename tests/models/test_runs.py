@@ -35,7 +35,7 @@ def test_every_run_is_fitted_or_listed_as_failed():
     res = fit_plateau_runs(trials, PlateauConfig(), seed=4, scheduler="sync")
     assert list(res.fits) == ["seed-1", "seed-2"]
     assert [f["run"] for f in res.failures] == ["short"] and "segment" in res.failures[0]["error"]
-    table = res.table()
+    table = res.summary()
     assert len(table) == 4 and set(table["level"]) == {"file", "module"}
     alone = fit_plateau(trials, run="seed-2", seed=run_seed(4, "seed-2"))
     got = res.fits["seed-2"].estimands["levels"]["module"]
@@ -54,7 +54,7 @@ def test_a_run_asked_for_must_exist():
 @pytest.mark.slow
 def test_runs_on_a_local_dask_cluster_give_the_serial_numbers():
     trials = _runs(["r1", "r2", "r3"], n_steps=(24, 24, 24))
-    serial = fit_plateau_runs(trials, seed=1, scheduler="sync").table()
-    dask = fit_plateau_runs(trials, seed=1, workers=2).table()
+    serial = fit_plateau_runs(trials, seed=1, scheduler="sync").summary()
+    dask = fit_plateau_runs(trials, seed=1, workers=2).summary()
     np.testing.assert_array_equal(serial["changepoint"].to_numpy(), dask["changepoint"].to_numpy())
     assert list(serial["verdict"]) == list(dask["verdict"])

@@ -32,10 +32,11 @@ import xarray as xr
 
 from saturation import curves
 from saturation import schema as S
+from saturation.models.persist import FitObject, TableView
 from saturation.models.plateau import StepData, loo_entries, loo_table
 from saturation.models.sampling import SamplerConfig, interval
 from saturation.models.sigmoid import ArmSteps, SigmoidConfig, SigmoidFit, curve_draws, fit_sigmoid
-from saturation.summary import short_repr
+from saturation.summary import json_safe, short_repr
 
 #: the families compared, in the order of the tables
 FAMILIES = ("sigmoid", "hinge", "exponential")
@@ -46,12 +47,12 @@ DECISIVE_SE = 2.0
 
 
 @dataclass
-class FamilyComparison:
+class FamilyComparison(FitObject):
     """Result of :func:`compare_curve_families`.
 
     Parameters
     ----------
-    tables : dict
+    loo : dict
         Per arm, ``az.compare``'s table of the three families (ELPD, SE, stacking weight,
         ``loo_method``, ``caveat``).
     exponential_asymptote : dict
@@ -62,27 +63,27 @@ class FamilyComparison:
         Per arm, the hinge's and the exponential's InferenceData.
     """
 
-    tables: dict[str, pd.DataFrame]
+    loo: dict[str, pd.DataFrame]
     exponential_asymptote: dict[str, dict[str, Any]]
     sigmoid_asymptote: dict[str, dict[str, Any]]
     fits: dict[str, dict[str, az.InferenceData]]
 
     def __repr__(self) -> str:
-        head = f"FamilyComparison({len(self.tables)} arm(s))"
+        head = f"FamilyComparison({len(self.loo)} arm(s))"
         lines = [
             f"{arm}: preferred {self.preferred(arm)}; weights "
             + ", ".join(f"{fam} {w:.2f}" for fam, w in t["weight"].items())
-            for arm, t in self.tables.items()
+            for arm, t in self.loo.items()
         ]
         return short_repr(head, lines)
 
     def preferred(self, arm: str) -> str:
         """The family with the largest stacking weight for ``arm``."""
-        return str(self.tables[arm]["weight"].idxmax())
+        return str(self.loo[arm]["weight"].idxmax())
 
     def _behind(self, arm: str, family: str, than: str) -> tuple[float, float]:
         """ELPD of ``than`` minus that of ``family`` and the SE of the difference."""
-        t = self.tables[arm]
+        t = self.loo[arm]
         d = float(t.loc[than, "elpd_loo"] - t.loc[family, "elpd_loo"])
         # az.compare gives the SE of each difference to the best model; between two others
         # the larger of the two SEs to the best stands in (conservative enough for a flag)
@@ -98,7 +99,7 @@ class FamilyComparison:
 
     def sigmoid_worse(self, arm: str) -> bool:
         """The best family is decisively better than the sigmoid."""
-        best = str(self.tables[arm]["elpd_loo"].idxmax())
+        best = str(self.loo[arm]["elpd_loo"].idxmax())
         return best != "sigmoid" and self.decisively_behind(arm, "sigmoid", best)
 
     def family_dependent(self, arm: str) -> bool:
@@ -113,7 +114,7 @@ class FamilyComparison:
         (:meth:`sigmoid_worse`), or an equally good family puts the ceiling elsewhere
         (:meth:`family_dependent`)."""
         if self.sigmoid_worse(arm):
-            best = str(self.tables[arm]["elpd_loo"].idxmax())
+            best = str(self.loo[arm]["elpd_loo"].idxmax())
             d, se = self._behind(arm, "sigmoid", best)
             return (
                 f"the data favour the {best} (ELPD {d:.1f} +- {se:.1f} above the sigmoid's): the sigmoid's ceiling "
@@ -134,7 +135,7 @@ class FamilyComparison:
         ``family_dependent_ceiling``, ``caveat``, ``psis_caveat`` and both asymptotes (the ``families``
         entry of ``saturation compare --json``)."""
         out = {}
-        for arm, t in self.tables.items():
+        for arm, t in self.loo.items():
             out[arm] = {
                 "weights": {f: float(t.loc[f, "weight"]) for f in FAMILIES},
                 "elpd": {f: {"elpd": float(t.loc[f, "elpd_loo"]), "se": float(t.loc[f, "se"])} for f in FAMILIES},
@@ -149,10 +150,34 @@ class FamilyComparison:
             }
         return out
 
+    def summary(self) -> pd.DataFrame:
+        """Every arm's LOO table, one block per arm (``arm`` and ``family`` columns)."""
+        frames = [t.reset_index(names="family").assign(arm=arm) for arm, t in self.loo.items()]
+        return pd.concat(frames, ignore_index=True)
+
+    def tables(self) -> dict[str, TableView]:
+        """``families_<arm>``: each arm's LOO table (``family`` a column)."""
+        return {
+            f"families_{arm}": TableView(t.reset_index(names="family"), f"Curve families for {arm} (LOO)")
+            for arm, t in self.loo.items()
+        }
+
+    def answer(self) -> str:
+        """:meth:`details` in one line."""
+        return " ".join(self.details())
+
+    def details(self) -> list[str]:
+        """:meth:`sentences`, each a sentence."""
+        return [f"{line}." for line in self.sentences()]
+
+    def results(self) -> dict[str, Any]:
+        """``{"families": to_dict()}``."""
+        return {"families": json_safe(self.to_dict())}
+
     def sentences(self) -> list[str]:
         """One line per arm: the weights, both ceilings and the caveats."""
         lines = []
-        for arm, t in self.tables.items():
+        for arm, t in self.loo.items():
             w = ", ".join(f"{f} {t.loc[f, 'weight']:.2f}" for f in FAMILIES)
             e, g = self.exponential_asymptote[arm], self.sigmoid_asymptote[arm]
             close = "" if self.sigmoid_worse(arm) else ", the sigmoid not decisively worse than the best"

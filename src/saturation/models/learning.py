@@ -40,8 +40,8 @@ from saturation import curves
 from saturation import schema as S
 from saturation._lazy import lazy
 from saturation.aggregate import select_phase
-from saturation.models.persist import FitObject
-from saturation.models.plateau import StepData, curve_draws, fit_plateau, step_data
+from saturation.models.persist import FigureView, FitObject, TableView
+from saturation.models.plateau import PlateauConfig, PlateauFit, StepData, curve_draws, fit_plateau, step_data
 from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
@@ -51,7 +51,15 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
-from saturation.summary import convergence_words, interval_rows, short_repr
+from saturation.summary import (
+    convergence_words,
+    data_text,
+    format_interval,
+    interval_cell,
+    interval_rows,
+    json_safe,
+    short_repr,
+)
 
 if TYPE_CHECKING:
     import arviz as az
@@ -166,6 +174,8 @@ class Diagnosis(FitObject):
     #: per series ("<variable>/<run>" or "<variable>/<level>"): the fitted trend by step
     #: (columns step, mean, hdi_low, hdi_high; 94 % HDI)
     bands: dict[str, pd.DataFrame] = field(default_factory=dict)
+    #: what the data were (``n_trials``, ``n_graded``, ``n_steps``; for captions)
+    data_summary: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdicts": self.verdicts(), "numbers": self.numbers, "diagnostics": self.diagnostics}
@@ -183,6 +193,56 @@ class Diagnosis(FitObject):
         frame = pd.DataFrame(interval_rows(units if units is not None else {"all": self.numbers}, ("unit",)))
         frame.attrs["converged"] = bool(self.diagnostics.get("converged", False))
         return frame
+
+    def tables(self) -> dict[str, TableView]:
+        """The diagnosis' display table: ``cardinality`` (:func:`cardinality_table`),
+        ``reward_components`` (:func:`components_table`), else its tidy :meth:`summary`."""
+        if self.name == "cardinality":
+            return {"cardinality": TableView(cardinality_table(self), "Precision, recall and cardinality per level")}
+        if self.name == "components":
+            frame = components_table(self)
+            return {"reward_components": TableView(frame, "Reward components: start, end and change of each")}
+        return {self.name: TableView(self.summary(), f"The {self.name} diagnosis ({S.HDI_LABEL})")}
+
+    def figures(self) -> dict[str, FigureView]:
+        """``cardinality`` (the cardinality diagnosis; the per-run diagnoses are drawn with
+        their logged series by :class:`SeriesDiagnosis`)."""
+        from saturation import plots
+
+        if self.name != "cardinality":
+            return {}
+        summ = self.data_summary
+        return {
+            "cardinality": FigureView(
+                lambda: plots.plot_cardinality(self),
+                f"Left: precision and recall per level at the first step (open) and the last step (filled), "
+                f"posterior mean and {S.HDI_LABEL} of one-series change-point trends. Right: predicted over gold "
+                f"locations per answer (1: as many predicted as gold). {data_text(summ, summ.get('n_steps'))}",
+            )
+        }
+
+    def answer(self) -> str:
+        """Each unit's verdict in one line (the components: their sentences)."""
+        if self.name == "components":
+            return "Reward components: " + " ".join(self.verdicts().values())
+        units: dict[str, Any] = next(
+            (self.numbers[k] for k in ("levels", "runs") if isinstance(self.numbers.get(k), dict)), {}
+        )
+        return (
+            "; ".join(f"{u}: {n['verdict']}" for u, n in units.items() if isinstance(n, dict) and "verdict" in n) + "."
+        )
+
+    def details(self) -> list[str]:
+        """:meth:`verdicts`' sentences."""
+        return list(self.verdicts().values())
+
+    def inference_data(self) -> dict[str, Any]:
+        """``<name>_trends`` (``component_trends`` for the components)."""
+        return {f"{'component' if self.name == 'components' else self.name}_trends": self.idata}
+
+    def results(self) -> dict[str, Any]:
+        """:meth:`to_dict`, JSON-ready."""
+        return json_safe(self.to_dict())
 
     def __repr__(self) -> str:
         head = f"Diagnosis({self.name}, {len(self.sentences)} unit(s); {convergence_words(self.diagnostics)})"
@@ -298,7 +358,10 @@ def diagnose_cardinality(
         numbers[N_LOCATIONS] = _trend_summary(trends[N_LOCATIONS])
         verdicts[N_LOCATIONS] = f"predicted locations per answer: {_arrow(numbers[N_LOCATIONS])}."
     stamped = {**asdict(config), "levels": levels, "seed": seed}
-    return _diagnosis("cardinality", verdicts, numbers, trends, diags, chains, stamped)
+    out = _diagnosis("cardinality", verdicts, numbers, trends, diags, chains, stamped)
+    out.data_summary = {k: ds.attrs[k] for k in ("n_trials", "n_graded") if k in ds.attrs}
+    out.data_summary["n_steps"] = ds.sizes.get(S.STEP)
+    return out
 
 
 def _arrow(tr: dict[str, Any]) -> str:
@@ -816,3 +879,283 @@ def diagnose_components(series: xr.Dataset, config: ComponentsConfig, *, seed: i
         verdicts[run] = sentence
     stamped = {**asdict(config), "runs": runs, "seed": seed}
     return _diagnosis("components", verdicts, numbers, trends, diags, config.chains, stamped)
+
+
+# ====================================================================== views
+def cardinality_table(diag: Diagnosis) -> pd.DataFrame:
+    """One row per level: the verdict, precision, recall and predicted over gold at the first
+    and the last step, and P(recall rises)."""
+    rows = []
+    for level, num in diag.numbers["levels"].items():
+        rows.append(
+            {
+                "level": level,
+                "verdict": num["verdict"],
+                "precision start": interval_cell(num[S.PRECISION]["start"]),
+                "precision end": interval_cell(num[S.PRECISION]["end"]),
+                "recall start": interval_cell(num[S.RECALL]["start"]),
+                "recall end": interval_cell(num[S.RECALL]["end"]),
+                "P(recall rises)": num[S.RECALL]["p_increase"],
+                "pred/gold start": interval_cell(num["pred_over_gold"]["start"]),
+                "pred/gold end": interval_cell(num["pred_over_gold"]["end"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def components_table(diag: Diagnosis) -> pd.DataFrame:
+    """One row per (run, component): start, end, change, P(change in the ROPE), the share of
+    the reward's change (when the weights were given) and the verdict."""
+    rope = f"P(|change| < {diag.numbers['rope']:g})"
+    return pd.DataFrame(
+        [
+            {
+                "run": run,
+                "component": e["component"],
+                "start": interval_cell(e["start"]),
+                "end": interval_cell(e["end"]),
+                "change": interval_cell(e["change"]),
+                rope: e["p_in_rope"],
+                **(
+                    {"share of reward change": interval_cell(e["share_of_reward_change"])}
+                    if "share_of_reward_change" in e
+                    else {}
+                ),
+                "verdict": e["verdict"],
+            }
+            for run, num in diag.numbers["runs"].items()
+            for e in num.values()
+            if isinstance(e, dict) and "component" in e
+        ]
+    )
+
+
+# ====================================================================== the series analysis
+@dataclass(frozen=True)
+class SeriesConfig:
+    """A series analysis (kind "series"): the reliability (pass@1 vs pass@k) and entropy
+    diagnoses of the same runs and, when the spec names ``plateau_run`` and
+    ``plateau_after``, the plateau model with that known break on that run's pass@1 and,
+    when it names ``components``, the reward components' diagnosis.
+
+    Parameters
+    ----------
+    reliability : ReliabilityConfig
+        pass@1 against pass@k.
+    entropy : EntropyConfig
+        The entropy diagnosis (run where the series logs the entropy).
+    reference_runs : tuple of str, optional
+        The study's names of the runs, in ``runs`` order (the replica's check only).
+    plateau_run : str, optional
+        The run whose pass@1 gets the plateau model.
+    plateau : PlateauConfig, optional
+        That model (a known break: ``plateau_after``).
+    components : ComponentsConfig, optional
+        The reward components' diagnosis.
+    """
+
+    reliability: ReliabilityConfig = field(default_factory=ReliabilityConfig)
+    entropy: EntropyConfig = field(default_factory=EntropyConfig)
+    #: the study's names of the runs (for the published figures), in ``runs`` order
+    reference_runs: tuple[str, ...] | None = None
+    plateau_run: str | None = None
+    plateau: PlateauConfig | None = None
+    #: the reward components' diagnosis (the spec names ``components``)
+    components: ComponentsConfig | None = None
+
+
+@dataclass
+class SeriesDiagnosis(FitObject):
+    """What a run's logged per-step series says: reliability (pass@1) against capability
+    (pass@k), entropy where logged, the plateau after a known step and the reward components
+    (:func:`diagnose_series`). Each part is a fit object of its own.
+
+    Parameters
+    ----------
+    series : xarray.Dataset
+        The logged per-step series (dims run, step).
+    config : SeriesConfig
+        The parts' settings.
+    reliability : Diagnosis
+        pass@1 against pass@k per run.
+    entropy : Diagnosis, optional
+        The entropy per run (where logged).
+    plateau : PlateauFit, optional
+        The plateau after the known step.
+    components : Diagnosis, optional
+        The reward components.
+    """
+
+    series: xr.Dataset
+    config: SeriesConfig
+    reliability: Diagnosis
+    entropy: Diagnosis | None = None
+    plateau: PlateauFit | None = None
+    components: Diagnosis | None = None
+
+    def parts(self) -> list[Any]:
+        """The fitted parts, in the order they are reported."""
+        return [p for p in (self.reliability, self.entropy, self.plateau, self.components) if p is not None]
+
+    @property
+    def diagnostics(self) -> dict[str, Any]:
+        """Every part's diagnostics merged (:func:`~saturation.models.sampling.merge_diagnostics`)."""
+        return merge_diagnostics([p.diagnostics for p in self.parts()])
+
+    def table(self) -> pd.DataFrame:
+        """One row per run: pass@1 and pass@k at the first and last step, P(pass@k change in
+        the ROPE), the capability verdict and, where logged, the entropy's."""
+        rel, ent = self.reliability.numbers, self.entropy.numbers if self.entropy is not None else None
+        pass1, passk, k = self.config.reliability.pass1, self.config.reliability.passk, rel.get("k") or "k"
+        rows = []
+        for run, num in rel["runs"].items():
+            row = {
+                "run": run,
+                "pass@1 start": interval_cell(num[pass1]["start"]),
+                "pass@1 end": interval_cell(num[pass1]["end"]),
+                f"pass@{k} start": interval_cell(num[passk]["start"]),
+                f"pass@{k} end": interval_cell(num[passk]["end"]),
+                f"P(pass@{k} change in ROPE)": num["p_passk_in_rope"],
+                "capability verdict": num["verdict"],
+            }
+            if ent is not None:
+                e, name = ent["runs"][run], self.config.entropy.entropy
+                row.update(
+                    {
+                        "entropy start": interval_cell(e[name]["start"]),
+                        "entropy end": interval_cell(e[name]["end"]),
+                        "entropy verdict": e["verdict"],
+                    }
+                )
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def tables(self) -> dict[str, TableView]:
+        """``reliability_entropy`` (:meth:`table`) and ``reward_components``."""
+        out = {"reliability_entropy": TableView(self.table(), "Reliability (pass@1), capability (pass@k), entropy")}
+        if self.components is not None:
+            out.update(self.components.tables())
+        return out
+
+    def summary(self) -> pd.DataFrame:
+        """Every part's tidy summary, one block per part (``part`` a column)."""
+        frames = [p.summary().assign(part=getattr(p, "name", "plateau_after")) for p in self.parts()]
+        return pd.concat(frames, ignore_index=True)
+
+    def figures(self) -> dict[str, FigureView]:
+        """``pass_at_k``, ``entropy`` (where logged) and ``components``."""
+        from saturation import plots
+
+        trend = f"the fitted trend (posterior mean and {S.HDI_LABEL} band of a one-series change-point fit)"
+        rel, cfg = self.reliability, self.config
+        runs = ", ".join(map(str, rel.numbers["runs"]))
+        k = rel.numbers.get("k") or "k"
+        out = {
+            "pass_at_k": FigureView(
+                lambda: plots.plot_pass_at_k(
+                    self.series, rel, pass1=cfg.reliability.pass1, passk=cfg.reliability.passk
+                ),
+                f"pass@1 (mean reward, reliability) and pass@{k} (capability) by step, one panel per run ({runs}): "
+                f"logged per-step values (thin lines) and {trend}.",
+            )
+        }
+        if self.entropy is not None:
+            ent = self.entropy
+            out["entropy"] = FigureView(
+                lambda: plots.plot_entropy(self.series, ent, entropy=cfg.entropy.entropy),
+                f"Policy entropy by step, one panel per run ({runs}): logged per-step values (thin lines) and {trend}.",
+            )
+        if self.components is not None:
+            comp = self.components
+            out["components"] = FigureView(
+                lambda: plots.plot_components(self.series, comp),
+                f"Reward components and the reward by step, one panel per run ({', '.join(comp.numbers['runs'])}): "
+                f"logged per-step values (thin lines) and {trend}.",
+            )
+        return out
+
+    def plateau_sentence(self) -> str:
+        """Did the plateau run's pass@1 plateau after the known step? (empty without it)"""
+        if self.plateau is None:
+            return ""
+        e = next(iter(self.plateau.estimands["levels"].values()))
+        after = float(self.plateau.config.breakpoint or 0)
+        return (
+            f"Did {self.config.plateau_run}'s {self.config.reliability.pass1} plateau after step {after:g}? "
+            f"{e['verdict']} ({e['reason']}); late gain {format_interval(e['late_gain'])}, 94 % upper bound "
+            f"{e['late_gain_upper']:.3f}; model: {self.plateau.describe_model()}."
+        )
+
+    def answer(self) -> str:
+        """The plateau after the known step, each run's capability (and entropy) verdict, the
+        reward components."""
+        ent = self.entropy
+        runs = "; ".join(
+            f"{run}: {num['verdict']}" + (f", {ent.numbers['runs'][run]['verdict']}" if ent is not None else "")
+            for run, num in self.reliability.numbers["runs"].items()
+        )
+        parts = [self.plateau_sentence(), runs + ".", self.components.answer() if self.components else ""]
+        return " ".join(p for p in parts if p)
+
+    def details(self) -> list[str]:
+        """The plateau sentence, then every part's per-run sentences."""
+        diagnoses = [p for p in (self.reliability, self.entropy, self.components) if p is not None]
+        head = [self.plateau_sentence()] if self.plateau is not None else []
+        return head + [v for p in diagnoses for v in p.verdicts().values()]
+
+    def results(self) -> dict[str, Any]:
+        """``{"reliability", "entropy", "plateau_after", "components"}``: each part's ``to_dict()``."""
+        out: dict[str, Any] = {p.name: p.to_dict() for p in (self.reliability, self.entropy) if p is not None}
+        if self.plateau is not None:
+            out["plateau_after"] = self.plateau.to_dict()
+        if self.components is not None:
+            out["components"] = self.components.to_dict()
+        return json_safe(out)
+
+    def to_dict(self) -> dict[str, Any]:
+        """:meth:`results`."""
+        return self.results()
+
+    def inference_data(self) -> dict[str, Any]:
+        """Every part's InferenceData (``plateau_after_fit`` for the plateau)."""
+        out = {**self.reliability.inference_data()}
+        if self.entropy is not None:
+            out.update(self.entropy.inference_data())
+        if self.plateau is not None:
+            out["plateau_after_fit"] = self.plateau.idata
+        if self.components is not None:
+            out.update(self.components.inference_data())
+        return out
+
+    def __repr__(self) -> str:
+        head = f"SeriesDiagnosis({len(self.reliability.numbers['runs'])} run(s); {convergence_words(self.diagnostics)})"
+        return short_repr(head, [self.answer()])
+
+
+def diagnose_series(series: xr.Dataset, config: SeriesConfig | None = None, *, seed: int = 0) -> SeriesDiagnosis:
+    """Reliability against capability, entropy, the plateau after a known step and the
+    reward components of logged per-step series, each part where the config asks for it
+    and the series logs it.
+
+    Parameters
+    ----------
+    series : xarray.Dataset
+        Per-step metrics (dims run, step).
+    config : SeriesConfig, optional
+        The parts' settings (default: reliability and entropy with their defaults).
+    seed : int
+        Seeds every part.
+
+    Returns
+    -------
+    SeriesDiagnosis
+        The parts, their tables, figures and sentences.
+    """
+    config = config or SeriesConfig()
+    rel = diagnose_reliability(series, config.reliability, seed=seed)
+    ent = diagnose_entropy(series, config.entropy, seed=seed) if config.entropy.entropy in series else None
+    plateau = (
+        fit_plateau(series, config.plateau, run=config.plateau_run, seed=seed) if config.plateau is not None else None
+    )
+    comp = diagnose_components(series, config.components, seed=seed) if config.components is not None else None
+    return SeriesDiagnosis(series, config, rel, ent, plateau, comp)

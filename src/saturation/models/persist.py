@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
@@ -26,7 +27,7 @@ import pandas as pd
 import xarray as xr
 
 from saturation._lazy import as_inference_data, lazy
-from saturation.summary import fit_html
+from saturation.summary import cell_text, fit_html
 
 az = lazy("arviz")
 
@@ -60,6 +61,9 @@ class _Encoder:
             name = f"{GROUP}_{len(self.datasets)}"
             self.datasets[name] = value
             return {"__dataset__": name}
+        if callable(getattr(value, "groups", None)) and hasattr(value, "posterior"):  # an InferenceData
+            idata = as_inference_data(value)
+            return {"__idata__": {g: self.encode(idata[g]) for g in idata.groups()}}
         if isinstance(value, pd.DataFrame):
             return {"__frame__": {str(c): self.array(value[c].to_numpy()) for c in value.columns}}
         if isinstance(value, np.ndarray):
@@ -105,6 +109,8 @@ class _Decoder:
             return self.arrays[value["__array__"]].to_numpy()
         if "__dataset__" in value:
             return self.datasets[value["__dataset__"]]
+        if "__idata__" in value:
+            return az.InferenceData(**{g: self.decode(v) for g, v in value["__idata__"].items()})
         if "__frame__" in value:
             return pd.DataFrame({c: self.decode(v) for c, v in value["__frame__"].items()})
         if "__tuple__" in value:
@@ -132,8 +138,9 @@ def save_fit(fit: Any, path: str | Path) -> Path:
 
     Parameters
     ----------
-    fit : PlateauFit, TransferFit, SigmoidFit or Diagnosis
-        The fit object.
+    fit : FitObject
+        The fit object (a dataclass; its ``idata`` field, when it has one, becomes the
+        file's InferenceData groups; nested fits keep theirs in the record).
     path : path
         The file to write (conventionally ``.nc``); replaced if it exists.
 
@@ -148,7 +155,9 @@ def save_fit(fit: Any, path: str | Path) -> Path:
     fields = {f.name: enc.encode(getattr(fit, f.name)) for f in dataclasses.fields(fit) if f.name != "idata"}
     cls = type(fit)
     record = {"version": VERSION, "class": f"{cls.__module__}.{cls.__qualname__}", "fields": fields}
-    idata = as_inference_data(fit.idata)
+    # an analysis of several fits (``SeriesDiagnosis``, ``PlateauRuns``) has no InferenceData
+    # of its own: each part's is in its record
+    idata = as_inference_data(fit.idata) if hasattr(fit, "idata") else az.InferenceData()
     groups = {g: idata[g] for g in idata.groups() if not g.startswith(GROUP)}
     out = az.InferenceData(**groups)
     out.add_groups({GROUP: xr.Dataset(enc.arrays, attrs={"fit": json.dumps(record)}), **enc.datasets})
@@ -193,16 +202,96 @@ def load_fit(path: str | Path, expected: type | None = None) -> Any:
     arrays = idata[GROUP].load()
     kwargs = _Decoder(arrays, extra).decode({"__dict__": record["fields"]})
     idata = az.InferenceData(**{g: idata[g] for g in idata.groups() if not g.startswith(GROUP)})
-    return cls(idata=idata, **kwargs)
+    if "idata" in {f.name for f in dataclasses.fields(cls)}:
+        return cls(idata=idata, **kwargs)
+    return cls(**kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class TableView:
+    """One display table of an analysis: the frame every front end prints (interval cells
+    as ``{"mean", "hdi"}``, :func:`saturation.summary.interval_cell`) and its caption."""
+
+    frame: pd.DataFrame
+    caption: str
+
+
+@dataclasses.dataclass(frozen=True)
+class FigureView:
+    """One figure of an analysis: ``draw()`` returns the matplotlib figure; the caption says
+    what is drawn, the band level and the data."""
+
+    draw: Callable[[], Any]
+    caption: str
 
 
 class FitObject:
-    """What every fit object (``PlateauFit``, ``TransferFit``, ``SigmoidFit``, ``Diagnosis``)
-    shares beyond its own ``summary()``: :meth:`save` and :meth:`load` through one netCDF
-    file (:func:`save_fit`, :func:`load_fit`) and the notebook view."""
+    """What every analysis object (``PlateauFit``, ``TransferFit``, ``SigmoidFit``,
+    ``Diagnosis``, ``SeriesDiagnosis``, ``PlateauRuns``) shares: the views every front end
+    renders (:meth:`tables` / :meth:`table`, :meth:`figures` / :meth:`plot`, :meth:`answer`,
+    :meth:`details`, :meth:`results`), :meth:`save` and :meth:`load` through one netCDF file
+    (:func:`save_fit`, :func:`load_fit`) and the notebook view. The CLI, the report and a
+    notebook print these; none of them derives a number or a verdict of its own."""
 
     def summary(self) -> pd.DataFrame:  # pragma: no cover - every fit object defines its own
         raise NotImplementedError
+
+    def tables(self) -> dict[str, TableView]:  # pragma: no cover - every analysis defines its own
+        """The display tables by file name, the main one first."""
+        raise NotImplementedError
+
+    def table(self) -> pd.DataFrame:
+        """The main display table (the first of :meth:`tables`): what ``saturation <command>``
+        prints and the report's first table of the analysis."""
+        return next(iter(self.tables().values())).frame
+
+    def table_text(self) -> pd.DataFrame:
+        """:meth:`table` with every cell as the text the CLI and the report print
+        (``mean [low, high]`` for an interval; :func:`saturation.summary.cell_text`)."""
+        return self.table().map(cell_text)
+
+    def figures(self) -> dict[str, FigureView]:
+        """The figures by name (drawn only when asked: :meth:`plot`)."""
+        return {}
+
+    def plot(self, name: str | None = None) -> Any:
+        """Draw one of :meth:`figures` (default: the first) and return the matplotlib figure.
+
+        Parameters
+        ----------
+        name : str, optional
+            A key of :meth:`figures`.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            The figure.
+        """
+        figs = self.figures()
+        if not figs:
+            raise ValueError(f"{type(self).__name__} draws no figure")
+        if name is None:
+            name = next(iter(figs))
+        if name not in figs:
+            raise ValueError(f"{type(self).__name__} has no figure {name!r}; it has {', '.join(figs)}")
+        return figs[name].draw()
+
+    def answer(self) -> str:  # pragma: no cover - every analysis defines its own
+        """The analysis' answer in a few sentences (the report's verdict line)."""
+        raise NotImplementedError
+
+    def details(self) -> list[str]:
+        """One sentence per unit (level, arm, run): its verdict and the numbers that decided it."""
+        return []
+
+    def results(self) -> dict[str, Any]:
+        """Every estimand, JSON-ready (the report's ``results.json`` entry)."""
+        to_dict: Callable[[], dict[str, Any]] = getattr(self, "to_dict")  # noqa: B009 - every analysis has one
+        return to_dict()
+
+    def inference_data(self) -> dict[str, Any]:
+        """The InferenceData this analysis holds, by file stem (what the report writes)."""
+        return {}
 
     def _repr_html_(self) -> str:
         """The notebook view: the short repr and the :meth:`summary` table."""

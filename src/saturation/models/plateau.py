@@ -53,7 +53,7 @@ from saturation.models._exact import (
     sample_gaussian_exact,
     sample_rows,
 )
-from saturation.models.persist import FitObject
+from saturation.models.persist import FigureView, FitObject, TableView
 from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
@@ -63,7 +63,7 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
-from saturation.summary import convergence_words, format_interval, short_repr
+from saturation.summary import convergence_words, data_text, format_interval, interval_cell, json_safe, short_repr
 
 if TYPE_CHECKING:
     import arviz as az
@@ -116,6 +116,8 @@ JUMP_GATE = 10.0
 END_FRACTION = 1.0 / 3.0
 END_MIN_POINTS = 5
 #: what "flat" means, printed once beside the P(flat) column
+#: the curves :meth:`PlateauFit.compare_models` compares by default
+COMPARED_MODELS = ("hinge", "linear", "exponential")
 FLAT_DEFINITION = "flat: the late gain inside the absolute ROPE or inside the relative ROPE x the early gain"
 
 
@@ -520,6 +522,8 @@ def step_data(
         else:
             steps, levels, y, n, var_mean, k, bounded = _from_series(data, response, run, summary)
     _check_fittable(steps, y, n, var_mean, response, summary.get("n_trials", 0))
+    if response in data.variables and "metric_name" in data[response].attrs:  # a series: the key as logged
+        summary["metric_name"] = str(data[response].attrs["metric_name"])
     summary.update(steps=[int(steps[0]), int(steps[-1])], n_steps=len(steps), levels=levels)
     return StepData(np.asarray(steps, dtype=float), list(levels), y, n, var_mean, response, k, summary, bounded)
 
@@ -1207,6 +1211,8 @@ class PlateauFit(FitObject):
         R-hat, ESS, divergences, ``converged`` (:func:`models.sampling.diagnostics`).
     timings : dict
         Seconds spent compiling and sampling, and the sampler used.
+    seed : int
+        The seed the fit drew with (its figures' and checks' random draws use it too).
     """
 
     idata: az.InferenceData
@@ -1215,6 +1221,8 @@ class PlateauFit(FitObject):
     estimands: dict[str, Any]
     diagnostics: dict[str, Any]
     timings: dict[str, Any]
+    #: the seed the fit drew with (its figures' and checks' random draws use it too)
+    seed: int = 0
 
     def summary(self) -> pd.DataFrame:
         """Tidy table: one row per (level, estimand) with mean, sd and 94 % HDI, plus the
@@ -1283,6 +1291,16 @@ class PlateauFit(FitObject):
             for lv, e in self.estimands["levels"].items()
         ]
         return short_repr(head, lines)
+
+    def curve_draws(self, steps: Any = None) -> np.ndarray:
+        """Posterior draws of the fitted metric mean at ``steps`` (default: the observed
+        steps): array (samples, levels, steps) (:func:`curve_draws`)."""
+        return curve_draws(self, steps)
+
+    def frame(self) -> pd.DataFrame:
+        """Per (level, step): the observed mean, the posterior mean curve, its 94 % band and
+        P(change point at the step) (:func:`plateau_frame`: the data behind the curves figure)."""
+        return plateau_frame(self)
 
     def verdicts(self) -> dict[str, dict[str, str]]:
         """Per level: ``{"verdict", "reason"}`` (:func:`plateau_verdict`)."""
@@ -1354,6 +1372,221 @@ class PlateauFit(FitObject):
             "shape": self.estimands.get("shape"),
             "diagnostics": dict(self.diagnostics),
         }
+
+    # ------------------------------------------------------------------ views
+    def ylabel(self) -> str:
+        """The metric's axis label: the graded-only mean F1, or the response as logged."""
+        if self.config.response == S.F1:
+            return "graded-only mean F1"
+        return str(self.data.summary.get("metric_name") or self.config.response)
+
+    def table(self) -> pd.DataFrame:
+        """One row per level: the verdict, the change point, the slopes and gains, the
+        evidence for a break and the headroom (interval cells ``{"mean", "hdi"}``)."""
+        rows = []
+        for level, e in self.estimands["levels"].items():
+            rows.append(
+                {
+                    "level": level,
+                    "verdict": e["verdict"],
+                    "change point": self._where(e, short=True),
+                    "early slope": interval_cell(e["early_slope"]),
+                    "late slope": interval_cell(e["late_slope"]),
+                    "late gain": interval_cell(e["late_gain"]),
+                    "late gain 94 % upper": e["late_gain_upper"],
+                    "late / early slope": interval_cell(e.get("slowdown_ratio")),
+                    LABELS["p_flat"]: e["p_flat"],
+                    "BF change point : line": e["bf_changepoint_vs_line"],
+                    "Davies p": e["davies"]["p_value"] if e.get("davies") else None,
+                    "BF01 (late = 0)": e["bf01_late_zero"],
+                    "start": interval_cell(e["start"]),
+                    "end": interval_cell(e["end"]),
+                    LABELS["headroom_to_max"]: interval_cell(e["headroom_to_max"]),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def _where(self, e: dict[str, Any], *, short: bool) -> Any:
+        """The change point of one level as a table cell (``short``) or in words."""
+        if not e["changepoint"]:
+            return f"known ({self.config.breakpoint:g})" if short else f"known break {self.config.breakpoint:g}"
+        if e["verdict"] == "no change point":
+            return "none inside the run" if short else "no change point inside the run"
+        if short:
+            return interval_cell(e["changepoint"])
+        cp = e["changepoint"]
+        return f"change point {cp['mean']:.0f} [{cp['hdi'][0]:.0f}, {cp['hdi'][1]:.0f}]"
+
+    def tables(self) -> dict[str, TableView]:
+        """``estimates``: :meth:`table`."""
+        return {"estimates": TableView(self.table(), f"Plateau per level ({S.HDI_LABEL})")}
+
+    def answer(self) -> str:
+        """The verdicts in one sentence, and whether the levels stopped together."""
+        text = verdict_summary(self.estimands["levels"]) + "."
+        together = self.estimands.get("together")
+        return text + (" " + together_sentence(together) if together else "")
+
+    def details(self) -> list[str]:
+        """The model, one sentence per level (verdict, reason, change point, late gain, the
+        evidence for a break, headroom) and the caveats."""
+        out = [f"Model: {self.describe_model()}."]
+        for level, e in self.estimands["levels"].items():
+            exists = (
+                f"; a break at all: BF(change point : line) = {e['bf_changepoint_vs_line']:.3g}, Davies' test "
+                f"p = {e['davies']['p_value']:.2g}"
+                if e.get("bf_changepoint_vs_line") is not None and e.get("davies")
+                else ""
+            )
+            out.append(
+                f"{level}: {e['verdict']} ({e['reason']}); {self._where(e, short=False)}; late gain "
+                f"{format_interval(e['late_gain'])} (94 % upper bound {e['late_gain_upper']:.3f}); late/early "
+                f"slope {format_interval(e.get('slowdown_ratio'), 2)}{exists}; {LABELS['headroom_to_max']} "
+                f"{format_interval(e['headroom_to_max'])}."
+            )
+        return out + [f"Caveat: {c}." for c in self.estimands["caveats"]]
+
+    def figures(self) -> dict[str, FigureView]:
+        """``curves``, ``slopes``, ``plateaued_by`` and (Gaussian likelihood) ``ppc``."""
+        from saturation import plots
+
+        cfg, band, ylabel = self.config, S.HDI_LABEL, self.ylabel()
+        data = data_text(self.data.summary, len(self.data.steps))
+        marks = (
+            f"The dashed line is the known break at step {cfg.breakpoint:g}."
+            if cfg.breakpoint is not None
+            else "The dotted line is the posterior mean change point; the lower panels give the change point's "
+            "posterior probability by step."
+        )
+        rope = f"+-{cfg.rope:g}" + (f" or within +-{cfg.rope_relative:g} x the early gain" if cfg.rope_relative else "")
+        figs = {
+            "curves": FigureView(
+                lambda: plots.plot_plateau(self, ylabel=ylabel),
+                f"{ylabel} by step, one panel per level: observed per-step means (points), the posterior mean curve "
+                f"of the {self.describe_model()} and its {band} band. {marks} {data}",
+            ),
+            "slopes": FigureView(
+                lambda: plots.plot_slopes(self),
+                f"Early and late slope per level ({cfg.response} per step; posterior mean and {band}); the two "
+                f"segments are drawn on their own scales, the power of ten is in the axis label. {data}",
+            ),
+            "plateaued_by": FigureView(
+                lambda: plots.plot_plateaued_by(self),
+                f"Posterior probability that each level has plateaued by step t: change point at or before t and "
+                f"the flat ({FLAT_DEFINITION}; {rope}). {data}",
+            ),
+        }
+        if cfg.likelihood == "gaussian":
+            figs["ppc"] = FigureView(
+                lambda: plots.plot_ppc(self, seed=self.seed),
+                f"Posterior predictive check: observed per-step means (points) against the "
+                f"{band.replace('HDI', '')}predictive interval (band: the mean curve plus the per-step noise); the "
+                f"legend gives the share inside, about 94 % for a calibrated model. {data}",
+            )
+        return figs
+
+    def ppc_coverage(self) -> dict[str, float]:
+        """Per level: the share of observed per-step means inside the 94 % posterior
+        predictive interval (Gaussian likelihood; about 0.94 for a calibrated model)."""
+        from saturation import plots
+
+        ppc = plots.ppc_data(self, seed=self.seed)
+        return {str(k): float(v) for k, v in ppc.groupby("level")["covered"].mean().items()}
+
+    def results(self) -> dict[str, Any]:
+        """``{"plateau": to_dict(), "ppc_coverage": ...}`` (the second for the Gaussian likelihood)."""
+        out: dict[str, Any] = {"plateau": self.to_dict()}
+        if self.config.likelihood == "gaussian":
+            out["ppc_coverage"] = self.ppc_coverage()
+        return out
+
+    def inference_data(self) -> dict[str, Any]:
+        """``plateau_fit``: this fit's InferenceData."""
+        return {"plateau_fit": self.idata}
+
+    def compare_models(self, models: tuple[str, ...] = COMPARED_MODELS) -> ModelComparison:
+        """Leave-one-step-out comparison of this fit's hinge with other curves on the same data
+        (:func:`loo_entries`; the hinge is this fit, not refitted).
+
+        Parameters
+        ----------
+        models : tuple of str
+            "hinge" (this fit), "hinge-separate" / "hinge-shared", "linear", "exponential".
+
+        Returns
+        -------
+        ModelComparison
+            The ELPD table, its figure and sentence, and each alternative's InferenceData.
+        """
+        progress.stage("LOO comparison")
+        elpd, method, fits = loo_entries(self.data, models, seed=self.seed, config=self.config, hinge=self)
+        return ModelComparison(loo_table(elpd, method), fits, data_text(self.data.summary, len(self.data.steps)))
+
+
+@dataclass
+class ModelComparison(FitObject):
+    """A leave-one-step-out comparison of curve models on the same per-step data
+    (:meth:`PlateauFit.compare_models`).
+
+    Parameters
+    ----------
+    compare : pandas.DataFrame
+        ``az.compare``'s table with ``loo_method`` and ``caveat`` (:func:`loo_table`).
+    fits : dict
+        Each model's InferenceData by name.
+    data_words : str
+        The data in words (for the figure's caption).
+    """
+
+    #: ``az.compare``'s table with ``loo_method`` and ``caveat`` (:func:`loo_table`)
+    compare: pd.DataFrame
+    #: each model's InferenceData by name
+    fits: dict[str, Any]
+    #: the data in words (for the caption)
+    data_words: str = ""
+
+    def summary(self) -> pd.DataFrame:
+        """The ELPD table, one row per model (``model`` a column; :func:`saturation.plots.loo_data`)."""
+        from saturation import plots
+
+        return plots.loo_data(self.compare)
+
+    def tables(self) -> dict[str, TableView]:
+        """``loo``: :meth:`summary`."""
+        return {"loo": TableView(self.summary(), "LOO comparison (ArviZ)")}
+
+    def figures(self) -> dict[str, FigureView]:
+        """``loo``: ELPD per model and the differences to the best."""
+        from saturation import plots
+
+        names = ", ".join(map(str, self.compare.index))
+        return {
+            "loo": FigureView(
+                lambda: plots.plot_loo(self.compare),
+                f"Leave-one-step-out comparison of {names}: ELPD per model +- its standard error (circles) and the "
+                "best model's ELPD minus each model's difference +- the difference's standard error (triangles); "
+                "exact LOO where the model allows it, else PSIS (crosses: Pareto k > 0.7, unreliable). "
+                f"{self.data_words}",
+            )
+        }
+
+    def answer(self) -> str:
+        """Which model LOO prefers, by how much, and the caveat of unreliable PSIS rows."""
+        loo = self.summary()
+        methods = ", ".join(f"{r.model} {r.loo_method}" for r in loo.itertuples())
+        caveat = self.compare.attrs.get("caveat")
+        return (
+            f"LOO prefers {loo['model'].iloc[0]} (ELPD difference to the next {loo['elpd_diff'].iloc[1]:.1f} "
+            f"+- {loo['dse'].iloc[1]:.1f}; {methods})." + (f" Caveat: {caveat}." if caveat else "")
+        )
+
+    def results(self) -> dict[str, Any]:
+        """``{"loo": the table's rows}``."""
+        return {"loo": json_safe(self.summary().to_dict(orient="records"))}
+
+    def inference_data(self) -> dict[str, Any]:
+        """``alternative_<model>`` for every model but this fit's hinge."""
+        return {f"alternative_{name}": idata for name, idata in self.fits.items() if name != "hinge"}
 
 
 PlateauFit.idata = _InferenceDataField()  # type: ignore[assignment]
@@ -1601,7 +1834,7 @@ def fit_plateau(
             estimands["levels"][level][S.NOISE_RHO] = interval(rho[:, j])
     estimands["caveats"] = data_caveats(sd, config) + autocorrelation_caveats(sd, config, estimands["levels"])
     _attach(idata, sd, config, diag, grid)
-    fit = PlateauFit(idata, config, sd, estimands, diag, timings)
+    fit = PlateauFit(idata, config, sd, estimands, diag, timings, seed)
     warn_if_not_converged(diag, f"plateau fit ({sd.response}, levels {sd.levels})")
     return fit
 
@@ -2451,11 +2684,18 @@ def loo_entries(
     *,
     seed: int = 0,
     sampler: SamplerConfig | None = None,
+    config: PlateauConfig | None = None,
+    hinge: PlateauFit | None = None,
     **plateau_kwargs: Any,
 ) -> tuple[dict[str, Any], dict[str, str], dict[str, az.InferenceData]]:
     """Fit ``models`` (as :func:`compare_plateau_models`) on ``sd`` and return each one's ArviZ
     ELPD result (exact LOO where the model allows it, else PSIS), its method ("exact" or
-    "PSIS") and its InferenceData, by name."""
+    "PSIS") and its InferenceData, by name. With ``config`` the hinge fits take it (and its
+    sampler and priors) instead of ``plateau_kwargs``; ``hinge``, a fit of ``config`` on
+    ``sd`` with ``seed``, is used as the "hinge" model instead of fitting it again."""
+    if config is not None:
+        sampler = config.sampler
+        plateau_kwargs = {"priors": config.priors, "metric_max": config.metric_max}
     fits: dict[str, az.InferenceData] = {}
     elpd: dict[str, Any] = {}
     method: dict[str, str] = {}
@@ -2466,7 +2706,12 @@ def loo_entries(
                 kw["shared"] = False
             elif name == "hinge-shared":
                 kw["shared"] = True
-            fit = fit_plateau(sd, seed=seed, sampler=sampler, **kw)
+            if name == "hinge" and hinge is not None:
+                fit = hinge
+            elif config is not None:
+                fit = fit_plateau(sd, replace(config, **{k: v for k, v in kw.items() if k == "shared"}), seed=seed)
+            else:
+                fit = fit_plateau(sd, seed=seed, sampler=sampler, **kw)
             fits[name] = fit.idata
             exact = fit.config.likelihood == "gaussian" and not _pooled(fit.config, len(sd.levels))
             if exact:

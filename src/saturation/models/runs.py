@@ -11,6 +11,7 @@ a worker that died twice). The verdicts across runs come from each fit's own rul
 
 from __future__ import annotations
 
+import functools
 import json
 import zlib
 from collections.abc import Callable
@@ -24,9 +25,13 @@ import xarray as xr
 from saturation import schema as S
 from saturation.aggregate import aggregate, select_phase
 from saturation.cluster import map_tasks
-from saturation.models.plateau import PlateauConfig, PlateauFit, StepData, fit_plateau, step_data
+from saturation.models.persist import FigureView, FitObject, TableView
+from saturation.models.plateau import LABELS, PlateauConfig, PlateauFit, StepData, fit_plateau, step_data
 from saturation.models.sampling import merge_diagnostics
-from saturation.summary import short_repr
+from saturation.summary import data_text, interval_cell, json_safe, short_repr
+
+#: the curves of at most this many runs are drawn (every run is in the table)
+MAX_RUN_FIGURES = 6
 
 
 def run_names(data: xr.Dataset) -> list[str]:
@@ -67,7 +72,7 @@ def run_seed(seed: int, run: str) -> int:
 
 
 @dataclass
-class PlateauRuns:
+class PlateauRuns(FitObject):
     """Result of :func:`fit_plateau_runs`.
 
     Parameters
@@ -90,7 +95,7 @@ class PlateauRuns:
         ] + [f"{f['run']}: FAILED {f['error']}" for f in self.failures]
         return short_repr(head, lines)
 
-    def table(self) -> pd.DataFrame:
+    def summary(self) -> pd.DataFrame:
         """One row per run and level: the verdict and the numbers behind it.
 
         Returns
@@ -122,6 +127,64 @@ class PlateauRuns:
                 )
         return pd.DataFrame(rows)
 
+    def table(self) -> pd.DataFrame:
+        """The display table: one row per run and level with the verdict, the change point
+        (its 94 % HDI; "none inside the run" when the fit found none), the late gain with its
+        94 % upper bound, P(flat) and whether the fit converged."""
+        rows = []
+        for row in self.summary().itertuples(index=False):
+            none = row.verdict == "no change point" or row.changepoint != row.changepoint
+            cp = {"mean": row.changepoint, "hdi": [row.changepoint_hdi_low, row.changepoint_hdi_high]}
+            rows.append(
+                {
+                    "run": row.run,
+                    "level": row.level,
+                    "verdict": row.verdict,
+                    "change point": "none inside the run" if none else interval_cell(cp),
+                    "late gain": row.late_gain,
+                    "late gain 94 % upper": row.late_gain_upper,
+                    LABELS["p_flat"]: row.p_flat,
+                    "converged": row.converged,
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def tables(self) -> dict[str, TableView]:
+        """``runs``: :meth:`table`."""
+        return {"runs": TableView(self.table(), f"One plateau fit per run ({S.HDI_LABEL} of the change point)")}
+
+    def figures(self) -> dict[str, FigureView]:
+        """``curves_1`` ... : the curves of the first :data:`MAX_RUN_FIGURES` runs."""
+        from saturation import plots
+
+        out = {}
+        for i, (run, fit) in enumerate(list(self.fits.items())[:MAX_RUN_FIGURES]):
+            ylabel = fit.ylabel()
+            out[f"curves_{i + 1}"] = FigureView(
+                functools.partial(plots.plot_plateau, fit, ylabel=ylabel),
+                f"Run {run}: {ylabel} by step, the logged values (points), the posterior mean curve of the "
+                f"{fit.describe_model()} and its {S.HDI_LABEL} band; the lower panel gives the change point's "
+                f"posterior probability by step. {data_text(fit.data.summary, len(fit.data.steps))}",
+            )
+        return out
+
+    def details(self) -> list[str]:
+        """The model, each run's verdicts and each failure."""
+        if not self.fits:
+            return [f"{f['run']}: could not be fitted ({f['error']})." for f in self.failures]
+        first = next(iter(self.fits.values()))
+        out = [f"Model (every run): {first.describe_model()}."]
+        out += [f"{run}: {fit.to_dict()['summary']}." for run, fit in self.fits.items()]
+        return out + [f"{f['run']}: could not be fitted ({f['error']})." for f in self.failures]
+
+    def results(self) -> dict[str, Any]:
+        """``{"runs": to_dict()}``, JSON-ready."""
+        return {"runs": json_safe(self.to_dict())}
+
+    def inference_data(self) -> dict[str, Any]:
+        """``plateau_fit_<run>`` per fitted run."""
+        return {f"plateau_fit_{run}": fit.idata for run, fit in self.fits.items()}
+
     @property
     def converged(self) -> bool:
         """Every fitted run converged."""
@@ -147,7 +210,7 @@ class PlateauRuns:
                 by_verdict[v["verdict"]] = by_verdict.get(v["verdict"], 0) + 1
         return counts
 
-    def summary(self) -> str:
+    def answer(self) -> str:
         """One sentence: per level, the verdicts across the runs, and the runs that failed.
 
         Returns
@@ -175,8 +238,8 @@ class PlateauRuns:
         """
         return {
             "runs": {run: fit.to_dict() for run, fit in self.fits.items()},
-            "table": self.table().to_dict(orient="records"),
-            "summary": self.summary(),
+            "table": self.summary().to_dict(orient="records"),
+            "summary": self.answer(),
             "verdict_counts": self.verdict_counts(),
             "failures": list(self.failures),
             "converged": self.converged,

@@ -23,7 +23,7 @@ from saturation import schema as S
 from saturation._lazy import lazy
 from saturation.aggregate import phase_summary, select_phase
 from saturation.limits import prior_problems
-from saturation.models.persist import FitObject
+from saturation.models.persist import FigureView, FitObject, TableView
 from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
@@ -32,7 +32,7 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
-from saturation.summary import convergence_words, format_interval, interval_rows, short_repr
+from saturation.summary import convergence_words, format_interval, interval_cell, interval_rows, json_safe, short_repr
 
 if TYPE_CHECKING:
     import arviz as az
@@ -635,6 +635,8 @@ class SigmoidFit(FitObject):
     estimands: dict[str, Any]
     diagnostics: dict[str, Any]
     timings: dict[str, Any]
+    #: the seed the fit drew with (:meth:`backtest` draws with it too)
+    seed: int = 0
 
     def __repr__(self) -> str:
         est, d = self.estimands, self.data
@@ -666,6 +668,102 @@ class SigmoidFit(FitObject):
         frame = pd.DataFrame(interval_rows(parts, ("part", "arm")))
         frame.attrs["converged"] = bool(self.diagnostics.get("converged", False))
         return frame
+
+    def frame(self, horizon: int | None = None) -> pd.DataFrame:
+        """Per (arm, step): the observed mean, the fitted curve's posterior mean and 94 % band
+        to ``horizon`` steps past the data, the forecast flag and the ceiling
+        (:func:`saturation_frame`: the data behind the figure)."""
+        return saturation_frame(self, horizon=horizon)
+
+    def table(self) -> pd.DataFrame:
+        """One row per arm: the curve's asymptote, efficiency and midpoint, its value at the
+        last step, the headroom to the ceiling, the forecast gain and P(gain > delta), and the
+        arm's declared properties."""
+        est, unit = self.estimands, axis_words(self.data)[1]
+        rows = []
+        for arm, e in est["arms"].items():
+            f = est["forecast"][arm]
+            rows.append(
+                {
+                    "arm": arm,
+                    "asymptote": interval_cell(e["asymptote"]),
+                    "efficiency": interval_cell(e["efficiency"]),
+                    f"midpoint ({unit})": interval_cell(e["midpoint"]),
+                    "at its last step": interval_cell(e["last"]),
+                    "last step": e["last"]["step"],
+                    "headroom to ceiling": interval_cell(e["headroom_to_ceiling"]),
+                    f"gain over the next {f['horizon']} steps": interval_cell(f["gain"]),
+                    f"P(gain > {f['delta']:g})": f["p_gain"],
+                    **dict(self.config.arm_attrs.get(arm, {})),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def contrasts_table(self) -> pd.DataFrame:
+        """One row per arm against the reference: the asymptote and efficiency differences,
+        P(higher ceiling), the midpoint ratio, P(halfway sooner), the last common step's gap
+        and whether a declared confounder differs."""
+        rows = []
+        for arm, c in self.estimands["contrasts"].items():
+            rows.append(
+                {
+                    "arm": arm,
+                    "asymptote difference": interval_cell(c["asymptote_diff"]),
+                    "P(asymptote higher)": c["p_asymptote_higher"],
+                    "efficiency difference": interval_cell(c["efficiency_diff"]),
+                    "midpoint ratio": interval_cell(c["midpoint_ratio"]),
+                    "P(halfway sooner)": c["p_midpoint_lower"],
+                    f"gap at step {c['last_diff']['step']}": interval_cell(c["last_diff"]),
+                    "confounded": "not checked" if c["confounded"] is None else ("yes" if c["confounded"] else "no"),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def tables(self) -> dict[str, TableView]:
+        """``arms`` (:meth:`table`) and ``contrasts`` (:meth:`contrasts_table`)."""
+        ref = self.estimands["reference"]
+        return {
+            "arms": TableView(self.table(), "Saturation curve per arm (Khatri et al. 2025 sigmoid)"),
+            "contrasts": TableView(self.contrasts_table(), f"Contrasts with the reference arm {ref}"),
+        }
+
+    def figures(self) -> dict[str, FigureView]:
+        """``saturation``: the curves, their forecasts and ceilings."""
+        from saturation import plots
+
+        summ, axis = self.data.summary, axis_words(self.data)[0]
+        data = f"{summ['series']} as logged per step" if summ.get("series") else f"{summ['n_trials']} trials"
+        metric = self.config.metric or "all-rollout reward"
+        return {
+            "saturation": FigureView(
+                lambda: plots.plot_saturation_curves(self),
+                f"Saturation curve per arm (x = {axis}): per-step {metric} (points), the fitted sigmoid's posterior "
+                f"mean and {S.HDI_LABEL} band over the data (solid) and over the next {self.config.horizon} steps "
+                f"(dashed: an extrapolation), each arm's posterior mean ceiling (dotted); right panel: each ceiling "
+                f"(the asymptote) with its {S.HDI_LABEL}. Data: {data}, {self.estimands['likelihood']} likelihood.",
+            )
+        }
+
+    def answer(self) -> str:
+        """:meth:`verdicts`' sentences."""
+        return " ".join(self.verdicts().values())
+
+    def details(self) -> list[str]:
+        """:meth:`verdicts`' sentences: each arm against the reference, then the forecasts."""
+        return list(self.verdicts().values())
+
+    def results(self) -> dict[str, Any]:
+        """``{"compare": to_dict()}``."""
+        return {"compare": json_safe(self.to_dict())}
+
+    def inference_data(self) -> dict[str, Any]:
+        """``sigmoid_fit``: this fit's InferenceData."""
+        return {"sigmoid_fit": self.idata}
+
+    def backtest(self, fit_steps: int) -> Backtest:
+        """The checked forecast: this analysis refitted on each arm's first ``fit_steps``
+        steps, its later steps predicted (:func:`backtest_sigmoid`)."""
+        return backtest_sigmoid(self.data, fit_steps, self.config, seed=self.seed)
 
     def verdicts(self) -> dict[str, str]:
         """One sentence per arm against the reference (the rule: P(A higher) >= 0.95 or <= 0.05)
@@ -809,7 +907,7 @@ def fit_sigmoid(
     estimands["forecast"] = forecast(idata, data, horizon=config.horizon, delta=config.delta)
     stamp_attrs(idata, "sigmoid", config, data.summary, diag, timings)
     warn_if_not_converged(diag, f"saturation-curve fit (arms {', '.join(data.arms)})")
-    return SigmoidFit(idata, config, data, estimands, diag, timings)
+    return SigmoidFit(idata, config, data, estimands, diag, timings, seed)
 
 
 def axis_words(data: ArmSteps) -> tuple[str, str]:
@@ -1007,7 +1105,7 @@ def forecast(
 
 
 @dataclass
-class Backtest:
+class Backtest(FitObject):
     """A checked forecast (:func:`backtest_sigmoid`): the fit on each arm's first
     ``fit_steps`` steps, its predictions for the rest, and how they did.
 
@@ -1040,6 +1138,32 @@ class Backtest:
             "arms": self.arms,
             "diagnostics": self.fit.diagnostics,
         }
+
+    @property
+    def diagnostics(self) -> dict[str, Any]:
+        """The back-test fit's diagnostics."""
+        return self.fit.diagnostics
+
+    def summary(self) -> pd.DataFrame:
+        """One row per (arm, held-out step): :attr:`frame`."""
+        return self.frame
+
+    def tables(self) -> dict[str, TableView]:
+        """``backtest``: :attr:`frame`."""
+        caption = f"Back-test: fitted on each arm's first {self.fit_steps} steps, its later steps predicted"
+        return {"backtest": TableView(self.frame, caption)}
+
+    def answer(self) -> str:
+        """:meth:`details` in one line."""
+        return " ".join(self.details())
+
+    def details(self) -> list[str]:
+        """:meth:`sentences`, each a sentence."""
+        return [f"Back-test: {line}." for line in self.sentences()]
+
+    def results(self) -> dict[str, Any]:
+        """``{"backtest": to_dict()}``."""
+        return {"backtest": json_safe(self.to_dict())}
 
     def sentences(self) -> list[str]:
         """One line per arm: coverage and error against carrying the last value forward."""

@@ -49,7 +49,7 @@ from saturation import schema as S
 from saturation._lazy import lazy
 from saturation.aggregate import phase_summary, select_phase
 from saturation.limits import prior_problems
-from saturation.models.persist import FitObject
+from saturation.models.persist import FigureView, FitObject, TableView
 from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
@@ -58,7 +58,7 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
-from saturation.summary import convergence_words, format_interval, short_repr
+from saturation.summary import convergence_words, format_interval, interval_cell, json_safe, short_repr
 
 if TYPE_CHECKING:
     import arviz as az
@@ -635,6 +635,11 @@ class TransferFit(FitObject):
         ]
         return short_repr(head, lines)
 
+    def frame(self) -> pd.DataFrame:
+        """Per (arm, step, quantity): the empirical value, the posterior mean and 94 % band and
+        the gap to the reference (:func:`transfer_frame`: the data behind the figure)."""
+        return transfer_frame(self)
+
     def verdicts(self) -> dict[str, str]:
         """One sentence per arm against the reference, built from :meth:`decisions`."""
 
@@ -656,6 +661,66 @@ class TransferFit(FitObject):
                 f"(P > 0 = {last['p_positive']:.2f})."
             )
         return out
+
+    def table(self) -> pd.DataFrame:
+        """One row per arm against the reference: the initial gaps (all-rollout, graded-only,
+        ungraded rate), P(initial gap > 0), the crossover step and P(no crossover), the gap at
+        the last step."""
+        est, rows = self.estimands, []
+        for arm in est["initial"]:
+            ini, cross, last = est["initial"][arm], est["crossover_step"][arm], est["last_step"][arm]
+            rows.append(
+                {
+                    "arm": arm,
+                    f"initial gap (first {self.config.first_steps} steps), all-rollout": interval_cell(
+                        ini["delta_all_rollout"]
+                    ),
+                    "P(initial gap > 0)": ini["p_positive"],
+                    "initial gap, graded-only": interval_cell(ini["delta_graded_only"]),
+                    "initial gap, ungraded rate": interval_cell(ini["delta_ungraded_rate"]),
+                    "crossover step": interval_cell(cross),
+                    "P(no crossover)": cross["p_no_crossover"],
+                    f"gap at step {last['step']}, all-rollout": interval_cell(last["delta_all_rollout"]),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def tables(self) -> dict[str, TableView]:
+        """``transfer``: :meth:`table`."""
+        return {"transfer": TableView(self.table(), f"Gaps to the reference arm {self.config.reference}")}
+
+    def figures(self) -> dict[str, FigureView]:
+        """``transfer``: the arms' curves and their gaps to the reference."""
+        from saturation import plots
+
+        summ, ref = self.data.summary, self.config.reference
+        return {
+            "transfer": FigureView(
+                lambda: plots.plot_transfer(self),
+                f"Top: per-arm population curves ({', '.join(map(str, self.data.arms))}) of the all-rollout reward, "
+                f"the graded-only reward and the ungraded rate: posterior mean, {S.HDI_LABEL} band, and the empirical "
+                f"per-step values (points). Bottom: each arm's gap to the reference arm {ref} with its "
+                f"{S.HDI_LABEL}; the shaded span on the all-rollout gap is the crossover step's {S.HDI_LABEL}. "
+                f"Data: {summ.get('n_trials', '?')} trials ({summ.get('n_graded', '?')} graded) on "
+                f"{summ.get('n_tasks', '?')} tasks, steps {summ['steps'][0]}-{summ['steps'][1]}.",
+            )
+        }
+
+    def answer(self) -> str:
+        """:meth:`verdicts`' sentences."""
+        return " ".join(self.verdicts().values())
+
+    def details(self) -> list[str]:
+        """:meth:`verdicts`' sentences, one per arm."""
+        return list(self.verdicts().values())
+
+    def results(self) -> dict[str, Any]:
+        """:meth:`to_dict`, JSON-ready."""
+        return json_safe(self.to_dict())
+
+    def inference_data(self) -> dict[str, Any]:
+        """``transfer_fit``: this fit's InferenceData."""
+        return {"transfer_fit": self.idata}
 
     def to_dict(self) -> dict[str, Any]:
         """The public JSON shape (docs/transfer.md)."""
