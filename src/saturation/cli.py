@@ -528,12 +528,6 @@ def _load_phase_trials(args: argparse.Namespace, default: str) -> xr.Dataset:
     return ds
 
 
-def _fmt(e: dict[str, Any] | None, digits: int = 4) -> str:
-    from saturation.summary import format_interval
-
-    return format_interval(e, digits)
-
-
 #: the levels of the embedded trial sets the commands default to (tests/test_cli.py checks
 #: them against the data), so that a level name can be checked before the data are loaded
 EMBEDDED_LEVELS = {"swesmith": S.CANONICAL_LEVELS}
@@ -744,7 +738,7 @@ def _cell(value: Any) -> str:
     """One cell of an analysis' display table as text (:func:`saturation.summary.cell_text`)."""
     from saturation.summary import cell_text
 
-    return _shown(cell_text(value))
+    return _shown(cell_text(value, missing="-"))
 
 
 def _show(analysis: Any) -> None:

@@ -253,6 +253,7 @@ def _plateau_section(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | Non
     assert isinstance(config, PlateauConfig)
     if spec.model.get("by") == "run":
         runs = spec.model.get("runs")
+        progress_.stage("fit the runs")
         res = fit_plateau_runs(ds, config, runs=runs, seed=spec.seed, scheduler=_runs_scheduler(ds, runs))
         if not res.fits:
             raise ValueError(f"no run could be fitted: {res.failures}")

@@ -90,8 +90,7 @@ class Interval(dict[str, Any]):
         return float(self["hdi"][0]), float(self["hdi"][1])
 
     def __str__(self) -> str:
-        low, high = self.hdi
-        return format_interval(self, interval_digits(low, high))
+        return cell_text(self)
 
     __repr__ = __str__
 
@@ -106,16 +105,19 @@ def interval_cell(e: dict[str, Any] | None) -> Interval | None:
     return Interval(mean=float(e["mean"]), hdi=[float(e["hdi"][0]), float(e["hdi"][1])])
 
 
-def cell_text(value: Any) -> str:
-    """One display-table cell as text: an interval ``mean [low, high]`` (:class:`Interval`),
-    a missing value ``-``, a number to four significant digits, anything else as it is."""
-    if isinstance(value, dict) and "mean" in value:
-        cell = interval_cell(value)
-        return "-" if cell is None else str(cell)
-    if value is None or (isinstance(value, float) and value != value):
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}"
+def cell_text(value: Any, digits: int = 4, missing: str = "") -> str:
+    """One display-table cell as text, the same in every front end (REPORT.md, LaTeX, the
+    CLI, ``table_text()``): an interval ``mean [low, high]`` to the decimals of
+    :func:`interval_digits`, a missing or non-finite value as ``missing``, a bool as yes/no,
+    a number to ``digits`` significant digits, anything else as it is."""
+    if isinstance(value, dict) and "mean" in value and "hdi" in value:
+        return format_interval(value, interval_digits(*value["hdi"]))
+    if value is None or (isinstance(value, float | np.floating) and not np.isfinite(value)):
+        return missing
+    if isinstance(value, bool | np.bool_):
+        return "yes" if value else "no"
+    if isinstance(value, float | np.floating):
+        return f"{value:.{digits}g}"
     return str(value)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from saturation.io import neutralise_formulas, write_atomic
-from saturation.summary import format_interval, interval_digits
+from saturation.summary import cell_text
 
 
 def _is_interval(value: Any) -> bool:
@@ -35,18 +35,6 @@ def numeric_frame(frame: pd.DataFrame) -> pd.DataFrame:
         if any(notes):
             out[f"{col} note"] = notes
     return pd.DataFrame(out, index=frame.index)
-
-
-def _cell(value: Any, digits: int = 4) -> str:
-    if _is_interval(value):
-        return format_interval(value, interval_digits(*value["hdi"]))
-    if value is None or (isinstance(value, float) and not np.isfinite(value)):
-        return ""
-    if isinstance(value, bool | np.bool_):
-        return "yes" if value else "no"
-    if isinstance(value, float | np.floating):
-        return f"{value:.{digits}g}"
-    return str(value)
 
 
 #: control characters and line separators: a newline inside a Markdown cell, a LaTeX
@@ -73,7 +61,7 @@ def table_markdown(frame: pd.DataFrame) -> str:
     head = "| " + " | ".join(markdown_text(c).replace("|", "\\|") for c in frame.columns) + " |"
     sep = "|" + "|".join("---" for _ in frame.columns) + "|"
     rows = [
-        "| " + " | ".join(markdown_text(_cell(v)).replace("|", "\\|") for v in row) + " |"
+        "| " + " | ".join(markdown_text(cell_text(v)).replace("|", "\\|") for v in row) + " |"
         for row in frame.itertuples(index=False)
     ]
     return "\n".join([head, sep, *rows]) + "\n"
@@ -105,9 +93,9 @@ def _tex_cell(value: Any) -> str:
     """A number as siunitx's ``\num{...}`` (``9e-05`` becomes 9 x 10^-5, not raw text);
     everything else as escaped text."""
     if isinstance(value, float | np.floating | int | np.integer) and not isinstance(value, bool | np.bool_):
-        text = _cell(value)
+        text = cell_text(value)
         return f"\\num{{{text}}}" if text else ""
-    return _tex(_cell(value))
+    return _tex(cell_text(value))
 
 
 def table_latex(frame: pd.DataFrame, caption: str = "") -> str:

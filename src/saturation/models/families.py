@@ -162,10 +162,6 @@ class FamilyComparison(FitObject):
             for arm, t in self.loo.items()
         }
 
-    def answer(self) -> str:
-        """:meth:`details` in one line."""
-        return " ".join(self.details())
-
     def details(self) -> list[str]:
         """:meth:`sentences`, each a sentence."""
         return [f"{line}." for line in self.sentences()]

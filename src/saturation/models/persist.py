@@ -248,7 +248,7 @@ class FitObject:
     def table_text(self) -> pd.DataFrame:
         """:meth:`table` with every cell as the text the CLI and the report print
         (``mean [low, high]`` for an interval; :func:`saturation.summary.cell_text`)."""
-        return self.table().map(cell_text)
+        return self.table().map(lambda v: cell_text(v, missing="-"))
 
     def figures(self) -> dict[str, FigureView]:
         """The figures by name (drawn only when asked: :meth:`plot`)."""
@@ -276,9 +276,10 @@ class FitObject:
             raise ValueError(f"{type(self).__name__} has no figure {name!r}; it has {', '.join(figs)}")
         return figs[name].draw()
 
-    def answer(self) -> str:  # pragma: no cover - every analysis defines its own
-        """The analysis' answer in a few sentences (the report's verdict line)."""
-        raise NotImplementedError
+    def answer(self) -> str:
+        """The analysis' answer in a few sentences (the report's verdict line); by default
+        :meth:`details` in one line."""
+        return " ".join(self.details())
 
     def details(self) -> list[str]:
         """One sentence per unit (level, arm, run): its verdict and the numbers that decided it."""

@@ -168,6 +168,10 @@ class PlateauRuns(FitObject):
             )
         return out
 
+    def answer(self) -> str:
+        """:meth:`counts_text` as a sentence."""
+        return self.counts_text() + "."
+
     def details(self) -> list[str]:
         """The model, each run's verdicts and each failure."""
         if not self.fits:
@@ -210,8 +214,9 @@ class PlateauRuns(FitObject):
                 by_verdict[v["verdict"]] = by_verdict.get(v["verdict"], 0) + 1
         return counts
 
-    def answer(self) -> str:
-        """One sentence: per level, the verdicts across the runs, and the runs that failed.
+    def counts_text(self) -> str:
+        """Per level, the verdicts across the runs, and the runs that failed (the JSON's
+        ``summary``; :meth:`answer` is this sentence).
 
         Returns
         -------
@@ -239,7 +244,7 @@ class PlateauRuns(FitObject):
         return {
             "runs": {run: fit.to_dict() for run, fit in self.fits.items()},
             "table": self.summary().to_dict(orient="records"),
-            "summary": self.answer(),
+            "summary": self.counts_text(),
             "verdict_counts": self.verdict_counts(),
             "failures": list(self.failures),
             "converged": self.converged,

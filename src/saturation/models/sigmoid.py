@@ -744,10 +744,6 @@ class SigmoidFit(FitObject):
             )
         }
 
-    def answer(self) -> str:
-        """:meth:`verdicts`' sentences."""
-        return " ".join(self.verdicts().values())
-
     def details(self) -> list[str]:
         """:meth:`verdicts`' sentences: each arm against the reference, then the forecasts."""
         return list(self.verdicts().values())
@@ -1152,10 +1148,6 @@ class Backtest(FitObject):
         """``backtest``: :attr:`frame`."""
         caption = f"Back-test: fitted on each arm's first {self.fit_steps} steps, its later steps predicted"
         return {"backtest": TableView(self.frame, caption)}
-
-    def answer(self) -> str:
-        """:meth:`details` in one line."""
-        return " ".join(self.details())
 
     def details(self) -> list[str]:
         """:meth:`sentences`, each a sentence."""

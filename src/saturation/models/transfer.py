@@ -706,10 +706,6 @@ class TransferFit(FitObject):
             )
         }
 
-    def answer(self) -> str:
-        """:meth:`verdicts`' sentences."""
-        return " ".join(self.verdicts().values())
-
     def details(self) -> list[str]:
         """:meth:`verdicts`' sentences, one per arm."""
         return list(self.verdicts().values())
