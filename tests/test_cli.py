@@ -602,7 +602,8 @@ def test_compare_command_fits_simulated_arms_and_writes_the_json_contract(tmp_pa
     assert got["x"] == {"axis": "compute", "compute": "timing/step"}
     assert set(got["data"]["compute"]["arms"]) == {"t2", "t2yarn"}
     text = capsys.readouterr().out
-    assert "x = cumulative timing/step (compute)" in text and "cumulative timing/step, at step" in text
+    # the midpoint is printed in the compute axis' unit (the display table's column names it)
+    assert "x = cumulative timing/step (compute)" in text and "midpoint (cumulative timing/step)" in text
     # the same arms as a metrics CSV of logged per-step means (each run an arm)
     from saturation.simulate import simulate_sigmoid_series
 
