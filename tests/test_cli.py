@@ -541,7 +541,9 @@ def test_compare_checks_come_before_the_fit(tmp_path, monkeypatch, capsys):
     assert main(["compare", str(path), "--arms", "t2,t9"]) == 2
     assert capsys.readouterr().err == "error: unknown arm(s) t9; the data has t2, t2yarn\n"
     assert main(["compare", str(path), "--backtest", "3"]) == 2
-    assert capsys.readouterr().err == "error: --backtest 3: a back-test fits at least 5 steps per arm, got 3\n"
+    assert capsys.readouterr().err == (
+        "error: invalid saturation-curve configuration: backtest 3: a back-test fits at least 5 steps per arm\n"
+    )
     assert main(["compare", str(path), "--backtest", "500"]) == 2
     assert "needs a later step in every arm" in capsys.readouterr().err
     assert main(["compare", str(path), "--arm-attr", "t2=context"]) == 2
@@ -549,7 +551,7 @@ def test_compare_checks_come_before_the_fit(tmp_path, monkeypatch, capsys):
     assert main(["compare", str(path), "--match", "context="]) == 2
     assert capsys.readouterr().err == "error: --match context=: expected KEY or KEY=VALUE (e.g. context=81920)\n"
     assert main(["compare", str(path), "--arm-attr", "t9:context=1"]) == 2
-    assert capsys.readouterr().err == "error: --arm-attr: unknown arm(s) t9; the data has t2, t2yarn\n"
+    assert capsys.readouterr().err == "error: arm properties: unknown arm(s) t9; the data has t2, t2yarn\n"
     assert main(["compare", str(path), "--x", "compute"]) == 2
     assert capsys.readouterr().err.startswith("error: --x compute needs --metrics")
     assert main(["compare", str(path), "--metrics", str(path)]) == 2
@@ -588,7 +590,7 @@ def test_compare_command_fits_simulated_arms_and_writes_the_json_contract(tmp_pa
     for arm in ("t2", "t2yarn"):
         assert {"mean", "sd", "hdi"} <= set(got["arms"][arm]["asymptote"])
     text = capsys.readouterr().out
-    assert "asymptote" in text and "no confounder declared" in text and "converged" in text
+    assert "asymptote" in text and "No confounder declared" in text and "converged" in text
     assert "more steps (to step 60)" in text and "predictive intervals covered" in text
     # the same arms on a compute axis: the runs' logged seconds per step
     from saturation.series import write_metrics_csv
@@ -712,7 +714,7 @@ def test_transfer_summary_prints_arms_as_plain_names(tmp_path, monkeypatch, caps
 
     import saturation.models
     from saturation.io import read_trials
-    from saturation.models.transfer import transfer_data
+    from saturation.models.transfer import TransferFit, transfer_data
 
     path = _small_table(tmp_path / "t.csv", arms=("base", "s85"))
     assert all(type(a) is str for a in transfer_data(read_trials(path)).arms)
@@ -743,9 +745,12 @@ def test_transfer_summary_prints_arms_as_plain_names(tmp_path, monkeypatch, caps
         table=lambda: pd.DataFrame([{"arm": np.str_("s85"), "crossover step": None, "P(no crossover)": 1.0}]),
         details=lambda: list(out["verdicts"].values()),
         answer=lambda: " ".join(out["verdicts"].values()),
-        data=types.SimpleNamespace(arms=[np.str_("base"), np.str_("s85")]),
+        data=types.SimpleNamespace(arms=[np.str_("base"), np.str_("s85")], summary=out["data"]),
+        config=types.SimpleNamespace(reference="base"),
         timings={"compile": 0.0, "sample": 0.0, "sampler": "nutpie"},
+        parts=lambda: [],
     )
+    fit.heading = lambda: TransferFit.heading(fit)  # the real heading, on the made-up draws' numbers
     monkeypatch.setattr(saturation.models, "fit_transfer", lambda *a, **k: fit)
     assert main(["transfer", str(path)]) == 0
     printed = capsys.readouterr().out

@@ -196,3 +196,28 @@ def test_a_nuts_change_point_fit_expected_to_take_too_long_is_refused_before_com
     assert time.perf_counter() - t0 < 30  # refused before the NUTS model is compiled
     monkeypatch.setattr(limits, "MAX_FIT_SECONDS", 10**6)
     assert fit_time_problem(250, 241, 1, **settings) == ""
+
+
+def test_a_fit_refuses_its_settings_given_twice():
+    """config= and a keyword set away from its default: the keyword would be silently ignored,
+    so every fit function refuses the pair (keywords at their defaults pass)."""
+    import pytest
+
+    from saturation.limits import config_or_keywords
+    from saturation.models import fit_plateau, fit_transfer
+    from saturation.models.learning import ReliabilityConfig, diagnose_reliability
+    from saturation.models.plateau import PlateauConfig
+    from saturation.models.sigmoid import SigmoidConfig, fit_sigmoid
+    from saturation.models.transfer import TransferConfig
+
+    calls = [
+        (fit_plateau, PlateauConfig(), {"rope": 0.5}),
+        (fit_sigmoid, SigmoidConfig(), {"reference": "t2"}),
+        (fit_transfer, TransferConfig(), {"walk": "gaussian"}),
+        (diagnose_reliability, ReliabilityConfig(), {"pass1": "reward/mean"}),
+    ]
+    for fn, config, kw in calls:
+        with pytest.raises(TypeError, match=f"{fn.__name__}: give the settings as config= or as keywords, not both"):
+            fn(None, config, **kw)
+    config_or_keywords(fit_plateau, PlateauConfig(), {"rope": 0.01, "rope_relative": 0.2, "noise": None})
+    config_or_keywords(fit_plateau, None, {"rope": 0.5})

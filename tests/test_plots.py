@@ -511,9 +511,8 @@ def test_plot_per_run_series_panels_and_into_an_axes(series, reliability, entrop
         _assert_series(ax, frame, diag, run, variables, labels)
         assert len(ax.lines) == 2 * len(variables) and len(ax.collections) == len(variables)
     # one legend for all panels, in the figure
-    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
-        f"{lab}, {what}" for lab in labels for what in ("observed", "trend (94 % HDI)")
-    ]
+    # one short legend: a colour per series, then the two line styles
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [*labels, "observed", "trend (94 % HDI band)"]
     ax = _into_ax(plot, series, diag)
     for run in runs:
         _assert_series(ax, frame, diag, run, variables, [f"{run} {lab}" for lab in labels])

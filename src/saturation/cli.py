@@ -664,15 +664,12 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
     from saturation.models import fit_plateau
 
     fit = fit_plateau(ds, _plateau_config(args, levels), run=args.run, seed=args.seed)
-    out = fit.to_dict()
-    _print_plateau(fit, out)
-    return _finish_fit(args, fit, out)
+    _show(fit)
+    return _finish_fit(args, fit, fit.to_dict())
 
 
-def _cmd_plateau_series(args: argparse.Namespace) -> int:
-    """``saturation plateau FILE --metric KEY``: a logged per-step series (any per-step
-    metrics file the readers accept), one fit per run that logged the key; ``--json``
-    holds ``{"metric", "runs": {run: the plateau JSON}}``."""
+def _check_series_args(args: argparse.Namespace) -> None:
+    """``plateau --metric``'s options, checked before the file is read."""
     for flag, given in (("--levels", args.levels), ("--by", args.by), ("--phase", args.phase)):
         if given:
             raise UsageError(f"--metric fits a logged per-step series: {flag} is for trial tables")
@@ -680,58 +677,37 @@ def _cmd_plateau_series(args: argparse.Namespace) -> int:
         raise UsageError(f"--metric {args.metric}: give one per-step metrics file")
     _require_inputs(args.trials)
     _check_outputs(args.trials, [args.json, args.idata])
+
+
+def _cmd_plateau_series(args: argparse.Namespace) -> int:
+    """``saturation plateau FILE --metric KEY``: a logged per-step series (any per-step
+    metrics file the readers accept), one fit per run that logged the key; ``--json``
+    holds ``{"metric", "runs": {run: the plateau JSON}}``."""
+    _check_series_args(args)
     from dataclasses import replace
 
     from saturation.models import fit_plateau
+    from saturation.models.runs import metric_runs
     from saturation.runlogs import read_metrics
 
-    path = args.trials[0]
-    series = read_metrics(path)
-    try:
-        var = S.metric_variable(series, args.metric)
-    except KeyError as err:
-        raise UsageError(f"{path}: {err.args[0]}") from None
-    logged = series[var].notnull().any(S.STEP)
-    runs = [str(r) for r in series[S.RUN].to_numpy()[logged.to_numpy()]]
-    if args.run is not None:
-        if args.run not in runs:
-            raise UsageError(f"--run {args.run}: {path} has no {args.metric!r} for it; runs {_names(runs)}")
-        runs = [args.run]
+    series = read_metrics(path := args.trials[0])
+    var, runs = metric_runs(series, args.metric, args.run, where=str(path))
     if args.idata and len(runs) > 1:
         raise UsageError(f"--idata writes one fit: {path} has {len(runs)} runs of {args.metric!r}; pick one with --run")
     config = replace(_plateau_config(args, None), response=var)
-    outs: dict[str, Any] = {}
-    fits: list[Any] = []
-    for run in runs:
-        fit = fit_plateau(series, config, run=run, seed=args.seed)
-        out = fit.to_dict()
+    fits = {run: fit_plateau(series, config, run=run, seed=args.seed) for run in runs}
+    for run, fit in fits.items():
         _print(f"run {run}, metric {args.metric} ({len(fit.data.steps)} logged steps):")
-        _print_plateau(fit, out)
-        _print_diagnostics(out["diagnostics"], fit.timings)
-        outs[run] = out
-        fits.append(fit)
+        _show(fit)
+        _print_diagnostics(fit.diagnostics, fit.timings)
     if args.json:
-        _write_json({"metric": args.metric, "source": str(path), "runs": outs}, args.json)
+        runs_out = {run: fit.to_dict() for run, fit in fits.items()}
+        _write_json({"metric": args.metric, "source": str(path), "runs": runs_out}, args.json)
     if args.idata:
         from saturation.io import write_netcdf
 
-        write_netcdf(fits[0].idata, args.idata)
-    return EXIT_OK if all(o["diagnostics"]["converged"] for o in outs.values()) else EXIT_NOT_CONVERGED
-
-
-def _print_plateau(fit: Any, out: dict[str, Any]) -> None:
-    """The plateau fit as the CLI prints it: the model and its ROPE, then :func:`_show`."""
-    from saturation.models.plateau import FLAT_DEFINITION
-
-    if out["data"].get("synthetic"):
-        _print(f"NOTE: {out['data']['synthetic']}")
-    m = out["model"]
-    rel = f" or +-{m['rope_relative']:g} x the early gain" if m["rope_relative"] is not None else ""
-    _print(
-        f"plateau model: response {fit.data.response}; {m['description']}; ROPE: late gain within +-{m['rope']:g}{rel} "
-        f"({FLAT_DEFINITION}); {int(S.HDI_PROB * 100)}% HDI"
-    )
-    _show(fit)
+        write_netcdf(fits[runs[0]].idata, args.idata)
+    return EXIT_OK if all(f.diagnostics["converged"] for f in fits.values()) else EXIT_NOT_CONVERGED
 
 
 def _cell(value: Any) -> str:
@@ -742,8 +718,12 @@ def _cell(value: Any) -> str:
 
 
 def _show(analysis: Any) -> None:
-    """An analysis as every command prints it: its display table (``analysis.table()``, one
-    block per row), the sentences behind it (``details()``) and the answer (``answer()``)."""
+    """An analysis as every command prints it: its heading, its display table
+    (``analysis.table()``, one block per row), the sentences behind it (``details()``) and
+    the answer (``answer()``); then the sentences of each sub-analysis it asked for
+    (``parts()``: a back-test, a curve-family comparison)."""
+    for line in analysis.heading():
+        _print(_shown(line))
     for row in analysis.table().to_dict(orient="records"):
         (_, first), *rest = row.items()
         _print(f"  {_cell(first)}")
@@ -754,6 +734,11 @@ def _show(analysis: Any) -> None:
         _print(f"  {_shown(line)}")
     if answer != " ".join(details):  # an answer that is not just the sentences above
         _print(f"  answer: {_shown(answer)}")
+    for part in analysis.parts():
+        for line in part.details():
+            _print(f"  {_shown(line)}")
+        if not getattr(part, "diagnostics", {}).get("converged", True):
+            _print(f"  WARNING: the {type(part).__name__} fit did not converge: its figures are not trustworthy")
 
 
 def _plateau_config(args: argparse.Namespace, levels: list[str] | None) -> Any:
@@ -791,45 +776,33 @@ def _cmd_plateau_runs(args: argparse.Namespace) -> int:
     from saturation import progress
     from saturation.models.runs import fit_plateau_runs, run_names
 
-    runs = run_names(ds)
-    if len(runs) < 1:
+    if not (n := len(run_names(ds))):
         raise UsageError("--by run: the data hold no run coordinate")
-    config = _plateau_config(args, levels)
-    where = (
-        "this process" if args.scheduler == "sync" else args.scheduler or f"a LocalCluster of {args.workers} workers"
-    )
-    _print(f"plateau fits of {len(runs)} runs on {where}")
-    bar = progress.Progress(len(runs), "plateau --by run", enabled=args.progress)
-    try:
+    cluster = args.scheduler or f"a LocalCluster of {args.workers} workers"
+    _print(f"plateau fits of {n} runs on {'this process' if args.scheduler == 'sync' else cluster}")
+    with progress.Progress(n, "plateau --by run", enabled=args.progress) as bar:
         res = fit_plateau_runs(
             ds,
-            config,
+            _plateau_config(args, levels),
             seed=args.seed,
             scheduler=args.scheduler,
             workers=args.workers,
             progress=lambda done, total: bar.update(done - bar.done),
         )
-    finally:
-        bar.close()
     _show(res)
     for failure in res.failures:
         _print(f"FAILED {failure['run']}: {failure['error']}")
-    _print(
-        f"{len(res.fits)} of {len(runs)} runs fitted; {len(res.failures)} failed; "
-        + ("all converged" if res.converged else "NOT ALL CONVERGED: do not use the rows marked NO")
-    )
+    converged = "all converged" if res.converged else "NOT ALL CONVERGED: do not use the rows marked NO"
+    _print(f"{len(res.fits)} of {n} runs fitted; {len(res.failures)} failed; {converged}")
     if args.json:
         _write_json(res.to_dict(), args.json)
     if idata_dir:
         from saturation.io import write_netcdf
 
-        out = Path(idata_dir)
-        out.mkdir(exist_ok=True)
+        Path(idata_dir).mkdir(exist_ok=True)
         for run, fit in res.fits.items():
-            write_netcdf(fit.idata, out / f"{_safe_file_name(run)}.nc")
-    if res.failures:
-        return EXIT_DATA
-    return EXIT_OK if res.converged else EXIT_NOT_CONVERGED
+            write_netcdf(fit.idata, Path(idata_dir) / f"{_safe_file_name(run)}.nc")
+    return EXIT_DATA if res.failures else EXIT_OK if res.converged else EXIT_NOT_CONVERGED
 
 
 def _safe_file_name(name: str) -> str:
@@ -854,21 +827,41 @@ def _weights(text: str | None, components: list[str] | None) -> tuple[float, ...
     return weights
 
 
-def _cmd_diagnose(args: argparse.Namespace) -> int:
+def _diagnose_config(args: argparse.Namespace) -> Any:
+    """``diagnose``'s options as the analysis' one config (``DiagnoseConfig``), checked
+    before any data is read."""
     components = _split_names(args.components, "--components")
     weights = _weights(args.weights, components)
     _require_inputs(args.trials)
     _require_inputs([args.metrics] if args.metrics else [], "--metrics")
     _check_outputs([*args.trials, *([args.metrics] if args.metrics else [])], [args.json])
-    from saturation import replica
     from saturation.models.learning import (
+        CardinalityConfig,
         ComponentsConfig,
-        diagnose_cardinality,
-        diagnose_components,
-        diagnose_entropy,
-        diagnose_reliability,
-        fit_pass_at_k,
+        DiagnoseConfig,
+        EntropyConfig,
+        ReliabilityConfig,
     )
+
+    draws = {"draws": args.draws, "chains": args.chains}
+    return DiagnoseConfig(
+        cardinality=CardinalityConfig(**draws),
+        reliability=ReliabilityConfig(pass1=args.pass1, passk=args.passk, rope=args.pass_rope, **draws),
+        entropy=EntropyConfig(entropy=args.entropy, rope_relative=args.entropy_rope, **draws),
+        components=(
+            ComponentsConfig(components=tuple(components), weights=weights, rope=args.component_rope, **draws)
+            if components is not None
+            else None
+        ),
+        groups=args.groups,
+        success_threshold=args.success_threshold,
+    )
+
+
+def _cmd_diagnose(args: argparse.Namespace) -> int:
+    config = _diagnose_config(args)
+    from saturation import replica
+    from saturation.models.learning import diagnose
     from saturation.runlogs import read_metrics
 
     # the embedded data only when no input is given (the demo); a user's file is never
@@ -876,95 +869,23 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     demo = not args.trials and not args.metrics
     ds = _load_phase_trials(args, "swesmith") if args.trials or demo else None
     series = read_metrics(args.metrics) if args.metrics else replica.load_embedded("code-contests") if demo else None
-    kw = {"seed": args.seed, "draws": args.draws, "chains": args.chains}
-    keys = {"pass1": args.pass1, "passk": args.passk, "entropy": args.entropy}
-    plan, skipped = _diagnose_plan(args.metrics, series, keys)
-    if ds is None:
-        skipped.append("1. cardinality: skipped (needs graded trials with precision, recall and counts: give TRIALS)")
-    elif args.groups and args.metrics and not args.trials:
-        raise UsageError("--groups fits the trials' prompt groups: give TRIALS")
-    if ds is None and not plan:
-        raise UsageError(f"{args.metrics}: none of the diagnoses fit this file ({'; '.join(skipped)})")
-    results = [diagnose_cardinality(ds, run=args.run, **kw)] if ds is not None else []
-    if "reliability" in plan and series is not None:
-        results.append(diagnose_reliability(series, pass1=args.pass1, passk=args.passk, rope=args.pass_rope, **kw))
-    if "entropy" in plan and series is not None:
-        results.append(
-            diagnose_entropy(series, entropy=args.entropy, reward=args.pass1, rope_relative=args.entropy_rope, **kw)
-        )
-    for line in skipped:
-        _print(line)
-    if components is not None and series is not None:
-        config = ComponentsConfig(
-            components=tuple(components),
-            weights=weights,
-            rope=args.component_rope,
-            draws=args.draws,
-            chains=args.chains,
-        )
-        results.append(diagnose_components(series, config, seed=args.seed))
-    if args.groups and ds is not None:
-        results.append(
-            fit_pass_at_k(
-                ds, run=args.run, rope=args.pass_rope, seed=args.seed, success_threshold=args.success_threshold
-            )
-        )
-    inputs = [x for x in (ds, series) if x is not None]
-    synthetic = {str(x.attrs.get(S.ATTR_SYNTHETIC, "")) for x in inputs} - {""}
-    for note in sorted(synthetic):
-        _print(f"NOTE: {note}")
+    res = diagnose(ds, series, config, run=args.run, seed=args.seed, where=args.metrics or "")
+    for line in res.heading():
+        _print(_shown(line))
     sampling = _dynamic_sampling_warnings(series) if series is not None else []
-    titles = {
-        "cardinality": "1. Real skill or a cardinality prior? (trials)",
-        "reliability": "2. Reliability (pass@1) or capability (pass@k)? (logged series)",
-        "pass_at_k": "2b. pass@1 and pass@k from prompt groups (trials)",
-        "entropy": "3. Did policy entropy collapse? (logged series)",
-        "components": "4. Did the reward's components move? (logged series)",
-    }
-    for res in results:
-        _print(titles[res.name])
-        for sentence in res.verdicts().values():
-            _print(f"  {sentence}")
-        d = res.diagnostics
+    for title, part in res.sections():
+        _print(title)
+        for sentence in part.details():
+            _print(f"  {_shown(sentence)}")
+        d = part.diagnostics
         _print(
             f"  diagnostics: R-hat max {d['rhat_max']:.3f}, bulk ESS min {d['ess_bulk_min']:.0f}, divergences "
             f"{d['divergences']} -> {'converged' if d['converged'] else 'NOT CONVERGED: do not use these numbers'}"
         )
-    out = {
-        "data": {
-            "trials": ds.attrs.get(S.ATTR_SOURCES, "") if ds is not None else None,
-            "metrics": series.attrs.get(S.ATTR_SOURCES, "") if series is not None else None,
-            "skipped": skipped,
-            "synthetic": sorted(synthetic),
-            "dynamic_sampling": sampling,
-        },
-        **{res.name: res.to_dict() for res in results},
-    }
     if args.json:
-        _write_json(out, args.json)
-    return EXIT_OK if all(res.diagnostics["converged"] for res in results) else EXIT_NOT_CONVERGED
-
-
-def _diagnose_plan(path: str | None, series: xr.Dataset | None, keys: dict[str, str]) -> tuple[list[str], list[str]]:
-    """Which series diagnoses the metrics can serve, and a line for each that they cannot
-    (naming the file and the missing keys)."""
-    if series is None:
-        return [], ["2-4. series diagnoses: skipped (need per-step metrics: give --metrics PATH)"]
-    have = set(map(str, series.data_vars)) | {str(series[v].attrs.get("metric_name", v)) for v in series.data_vars}
-    needs = {
-        "reliability": ("2. reliability", [keys["pass1"], keys["passk"]], "--pass1/--passk"),
-        "entropy": ("3. entropy", [keys["pass1"], keys["entropy"]], "--pass1/--entropy"),
-    }
-    plan, skipped = [], []
-    for name, (title, wanted, flags) in needs.items():
-        missing = [k for k in wanted if k not in have]
-        if missing:
-            skipped.append(
-                f"{title}: skipped ({path or 'the metrics'} has no {_names(missing)}; name its keys with {flags})"
-            )
-        else:
-            plan.append(name)
-    return plan, skipped
+        out = res.to_dict()
+        _write_json({**out, "data": {**out["data"], "dynamic_sampling": sampling}}, args.json)
+    return EXIT_OK if res.diagnostics["converged"] else EXIT_NOT_CONVERGED
 
 
 # ------------------------------------------------------------------ transfer
@@ -1113,22 +1034,15 @@ def _cmd_transfer(args: argparse.Namespace) -> int:
         seed=args.seed,
         sampler=_sampler_args(args, default_sampler(args.task_effects)),
     )
-    out = fit.to_dict()
-    if out["data"].get("synthetic"):
-        _print(f"NOTE: {out['data']['synthetic']}")
-    _print(
-        f"transfer model: arms {_names(fit.data.arms)}, reference {out['reference']}, "
-        f"{out['data']['n_trials']} trials ({out['data']['n_groups']} arm x step x task groups), "
-        f"{int(S.HDI_PROB * 100)}% HDI; gaps are arm - reference"
-    )
     _show(fit)
-    return _finish_fit(args, fit, out)
+    return _finish_fit(args, fit, fit.to_dict())
 
 
 # ------------------------------------------------------------------ compare
-def _compare_options(args: argparse.Namespace) -> tuple[list[str] | None, dict[str, Any], dict[str, Any]]:
-    """``compare``'s options checked before any data is read: the arms, the declared arm
-    properties and confounders, the x axis and the inputs and outputs."""
+def _compare_config(args: argparse.Namespace) -> Any:
+    """``compare``'s options as the analysis' one config (``SigmoidConfig``), checked before
+    any data is read: the arms, the declared arm properties and confounders, the x axis and
+    the inputs and outputs."""
     arms = _split_names(args.arms, "--arms")
     if arms is not None and args.reference is not None and args.reference not in arms:
         raise UsageError(f"--reference {args.reference} is not one of --arms {_names(arms)}")
@@ -1136,7 +1050,7 @@ def _compare_options(args: argparse.Namespace) -> tuple[list[str] | None, dict[s
     if args.metric is not None:
         if len(args.trials) != 1:
             raise UsageError(f"--metric {args.metric}: give one per-step metrics file (CSV or .nc), not trial tables")
-        for flag, given in (("--paired", args.paired), ("--metrics", args.metrics)):
+        for flag, given in (("--paired", args.paired), ("--metrics", args.metrics), ("--phase", args.phase)):
             if given:
                 raise UsageError(f"--metric fits logged per-step values: {flag} is for trials")
         if args.likelihood == "binomial":
@@ -1151,6 +1065,7 @@ def _compare_options(args: argparse.Namespace) -> tuple[list[str] | None, dict[s
     _require_inputs([args.metrics] if args.metrics else [], "--metrics")
     _check_outputs([*args.trials, *([args.metrics] if args.metrics else [])], [args.json, args.idata])
     from saturation.arms import parse_arm_properties  # light: checked before the data load
+    from saturation.models.sigmoid import DEFAULT_COMPUTE, SigmoidConfig, default_sampler
 
     try:
         arm_attrs, _ = parse_arm_properties(args.arm_attr or [], [])
@@ -1160,51 +1075,6 @@ def _compare_options(args: argparse.Namespace) -> tuple[list[str] | None, dict[s
         _, match = parse_arm_properties([], args.match or [])
     except ValueError as err:
         raise UsageError(f"--match {err}") from None
-    return arms, arm_attrs, match
-
-
-def _compare_data_words(summary: dict[str, Any]) -> str:
-    """ "10240 trials", or for a logged metric "reward/avg_raw_reward logged at 120 steps"."""
-    if summary.get("series"):
-        return f"{summary['series']} logged at {sum(summary['steps_per_arm'].values())} (arm, step) points"
-    return f"{summary['n_trials']} trials"
-
-
-def _cmd_compare(args: argparse.Namespace) -> int:
-    arms, arm_attrs, match = _compare_options(args)
-    from saturation.models.sigmoid import (
-        DEFAULT_COMPUTE,
-        SigmoidConfig,
-        arm_steps,
-        axis_words,
-        check_backtest,
-        default_sampler,
-        fit_sigmoid,
-        series_arm_steps,
-    )
-    from saturation.runlogs import read_metrics
-
-    compute = args.compute or DEFAULT_COMPUTE
-    if args.metric is not None:  # a logged per-step metric: each run of the series is an arm
-        if args.phase is not None:
-            raise UsageError("--phase selects trials; --metric reads a per-step metrics file")
-        series = read_metrics(args.trials[0])
-        data = series_arm_steps(series, args.metric, arms, compute=compute if args.x == "compute" else None)
-        sampling = _dynamic_sampling_warnings(series, data.arms)
-    else:
-        ds = _load_phase_trials(args, "")
-        _check_transfer_data(ds, arms, args.reference)
-        metrics = read_metrics(args.metrics) if args.metrics else None
-        data = arm_steps(ds, arms, metrics=metrics, compute=compute, paired=args.paired)
-    unknown = sorted(set(arm_attrs) - set(data.arms))
-    if unknown:
-        raise UsageError(f"--arm-attr: unknown arm(s) {_names(unknown)}; the data has {_names(data.arms)}")
-    if args.backtest is not None:
-        try:
-            check_backtest(data, args.backtest)
-        except ValueError as err:
-            raise UsageError(f"--backtest {args.backtest}: {err}") from None
-
     config = SigmoidConfig(
         arms=tuple(arms) if arms else None,
         reference=args.reference,
@@ -1215,44 +1085,37 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         arm_attrs=arm_attrs,
         match=match,
         x=args.x,
-        compute=compute,
+        compute=args.compute or DEFAULT_COMPUTE,
         paired=args.paired,
         metric=args.metric,
+        backtest=args.backtest,
+        families=args.families,
     )
-    fit = fit_sigmoid(data, config, seed=args.seed)
-    out = fit.to_dict()
-    if args.metric is not None:
-        out["data"] = {**out["data"], "dynamic_sampling": sampling}
-    _print(
-        f"saturation curves (Khatri et al. 2025 sigmoid, x = {axis_words(fit.data)[0]}): arms "
-        f"{_names(fit.data.arms)}, reference {out['reference']}, {_compare_data_words(out['data'])}, "
-        f"{out['likelihood']} likelihood, {int(S.HDI_PROB * 100)}% HDI"
-    )
-    _show(fit)
-    if not match:
-        _print("  (no confounder declared: contrasts are not checked for context length or other differences)")
-    else:
-        flagged = [arm for arm, c in out["contrasts"].items() if c["confounded"]]
-        _print(
-            f"  confounders declared: {', '.join(k if v is None else f'{k}={v}' for k, v in match.items())}; "
-            + (f"CONFOUNDED contrasts: {', '.join(flagged)}" if flagged else "every contrast is matched")
-        )
-    if args.backtest is not None:
-        bt = fit.backtest(args.backtest)
-        _print(f"back-test (forecast checked on later steps), {bt.fit_steps} steps fitted per arm:")
-        for sentence in bt.sentences():
-            _print(f"  {sentence}")
-        if not bt.fit.diagnostics["converged"]:
-            _print("  WARNING: the back-test's fit did not converge: these coverage figures are not trustworthy")
-        out["backtest"] = bt.to_dict()
-    if args.families:
-        from saturation.models.families import compare_curve_families
+    try:
+        config.validate()
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    return config
 
-        fam = compare_curve_families(data, fit, config=config, seed=args.seed)
-        _print("curve families (does a ceiling hang on the sigmoid?):")
-        for sentence in fam.sentences():
-            _print(f"  {sentence}")
-        out["families"] = fam.to_dict()
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    config = _compare_config(args)
+    from saturation.models.sigmoid import compare_data, fit_sigmoid
+    from saturation.runlogs import read_metrics
+
+    if config.metric is not None:  # a logged per-step metric: each run of the series is an arm
+        ds, metrics = read_metrics(args.trials[0]), None
+    else:
+        ds = _load_phase_trials(args, "")
+        _check_transfer_data(ds, list(config.arms or []), config.reference)
+        metrics = read_metrics(args.metrics) if args.metrics else None
+    data = compare_data(ds, config, metrics)  # every check on the data before the fit
+    sampling = _dynamic_sampling_warnings(ds, data.arms) if config.metric is not None else None
+    fit = fit_sigmoid(data, config, seed=args.seed)
+    _show(fit)
+    out = {**fit.to_dict(), **{k: v for part in fit.parts() for k, v in part.results().items()}}
+    if sampling is not None:
+        out["data"] = {**out["data"], "dynamic_sampling": sampling}
     return _finish_fit(args, fit, out)
 
 

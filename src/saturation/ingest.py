@@ -146,7 +146,26 @@ def _files(root: Path) -> list[Path]:
 
 
 def scan_run_dir(root: str | Path) -> RunContents:
-    """Classify every file under ``root`` (module docstring); nothing is read yet."""
+    """Classify every file under ``root`` (module docstring); nothing is read yet.
+
+    Parameters
+    ----------
+    root : path
+        The run directory; symbolic links to directories under it are not followed.
+
+    Returns
+    -------
+    RunContents
+        Every regular file under ``root``, sorted, by kind: trajectories, eval dumps and
+        aggregates (with step and phase), console logs, wandb run directories and their
+        files, metrics CSVs, R2E-Gym trajectory files (recognised by their first bytes),
+        eval-log index files, and the rest as ignored.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``root`` is not a directory.
+    """
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: not a directory")

@@ -251,3 +251,38 @@ def fit_memory_problem(steps: int, candidates: int, levels: int, *, pooled_graph
         f"than the limit of {MAX_FIT_BYTES / 2**30:,.1f} GiB (raise it with SATURATION_MAX_FIT_BYTES); give the break "
         "(--breakpoint) or fit fewer steps (every k-th)"
     )
+
+
+def config_or_keywords(fn: Any, config: object | None, given: dict[str, Any]) -> None:
+    """Refuse a fit function's settings given twice: ``config`` and a keyword set away from
+    its default (the keyword would be ignored).
+
+    Parameters
+    ----------
+    fn : callable
+        The fit function (its keyword-only defaults are the "not given" values).
+    config : object or None
+        The config passed.
+    given : dict
+        The settings' keyword arguments as passed.
+
+    Raises
+    ------
+    TypeError
+        When ``config`` is given with any keyword that differs from its default.
+    """
+    if config is None:
+        return
+    defaults = getattr(fn, "__kwdefaults__", None) or {}
+    clash = sorted(k for k, v in given.items() if not (v is defaults.get(k) or _equal(v, defaults.get(k))))
+    if clash:
+        raise TypeError(
+            f"{fn.__name__}: give the settings as config= or as keywords, not both (config with {', '.join(clash)})"
+        )
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except (TypeError, ValueError):
+        return False

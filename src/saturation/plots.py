@@ -568,6 +568,26 @@ def _series_panel(
     ax.set_xlabel("step")
 
 
+def _series_legend(
+    fig: Figure, series: xr.Dataset, diag: Any, runs: list[Any], variables: list[str], labels: list[str]
+) -> None:
+    """A colour per series, then what the thin lines and the thick ones are: right of a single
+    panel, above several."""
+    from matplotlib.lines import Line2D
+
+    bands = getattr(diag, "bands", {}) or {}
+    banded = any(f"{v}/{r}" in bands for v in variables for r in runs)
+    grey = "0.45"
+    handles = [Line2D([], [], color=colour(v), lw=1.3) for v in range(len(variables))]
+    handles.append(Line2D([], [], color=grey, lw=0.5, marker="o", ms=1.8, alpha=0.7))
+    handles.append(Line2D([], [], color=grey, lw=1.3) if banded else Line2D([], [], color=grey, marker="s", ls="none"))
+    names = [*labels, "observed", f"trend ({HDI_LABEL} band)" if banded else f"start and end ({HDI_LABEL})"]
+    if len(runs) == 1:
+        fig.legend(handles, names, loc="outside right upper", fontsize=6, frameon=False)
+    else:
+        fig.legend(handles, names, loc="outside upper center", ncols=min(len(names), 3), fontsize=6, frameon=False)
+
+
 def _per_run(
     series: xr.Dataset, diag: Any, ax: Axes | None, variables: list[str], labels: list[str], ylabel: str
 ) -> Figure:
@@ -576,7 +596,8 @@ def _per_run(
     # composite-reward run without pass@k)
     runs = [r for r in series[S.RUN].values if str(r) in diag.numbers.get("runs", {})] or list(series[S.RUN].values)
     with style():
-        fig, axs = _panels(ax, len(runs), min(PAGE, 0.5 + 2.6 * len(runs)), 2.1, sharey=True)
+        width = min(PAGE, 0.5 + 2.6 * len(runs) + (1.6 if len(runs) == 1 else 0.0))  # a single panel: legend right
+        fig, axs = _panels(ax, len(runs), width, 2.1, sharey=True)
         for r, run in enumerate(runs):
             colours = (
                 [colour(r * len(variables) + v) for v in range(len(variables))]
@@ -588,8 +609,8 @@ def _per_run(
             if ax is None:
                 axs[r].set_title(str(run))
         axs[0].set_ylabel(ylabel)
-        if ax is None:  # one legend for all panels, above them (constrained layout makes room)
-            fig.legend(*axs[0].get_legend_handles_labels(), loc="outside upper center", ncols=2, fontsize=6)
+        if ax is None:  # one short legend for all panels: a colour per series, then the two styles
+            _series_legend(fig, series, diag, runs, variables, labels)
         else:
             axs[0].legend(fontsize=6, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=len(variables))
     return fig
@@ -661,7 +682,22 @@ def _component_variables(series: xr.Dataset, diag: Any) -> list[str]:
 
 def plot_components(series: xr.Dataset, diag: Any, *, ax: Axes | None = None) -> Figure:
     """A composite reward's components and the reward per run (one panel each): observed
-    per-step values and each series' fitted trend (posterior mean, 94 % band)."""
+    per-step values and each series' fitted trend (posterior mean, 94 % band).
+
+    Parameters
+    ----------
+    series : xarray.Dataset
+        The per-step metrics series (dims run, step) the diagnosis was fitted to.
+    diag : Diagnosis
+        The result of :func:`saturation.diagnose_components`.
+    ax : matplotlib.axes.Axes, optional
+        Draw every run on this axes (a single panel) instead of a new figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure drawn on.
+    """
     variables = _component_variables(series, diag)
     labels = [str(series[v].attrs.get("metric_name", v)) for v in variables]
     return _per_run(series, diag, ax, variables, labels, "value")
@@ -776,7 +812,22 @@ def plot_saturation_curves(fit: Any, *, ax: Axes | None = None) -> Figure:
     (points), the fitted curve's posterior mean and 94 % band over the data (solid) and over
     the forecast horizon (dashed, lighter band), each arm's posterior mean ceiling (dotted),
     and in a narrow panel at the right each arm's ceiling with its 94 % HDI (the asymptote;
-    not data at a step)."""
+    not data at a step).
+
+    Parameters
+    ----------
+    fit : SigmoidFit
+        A saturation-curve fit (:func:`saturation.fit_sigmoid`); on a compute axis the x
+        axis is the cumulative compute instead of the step.
+    ax : matplotlib.axes.Axes, optional
+        Draw the curves on this axes, with the ceilings' panel inset at its right, instead
+        of a new figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure drawn on.
+    """
     frame = saturation_curves_data(fit)
     compute = getattr(fit.data, "compute", None) is not None
     xcol = "x" if compute else "step"  # on a compute axis: the compute spent through each step

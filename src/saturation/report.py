@@ -38,7 +38,6 @@ from saturation.cluster import map_tasks
 from saturation.files import inside
 from saturation.io import OutputError, safe_name, write_atomic, write_netcdf
 from saturation.models import fit_plateau, fit_transfer
-from saturation.models.families import compare_curve_families
 from saturation.models.learning import CardinalityConfig, SeriesConfig, diagnose_cardinality, diagnose_series
 from saturation.models.plateau import COMPARED_MODELS, PlateauConfig
 from saturation.models.runs import fit_plateau_runs
@@ -51,8 +50,8 @@ from saturation.progress import Progress
 from saturation.replica import StudyCheck, load_reference
 from saturation.report_html import (
     anchor,
+    contents_entry,
     figure_caption,
-    first_sentence,
     fit_time_text,
     run_time_text,
     write_report_html,
@@ -70,7 +69,7 @@ from saturation.spec import (
     load_spec,
     load_specs,
 )
-from saturation.summary import json_safe
+from saturation.summary import first_sentence, json_safe
 from saturation.tables import markdown_text, write_tables
 
 #: warnings that say nothing about a fit (pip-installed PyTensor has no BLAS; models run on numba)
@@ -107,6 +106,8 @@ class Section:
     written: dict[str, str] = field(default_factory=dict)
     #: one-line notes of this run (a cache record not trusted and refitted); not kept on reuse
     notes: list[str] = field(default_factory=list)
+    #: the answer in one short sentence (the contents' line; the analysis' ``headline()``)
+    headline: str = ""
 
 
 # ------------------------------------------------------------------ helpers
@@ -230,13 +231,17 @@ def _render(out: _Out, spec: Spec, main: Any, *extras: Any, check: StudyCheck | 
         for name, view in figures.items():  # "curves" asks for every run's curves_<k> too
             if name in spec.figures or name.rsplit("_", 1)[0] in spec.figures:
                 out.figure(view.draw, name, view.caption)
-    answers = [check.before if check else "", *(p.answer() for p in parts), check.after if check else ""]
+    # each answer said once: an analysis whose answer is only its detail sentences (the
+    # bullets) gives its headline here, a sub-analysis nothing more
+    said = [p.answer() if p.answer() != " ".join(p.details()) else p.headline() if p is main else "" for p in parts]
+    answers = [check.before if check else "", *said, check.after if check else ""]
     results: dict[str, Any] = {}
     for part in parts:
         results.update(part.results())
     diagnostics = [p.diagnostics for p in parts if getattr(p, "diagnostics", None)]
     return {
         "verdict": " ".join(a for a in answers if a),
+        "headline": main.headline(),
         "details": [d for p in parts for d in p.details()] + list(check.notes if check else ()),
         "diagnostics": diagnostics[0] if len(diagnostics) == 1 else merge_diagnostics(diagnostics),
         "results": results,
@@ -304,15 +309,12 @@ def _transfer(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out:
 def _compare(spec: Spec, ds: xr.Dataset, reference: dict[str, Any] | None, out: _Out) -> dict[str, Any]:
     """Recipe arms by their saturation curves: the per-arm ceilings, the contrasts with the
     reference, "will more steps pay?", and with the spec's ``backtest`` / ``families`` the
-    checked forecast and the curve-family comparison."""
+    checked forecast and the curve-family comparison (the fit's :meth:`parts`)."""
     config = analysis_config(spec)
     assert isinstance(config, SigmoidConfig)
     metrics = load_metrics(spec) if config.x == "compute" and config.metric is None else None
     fit = fit_sigmoid(ds, config, seed=spec.seed, metrics=metrics)
-    extras: list[Any] = [fit.backtest(int(spec.model["backtest"]))] if spec.model.get("backtest") else []
-    if spec.model.get("families"):
-        extras.append(compare_curve_families(fit.data, fit, config=config, seed=spec.seed))
-    return _render(out, spec, fit, *extras)
+    return _render(out, spec, fit, *fit.parts())
 
 
 RUNNERS: dict[str, Callable[..., dict[str, Any]]] = {
@@ -393,7 +395,7 @@ def _strings(value: Any) -> bool:
 def _check_record(old: Section, out_dir: Path, section_dir: Path) -> None:
     """Raise ValueError unless a parsed cache record has the schema's types and every path
     it names is a file of its own section recorded with a hash."""
-    texts = ("name", "kind", "title", "question", "verdict", "key", "synthetic", "fitted_on")
+    texts = ("name", "kind", "title", "question", "verdict", "headline", "key", "synthetic", "fitted_on")
     bad = [k for k in texts if not isinstance(getattr(old, k), str)]
     lists = ("details", "tables", "figures", "fits", "warnings", "notes")
     bad += [k for k in lists if not _strings(getattr(old, k))]
@@ -528,6 +530,7 @@ def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, f
         title=spec.title,
         question=spec.question,
         verdict=res["verdict"],
+        headline=res.get("headline") or first_sentence(res["verdict"]),
         # trials of other phases left out (aggregate.select_phase) and a logged series of a run with
         # dynamic sampling (its reward metrics are of the kept groups) are said first, never silently
         details=[f"{note[0].upper()}{note[1:]}." for note in [phase_note(ds)] if note]
@@ -607,6 +610,43 @@ def run_report(
     (``tcp://host:port``) sends them to an existing cluster (its workers must see ``out``).
     An analysis that fails on the cluster is retried, then listed in ``Report.failures``
     and in REPORT.md. Returns the :class:`Report`; REPORT.md and results.json are in ``out``.
+
+    Parameters
+    ----------
+    specs : sequence of path, optional
+        Spec files (``.toml``) or directories of them, and/or data paths (anything else):
+        for data, the analyses it supports are planned and their specs written to
+        ``out/specs`` (default: every spec in ``models/``).
+    data : path, optional
+        Replaces every spec's data source; only with spec paths.
+    out : path
+        The report directory (default ``report``), created if needed and locked while
+        written.
+    force : bool
+        Refit every analysis instead of reusing its cached outputs.
+    progress : bool, optional
+        False: no progress display; None or True: a live display on a terminal, plain
+        lines otherwise.
+    log : callable, optional
+        Called with one line of text per analysis (its time, notes, failure).
+    scheduler : str, optional
+        None (default): in this process; ``"local"``: a dask LocalCluster; an address: an
+        existing cluster.
+    workers : int
+        LocalCluster worker processes (default 2).
+
+    Returns
+    -------
+    Report
+        The sections written, the analyses that failed or were skipped, and the run time.
+
+    Raises
+    ------
+    ValueError
+        If ``data`` is given with data paths, a data path cannot be read, or another
+        report is writing ``out``.
+    OutputError
+        If the report's outputs would collide with each other or with its inputs.
     """
     paths: list[str | Path] = list(specs) if specs else [default_spec_dir()]
     inputs = [p for p in paths if is_data(p)]
@@ -882,8 +922,9 @@ def write_report_md(report: Report) -> Path:
         ]
     lines += ["## Contents", ""]
     for i, s in enumerate(report.sections, 1):
-        title = markdown_text(s.title).replace("]", "\\]")
-        lines.append(f"{i}. [{title}](#{anchor(f'{i} {s.title}')}) - {markdown_text(first_sentence(s.verdict))}")
+        question, answer = contents_entry(s)
+        label = markdown_text(question).replace("]", "\\]")
+        lines.append(f"{i}. [{label}](#{anchor(f'{i} {s.title}')}) - {markdown_text(answer)}")
     lines.append("")
     for i, s in enumerate(report.sections, 1):
         lines += [f"## {i} {markdown_text(s.title)}", ""]

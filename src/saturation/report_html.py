@@ -23,7 +23,6 @@ import base64
 import datetime as _dt
 import html
 import math
-import re
 import struct
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -37,7 +36,7 @@ from saturation import __version__
 from saturation import schema as S
 from saturation.io import write_atomic
 from saturation.models.sampling import nuisance_text
-from saturation.summary import format_interval, interval_digits
+from saturation.summary import first_sentence, format_interval, interval_digits
 
 __all__ = ["render_report_html", "write_report_html"]
 
@@ -185,6 +184,8 @@ class _SectionLike(Protocol):
     @property
     def verdict(self) -> str: ...
     @property
+    def headline(self) -> str: ...
+    @property
     def details(self) -> Sequence[str]: ...
     @property
     def diagnostics(self) -> Mapping[str, Any]: ...
@@ -235,17 +236,6 @@ def anchor(title: str) -> str:
     return keep.strip("-") or "section"
 
 
-def first_sentence(text: str) -> str:
-    """The first sentence of ``text``: up to the first full stop followed by a space and a
-    capital letter (or an opening parenthesis) or by the end, or a full stop after a number
-    or a closing bracket followed by a space and a lower-case word (a sentence that starts
-    with an arm's name: "... -0.004]. t2: 20 more steps"); never inside a number such as
-    0.051 or after "e.g." before a lower-case word. REPORT.md's contents lines."""
-    text = text.strip()
-    match = re.search(r"[.?!](?=\s+[A-Z(]|\s*$)|(?<=[\d)\]])\.(?=\s+[a-z])", text)
-    return text if match is None else text[: match.end()]
-
-
 def fit_time_text(section: Any) -> str:
     """ "Fitted in 40.8 s." or, for a section reused from the cache, how long the original
     fit took and when, and that this run reused it (a re-run never shows 0.3 s as a fit time)."""
@@ -262,12 +252,11 @@ def run_time_text(report: Any) -> str:
     return f"{_fmt(report.seconds, '.1f')} s this run{reuse}"
 
 
-def _gist(verdict: str, limit: int = 220) -> str:
-    """The verdict's first sentence, cut at ``limit`` characters."""
-    first = first_sentence(verdict)
-    if len(first) > limit:
-        first = first[:limit].rsplit(" ", 1)[0].rstrip(",;: ") + " …"
-    return first
+def contents_entry(s: Any) -> tuple[str, str]:
+    """A section's line in the contents of REPORT.md and REPORT.html alike: its question
+    (else its title) and its short answer (``headline``; a section recorded before there was
+    one: the verdict's first sentence)."""
+    return (s.question or s.title), (getattr(s, "headline", "") or first_sentence(s.verdict))
 
 
 def _fmt(value: Any, spec: str) -> str:
@@ -528,9 +517,10 @@ def _front(report: _ReportLike) -> list[str]:
     entries = []
     for i, s in enumerate(report.sections, 1):
         badge = "" if s.converged else '<span class="badge">NOT CONVERGED</span>'
+        question, answer = contents_entry(s)
         entries.append(
-            f'<li><a href="#{_esc(anchor(f"{i} {s.title}"))}">{_esc(s.title)}</a>{badge} '
-            f'<span class="gist">- {_esc(_gist(s.verdict))}</span></li>'
+            f'<li><a href="#{_esc(anchor(f"{i} {s.title}"))}">{_esc(question)}</a>{badge} '
+            f'<span class="gist">- {_esc(answer)}</span></li>'
         )
     parts.append(f'<nav class="contents"><h2>Contents</h2><ol>{"".join(entries)}</ol></nav>')
     return parts

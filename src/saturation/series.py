@@ -66,7 +66,20 @@ def series_to_frame(ds: xr.Dataset) -> pd.DataFrame:
 
 
 def write_metrics_csv(ds: xr.Dataset, path: str | Path) -> Path:
-    """Write a per-step series as a metrics CSV (columns by logged name, ``%.6g``); returns ``path``."""
+    """Write a per-step series as a metrics CSV (columns by logged name, ``%.6g``); returns ``path``.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A per-step metrics series (dims run, step; module docstring).
+    path : path
+        The CSV file, written atomically (replaced if it exists).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``. Rows where every metric is missing are left out.
+    """
     path = Path(path)
     write_atomic(path, series_to_frame(ds).to_csv(index=False, lineterminator="\n", float_format="%.6g"))
     return path
@@ -83,6 +96,23 @@ def read_metrics_csv(path: str | Path) -> xr.Dataset:
     the original in ``attrs['metric_name']`` (and ``k`` for pass@k). Every problem (missing
     step column, non-integer step, non-numeric value, duplicate (run, step)) is reported
     with its line number in one ValueError.
+
+    Parameters
+    ----------
+    path : path
+        The metrics CSV.
+
+    Returns
+    -------
+    xarray.Dataset
+        The per-step series (dims run, step), missing values NaN; ``attrs['sources']``
+        names the file.
+
+    Raises
+    ------
+    ValueError
+        If the file has no ``step`` column, or any cell is malformed (every problem listed,
+        by line and field).
     """
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     if S.STEP not in frame.columns:
@@ -338,7 +368,25 @@ def read_metrics(path: str | Path) -> xr.Dataset:
     """A per-step metrics file: the netCDF ``saturation ingest --metrics-out`` writes
     (``.nc``), else a metrics CSV (:func:`read_metrics_csv`). ValueError when a netCDF file
     is not a (run, step) series, would read other files or inflates past the limit
-    (:func:`saturation.io.check_netcdf`)."""
+    (:func:`saturation.io.check_netcdf`).
+
+    Parameters
+    ----------
+    path : path
+        A ``.nc`` file, or any other name for a metrics CSV.
+
+    Returns
+    -------
+    xarray.Dataset
+        The per-step series (dims run, step), loaded into memory; ``attrs['sources']``
+        names the file unless the netCDF already records its sources.
+
+    Raises
+    ------
+    ValueError
+        If the file is not a per-step series, is refused or is unreadable (and, for a CSV,
+        as :func:`read_metrics_csv`).
+    """
     path = Path(path)
     if path.suffix != ".nc":
         return read_metrics_csv(path)

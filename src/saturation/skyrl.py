@@ -664,6 +664,27 @@ def read_console_log(path: str | Path, *, strict: bool = False, progress: Any = 
     per-step metrics (blocks of the same step merged; a resumed run's later attempt
     replacing the earlier one's steps, :meth:`ConsoleLog.merge_step`), the eval-only blocks,
     the configuration overrides and the line accounting.
+
+    Parameters
+    ----------
+    path : path
+        The console log, plain or ``.zst``.
+    strict : bool, default False
+        Raise :class:`LogFormatError` at the first malformed or truncated block. ``False``:
+        skip it and report it (``file:line``) in ``ConsoleLog.problems``.
+    progress : callable, optional
+        Called as ``progress(characters)`` after every chunk.
+
+    Returns
+    -------
+    ConsoleLog
+        The per-step metrics, eval-only blocks, configuration, dynamic-sampling counts,
+        problems and line accounting of the log.
+
+    Raises
+    ------
+    LogFormatError
+        With ``strict``, at the first problem (naming ``file:line``).
     """
     out = ConsoleLog(str(path))
     scanner = _Scanner(out, strict)
@@ -764,7 +785,27 @@ def metrics_dataset(logs: list[ConsoleLog]) -> xr.Dataset:
     logged key under a netCDF-safe name (known SkyRL metrics get the package's names, e.g.
     ``reward_mean``, ``pass_at_k``, ``policy_entropy``), the original key in
     ``attrs['metric_name']``; the run's configuration overrides in the Dataset attrs
-    (``config/<run>``) and the line accounting in ``attrs['accounting']``."""
+    (``config/<run>``) and the line accounting in ``attrs['accounting']``.
+
+    Parameters
+    ----------
+    logs : list of ConsoleLog
+        Parsed logs (:func:`read_console_log`, :func:`saturation.wandb_history.read_wandb_run`),
+        one per run: the run identity is ``trainer.policy.model.path``, else the file name
+        up to its first dot.
+
+    Returns
+    -------
+    xarray.Dataset
+        The per-step metrics series (dims run, step; steps the union over the logs, missing
+        values NaN); ``attrs`` also hold the sources and each dynamic-sampling run's strategy.
+
+    Raises
+    ------
+    ValueError
+        If two logs share a run identity, or the logs hold more distinct metric keys than
+        the limit (``SATURATION_MAX_COLUMNS``).
+    """
 
     runs = [log.run for log in logs]
     if len(set(runs)) != len(runs):

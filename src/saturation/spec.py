@@ -204,10 +204,6 @@ def sampler_config(spec: Spec) -> SamplerConfig:
     return with_overrides(base, {k: v for k, v in spec.sampler.items() if k != "seed"})
 
 
-#: the [model] keys of a compare spec that are report options, not SigmoidConfig fields
-COMPARE_OPTIONS = ("backtest", "families")
-
-
 def analysis_config(spec: Spec) -> PlateauConfig | TransferConfig | CardinalityConfig | SeriesConfig | SigmoidConfig:
     """The one typed config of the spec's analysis, built once here: every default is the
     config dataclass's own (the spec sets only what it names)."""
@@ -220,7 +216,7 @@ def analysis_config(spec: Spec) -> PlateauConfig | TransferConfig | CardinalityC
         return TransferConfig(**{**m, "arms": arms}, priors=TransferPriors(**spec.priors), sampler=sampler)
     if spec.kind == "compare":
         arm_attrs, match = parse_arm_properties(m.get("arm_attrs", []), m.get("match", []))
-        keys = {k: v for k, v in m.items() if k not in (*COMPARE_OPTIONS, "arm_attrs", "match", "arms")}
+        keys = {k: v for k, v in m.items() if k not in ("arm_attrs", "match", "arms")}
         arms = tuple(m["arms"]) if m.get("arms") else None
         return SigmoidConfig(**keys, arms=arms, arm_attrs=arm_attrs, match=match, sampler=sampler)
     draws = {"draws": sampler.draws, "chains": sampler.chains}

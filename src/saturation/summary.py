@@ -8,6 +8,7 @@ strings. Imports only numpy, so the CLI can use it without loading the models.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -224,3 +225,14 @@ def fit_html(head: str, table: Any) -> str:
     lines = [html.escape(line) for line in head.splitlines()]
     top = f"<p><strong>{lines[0]}</strong>" + "".join(f"<br>{line}" for line in lines[1:]) + "</p>" if lines else ""
     return top + table.to_html(index=False, escape=True, float_format=lambda v: f"{v:.4g}", na_rep="")
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text``: up to the first full stop followed by a space and a
+    capital letter (or an opening parenthesis) or by the end, or a full stop after a number
+    or a closing bracket followed by a space and a lower-case word (a sentence that starts
+    with an arm's name: "... -0.004]. t2: 20 more steps"); never inside a number such as
+    0.051 or after "e.g." before a lower-case word. The default of ``headline()``."""
+    text = text.strip()
+    match = re.search(r"[.?!](?=\s+[A-Z(]|\s*$)|(?<=[\d)\]])\.(?=\s+[a-z])", text)
+    return text if match is None else text[: match.end()]

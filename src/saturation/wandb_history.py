@@ -116,7 +116,27 @@ def read_wandb_run(run_dir: str | Path) -> ConsoleLog:
     ``config``: the run config flattened to dotted keys, ``trainer.policy.model.path`` the
     run identity). Internal keys (``_step``, ``_runtime``, ``_timestamp``) are dropped;
     non-numeric values (media, tables) are listed in ``non_numeric``. A truncated file keeps
-    the complete rows and reports the rest in ``problems``."""
+    the complete rows and reports the rest in ``problems``.
+
+    Parameters
+    ----------
+    run_dir : path
+        A wandb run directory (``wandb/run-*`` or ``wandb/offline-run-*``); every
+        ``run-*.wandb`` file in it is read, in name order.
+
+    Returns
+    -------
+    ConsoleLog
+        The run's steps, config and accounting (``lines``: records read, ``bytes_read``);
+        unreadable or truncated files, and a directory without a history file, are reported
+        in ``problems`` rather than raised.
+
+    Raises
+    ------
+    ImportError
+        If the directory holds a history file and ``wandb`` (extra ``saturation[wandb]``) is
+        not installed.
+    """
     run_dir = Path(run_dir)
     out = ConsoleLog(str(run_dir))
     files = sorted(run_dir.glob("run-*.wandb"))

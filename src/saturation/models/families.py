@@ -22,21 +22,23 @@ a sigmoid often differ by less than one SE). Two caveats follow:
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-import arviz as az
 import numpy as np
 import pandas as pd
-import xarray as xr
 
-from saturation import curves
 from saturation import schema as S
+from saturation._lazy import lazy
 from saturation.models.persist import FitObject, TableView
 from saturation.models.plateau import StepData, loo_entries, loo_table
 from saturation.models.sampling import SamplerConfig, interval
-from saturation.models.sigmoid import ArmSteps, SigmoidConfig, SigmoidFit, curve_draws, fit_sigmoid
 from saturation.summary import json_safe, short_repr
+
+if TYPE_CHECKING:
+    import arviz as az
+else:
+    az = lazy("arviz")
 
 #: the families compared, in the order of the tables
 FAMILIES = ("sigmoid", "hinge", "exponential")
@@ -190,7 +192,7 @@ def _fmt(e: dict[str, Any]) -> str:
     return f"{e['mean']:.3f} [{e['hdi'][0]:.3f}, {e['hdi'][1]:.3f}]"
 
 
-def arm_step_data(data: ArmSteps, a: int) -> StepData:
+def arm_step_data(data: Any, a: int) -> StepData:
     """Arm ``a``'s observed steps as the plateau model's per-step inputs (one level named
     after the arm). A logged metric (:func:`saturation.models.sigmoid.series_arm_steps`)
     becomes a logged series as the plateau model reads one: no within-step variance, ``n``
@@ -210,49 +212,18 @@ def arm_step_data(data: ArmSteps, a: int) -> StepData:
     )
 
 
-def sigmoid_pointwise(fit: SigmoidFit, a: int) -> az.InferenceData:
-    """Arm ``a``'s posterior of a Gaussian sigmoid fit with its pointwise log likelihood
-    (chain, draw, level, step) on the arm's observed per-step means (for LOO)."""
-    if fit.estimands["likelihood"] != "gaussian":
-        raise ValueError("the pointwise log likelihood is that of the Gaussian sigmoid fit")
-    data = fit.data
-    obs = data.n[a] > 0
-    post = fit.idata.posterior
-    chains, draws = post.sizes["chain"], post.sizes["draw"]
-    mu = curve_draws(fit.idata, data.x_of(a, data.steps[obs]))[:, a, :]  # (samples, steps): chains first
-    tau = post["tau"].isel({S.ARM: a}).to_numpy().reshape(-1, 1)
-    ll = curves.normal_logpdf(np, data.mean[a, obs][None], mu, data.var_mean[a, obs][None] + tau**2)
-    steps = data.steps[obs]
-    log_lik = xr.Dataset(
-        {"y": (("chain", "draw", S.LEVEL, S.STEP), ll.reshape(chains, draws, 1, -1))},
-        coords={S.LEVEL: [data.arms[a]], S.STEP: steps},
-    )
-    return az.InferenceData(posterior=post.isel({S.ARM: a}), log_likelihood=log_lik)
-
-
-def compare_curve_families(
-    data: ArmSteps,
-    fit: SigmoidFit | None = None,
-    *,
-    config: SigmoidConfig | None = None,
-    seed: int = 0,
-    sampler: SamplerConfig | None = None,
-) -> FamilyComparison:
+def compare_curve_families(fit: Any, *, seed: int = 0, sampler: SamplerConfig | None = None) -> FamilyComparison:
     """Compare the sigmoid, the hinge and the exponential approach per arm by LOO.
 
     Parameters
     ----------
-    data : ArmSteps
-        The arms' per-step statistics (:func:`saturation.models.sigmoid.arm_steps`).
-    fit : SigmoidFit, optional
-        A sigmoid fit of ``data`` with the Gaussian likelihood, reused; otherwise (or when
-        it is binomial) the sigmoid is refitted with the Gaussian likelihood, so that every
-        family has the same likelihood on the same per-step means.
-    config : SigmoidConfig, optional
-        Settings of that refit (default :class:`SigmoidConfig`; the likelihood is set to
-        Gaussian).
+    fit : SigmoidFit
+        A sigmoid fit with the Gaussian likelihood: its per-step data are the other
+        families' too, so every family has the same likelihood on the same per-step means
+        (:meth:`saturation.models.sigmoid.SigmoidFit.families` refits a binomial fit
+        with the Gaussian likelihood first).
     seed : int
-        Seeds every fit.
+        Seeds the hinge and the exponential fits.
     sampler : SamplerConfig, optional
         Sampler of the hinge and the exponential (default: their exact draws).
 
@@ -267,16 +238,16 @@ def compare_curve_families(
     (:func:`saturation.models.plateau.exact_loo`); the sigmoid's are PSIS estimates of its
     NUTS draws, flagged in the table's ``caveat`` when a Pareto k exceeds 0.7.
     """
-    if fit is None or fit.estimands["likelihood"] != "gaussian":
-        base = fit.config if fit is not None else (config or SigmoidConfig())
-        fit = fit_sigmoid(data, replace(base, likelihood="gaussian", paired=False), seed=seed)
+    if fit.estimands["likelihood"] != "gaussian":
+        raise ValueError("the curve families are compared on a Gaussian sigmoid fit (SigmoidFit.families refits one)")
+    data = fit.data
     tables, expo, sig, fits = {}, {}, {}, {}
     for a, arm in enumerate(data.arms):
         sd = arm_step_data(data, a)
         elpd, method, arm_fits = loo_entries(sd, ("hinge", "exponential"), seed=seed, sampler=sampler)
         with warnings.catch_warnings():  # high Pareto k is the table's own caveat
             warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto", category=UserWarning)
-            elpd["sigmoid"] = az.loo(sigmoid_pointwise(fit, a), pointwise=True)
+            elpd["sigmoid"] = az.loo(fit.pointwise(a), pointwise=True)
         method["sigmoid"] = "PSIS"
         tables[arm] = loo_table(elpd, method)
         expo[arm] = interval(arm_fits["exponential"].posterior["asymptote"].to_numpy().ravel())

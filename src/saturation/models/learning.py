@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -40,6 +40,7 @@ from saturation import curves
 from saturation import schema as S
 from saturation._lazy import lazy
 from saturation.aggregate import select_phase
+from saturation.limits import config_or_keywords
 from saturation.models.persist import FigureView, FitObject, TableView
 from saturation.models.plateau import PlateauConfig, PlateauFit, StepData, curve_draws, fit_plateau, step_data
 from saturation.models.sampling import (
@@ -312,9 +313,10 @@ def diagnose_cardinality(
     * "real skill" - otherwise, precision or recall rises (P(change > 0) >= 0.95);
     * "no learning detected" - neither rises nor falls decisively.
     """
+    config_or_keywords(diagnose_cardinality, config, {"levels": levels, "run": run, "draws": draws, "chains": chains})
     config = config or CardinalityConfig(
         levels=tuple(levels) if levels else None, run=run, draws=draws, chains=chains
-    )  # the keyword arguments, once into the config (``config`` given: they are not used)
+    )  # the keyword arguments, once into the config
     levels = list(config.levels) if config.levels else [str(v) for v in ds[S.LEVEL].values]
     run, draws, chains = config.run, config.draws, config.chains
     trends: dict[str, dict[str, np.ndarray]] = {}
@@ -423,9 +425,11 @@ def diagnose_reliability(
       more likely inside the ROPE than not (P(in ROPE) >= 0.5; the probability is reported);
     * "reliability gain, capability undetermined", "reliability loss", "no decisive change".
     """
+    given = {"runs": runs, "pass1": pass1, "passk": passk, "rope": rope, "draws": draws, "chains": chains}
+    config_or_keywords(diagnose_reliability, config, given)
     config = config or ReliabilityConfig(
         runs=tuple(runs) if runs else None, pass1=pass1, passk=passk, rope=rope, draws=draws, chains=chains
-    )  # the keyword arguments, once into the config (``config`` given: they are not used)
+    )  # the keyword arguments, once into the config
     runs = runs_with(series, (config.pass1, config.passk), config.runs)
     pass1, passk, rope, draws, chains = config.pass1, config.passk, config.rope, config.draws, config.chains
     k = int(series[passk].attrs.get("k", 0)) or None
@@ -699,6 +703,8 @@ def diagnose_entropy(
     P > 0.95; "entropy rising" symmetrically; "entropy stable" when
     P(|relative change| < rope_relative) >= 0.95; else "entropy change undetermined".
     """
+    given = {"runs": runs, "entropy": entropy, "reward": reward, "rope_relative": rope_relative}
+    config_or_keywords(diagnose_entropy, config, {**given, "draws": draws, "chains": chains})
     config = config or EntropyConfig(
         runs=tuple(runs) if runs else None,
         entropy=entropy,
@@ -706,7 +712,7 @@ def diagnose_entropy(
         rope_relative=rope_relative,
         draws=draws,
         chains=chains,
-    )  # the keyword arguments, once into the config (``config`` given: they are not used)
+    )  # the keyword arguments, once into the config
     runs = runs_with(series, (config.entropy, config.reward), config.runs)
     entropy, reward, rope_relative = config.entropy, config.reward, config.rope_relative
     draws, chains = config.draws, config.chains
@@ -993,14 +999,14 @@ class SeriesDiagnosis(FitObject):
     plateau: PlateauFit | None = None
     components: Diagnosis | None = None
 
-    def parts(self) -> list[Any]:
+    def fitted_parts(self) -> list[Any]:
         """The fitted parts, in the order they are reported."""
         return [p for p in (self.reliability, self.entropy, self.plateau, self.components) if p is not None]
 
     @property
     def diagnostics(self) -> dict[str, Any]:
         """Every part's diagnostics merged (:func:`~saturation.models.sampling.merge_diagnostics`)."""
-        return merge_diagnostics([p.diagnostics for p in self.parts()])
+        return merge_diagnostics([p.diagnostics for p in self.fitted_parts()])
 
     def table(self) -> pd.DataFrame:
         """One row per run: pass@1 and pass@k at the first and last step, P(pass@k change in
@@ -1039,7 +1045,7 @@ class SeriesDiagnosis(FitObject):
 
     def summary(self) -> pd.DataFrame:
         """Every part's tidy summary, one block per part (``part`` a column)."""
-        frames = [p.summary().assign(part=getattr(p, "name", "plateau_after")) for p in self.parts()]
+        frames = [p.summary().assign(part=getattr(p, "name", "plateau_after")) for p in self.fitted_parts()]
         return pd.concat(frames, ignore_index=True)
 
     def figures(self) -> dict[str, FigureView]:
@@ -1086,15 +1092,19 @@ class SeriesDiagnosis(FitObject):
             f"{e['late_gain_upper']:.3f}; model: {self.plateau.describe_model()}."
         )
 
-    def answer(self) -> str:
-        """The plateau after the known step, each run's capability (and entropy) verdict, the
-        reward components."""
+    def headline(self) -> str:
+        """Each run's capability (and entropy) verdict."""
         ent = self.entropy
         runs = "; ".join(
             f"{run}: {num['verdict']}" + (f", {ent.numbers['runs'][run]['verdict']}" if ent is not None else "")
             for run, num in self.reliability.numbers["runs"].items()
         )
-        parts = [self.plateau_sentence(), runs + ".", self.components.answer() if self.components else ""]
+        return runs + "."
+
+    def answer(self) -> str:
+        """The plateau after the known step, each run's capability (and entropy) verdict, the
+        reward components."""
+        parts = [self.plateau_sentence(), self.headline(), self.components.answer() if self.components else ""]
         return " ".join(p for p in parts if p)
 
     def details(self) -> list[str]:
@@ -1159,3 +1169,184 @@ def diagnose_series(series: xr.Dataset, config: SeriesConfig | None = None, *, s
     )
     comp = diagnose_components(series, config.components, seed=seed) if config.components is not None else None
     return SeriesDiagnosis(series, config, rel, ent, plateau, comp)
+
+
+@dataclass(frozen=True)
+class DiagnoseConfig:
+    """The diagnoses of ``saturation diagnose``: cardinality on graded trials, reliability
+    and entropy on logged series where they log the keys, the reward components when named,
+    pass@k from prompt groups when asked.
+
+    Parameters
+    ----------
+    cardinality : CardinalityConfig
+        Precision, recall and cardinality per level (trials).
+    reliability : ReliabilityConfig
+        pass@1 against pass@k (series; its ``pass1`` is the reward of the entropy diagnosis too).
+    entropy : EntropyConfig
+        The entropy diagnosis (series).
+    components : ComponentsConfig, optional
+        The reward components (series).
+    groups : bool
+        pass@1 and pass@k from the trials' prompt groups (:func:`fit_pass_at_k`).
+    success_threshold : float
+        A rollout of a group succeeds when graded and its reward is at least this.
+    """
+
+    cardinality: CardinalityConfig = field(default_factory=CardinalityConfig)
+    reliability: ReliabilityConfig = field(default_factory=ReliabilityConfig)
+    entropy: EntropyConfig = field(default_factory=EntropyConfig)
+    components: ComponentsConfig | None = None
+    groups: bool = False
+    success_threshold: float = 1.0
+
+
+#: the question each diagnosis answers, by :attr:`Diagnosis.name` (the CLI's headings)
+DIAGNOSIS_TITLES = {
+    "cardinality": "1. Real skill or a cardinality prior? (trials)",
+    "reliability": "2. Reliability (pass@1) or capability (pass@k)? (logged series)",
+    "pass_at_k": "2b. pass@1 and pass@k from prompt groups (trials)",
+    "entropy": "3. Did policy entropy collapse? (logged series)",
+    "components": "4. Did the reward's components move? (logged series)",
+}
+
+
+@dataclass
+class Diagnoses(FitObject):
+    """The diagnoses that fit the data given (:func:`diagnose`), and why the others did not run.
+
+    Parameters
+    ----------
+    parts_fitted : list of Diagnosis
+        In the order of :data:`DIAGNOSIS_TITLES`.
+    skipped : list of str
+        One line per diagnosis the data cannot serve, naming what is missing.
+    data : dict
+        The inputs: ``trials`` and ``metrics`` sources and the ``synthetic`` labels.
+    """
+
+    parts_fitted: list[Diagnosis]
+    skipped: list[str]
+    data: dict[str, Any]
+
+    @property
+    def diagnostics(self) -> dict[str, Any]:
+        """Every diagnosis' diagnostics merged."""
+        return merge_diagnostics([p.diagnostics for p in self.parts_fitted])
+
+    def sections(self) -> list[tuple[str, Diagnosis]]:
+        """(the question, its diagnosis), in order."""
+        return [(DIAGNOSIS_TITLES[p.name], p) for p in self.parts_fitted]
+
+    def heading(self) -> list[str]:
+        """The diagnoses skipped and why, then a note per synthetic input."""
+        return [*self.skipped, *(f"NOTE: {note}" for note in self.data["synthetic"])]
+
+    def tables(self) -> dict[str, TableView]:
+        """Every diagnosis' tables."""
+        return {name: view for p in self.parts_fitted for name, view in p.tables().items()}
+
+    def summary(self) -> pd.DataFrame:
+        """Every diagnosis' tidy summary (``part`` a column)."""
+        return pd.concat([p.summary().assign(part=p.name) for p in self.parts_fitted], ignore_index=True)
+
+    def details(self) -> list[str]:
+        """Every diagnosis' sentences."""
+        return [v for p in self.parts_fitted for v in p.details()]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON of ``saturation diagnose``: ``{"data", <name>: the diagnosis' to_dict()}``."""
+        return {"data": {**self.data, "skipped": self.skipped}, **{p.name: p.to_dict() for p in self.parts_fitted}}
+
+    def inference_data(self) -> dict[str, Any]:
+        """Every diagnosis' InferenceData."""
+        return {k: v for p in self.parts_fitted for k, v in p.inference_data().items()}
+
+    def __repr__(self) -> str:
+        head = f"Diagnoses({', '.join(p.name for p in self.parts_fitted)}; {convergence_words(self.diagnostics)})"
+        return short_repr(head, [self.answer()])
+
+
+def _logged(series: xr.Dataset) -> set[str]:
+    return set(map(str, series.data_vars)) | {str(series[v].attrs.get("metric_name", v)) for v in series.data_vars}
+
+
+def diagnose(
+    trials: xr.Dataset | None,
+    series: xr.Dataset | None,
+    config: DiagnoseConfig | None = None,
+    *,
+    run: str | None = None,
+    seed: int = 0,
+    where: str = "",
+) -> Diagnoses:
+    """Every diagnosis the inputs support (``saturation diagnose``).
+
+    Parameters
+    ----------
+    trials : xarray.Dataset, optional
+        Graded trials: the cardinality diagnosis and, with ``config.groups``, pass@k from
+        prompt groups.
+    series : xarray.Dataset, optional
+        Logged per-step metrics: reliability and entropy where the keys are logged, the
+        reward components when ``config.components`` names them.
+    config : DiagnoseConfig, optional
+        The diagnoses' settings.
+    run : str, optional
+        The run of the trials to diagnose.
+    seed : int
+        Seeds every diagnosis.
+    where : str
+        The metrics file's name, for the skipped lines.
+
+    Returns
+    -------
+    Diagnoses
+        The diagnoses that ran and a line for each that could not.
+
+    Raises
+    ------
+    saturation.limits.OptionError
+        When no diagnosis fits the inputs, or prompt groups are asked of a series only.
+    """
+    from saturation.limits import OptionError
+
+    cfg = config or DiagnoseConfig()
+    rel, ent = cfg.reliability, cfg.entropy
+    skipped: list[str] = []
+    if series is None:
+        skipped.append("2-4. series diagnoses: skipped (need per-step metrics: give --metrics PATH)")
+    plan = []
+    for name, title, wanted, flags in (
+        ("reliability", "2. reliability", [rel.pass1, rel.passk], "--pass1/--passk"),
+        ("entropy", "3. entropy", [rel.pass1, ent.entropy], "--pass1/--entropy"),
+    ):
+        missing = [k for k in wanted if series is not None and k not in _logged(series)]
+        if series is not None and missing:
+            skipped.append(
+                f"{title}: skipped ({where or 'the metrics'} has no {', '.join(missing)}; name its keys with {flags})"
+            )
+        elif series is not None:
+            plan.append(name)
+    if trials is None:
+        skipped.append("1. cardinality: skipped (needs graded trials with precision, recall and counts: give TRIALS)")
+        if cfg.groups:
+            raise OptionError("--groups fits the trials' prompt groups: give TRIALS")
+        if not plan:
+            raise OptionError(f"{where}: none of the diagnoses fit this file ({'; '.join(skipped)})")
+    parts = [diagnose_cardinality(trials, replace(cfg.cardinality, run=run), seed=seed)] if trials is not None else []
+    if series is not None and "reliability" in plan:
+        parts.append(diagnose_reliability(series, rel, seed=seed))
+    if series is not None and "entropy" in plan:
+        parts.append(diagnose_entropy(series, replace(ent, reward=rel.pass1), seed=seed))
+    if series is not None and cfg.components is not None:
+        parts.append(diagnose_components(series, cfg.components, seed=seed))
+    if trials is not None and cfg.groups:
+        parts.append(fit_pass_at_k(trials, run=run, rope=rel.rope, seed=seed, success_threshold=cfg.success_threshold))
+    inputs = [x for x in (trials, series) if x is not None]
+    data = {
+        "trials": trials.attrs.get(S.ATTR_SOURCES, "") if trials is not None else None,
+        "metrics": series.attrs.get(S.ATTR_SOURCES, "") if series is not None else None,
+        "synthetic": sorted({str(x.attrs.get(S.ATTR_SYNTHETIC, "")) for x in inputs} - {""}),
+    }
+    return Diagnoses(parts, skipped, data)

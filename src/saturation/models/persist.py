@@ -27,7 +27,7 @@ import pandas as pd
 import xarray as xr
 
 from saturation._lazy import as_inference_data, lazy
-from saturation.summary import cell_text, fit_html
+from saturation.summary import cell_text, first_sentence, fit_html
 
 az = lazy("arviz")
 
@@ -285,6 +285,11 @@ class FitObject:
         """One sentence per unit (level, arm, run): its verdict and the numbers that decided it."""
         return []
 
+    def headline(self) -> str:
+        """The answer in one short sentence, to quote (the report's contents): by default
+        :meth:`answer`'s first sentence."""
+        return first_sentence(self.answer())
+
     def results(self) -> dict[str, Any]:
         """Every estimand, JSON-ready (the report's ``results.json`` entry)."""
         to_dict: Callable[[], dict[str, Any]] = getattr(self, "to_dict")  # noqa: B009 - every analysis has one
@@ -293,6 +298,16 @@ class FitObject:
     def inference_data(self) -> dict[str, Any]:
         """The InferenceData this analysis holds, by file stem (what the report writes)."""
         return {}
+
+    def heading(self) -> list[str]:
+        """What a front end prints before the tables: the model and the data in a line, then
+        any note on the data (synthetic, dynamic sampling)."""
+        return []
+
+    def parts(self) -> list[FitObject]:
+        """The sub-analyses its config asks for (a back-test, a curve-family comparison),
+        rendered after it by every front end; fitted on the first call, then kept."""
+        return []
 
     def _repr_html_(self) -> str:
         """The notebook view: the short repr and the :meth:`summary` table."""

@@ -38,7 +38,14 @@ from saturation import schema as S
 from saturation._lazy import DeferredInferenceData, lazy
 from saturation.aggregate import aggregate, phase_summary, select_phase
 from saturation.frequentist import davies_test
-from saturation.limits import OptionError, fit_memory_problem, fit_time_problem, prior_problems, rope_problems
+from saturation.limits import (
+    OptionError,
+    config_or_keywords,
+    fit_memory_problem,
+    fit_time_problem,
+    prior_problems,
+    rope_problems,
+)
 from saturation.models._exact import (
     LOO_TAU_STRIDE,
     RHO_GRID,
@@ -1421,6 +1428,16 @@ class PlateauFit(FitObject):
         """``estimates``: :meth:`table`."""
         return {"estimates": TableView(self.table(), f"Plateau per level ({S.HDI_LABEL})")}
 
+    def heading(self) -> list[str]:
+        """A note when the data are synthetic, then the model and its ROPE in a line."""
+        cfg, synthetic = self.config, self.data.summary.get("synthetic", "")
+        rel = f" or +-{cfg.rope_relative:g} x the early gain" if cfg.rope_relative is not None else ""
+        return [
+            *([f"NOTE: {synthetic}"] if synthetic else []),
+            f"plateau model: response {self.data.response}; {self.describe_model()}; ROPE: late gain within "
+            f"+-{cfg.rope:g}{rel} ({FLAT_DEFINITION}); {int(S.HDI_PROB * 100)}% HDI",
+        ]
+
     def answer(self) -> str:
         """The verdicts in one sentence, and whether the levels stopped together."""
         text = verdict_summary(self.estimands["levels"]) + "."
@@ -1721,6 +1738,8 @@ def fit_plateau(
         InferenceData, estimands per level (change point, slopes, late gain, verdict, ...),
         diagnostics and timings; ``config`` is stamped into the InferenceData attrs.
     """
+    names = "levels response breakpoint shared continuity likelihood rope rope_relative rule priors sampler metric_max"
+    config_or_keywords(fit_plateau, config, {k: v for k, v in locals().items() if k in [*names.split(), "noise"]})
     if config is None:  # the keyword arguments, once into the config
         config = PlateauConfig(
             response=response,

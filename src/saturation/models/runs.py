@@ -256,6 +256,46 @@ def _fit_one(task: tuple[str, StepData, PlateauConfig, int]) -> PlateauFit:
     return fit_plateau(data, config, seed=seed)
 
 
+def metric_runs(series: xr.Dataset, metric: str, run: str | None = None, *, where: str = "") -> tuple[str, list[str]]:
+    """The variable of a logged metric in a per-step series and the runs that logged it.
+
+    Parameters
+    ----------
+    series : xarray.Dataset
+        Per-step metrics (dims run, step; :func:`saturation.runlogs.read_metrics`).
+    metric : str
+        The key as logged (``critic/score/mean``) or its variable name.
+    run : str, optional
+        Only this run (it must have logged the key).
+    where : str
+        The file the series came from, for the error messages.
+
+    Returns
+    -------
+    tuple of (str, list of str)
+        The variable and the runs, in the series' order.
+
+    Raises
+    ------
+    saturation.limits.OptionError
+        An unknown metric, or a ``run`` that did not log it.
+    """
+    from saturation.limits import OptionError
+
+    prefix = f"{where}: " if where else ""
+    try:
+        var = S.metric_variable(series, metric)
+    except KeyError as err:
+        raise OptionError(f"{prefix}{err.args[0]}") from None
+    logged = series[var].notnull().any(S.STEP).to_numpy()
+    runs = [str(r) for r in series[S.RUN].to_numpy()[logged]]
+    if run is not None:
+        if run not in runs:
+            raise OptionError(f"run {run}: {where or 'the series'} has no {metric!r} for it; runs {', '.join(runs)}")
+        runs = [run]
+    return var, runs
+
+
 def fit_plateau_runs(
     data: xr.Dataset,
     config: PlateauConfig | None = None,

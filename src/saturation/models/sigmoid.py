@@ -22,7 +22,8 @@ from saturation import curves
 from saturation import schema as S
 from saturation._lazy import lazy
 from saturation.aggregate import phase_summary, select_phase
-from saturation.limits import prior_problems
+from saturation.limits import config_or_keywords, prior_problems
+from saturation.models.families import FamilyComparison, compare_curve_families
 from saturation.models.persist import FigureView, FitObject, TableView
 from saturation.models.sampling import (
     SamplerConfig,
@@ -172,9 +173,17 @@ class SigmoidConfig:
     #: fit a logged per-step metric of a series (dims run, step; each run an arm) instead of
     #: trials: the Gaussian likelihood on the logged values (:func:`series_arm_steps`)
     metric: str | None = None
+    #: the checked forecast (:meth:`SigmoidFit.backtest`): refit on each arm's first this many
+    #: steps and predict the rest (None: not asked)
+    backtest: int | None = None
+    #: compare the sigmoid with the hinge and the exponential approach per arm by LOO
+    #: (:meth:`SigmoidFit.families`)
+    families: bool = False
 
     def validate(self) -> None:
         problems = self.sampler.problems()
+        if self.backtest is not None and self.backtest < MIN_FIT_STEPS:
+            problems.append(f"backtest {self.backtest}: a back-test fits at least {MIN_FIT_STEPS} steps per arm")
         if self.metric is not None and (self.paired or self.likelihood == "binomial"):
             problems.append("a logged metric has no rollout counts: it is fitted unpaired, Gaussian")
         if self.paired and self.likelihood == "gaussian":
@@ -745,8 +754,112 @@ class SigmoidFit(FitObject):
         }
 
     def details(self) -> list[str]:
-        """:meth:`verdicts`' sentences: each arm against the reference, then the forecasts."""
-        return list(self.verdicts().values())
+        """:meth:`verdicts`' sentences (each arm against the reference, then the forecasts)
+        and whether the contrasts were checked for declared confounders."""
+        match = self.config.match
+        if not match:
+            checked = "No confounder declared: the contrasts are not checked for context length or other differences."
+        else:
+            flagged = [arm for arm, c in self.estimands["contrasts"].items() if c["confounded"]]
+            declared = ", ".join(k if v is None else f"{k}={v}" for k, v in match.items())
+            checked = f"Confounders declared: {declared}; " + (
+                f"CONFOUNDED contrasts: {', '.join(flagged)}." if flagged else "every contrast is matched."
+            )
+        return [*self.verdicts().values(), checked]
+
+    def headline(self) -> str:
+        """Each arm's ceiling against the reference's in a clause (its P(higher), a declared
+        confounder not matched), e.g. "t2ns has no decisively different ceiling from t2 (P(higher)
+        = 0.32)"."""
+        est, ref = self.estimands, self.estimands["reference"]
+        clauses = []
+        for arm, c in est["contrasts"].items():
+            p = c["p_asymptote_higher"]
+            if p >= P_DECIDE or p <= 1 - P_DECIDE:
+                word = f"{'a higher' if p >= P_DECIDE else 'a lower'} ceiling than"
+            else:
+                word = "no decisively different ceiling from"
+            flag = ", CONFOUNDED" if c["confounded"] else ""
+            clauses.append(f"{arm} has {word} {ref} (P(higher) = {p:.2f}{flag})")
+        return "; ".join(clauses) + "."
+
+    def heading(self) -> list[str]:
+        """The curve, the x axis, the arms, the data and the likelihood in a line."""
+        summ = self.data.summary
+        if summ.get("series"):
+            data = f"{summ['series']} logged at {sum(summ['steps_per_arm'].values())} (arm, step) points"
+        else:
+            data = f"{summ['n_trials']} trials"
+        return [
+            f"saturation curves (Khatri et al. 2025 sigmoid, x = {axis_words(self.data)[0]}): arms "
+            f"{', '.join(self.data.arms)}, reference {self.estimands['reference']}, {data}, "
+            f"{self.estimands['likelihood']} likelihood, {int(S.HDI_PROB * 100)}% HDI",
+        ]
+
+    def parts(self) -> list[FitObject]:
+        """The back-test (``config.backtest``) and the curve-family comparison
+        (``config.families``), fitted on the first call."""
+        if "_parts" not in self.__dict__:
+            parts: list[FitObject] = [self.backtest(self.config.backtest)] if self.config.backtest else []
+            if self.config.families:
+                parts.append(self.families())
+            self.__dict__["_parts"] = parts
+        return list(self.__dict__["_parts"])
+
+    def gaussian(self) -> SigmoidFit:
+        """This fit when its likelihood is Gaussian, else the same analysis refitted with the
+        Gaussian likelihood on the per-step means (unpaired; the curve families' common
+        likelihood)."""
+        if self.estimands["likelihood"] == "gaussian":
+            return self
+        config = replace(self.config, likelihood="gaussian", paired=False, backtest=None, families=False)
+        return fit_sigmoid(self.data, config, seed=self.seed)
+
+    def families(self, sampler: SamplerConfig | None = None) -> FamilyComparison:
+        """Does a ceiling hang on the sigmoid? The sigmoid against the hinge and the
+        exponential approach per arm by LOO, on the Gaussian likelihood
+        (:func:`saturation.models.families.compare_curve_families` of :meth:`gaussian`).
+
+        Parameters
+        ----------
+        sampler : SamplerConfig, optional
+            Sampler of the hinge and the exponential (default: their exact draws).
+
+        Returns
+        -------
+        FamilyComparison
+            Per arm the LOO table with stacking weights and both asymptotes.
+        """
+        return compare_curve_families(self.gaussian(), seed=self.seed, sampler=sampler)
+
+    def pointwise(self, a: int) -> az.InferenceData:
+        """Arm ``a``'s posterior of this Gaussian fit with its pointwise log likelihood
+        (chain, draw, level, step) on the arm's observed per-step means (for LOO).
+
+        Parameters
+        ----------
+        a : int
+            The arm's index in ``data.arms``.
+
+        Returns
+        -------
+        arviz.InferenceData
+            The arm's posterior and ``log_likelihood["y"]``.
+        """
+        if self.estimands["likelihood"] != "gaussian":
+            raise ValueError("the pointwise log likelihood is that of the Gaussian sigmoid fit")
+        data = self.data
+        obs = data.n[a] > 0
+        post = self.idata.posterior
+        chains, draws = post.sizes["chain"], post.sizes["draw"]
+        mu = curve_draws(self.idata, data.x_of(a, data.steps[obs]))[:, a, :]  # (samples, steps): chains first
+        tau = post["tau"].isel({S.ARM: a}).to_numpy().reshape(-1, 1)
+        ll = curves.normal_logpdf(np, data.mean[a, obs][None], mu, data.var_mean[a, obs][None] + tau**2)
+        log_lik = xr.Dataset(
+            {"y": (("chain", "draw", S.LEVEL, S.STEP), ll.reshape(chains, draws, 1, -1))},
+            coords={S.LEVEL: [data.arms[a]], S.STEP: data.steps[obs]},
+        )
+        return az.InferenceData(posterior=post.isel({S.ARM: a}), log_likelihood=log_lik)
 
     def results(self) -> dict[str, Any]:
         """``{"compare": to_dict()}``."""
@@ -870,6 +983,8 @@ def fit_sigmoid(
     yet leaves the asymptote and the midpoint weakly identified (they trade off); their
     posteriors are then wide, which is the honest answer to "where would it saturate?".
     """
+    given = {"arms": arms, "reference": reference, "likelihood": likelihood, "priors": priors, "sampler": sampler}
+    config_or_keywords(fit_sigmoid, config, given)
     if config is None:
         config = SigmoidConfig(
             arms=tuple(arms) if arms else None,
@@ -879,7 +994,7 @@ def fit_sigmoid(
             sampler=sampler or DEFAULT_SAMPLER,
         )
     config.validate()
-    data = _data(ds, config, metrics)
+    data = compare_data(ds, config, metrics)
     ref = config.reference or data.arms[0]
     if ref not in data.arms:
         raise KeyError(f"reference arm {ref} not among the arms {', '.join(data.arms)}")
@@ -914,8 +1029,22 @@ def axis_words(data: ArmSteps) -> tuple[str, str]:
     return f"cumulative {data.compute_key} (compute)", f"cumulative {data.compute_key}"
 
 
-def _data(ds: xr.Dataset | ArmSteps, config: SigmoidConfig, metrics: xr.Dataset | None) -> ArmSteps:
-    """The fit's per (arm, step) data on the configured axis."""
+def compare_data(ds: xr.Dataset | ArmSteps, config: SigmoidConfig, metrics: xr.Dataset | None = None) -> ArmSteps:
+    """The fit's per (arm, step) data on the configured axis, checked against the config
+    before anything is sampled: trials (:func:`arm_steps`), a logged metric of a series
+    (``config.metric``, :func:`series_arm_steps`) or data already selected.
+
+    Raises
+    ------
+    KeyError
+        An unknown arm.
+    saturation.limits.OptionError
+        A declared arm property of an arm the data lack, or a back-test the data cannot hold.
+    ValueError
+        Too few steps per arm, or an x axis the data do not have.
+    """
+    from saturation.limits import OptionError
+
     if isinstance(ds, ArmSteps):
         data = ds
     elif config.metric is not None:
@@ -935,6 +1064,14 @@ def _data(ds: xr.Dataset | ArmSteps, config: SigmoidConfig, metrics: xr.Dataset 
     if config.x != data.axis:
         need = "per-step metrics of the arms' runs (--metrics)" if config.x == "compute" else "a step axis"
         raise ValueError(f"x = {config.x!r} needs {need}; the data are on a {data.axis} axis")
+    unknown = sorted(set(config.arm_attrs) - set(data.arms))
+    if unknown:
+        raise OptionError(f"arm properties: unknown arm(s) {', '.join(unknown)}; the data has {', '.join(data.arms)}")
+    if config.backtest is not None:
+        try:
+            check_backtest(data, config.backtest)
+        except ValueError as err:
+            raise OptionError(f"backtest {config.backtest}: {err}") from None
     return data
 
 
@@ -1280,8 +1417,8 @@ def backtest_sigmoid(
     its instances: a new step effect, the fitted instance effects (the same instances were
     seen at the fitted checkpoints), binomial successes per instance.
     """
-    config = config or SigmoidConfig()
-    data = _data(ds, config, metrics)
+    config = replace(config or SigmoidConfig(), backtest=None, families=False)
+    data = compare_data(ds, config, metrics)
     check_backtest(data, fit_steps)
     part = truncate(data, fit_steps)
     fit = fit_sigmoid(part, config, seed=seed, instance_effects=config.paired)

@@ -48,7 +48,7 @@ from saturation import curves
 from saturation import schema as S
 from saturation._lazy import lazy
 from saturation.aggregate import phase_summary, select_phase
-from saturation.limits import prior_problems
+from saturation.limits import config_or_keywords, prior_problems
 from saturation.models.persist import FigureView, FitObject, TableView
 from saturation.models.sampling import (
     SamplerConfig,
@@ -710,6 +710,32 @@ class TransferFit(FitObject):
         """:meth:`verdicts`' sentences, one per arm."""
         return list(self.verdicts().values())
 
+    def headline(self) -> str:
+        """Each arm against the reference in a clause: where it starts, the crossover, where
+        it ends (the numbers are in :meth:`details` and the table)."""
+        ref = self.config.reference
+        start = {"ahead": "starts ahead of", "behind": "starts behind", "level": "starts level with"}
+        clauses = []
+        for arm, d in self.decisions().items():
+            last = self.estimands["last_step"][arm]["step"]
+            cross = (
+                ""
+                if d["crossover"] is None
+                else f", {ref} {'overtakes it' if d['start'] == 'ahead' else 'leads'} from step {d['crossover']:.0f}"
+            )
+            clauses.append(f"{arm} {start[d['start']]} {ref}{cross}, {d['end']} at step {last}")
+        return "; ".join(clauses) + "."
+
+    def heading(self) -> list[str]:
+        """A note when the data are synthetic, then the arms, the reference and the data in a line."""
+        summ, synthetic = self.data.summary, self.data.summary.get("synthetic", "")
+        return [
+            *([f"NOTE: {synthetic}"] if synthetic else []),
+            f"transfer model: arms {', '.join(map(str, self.data.arms))}, reference {self.config.reference}, "
+            f"{summ['n_trials']} trials ({summ['n_groups']} arm x step x task groups), {int(S.HDI_PROB * 100)}% HDI; "
+            "gaps are arm - reference",
+        ]
+
     def results(self) -> dict[str, Any]:
         """:meth:`to_dict`, JSON-ready."""
         return json_safe(self.to_dict())
@@ -799,6 +825,8 @@ def fit_transfer(
     and its smoothness (the knot spacing) is explicit. An HSGP would also work; it needs
     a length-scale prior and boundary settings that a knot spacing avoids.
     """
+    names = ("reference", "arms", "first_steps", "knot_every", "walk", "task_effects", "priors", "sampler")
+    config_or_keywords(fit_transfer, config, {k: v for k, v in locals().items() if k in names})
     if config is None:  # the keyword arguments, once into the config
         config = TransferConfig(
             reference=reference,
