@@ -64,9 +64,6 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "saturation.models.plateau": (
         "fit_plateau",
         "PlateauFit",
-        "PlateauConfig",
-        "PlateauPriors",
-        "VerdictRule",
         "plateau_verdict",
         "compare_plateau_models",
         "fit_alternative",
@@ -75,8 +72,19 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "ModelComparison",
     ),
     "saturation.models.runs": ("fit_plateau_runs", "PlateauRuns"),
-    "saturation.models.transfer": ("fit_transfer", "TransferFit", "TransferConfig", "TransferPriors"),
-    "saturation.models.sigmoid": ("fit_sigmoid", "SigmoidFit", "SigmoidConfig", "SigmoidPriors"),
+    "saturation.models.transfer": ("fit_transfer", "TransferFit"),
+    "saturation.models.sigmoid": ("fit_sigmoid", "SigmoidFit"),
+    # every analysis' config and priors: one module, each field declared once
+    "saturation.configs": (
+        "PlateauConfig",
+        "PlateauPriors",
+        "VerdictRule",
+        "TransferConfig",
+        "TransferPriors",
+        "SigmoidConfig",
+        "SigmoidPriors",
+        "SamplerConfig",
+    ),
     "saturation.models.families": ("compare_curve_families", "FamilyComparison"),
     "saturation.models.learning": (
         "diagnose_cardinality",
@@ -96,7 +104,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "EntropyConfig",
         "ComponentsConfig",
     ),
-    "saturation.models.sampling": ("SamplerConfig", "ConvergenceWarning"),
+    "saturation.models.sampling": ("ConvergenceWarning",),
     # specs, the report, calibration, figures
     "saturation.spec": ("load_spec",),
     "saturation.report": ("run_report",),
@@ -121,6 +129,16 @@ _LAZY = {name: module for module, names in _PUBLIC.items() for name in names}
 # closes an import cycle mypy cannot type through), so their names type as Any
 if _TYPE_CHECKING:
     from saturation.aggregate import aggregate, select_phase
+    from saturation.configs import (
+        PlateauConfig,
+        PlateauPriors,
+        SamplerConfig,
+        SigmoidConfig,
+        SigmoidPriors,
+        TransferConfig,
+        TransferPriors,
+        VerdictRule,
+    )
     from saturation.ingest import ingest_runs, scan_run_dir
     from saturation.io import open_trials, read_trials, write_table, write_trials
     from saturation.models.families import FamilyComparison, compare_curve_families
@@ -144,10 +162,7 @@ if _TYPE_CHECKING:
     )
     from saturation.models.plateau import (
         ModelComparison,
-        PlateauConfig,
         PlateauFit,
-        PlateauPriors,
-        VerdictRule,
         compare_plateau_models,
         exact_loo,
         fit_alternative,
@@ -156,9 +171,9 @@ if _TYPE_CHECKING:
         plateau_verdict,
     )
     from saturation.models.runs import PlateauRuns, fit_plateau_runs
-    from saturation.models.sampling import ConvergenceWarning, SamplerConfig
-    from saturation.models.sigmoid import SigmoidConfig, SigmoidFit, SigmoidPriors, fit_sigmoid
-    from saturation.models.transfer import TransferConfig, TransferFit, TransferPriors, fit_transfer
+    from saturation.models.sampling import ConvergenceWarning
+    from saturation.models.sigmoid import SigmoidFit, fit_sigmoid
+    from saturation.models.transfer import TransferFit, fit_transfer
     from saturation.plots import (
         plot_cardinality,
         plot_components,

@@ -616,29 +616,31 @@ def _check_ranges(args: argparse.Namespace) -> None:
         raise UsageError("; ".join(problems))
 
 
-def _check_plateau_args(args: argparse.Namespace) -> list[str] | None:
+def _check_plateau_args(args: argparse.Namespace) -> Any:
     """Everything about the plateau options that can be checked before the data are read;
-    returns the levels asked for."""
-    levels = _split_names(args.levels, "--levels")
-    if args.sampler == "exact" and args.likelihood != "gaussian":
+    returns the analysis' config (``PlateauConfig``)."""
+    config = _plateau_config(args)
+    if args.sampler == "exact" and config.likelihood != "gaussian":
         raise UsageError(
-            f"--sampler exact draws the Gaussian plateau model only; --likelihood {args.likelihood} "
+            f"--sampler exact draws the Gaussian plateau model only; --likelihood {config.likelihood} "
             "needs auto (nutpie), nutpie, pymc or numpyro"
         )
     _check_sampler_installed(args.sampler)
     _require_inputs(args.trials)
     _check_outputs(args.trials, [args.json, args.idata])
-    if levels and args.response not in S.LEVEL_FIELDS:  # per-level variables are exactly these
-        _check_levels(levels, [args.response], args.response)
+    levels, response = list(config.levels or []), config.response
+    if levels and response not in S.LEVEL_FIELDS:  # per-level variables are exactly these
+        _check_levels(levels, [response], response)
     elif levels:
         have = _peek_levels(args.trials, "swesmith")
         if have is not None:
-            _check_levels(levels, have, args.response)
-    return levels
+            _check_levels(levels, have, response)
+    return config
 
 
-def _check_plateau_data(ds: xr.Dataset, levels: list[str] | None, response: str) -> None:
+def _check_plateau_data(ds: xr.Dataset, config: Any) -> None:
     """The cheap checks that need the loaded trials (before the aggregation and the fit)."""
+    levels, response = list(config.levels or []), config.response
     if S.TRIAL not in ds.dims:
         return
     if response not in ds.data_vars:
@@ -658,12 +660,12 @@ def _cmd_plateau(args: argparse.Namespace) -> int:
         return _cmd_plateau_series(args)
     if args.by:
         return _cmd_plateau_runs(args)
-    levels = _check_plateau_args(args)
+    config = _check_plateau_args(args)
     ds = _load_phase_trials(args, "swesmith")
-    _check_plateau_data(ds, levels, args.response)
+    _check_plateau_data(ds, config)
     from saturation.models import fit_plateau
 
-    fit = fit_plateau(ds, _plateau_config(args, levels), run=args.run, seed=args.seed)
+    fit = fit_plateau(ds, config, run=args.run, seed=args.seed)
     _show(fit)
     return _finish_fit(args, fit, fit.to_dict())
 
@@ -694,7 +696,7 @@ def _cmd_plateau_series(args: argparse.Namespace) -> int:
     var, runs = metric_runs(series, args.metric, args.run, where=str(path))
     if args.idata and len(runs) > 1:
         raise UsageError(f"--idata writes one fit: {path} has {len(runs)} runs of {args.metric!r}; pick one with --run")
-    config = replace(_plateau_config(args, None), response=var)
+    config = replace(_plateau_config(args), response=var)
     fits = {run: fit_plateau(series, config, run=run, seed=args.seed) for run in runs}
     for run, fit in fits.items():
         _print(f"run {run}, metric {args.metric} ({len(fit.data.steps)} logged steps):")
@@ -741,24 +743,24 @@ def _show(analysis: Any) -> None:
             _print(f"  WARNING: the {type(part).__name__} fit did not converge: its figures are not trustworthy")
 
 
-def _plateau_config(args: argparse.Namespace, levels: list[str] | None) -> Any:
-    """The plateau options as the analysis' one config (``PlateauConfig``; every other field
-    the dataclass's default), for one fit and for ``--by run`` alike."""
-    from saturation.models.plateau import PlateauConfig
+def _plateau_config(args: argparse.Namespace) -> Any:
+    """The plateau options as the analysis' one config (``PlateauConfig``: the options the
+    user gave, every other field the dataclass's default), checked by its ``validate()``."""
+    from saturation import settings
+    from saturation.configs import PlateauConfig
 
-    return PlateauConfig(
-        response=args.response,
-        levels=tuple(levels) if levels else None,
-        breakpoint=args.breakpoint,
-        shared=args.pooled,
-        continuity=args.continuity,
-        likelihood=args.likelihood,
-        rope=args.rope,
-        rope_relative=args.rope_relative or None,
-        metric_max=args.metric_max,
-        noise=args.noise,
-        sampler=_sampler_args(args),
+    return _validated(
+        PlateauConfig(**settings.given(PlateauConfig, args), shared=bool(args.pooled), sampler=_sampler_args(args))
     )
+
+
+def _validated(config: Any) -> Any:
+    """``config`` after its ``validate()``: a value out of its range is a usage error."""
+    try:
+        config.validate()
+    except ValueError as err:
+        raise UsageError(" ".join(str(err).replace(":\n  - ", ": ").replace("\n  - ", "; ").split())) from None
+    return config
 
 
 def _cmd_plateau_runs(args: argparse.Namespace) -> int:
@@ -768,11 +770,11 @@ def _cmd_plateau_runs(args: argparse.Namespace) -> int:
     if args.run:
         raise UsageError("--by run fits every run; --run picks one: give one of them")
     idata_dir, args.idata = args.idata, None
-    levels = _check_plateau_args(args)
+    config = _check_plateau_args(args)
     if idata_dir and not Path(idata_dir).resolve().parent.is_dir():
         raise ValueError(f"{idata_dir}: its directory {Path(idata_dir).resolve().parent} does not exist")
     ds = _load_phase_trials(args, "swesmith")
-    _check_plateau_data(ds, levels, args.response)
+    _check_plateau_data(ds, config)
     from saturation import progress
     from saturation.models.runs import fit_plateau_runs, run_names
 
@@ -783,7 +785,7 @@ def _cmd_plateau_runs(args: argparse.Namespace) -> int:
     with progress.Progress(n, "plateau --by run", enabled=args.progress) as bar:
         res = fit_plateau_runs(
             ds,
-            _plateau_config(args, levels),
+            config,
             seed=args.seed,
             scheduler=args.scheduler,
             workers=args.workers,
@@ -891,8 +893,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ transfer
 def _sampler_args(args: argparse.Namespace, base: Any = None) -> Any:
     """The model's default sampler settings (``base``) with the command line's overrides."""
-    from saturation.models import SamplerConfig
-    from saturation.models.sampling import with_overrides
+    from saturation.configs import SamplerConfig, with_overrides
 
     given = {k: getattr(args, k) for k in ("draws", "tune", "chains")}
     return with_overrides(base or SamplerConfig(), {**given, "sampler": args.sampler, "progress": args.progress})
@@ -985,18 +986,20 @@ def _print_diagnostics(d: dict[str, Any], timings: dict[str, Any]) -> None:
     _print(f"time: compile {timings['compile']:.1f} s, sampling {timings['sample']:.1f} s ({timings['sampler']})")
 
 
-def _check_transfer_args(args: argparse.Namespace) -> list[str] | None:
-    """The transfer options that can be checked before the data are read; returns the arms."""
-    arms = _split_names(args.arms, "--arms")
-    if arms is not None:
-        if len(arms) < 2:
-            raise UsageError(f"--arms {args.arms}: a transfer analysis compares at least two arms")
-        if args.reference not in arms:
-            raise UsageError(f"--reference {args.reference} is not one of --arms {_names(arms)}")
+def _check_transfer_args(args: argparse.Namespace) -> Any:
+    """The transfer options that can be checked before the data are read; returns the
+    analysis' config (``TransferConfig``, checked by its ``validate()``)."""
+    from saturation import settings
+    from saturation.configs import TransferConfig, transfer_sampler
+
+    given = settings.given(TransferConfig, args)
+    _validated(TransferConfig(**given))  # the options first, the sampler's after
+    sampler = _sampler_args(args, transfer_sampler(given.get("task_effects", "integrated")))
+    config = _validated(TransferConfig(**given, sampler=sampler))
     _check_sampler_installed(args.sampler)
     _require_inputs(args.trials)
     _check_outputs(args.trials, [args.json, args.idata])
-    return arms
+    return config
 
 
 def _check_transfer_data(ds: xr.Dataset, arms: list[str] | None, reference: str | None) -> None:
@@ -1017,56 +1020,41 @@ def _check_transfer_data(ds: xr.Dataset, arms: list[str] | None, reference: str 
 
 
 def _cmd_transfer(args: argparse.Namespace) -> int:
-    arms = _check_transfer_args(args)
+    config = _check_transfer_args(args)
     ds = _load_phase_trials(args, "swegym")
-    _check_transfer_data(ds, arms, args.reference)
+    _check_transfer_data(ds, list(config.arms) if config.arms else None, config.reference)
     from saturation.models import fit_transfer
-    from saturation.models.transfer import default_sampler
 
-    fit = fit_transfer(
-        ds,
-        reference=args.reference,
-        arms=arms,
-        first_steps=args.first_steps,
-        knot_every=args.knot_every,
-        walk=args.walk,
-        task_effects=args.task_effects,
-        seed=args.seed,
-        sampler=_sampler_args(args, default_sampler(args.task_effects)),
-    )
+    fit = fit_transfer(ds, config, seed=args.seed)
     _show(fit)
     return _finish_fit(args, fit, fit.to_dict())
 
 
 # ------------------------------------------------------------------ compare
 def _compare_config(args: argparse.Namespace) -> Any:
-    """``compare``'s options as the analysis' one config (``SigmoidConfig``), checked before
-    any data is read: the arms, the declared arm properties and confounders, the x axis and
-    the inputs and outputs."""
-    arms = _split_names(args.arms, "--arms")
-    if arms is not None and args.reference is not None and args.reference not in arms:
-        raise UsageError(f"--reference {args.reference} is not one of --arms {_names(arms)}")
-    _check_sampler_installed(args.sampler)
+    """``compare``'s options as the analysis' one config (``SigmoidConfig``: the options the
+    user gave, checked by its ``validate()``), and what only the command line has: the
+    inputs and outputs, the declared arm properties and confounders, the x axis's inputs."""
+    from saturation import settings
+    from saturation.arms import parse_arm_properties  # light: checked before the data load
+    from saturation.configs import PAIRED_SAMPLER, SIGMOID_SAMPLER, SigmoidConfig
+
+    given = settings.given(SigmoidConfig, args)
     if args.metric is not None:
         if len(args.trials) != 1:
             raise UsageError(f"--metric {args.metric}: give one per-step metrics file (CSV or .nc), not trial tables")
-        for flag, given in (("--paired", args.paired), ("--metrics", args.metrics), ("--phase", args.phase)):
-            if given:
+        for flag, value in (("--paired", args.paired), ("--metrics", args.metrics), ("--phase", args.phase)):
+            if value:
                 raise UsageError(f"--metric fits logged per-step values: {flag} is for trials")
-        if args.likelihood == "binomial":
-            raise UsageError("--metric: a logged value has no rollout counts; the likelihood is gaussian")
+    _validated(SigmoidConfig(**given))  # the options first, the sampler's after
+    _check_sampler_installed(args.sampler)
     if args.x == "compute" and not (args.metrics or args.metric):
         raise UsageError("--x compute needs --metrics (the per-step metrics of the arms' runs, with --compute)")
-    if args.x == "step" and (args.metrics or args.compute):  # --metric: the series' own runs
+    if args.x != "compute" and (args.metrics or args.compute):  # --metric: the series' own runs
         raise UsageError("--metrics and --compute set the compute axis: add --x compute")
-    if args.paired and args.likelihood == "gaussian":
-        raise UsageError("--paired needs binary rewards (the binomial likelihood), not --likelihood gaussian")
     _require_inputs(args.trials)
     _require_inputs([args.metrics] if args.metrics else [], "--metrics")
     _check_outputs([*args.trials, *([args.metrics] if args.metrics else [])], [args.json, args.idata])
-    from saturation.arms import parse_arm_properties  # light: checked before the data load
-    from saturation.models.sigmoid import DEFAULT_COMPUTE, SigmoidConfig, default_sampler
-
     try:
         arm_attrs, _ = parse_arm_properties(args.arm_attr or [], [])
     except ValueError as err:
@@ -1075,27 +1063,8 @@ def _compare_config(args: argparse.Namespace) -> Any:
         _, match = parse_arm_properties([], args.match or [])
     except ValueError as err:
         raise UsageError(f"--match {err}") from None
-    config = SigmoidConfig(
-        arms=tuple(arms) if arms else None,
-        reference=args.reference,
-        likelihood=args.likelihood,
-        sampler=_sampler_args(args, default_sampler(args.paired)),
-        horizon=args.horizon,
-        delta=args.delta,
-        arm_attrs=arm_attrs,
-        match=match,
-        x=args.x,
-        compute=args.compute or DEFAULT_COMPUTE,
-        paired=args.paired,
-        metric=args.metric,
-        backtest=args.backtest,
-        families=args.families,
-    )
-    try:
-        config.validate()
-    except ValueError as err:
-        raise UsageError(str(err)) from None
-    return config
+    sampler = _sampler_args(args, PAIRED_SAMPLER if args.paired else SIGMOID_SAMPLER)
+    return _validated(SigmoidConfig(**given, arm_attrs=arm_attrs, match=match, sampler=sampler))
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -1301,6 +1270,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from saturation import settings  # light: the configs import no numpy
+    from saturation.configs import PlateauConfig, SigmoidConfig, TransferConfig
+
     parser = _Parser(
         prog="saturation",
         description="Bayesian analysis of RL training dynamics (plateaus, change points, transfer).",
@@ -1466,15 +1438,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plateau", help="Bayesian change-point / plateau analysis (default: embedded SWE-smith)")
     p.add_argument("trials", nargs="*", metavar="TRIALS", help="trial tables or a .nc Dataset")
     _add_phase_arg(p)
-    p.add_argument(
-        "--levels", metavar="L1,L2", help="comma-separated levels to fit, e.g. file,module (default: all levels)"
-    )
-    p.add_argument(
-        "--response",
-        default=S.F1,
-        metavar="NAME",
-        help="per-level variable (f1, precision, recall, ...) or trial variable (e.g. reward) (default f1)",
-    )
     p.add_argument("--run", help="run to analyse when the data hold several")
     p.add_argument(
         "--metric",
@@ -1489,63 +1452,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--idata is then a directory of one netCDF per run)",
     )
     _add_cluster_args(p, "--by run: ")
-    p.add_argument(
-        "--breakpoint",
-        type=_non_negative_real,
-        metavar="STEP",
-        help="known break step (default: unknown, marginalised over every candidate step)",
-    )
+    settings.add_options(p, PlateauConfig, exclude=("shared",))  # one help text, one check (validate)
     pooling = p.add_mutually_exclusive_group()
-    pooling.add_argument(
-        "--pooled",
-        action="store_true",
-        help="pool the levels' change points around a common one (default: each level its own; "
-        "pooled intervals undercover when the levels share a misfit, docs/calibration.md)",
-    )
+    pooling.add_argument("--pooled", action="store_true", help=settings.help_of(PlateauConfig, "shared"))
     pooling.add_argument("--separate", action="store_true", help="each level its own change point (the default)")
-    p.add_argument(
-        "--continuity",
-        choices=list(S.CONTINUITIES),
-        default=None,
-        help="hinge (continuous) or jump (split model); default: jump for --breakpoint, else hinge",
-    )
-    p.add_argument(
-        "--likelihood",
-        choices=list(S.LIKELIHOODS),
-        default="gaussian",
-        help="gaussian (default): per-step means with their sampling variance and overdispersion; binomial: "
-        "beta-binomial success counts of a 0/1 response; zoib: zero-one-inflated Beta on per-trial values in "
-        "[0, 1] (docs/plateau.md)",
-    )
-    p.add_argument(
-        "--rope",
-        type=_positive_real,
-        default=S.DEFAULT_ROPE,
-        help=f"late-gain ROPE in metric units (default {S.DEFAULT_ROPE:g})",
-    )
-    p.add_argument(
-        "--rope-relative",
-        type=_non_negative_real,
-        default=S.DEFAULT_ROPE_RELATIVE,
-        metavar="SHARE",
-        help=f"also flat when the late gain is within +-SHARE x the early gain (default "
-        f"{S.DEFAULT_ROPE_RELATIVE}; 0: off)",
-    )
-    p.add_argument(
-        "--noise",
-        choices=S.NOISES,
-        help="step noise: independent across steps, or ar1: autocorrelated on the step axis (drifting "
-        "difficulty, smoothed logs), its coefficient summed exactly; Gaussian likelihood only (default: ar1 for "
-        "a logged series, --metric; independent for trials, with a warning when the residuals are autocorrelated)",
-    )
-    p.add_argument(
-        "--metric-max",
-        type=_positive_real,
-        default=1.0,
-        metavar="X",
-        help="the metric's maximum, to which the headroom is measured (default 1, a rate); values outside "
-        "[0, X] report no headroom",
-    )
     _add_sampler_args(p, "plateau")
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")
     p.add_argument("--idata", metavar="PATH", help="write the InferenceData (netCDF)")
@@ -1635,35 +1545,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("transfer", help="hierarchical multi-arm transfer analysis (default: embedded SWE-Gym)")
     p.add_argument("trials", nargs="*", metavar="TRIALS", help="trial tables or a .nc Dataset (needs an arm column)")
     _add_phase_arg(p)
-    p.add_argument("--reference", default="base", metavar="ARM", help="reference arm (default base)")
-    p.add_argument(
-        "--arms", metavar="A1,A2", help="comma-separated arms to include, the reference among them (default: all)"
-    )
-    p.add_argument("--first-steps", type=_positive, default=4, metavar="N", help="initial window in steps (default 4)")
-    p.add_argument(
-        "--knot-every",
-        type=_positive_real,
-        default=4.0,
-        metavar="STEPS",
-        help="knot spacing of the arm curves, in steps (default 4)",
-    )
-    p.add_argument(
-        "--walk",
-        choices=S.WALKS,
-        default="auto",
-        help="parametrisation of the knot random walks (default auto: centred with at least "
-        "400 trials per knot and arm, else non-centred)",
-    )
-    sampled = S.TRANSFER_SAMPLER["sampled"]
-    p.add_argument(
-        "--task-effects",
-        choices=S.TASK_EFFECTS,
-        default="integrated",
-        help="integrated (default): task effects integrated out per task (exact for the reward, "
-        "quadrature for the ungraded indicator; about 50 parameters, no funnel when a task sd is near "
-        "zero); sampled: every task effect a parameter, the same model (the slow cross-check; default "
-        f"draws/tune then {sampled['draws']}/{sampled['tune']})",
-    )
+    settings.add_options(p, TransferConfig)  # one help text, one check (validate)
     _add_sampler_args(
         p, "transfer", defaults=tuple(S.TRANSFER_SAMPLER["integrated"][k] for k in ("draws", "tune", "chains"))
     )
@@ -1683,15 +1565,7 @@ def build_parser() -> argparse.ArgumentParser:
         "with --metric, one per-step metrics file",
     )
     _add_phase_arg(p)
-    p.add_argument("--arms", metavar="A,B", help="comma-separated arms to compare (default: all)")
-    p.add_argument("--reference", metavar="ARM", help="the arm the others are compared with (default: the first arm)")
-    p.add_argument(
-        "--likelihood",
-        choices=("auto", "binomial", "gaussian"),
-        default="auto",
-        help="auto (default): beta-binomial when every reward is 0 or 1 (resolve rates), else Gaussian on the "
-        "per-step means",
-    )
+    settings.add_options(p, SigmoidConfig)  # the config's fields: one help text, one check (validate)
     p.add_argument(
         "--arm-attr",
         action="append",
@@ -1707,64 +1581,9 @@ def build_parser() -> argparse.ArgumentParser:
         "else it is flagged CONFOUNDED in the text and the JSON (repeatable; default: none)",
     )
     p.add_argument(
-        "--horizon",
-        type=_positive,
-        default=20,  # models.sigmoid.FORECAST_HORIZON
-        metavar="N",
-        help="'will more steps pay?': the curve's gain over N steps past each arm's last step (default 20)",
-    )
-    p.add_argument(
-        "--delta",
-        type=_non_negative_real,
-        default=0.01,  # models.sigmoid.FORECAST_DELTA
-        metavar="D",
-        help="... reported as P(gain > D) (default 0.01)",
-    )
-    p.add_argument(
-        "--backtest",
-        type=_positive,
-        metavar="K",
-        help="also fit each arm's first K steps and check the forecast of its later steps: predictive-interval "
-        "coverage and error against carrying the last value forward (default: no back-test; doubles the time)",
-    )
-    p.add_argument(
-        "--families",
-        action="store_true",
-        help="also compare the sigmoid with the hinge and the exponential approach per arm by leave-one-step-out "
-        "(stacking weights; the sigmoid refitted with the Gaussian likelihood when it is binomial): is a ceiling "
-        "an artefact of the curve family? (default: off)",
-    )
-    p.add_argument(
-        "--x",
-        choices=("step", "compute"),
-        default="step",
-        help="the curve's x axis: the step (default) or the compute each arm's run spent through the step "
-        "(cumulative --compute from --metrics)",
-    )
-    p.add_argument(
         "--metrics",
         metavar="PATH",
         help="--x compute: per-step metrics of the arms' runs (a metrics CSV, or the .nc of ingest --metrics-out)",
-    )
-    p.add_argument(
-        "--compute",
-        metavar="KEY[*KEY]",
-        help="--x compute: the per-step compute metric, a logged key or a product of keys (default timing/step, "
-        "seconds per step; tokens: generate/avg_num_tokens*generate/batch_num_seq)",
-    )
-    p.add_argument(
-        "--metric",
-        metavar="KEY",
-        help="fit a logged per-step metric instead of trials: TRIALS is then one metrics file (CSV or the .nc of "
-        "ingest --metrics-out) whose runs are the arms, e.g. --metric reward/avg_raw_reward (Gaussian likelihood)",
-    )
-    p.add_argument(
-        "--paired",
-        action="store_true",
-        help="arms evaluated on shared instances (checkpoint evals on one instance set) share logit-normal "
-        "instance effects: a binomial per (arm, step, instance) instead of one beta-binomial cell per (arm, step) "
-        "(binary rewards; its default sampler: 3000 draws after 2000 tuning, about 50 s for 2 arms x 16 "
-        "checkpoints x 150 instances)",
     )
     _add_sampler_args(p, "compare", defaults=(2000, 1500, 4))  # models.sigmoid.DEFAULT_SAMPLER
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")
@@ -1777,7 +1596,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv  # accepted anywhere, not only before the command
-    args = parser.parse_args([a for a in argv if a != "--debug"])
+    from saturation.settings import OptionValueError
+
+    try:
+        args = parser.parse_args([a for a in argv if a != "--debug"])
+    except OptionValueError as err:  # a list option's value (settings.add_options): one line, exit 2
+        print(f"error: {_shown(str(err))}", file=sys.stderr)
+        return EXIT_USAGE
     args.debug = debug
     try:
         _check_ranges(args)
@@ -1812,8 +1637,9 @@ def _error_classes() -> tuple[type, type, type]:
 def _error_of(exc: Exception, validation: type, spec: type, output: type = _NotRaised) -> tuple[int, str]:
     """The exit code and one-line message of an error (no traceback; ``--debug`` shows it)."""
     from saturation.limits import OptionError
+    from saturation.settings import OptionValueError
 
-    if isinstance(exc, UsageError | OptionError | output):
+    if isinstance(exc, UsageError | OptionError | OptionValueError | output):
         return EXIT_USAGE, str(exc)
     if isinstance(exc, validation):
         return EXIT_DATA, str(exc)

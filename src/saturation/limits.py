@@ -12,7 +12,7 @@ import math
 import os
 from typing import Any
 
-#: the sampler's defaults (``models.sampling.SamplerConfig``'s fields read these)
+#: the sampler's defaults (``configs.SamplerConfig``'s fields read these)
 DEFAULT_DRAWS = 1000
 DEFAULT_TUNE = 1000
 DEFAULT_CHAINS = 4
@@ -159,7 +159,7 @@ def prior_problems(priors: Any) -> list[str]:
     Parameters
     ----------
     priors : dataclass instance
-        :class:`~saturation.models.plateau.PlateauPriors`, ``TransferPriors`` or ``SigmoidPriors``.
+        :class:`~saturation.configs.PlateauPriors`, ``TransferPriors`` or ``SigmoidPriors``.
 
     Returns
     -------

@@ -35,10 +35,18 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from saturation import replica
+from saturation import replica, settings
 from saturation import schema as S
 from saturation.aggregate import select_phase
 from saturation.arms import parse_arm_properties
+from saturation.configs import (
+    MIN_FIT_STEPS,
+    PlateauConfig,
+    SamplerConfig,
+    SigmoidConfig,
+    TransferConfig,
+    with_overrides,
+)
 from saturation.io import expand_paths, open_trials, read_trials
 from saturation.limits import sampler_problems
 from saturation.models import PlateauPriors, TransferPriors
@@ -49,36 +57,20 @@ from saturation.models.learning import (
     ReliabilityConfig,
     SeriesConfig,
 )
-from saturation.models.plateau import PlateauConfig
-from saturation.models.sampling import SamplerConfig, with_overrides
-from saturation.models.sigmoid import MIN_FIT_STEPS, X_AXES, SigmoidConfig
 from saturation.models.sigmoid import default_sampler as sigmoid_sampler
-from saturation.models.transfer import TransferConfig, default_sampler
+from saturation.models.transfer import default_sampler
 from saturation.replica import EMBEDDED_SERIES, EMBEDDED_TRIALS
 from saturation.runlogs import read_metrics
 
 KINDS = ("plateau", "diagnose", "series", "transfer", "compare")
 EMBEDDED = "embedded:"
 
-_STR, _NUM, _INT, _BOOL, _STRS, _NUMS = "string", "number", "integer", "boolean", "list of strings", "list of numbers"
+_STR, _NUM, _INT, _BOOL, _STRS, _NUMS = settings.KINDS
 
+#: the [model] keys of each kind: a config's fields where its analysis has one (their kinds
+#: and choices declared once, :mod:`saturation.settings`), and the selection keys around it
 MODEL_KEYS: dict[str, dict[str, str]] = {
-    "plateau": {
-        "levels": _STRS,
-        "response": _STR,
-        "run": _STR,
-        "breakpoint": _NUM,
-        "shared": _BOOL,
-        "continuity": _STR,
-        "likelihood": _STR,
-        "rope": _NUM,
-        "rope_relative": _NUM,
-        "metric_max": _NUM,
-        "noise": _STR,
-        "compare": _STRS,
-        "by": _STR,
-        "runs": _STRS,
-    },
+    "plateau": {**settings.spec_keys(PlateauConfig), "run": _STR, "compare": _STRS, "by": _STR, "runs": _STRS},
     "diagnose": {"levels": _STRS, "run": _STR},
     "series": {
         "runs": _STRS,
@@ -95,28 +87,17 @@ MODEL_KEYS: dict[str, dict[str, str]] = {
         "components_runs": _STRS,
         "component_rope": _NUM,
     },
-    "transfer": {
-        "reference": _STR,
-        "arms": _STRS,
-        "first_steps": _INT,
-        "knot_every": _NUM,
-        "walk": _STR,
-        "task_effects": _STR,
+    "transfer": settings.spec_keys(TransferConfig),
+    "compare": settings.spec_keys(SigmoidConfig),
+}
+#: the [model] keys with a fixed set of values, by kind
+MODEL_CHOICES: dict[str, dict[str, tuple[str, ...]]] = {
+    "plateau": {
+        **settings.spec_choices(PlateauConfig),
+        "compare": ("hinge", "hinge-separate", "hinge-shared", "linear", "exponential"),
     },
-    "compare": {
-        "reference": _STR,
-        "arms": _STRS,
-        "horizon": _INT,
-        "delta": _NUM,
-        "arm_attrs": _STRS,
-        "match": _STRS,
-        "backtest": _INT,
-        "families": _BOOL,
-        "x": _STR,
-        "compute": _STR,
-        "paired": _BOOL,
-        "metric": _STR,
-    },
+    "transfer": settings.spec_choices(TransferConfig),
+    "compare": settings.spec_choices(SigmoidConfig),
 }
 FIGURES: dict[str, tuple[str, ...]] = {
     "plateau": ("curves", "slopes", "plateaued_by", "ppc", "loo"),
@@ -125,14 +106,9 @@ FIGURES: dict[str, tuple[str, ...]] = {
     "transfer": ("transfer",),
     "compare": ("saturation",),
 }
+#: the keys of the other sections with a fixed set of values
 CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
-    ("model", "continuity"): S.CONTINUITIES,
-    ("model", "noise"): S.NOISES,
-    ("model", "likelihood"): S.LIKELIHOODS,
-    ("model", "walk"): S.WALKS,
     ("sampler", "sampler"): S.SAMPLERS,
-    ("model", "compare"): ("hinge", "hinge-separate", "hinge-shared", "linear", "exponential"),
-    ("model", "x"): X_AXES,
     ("data", "phase"): S.PHASES,
 }
 SECTION_KEYS: dict[str, dict[str, str]] = {
@@ -277,7 +253,14 @@ def _prior_keys(kind: str) -> dict[str, str]:
     return {f.name: (_INT if f.name == "min_segment" else _NUM) for f in fields(cls)}
 
 
-def _check_section(where: str, section: str, table: Any, allowed: dict[str, str], problems: list[str]) -> None:
+def _check_section(
+    where: str,
+    section: str,
+    table: Any,
+    allowed: dict[str, str],
+    problems: list[str],
+    choices_of: dict[str, tuple[str, ...]] | None = None,
+) -> None:
     if not isinstance(table, dict):
         problems.append(f"{where}: [{section}] must be a table")
         return
@@ -287,8 +270,8 @@ def _check_section(where: str, section: str, table: Any, allowed: dict[str, str]
             problems.append(f"{where}: [{section}] unknown key {key!r}{hint}")
         elif not _type_ok(value, allowed[key]):
             problems.append(f"{where}: [{section}] {key} must be a {allowed[key]}, got {value!r}")
-        elif (section, key) in CHOICES:
-            choices = CHOICES[(section, key)]
+        elif (section, key) in CHOICES or key in (choices_of or {}):
+            choices = CHOICES.get((section, key)) or (choices_of or {})[key]
             bad = [v for v in (value if isinstance(value, list) else [value]) if v not in choices]
             if bad:
                 problems.append(f"{where}: [{section}] {key}: {bad} not among {list(choices)}")
@@ -396,7 +379,7 @@ def validate_spec(raw: dict[str, Any], path: Path) -> Spec:
     for section in ("data", "sampler", "figures"):
         _check_section(where, section, raw.get(section, {}), SECTION_KEYS[section], problems)
     if kind in KINDS:
-        _check_section(where, "model", raw.get("model", {}), MODEL_KEYS[kind], problems)
+        _check_section(where, "model", raw.get("model", {}), MODEL_KEYS[kind], problems, MODEL_CHOICES.get(kind))
         _check_section(where, "priors", raw.get("priors", {}), _prior_keys(kind), problems)
         include = (
             raw.get("figures", {}).get("include", list(FIGURES[kind])) if isinstance(raw.get("figures"), dict) else []

@@ -315,7 +315,7 @@ def test_exact_change_point_posterior_equals_the_per_draw_conditional(shared, da
     fit = fit_plateau(ds, shared=shared, seed=3)
     cfg, sd = fit.config, fit.data
     grid = P._grid(sd, cfg)
-    pri = cfg.priors.resolve(sd, cfg.likelihood, grid=grid)
+    pri = plateau.resolve_priors(cfg.priors, sd, cfg.likelihood, grid=grid)
     p = P._param_draws(fit.idata, cfg.likelihood)
     post = fit.idata.posterior
     spread = post[S.CHANGEPOINT_SPREAD].stack(sample=("chain", "draw")).to_numpy() if shared else np.zeros(0)
@@ -520,12 +520,12 @@ def test_unit_information_late_slope_prior():
     ds, _ = _sim(LevelSpec("file", 0.55, 0.015, 0.0, 20.0), seed=11)
     sd = step_data(ds)
     grid = candidate_grid(sd.steps, 5)
-    pri = plateau.PlateauPriors().resolve(sd, grid=grid)
+    pri = plateau.resolve_priors(plateau.PlateauPriors(), sd, grid=grid)
     late = pri["late_slope_sd"][0]
     assert late.shape == grid.shape and np.all(np.diff(late) > 0)  # shorter late segments: wider
     expect = pri["noise_sd"][0] * np.sqrt(len(sd.steps) / ((sd.steps - grid[3]).clip(0) ** 2).sum())
     assert late[3] == pytest.approx(expect)
-    fixed = plateau.PlateauPriors(late_slope_sd=0.002).resolve(sd, grid=grid)["late_slope_sd"]
+    fixed = plateau.resolve_priors(plateau.PlateauPriors(late_slope_sd=0.002), sd, grid=grid)["late_slope_sd"]
     assert np.all(fixed == 0.002)
 
 
@@ -576,7 +576,7 @@ def test_exact_loo_equals_deleting_each_step_and_recomputing_the_evidence():
     t, y, v, n = sd.steps, sd.y[0], sd.var_mean[0], len(sd.steps)
     config = plateau.PlateauConfig()
     grid = candidate_grid(t, config.priors.min_segment)
-    pri = config.priors.resolve(sd, grid=grid)
+    pri = plateau.resolve_priors(config.priors, sd, grid=grid)
     x = design(t, grid, t[0], False)
     prior = (*plateau.curve_prior(pri, 0, False), float(pri["tau_sd"][0]))
 
@@ -693,7 +693,7 @@ def test_segment_sums_fall_back_where_enormous_weights_cancel():
     sd = step_data(aggregate(simulate_plateau(spec, seed=5)[0]))
     cfg = PlateauConfig()
     grid = _grid(sd, cfg)
-    pri = cfg.priors.resolve(sd, cfg.likelihood, grid=grid)
+    pri = plateau.resolve_priors(cfg.priors, sd, cfg.likelihood, grid=grid)
     x = _exact.design(sd.steps, grid, float(sd.steps[0]), False)
     m0, sd0 = _exact.curve_prior(pri, 1, False)
     tau_sd = float(pri["tau_sd"][1])

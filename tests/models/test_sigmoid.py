@@ -211,11 +211,13 @@ def test_backtest_and_forecast_settings_are_checked():
 
 
 def test_the_clis_forecast_defaults_are_the_models():
+    from saturation import settings
     from saturation.cli import build_parser
-    from saturation.models.sigmoid import FORECAST_DELTA, FORECAST_HORIZON
+    from saturation.models.sigmoid import FORECAST_DELTA, FORECAST_HORIZON, SigmoidConfig
 
     args = build_parser().parse_args(["compare", "x.csv"])
-    assert (args.horizon, args.delta, args.backtest) == (FORECAST_HORIZON, FORECAST_DELTA, None)
+    config = SigmoidConfig(**settings.given(SigmoidConfig, args))  # the options given: none
+    assert (config.horizon, config.delta, config.backtest) == (FORECAST_HORIZON, FORECAST_DELTA, None)
 
 
 @pytest.mark.slow

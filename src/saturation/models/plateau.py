@@ -37,14 +37,13 @@ from saturation import curves, progress
 from saturation import schema as S
 from saturation._lazy import DeferredInferenceData, lazy
 from saturation.aggregate import aggregate, phase_summary, select_phase
+from saturation.configs import PlateauConfig, PlateauPriors, SamplerConfig, VerdictRule
 from saturation.frequentist import davies_test
 from saturation.limits import (
     OptionError,
     config_or_keywords,
     fit_memory_problem,
     fit_time_problem,
-    prior_problems,
-    rope_problems,
 )
 from saturation.models._exact import (
     LOO_TAU_STRIDE,
@@ -62,7 +61,6 @@ from saturation.models._exact import (
 )
 from saturation.models.persist import FigureView, FitObject, TableView
 from saturation.models.sampling import (
-    SamplerConfig,
     diagnostics,
     interval,
     kde_at,
@@ -126,55 +124,6 @@ END_MIN_POINTS = 5
 #: the curves :meth:`PlateauFit.compare_models` compares by default
 COMPARED_MODELS = ("hinge", "linear", "exponential")
 FLAT_DEFINITION = "flat: the late gain inside the absolute ROPE or inside the relative ROPE x the early gain"
-
-
-@dataclass(frozen=True)
-class VerdictRule:
-    """Thresholds of the one plateau decision rule (:func:`plateau_verdict`).
-
-    Chosen from calibration on per-trial simulations that are not the model
-    (docs/calibration.md, "Verdicts and shapes on data that is not the model"): on steadily
-    rising metrics at most 5 % "plateaued" or "slowed" in every design; on data shaped like
-    the reference study at least 80 % where the data can show it (64 prompts a step).
-
-    Parameters
-    ----------
-    bf_line : float
-        "No change point" when BF(change point : line) is below this.
-    edge_mass : float
-        ... or when more than this posterior mass sits on the outermost candidates.
-    edge_candidates : int
-        How many candidates at each end count as the edge.
-    p_rise : float
-        Nothing can plateau before it rose: P(rise > 0) at least this (the rise up to just after the break).
-    p_flat : float
-        "Plateaued": P(flat) at least this (flat: the late gain inside the absolute ROPE or
-        inside the relative ROPE x the early gain).
-    slow_ratio : float
-        "Slowed": the late slope below this multiple of the rise's average rate ...
-    p_slow : float
-        ... with at least this probability.
-    p_still : float
-        "Still rising": P(late slope > 0) at least this.
-    """
-
-    #: "no change point" when the straight line is favoured: BF(change point : line) below this
-    bf_line: float = 1.0
-    #: ... or when more than this posterior mass sits on the outermost candidates
-    edge_mass: float = 0.5
-    edge_candidates: int = 3
-    #: nothing can plateau before it rose: P(rise > 0) at least this
-    p_rise: float = 0.95
-    #: "plateaued": P(flat) at least this
-    p_flat: float = 0.90
-    #: "slowed": P(late slope < slow_ratio x the rise's average rate) at least p_slow
-    slow_ratio: float = 0.5
-    #: 0.85 from the verdict calibration of issue 44 (docs/calibration.md): rising lines
-    #: called "slowed" stayed at 0.039 at most (4 prompts a step) from 0.95 down to 0.80,
-    #: while study-shaped runs in the noisy design were called 0.78 -> 0.91
-    p_slow: float = 0.85
-    #: "still rising": P(late slope > 0) at least this
-    p_still: float = 0.95
 
 
 #: what each verdict says in the summary sentence: (of one level, of several)
@@ -536,36 +485,31 @@ def step_data(
 
 
 # ====================================================================== priors
-@dataclass(frozen=True)
-class PlateauPriors:
-    r"""Priors of the plateau model (``None``: scaled to the data, see Notes).
+# ====================================================================== priors scaled to the data
+def resolve_priors(
+    priors: PlateauPriors, data: StepData, likelihood: str = "gaussian", grid: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
+    """Numeric prior parameters per level; ``late_slope_sd`` is (levels, candidates)
+    for the change-point candidates ``grid`` (default: the first step, i.e. the slope
+    of a line over the whole run). For ``likelihood="zoib"`` the curve lives on the
+    logit scale: centres are logits and widths are divided by m (1 - m) (the slope of
+    the logistic at the level's mean m, clipped to [0.05, 0.95]).
 
     Parameters
     ----------
-    min_segment : int
-        Fewest steps on each side of a candidate change point.
-    start_mu, level_mu : float, optional
-        Prior centres of the start and of the value at the change point (default: the mean
-        of the first 3 steps / of the last third). Fixed centres make the prior independent
-        of the data (simulation-based calibration needs that).
-    start_sd, level_sd : float, optional
-        Their prior sds (default: the range of the per-step means, at least 0.01).
-    late_slope_sd : float, optional
-        A fixed late-slope prior sd (default: the unit-information width per candidate).
-    jump_sd : float, optional
-        Prior sd of the jump at a known break (split model; default the range).
-    tau_sd : float, optional
-        HalfNormal scale of the step overdispersion (default the range).
-    spread_sd : float
-        HalfNormal scale, in steps, of the spread of pooled level change points.
-    log_kappa_mu, log_kappa_sd : float
-        Binomial likelihood: Normal prior of the beta-binomial log concentration.
-    log_phi_mu, log_phi_sd : float
-        ZOIB likelihood: Normal prior of the interior Beta's log precision.
-    tau_logit_sd : float
-        ZOIB: HalfNormal scale of the logit-scale step offsets.
-    interior_shift_sd, interior_weight_mu, interior_weight_sd : float
-        ZOIB: Normal priors of the interior mean's shift and its weight on the curve.
+    priors : PlateauPriors
+        The settings (None fields: scaled to the data as below).
+    data : StepData
+        The per-step data.
+    likelihood : str
+        The fit's likelihood.
+    grid : numpy.ndarray, optional
+        The candidate change points.
+
+    Returns
+    -------
+    dict
+        Per prior parameter, an array over the levels.
 
     Notes
     -----
@@ -575,13 +519,13 @@ class PlateauPriors:
     change points, so the marginalised posterior is close to unimodal. With :math:`r` the
     range of the per-step means of a level (at least 0.01), :math:`T` the step span:
 
-    * start :math:`a \sim N(\text{mean of the first 3 steps}, r)` (centre ``start_mu`` if given);
-    * value at the change point :math:`h \sim N(\text{mean of the last third}, r)` (centre
+    * start :math:`a \\sim N(\text{mean of the first 3 steps}, r)` (centre ``start_mu`` if given);
+    * value at the change point :math:`h \\sim N(\text{mean of the last third}, r)` (centre
       ``level_mu`` if given);
     * late slope, given the change point :math:`c`: a unit-information prior
-      :math:`\beta_2 \mid c \sim N\big(0,\; \hat\sigma^2 N / \sum_{t \ge c}(t - c)^2\big)`
-      (as informative as one of the N steps; :math:`\hat\sigma` the level's noise from
-      the median absolute step-to-step change, :math:`1.4826\,\mathrm{med}|\Delta\bar y|/\sqrt2`).
+      :math:`\beta_2 \\mid c \\sim N\big(0,\\; \\hat\\sigma^2 N / \\sum_{t \\ge c}(t - c)^2\big)`
+      (as informative as one of the N steps; :math:`\\hat\\sigma` the level's noise from
+      the median absolute step-to-step change, :math:`1.4826\\,\\mathrm{med}|\\Delta\bar y|/\\sqrt2`).
       A fixed width (``late_slope_sd``, or the former default :math:`2r/T`) lets the
       Occam factor of the late slope grow towards the last steps, where the few late
       points cannot pin the slope and its posterior is its prior: on per-trial data that
@@ -590,89 +534,56 @@ class PlateauPriors:
       the unit-information width the Occam factor is the same at every candidate. The
       Savage-Dickey Bayes factor for :math:`\beta_2 = 0` uses the prior density at 0
       averaged over the candidates;
-    * jump :math:`\delta \sim N(0, r)`;
-    * overdispersion :math:`\tau \sim HalfNormal(r)`; the within-step variance of each
+    * jump :math:`\\delta \\sim N(0, r)`;
+    * overdispersion :math:`\tau \\sim HalfNormal(r)`; the within-step variance of each
       per-step mean is plugged in from the sufficient statistics (:math:`s_t^2/n_t`;
       heteroscedastic: a metric near its ceiling varies less);
     * change point: uniform over steps leaving ``min_segment`` steps on each side; shared
       (pooled) model: common :math:`c_0` uniform on the same grid, level change points
-      :math:`c_l \mid c_0 \propto \exp(-(c_l - c_0)^2/2s^2)`, spread
-      :math:`s \sim HalfNormal(` ``spread_sd`` :math:`)` steps;
-    * binomial: concentration :math:`\log\kappa \sim N(\log 200, 1.5)`.
+      :math:`c_l \\mid c_0 \\propto \\exp(-(c_l - c_0)^2/2s^2)`, spread
+      :math:`s \\sim HalfNormal(` ``spread_sd`` :math:`)` steps;
+    * binomial: concentration :math:`\\log\\kappa \\sim N(\\log 200, 1.5)`.
     """
+    out = _data_priors(priors, data)
+    grid = np.asarray(data.steps[:1] if grid is None else grid, dtype=float)
+    late = np.sum(np.maximum(data.steps[None, :] - grid[:, None], 0.0) ** 2, axis=1)  # (C,)
+    unit = out["noise_sd"][:, None] * np.sqrt(len(data.steps) / np.maximum(late, 1e-12))[None, :]
+    fixed = out["late_slope_sd"][:, None]
+    out["late_slope_sd"] = np.where(np.isfinite(fixed), fixed, unit)
+    if likelihood == "zoib":
+        m = np.clip(np.nanmean(data.y, axis=1), 0.05, 0.95)
+        scale = 1.0 / (m * (1 - m))
+        out.update(
+            start_mu=special.logit(np.clip(out["start_mu"], 0.01, 0.99)),
+            level_mu=special.logit(np.clip(out["level_mu"], 0.01, 0.99)),
+            start_sd=out["start_sd"] * scale,
+            level_sd=out["level_sd"] * scale,
+            late_slope_sd=out["late_slope_sd"] * scale[:, None],
+            jump_sd=out["jump_sd"] * scale,
+            noise_sd=out["noise_sd"] * scale,
+        )
+    return out
 
-    min_segment: int = 5
-    #: prior centres; None: from the data (first 3 steps / last third). Fixed centres make
-    #: the prior independent of the data (simulation-based calibration needs that).
-    start_mu: float | None = None
-    level_mu: float | None = None
-    start_sd: float | None = None
-    level_sd: float | None = None
-    late_slope_sd: float | None = None
-    jump_sd: float | None = None
-    tau_sd: float | None = None
-    spread_sd: float = 5.0
-    log_kappa_mu: float = float(np.log(200.0))
-    log_kappa_sd: float = 1.5
-    log_phi_mu: float = float(np.log(5.0))
-    log_phi_sd: float = 1.5
-    tau_logit_sd: float = 0.5
-    interior_shift_sd: float = 1.5
-    interior_weight_mu: float = 0.5
-    interior_weight_sd: float = 0.5
 
-    def __post_init__(self) -> None:
-        problems = prior_problems(self)
-        if problems:
-            raise ValueError("; ".join(problems))
+def _data_priors(priors: PlateauPriors, data: StepData) -> dict[str, np.ndarray]:
+    rng = np.maximum(np.ptp(data.y, axis=1), 0.01)
+    with np.errstate(invalid="ignore"):
+        noise = 1.4826 * np.nanmedian(np.abs(np.diff(data.y, axis=1)), axis=1) / np.sqrt(2)
+    noise = np.maximum(np.nan_to_num(noise, nan=0.0), 1e-3 * rng)
 
-    def resolve(
-        self, data: StepData, likelihood: str = "gaussian", grid: np.ndarray | None = None
-    ) -> dict[str, np.ndarray]:
-        """Numeric prior parameters per level; ``late_slope_sd`` is (levels, candidates)
-        for the change-point candidates ``grid`` (default: the first step, i.e. the slope
-        of a line over the whole run). For ``likelihood="zoib"`` the curve lives on the
-        logit scale: centres are logits and widths are divided by m (1 - m) (the slope of
-        the logistic at the level's mean m, clipped to [0.05, 0.95])."""
-        out = self._resolve(data)
-        grid = np.asarray(data.steps[:1] if grid is None else grid, dtype=float)
-        late = np.sum(np.maximum(data.steps[None, :] - grid[:, None], 0.0) ** 2, axis=1)  # (C,)
-        unit = out["noise_sd"][:, None] * np.sqrt(len(data.steps) / np.maximum(late, 1e-12))[None, :]
-        fixed = out["late_slope_sd"][:, None]
-        out["late_slope_sd"] = np.where(np.isfinite(fixed), fixed, unit)
-        if likelihood == "zoib":
-            m = np.clip(np.nanmean(data.y, axis=1), 0.05, 0.95)
-            scale = 1.0 / (m * (1 - m))
-            out.update(
-                start_mu=special.logit(np.clip(out["start_mu"], 0.01, 0.99)),
-                level_mu=special.logit(np.clip(out["level_mu"], 0.01, 0.99)),
-                start_sd=out["start_sd"] * scale,
-                level_sd=out["level_sd"] * scale,
-                late_slope_sd=out["late_slope_sd"] * scale[:, None],
-                jump_sd=out["jump_sd"] * scale,
-                noise_sd=out["noise_sd"] * scale,
-            )
-        return out
+    def pick(value: float | None, default: np.ndarray) -> np.ndarray:
+        return np.full(len(data.levels), float(value)) if value is not None else default
 
-    def _resolve(self, data: StepData) -> dict[str, np.ndarray]:
-        rng = np.maximum(np.ptp(data.y, axis=1), 0.01)
-        with np.errstate(invalid="ignore"):
-            noise = 1.4826 * np.nanmedian(np.abs(np.diff(data.y, axis=1)), axis=1) / np.sqrt(2)
-        noise = np.maximum(np.nan_to_num(noise, nan=0.0), 1e-3 * rng)
-
-        def pick(value: float | None, default: np.ndarray) -> np.ndarray:
-            return np.full(len(data.levels), float(value)) if value is not None else default
-
-        return {
-            "start_mu": pick(self.start_mu, data.y[:, : min(3, data.y.shape[1])].mean(axis=1)),
-            "start_sd": pick(self.start_sd, rng),
-            "level_mu": pick(self.level_mu, data.y[:, -max(3, data.y.shape[1] // 3) :].mean(axis=1)),
-            "level_sd": pick(self.level_sd, rng),
-            "late_slope_sd": pick(self.late_slope_sd, np.full(len(data.levels), np.nan)),
-            "noise_sd": noise,
-            "jump_sd": pick(self.jump_sd, rng),
-            "tau_sd": pick(self.tau_sd, rng),
-        }
+    return {
+        "start_mu": pick(priors.start_mu, data.y[:, : min(3, data.y.shape[1])].mean(axis=1)),
+        "start_sd": pick(priors.start_sd, rng),
+        "level_mu": pick(priors.level_mu, data.y[:, -max(3, data.y.shape[1] // 3) :].mean(axis=1)),
+        "level_sd": pick(priors.level_sd, rng),
+        "late_slope_sd": pick(priors.late_slope_sd, np.full(len(data.levels), np.nan)),
+        "noise_sd": noise,
+        "jump_sd": pick(priors.jump_sd, rng),
+        "tau_sd": pick(priors.tau_sd, rng),
+    }
 
 
 # ====================================================================== likelihood
@@ -831,77 +742,6 @@ def _clip01(x: Any, eps: float = 1e-6) -> Any:
 
 
 # ====================================================================== model
-@dataclass(frozen=True)
-class PlateauConfig:
-    """Structure and settings of one plateau fit (stored in the InferenceData attrs)."""
-
-    response: str = S.F1
-    levels: tuple[str, ...] | None = None
-    breakpoint: float | None = None
-    #: pool the levels' change points around a common one (False, the default: each level
-    #: its own; pooling undercovered on per-trial data, docs/calibration.md)
-    shared: bool = False
-    #: "hinge", "jump" or "auto" (both fitted, averaged by their exact marginal
-    #: likelihoods); None (the default) resolves once, here: "jump" (the split model) for a
-    #: known break; for an unknown one, at the fit: "auto" for a logged series, and for
-    #: trials "auto" gated at :data:`JUMP_GATE` (the hinge, the jump weighed in only where
-    #: it is decisively better: averaging always cost power on hinge-shaped trials,
-    #: docs/calibration.md)
-    continuity: str | None = None
-    #: with "auto": the jump is weighed in only for levels where BF(jump : hinge) is at
-    #: least this (the hinge alone elsewhere); None: always averaged
-    jump_gate: float | None = None
-    likelihood: str = "gaussian"
-    rope: float = DEFAULT_ROPE
-    #: relative ROPE: the late gain is also flat within +-rope_relative x the early gain
-    #: (None: the absolute ROPE alone)
-    rope_relative: float | None = DEFAULT_ROPE_RELATIVE
-    rule: VerdictRule = field(default_factory=VerdictRule)
-    priors: PlateauPriors = field(default_factory=PlateauPriors)
-    sampler: SamplerConfig = field(default_factory=SamplerConfig)
-    #: the step noise: "independent" across steps, or "ar1": autocorrelated on the step axis
-    #: (drifting prompt difficulty, a logged running mean), its coefficient summed exactly on
-    #: a grid (exact Gaussian sampler only; :class:`~saturation.models._exact.DependentLevel`)
-    #: None (the default) resolves at the fit: "ar1" for a logged per-step series on the exact
-    #: path (no within-step variance: the rotation is exact there), else "independent"
-    noise: str | None = None
-    #: the metric's maximum (1.0 for rates); ``headroom_to_max`` is measured to it. None, or
-    #: data outside [0, metric_max]: no headroom to the maximum (a caveat says why)
-    metric_max: float | None = 1.0
-    #: pooled model: weight of the levels' combined evidence on the common change point;
-    #: None estimates it from the data (:func:`level_dependence`), 1.0 treats the levels
-    #: as independent (the behaviour before 2026-12-01)
-    evidence_weight: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.continuity is None:
-            # an unknown break resolves at the fit: "auto" for a logged series, else "hinge"
-            object.__setattr__(self, "continuity", "jump" if self.breakpoint is not None else None)
-        if self.levels is not None:
-            object.__setattr__(self, "levels", tuple(self.levels))
-
-    def validate(self) -> None:
-        problems = []
-        if self.evidence_weight is not None and not 0 < self.evidence_weight <= 1:
-            problems.append(f"evidence_weight must lie in (0, 1], got {self.evidence_weight}")
-        if self.jump_gate is not None and (self.continuity not in (None, "auto") or not self.jump_gate > 0):
-            problems.append(f"jump_gate needs continuity 'auto' and a Bayes factor above 0, got {self.jump_gate!r}")
-        if self.continuity is not None and self.continuity not in CONTINUITIES:
-            problems.append(f"continuity must be one of {CONTINUITIES}, got {self.continuity!r}")
-        if self.likelihood not in LIKELIHOODS:
-            problems.append(f"likelihood must be one of {LIKELIHOODS}, got {self.likelihood!r}")
-        if self.noise is not None and self.noise not in S.NOISES:
-            problems.append(f"noise must be one of {S.NOISES}, got {self.noise!r}")
-        elif self.noise == "ar1" and (self.likelihood != "gaussian" or self.sampler.sampler not in ("auto", "exact")):
-            problems.append("noise 'ar1' needs the Gaussian likelihood and the exact sampler (auto or exact)")
-        problems += rope_problems(self.rope, self.rope_relative, self.metric_max)
-        problems += self.sampler.problems()
-        if self.priors.min_segment < 2:
-            problems.append("priors.min_segment must be >= 2")
-        if problems:
-            raise ValueError("invalid plateau configuration:\n  - " + "\n  - ".join(problems))
-
-
 def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model, dict[str, np.ndarray]]:
     """Build the PyMC model; returns (model, pm.Data values) - the values are what a
     cached compiled model needs swapped in."""
@@ -914,7 +754,7 @@ def build_plateau_model(data: StepData, config: PlateauConfig) -> tuple[pm.Model
             "(trials or aggregates with <var>_n0/_n1/_slogy/_slog1my); a logged series cannot use it"
         )
     grid = _grid(data, config)
-    pri = config.priors.resolve(data, config.likelihood, grid=grid)
+    pri = resolve_priors(config.priors, data, config.likelihood, grid=grid)
     # the late slope's prior sd depends on the change point: a base prior at the median
     # width, corrected per candidate inside the mixture (exact: sum_c p(c) N(b | sd_c) L_c)
     pri["late_slope_ref"] = np.median(pri["late_slope_sd"], axis=1)
@@ -1787,7 +1627,7 @@ def fit_plateau(
         )
         if too_slow:  # refused before compiling
             raise ValueError(too_slow)
-    pri = config.priors.resolve(sd, config.likelihood, grid=grid)
+    pri = resolve_priors(config.priors, sd, config.likelihood, grid=grid)
     hinge_evidence = exact_cps = shape = None
     idata: Any  # an InferenceData, or the exact sampler's groups until one is asked for
     if exact:
@@ -2001,7 +1841,7 @@ def _estimands(
     exact_cps: dict[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """Change-point posterior (exact conditional per draw), derived draws and estimands;
-    ``pri`` is ``config.priors.resolve(data, config.likelihood, grid=grid)``. The change
+    ``pri`` is ``resolve_priors(config.priors, data, config.likelihood, grid=grid)``. The change
     points, the early slopes, the pointwise log-likelihood and the change-point mass are
     added to ``idata`` (:func:`_add_derived`). ``exact_cps``: the exact sampler's change
     points and mass (:func:`~saturation.models._exact.sample_gaussian_exact`), used as they
@@ -2494,7 +2334,7 @@ def _alternative_priors(
     linear parameters (start and slope: N(0, the unit-information width of a line over the
     whole run); start and asymptote: N(level_mu, level_sd)) and the exponential's log time
     scale centres (a quarter of the span)."""
-    pri = (priors or PlateauPriors()).resolve(data)
+    pri = resolve_priors(priors or PlateauPriors(), data)
     pri["late_slope_sd"] = pri["late_slope_sd"][:, 0]  # the slope of a line over the whole run
     line = kind == "linear"
     m0 = np.stack([pri["start_mu"], np.zeros_like(pri["start_mu"]) if line else pri["level_mu"]], axis=-1)
@@ -2578,7 +2418,7 @@ def exact_loo(data: StepData, kind: str, config: PlateauConfig | None = None) ->
         if _pooled(config, len(data.levels)):
             raise ValueError("exact LOO is implemented for separate change points or a known break, not pooled ones")
         grid = _grid(data, config)
-        pri = config.priors.resolve(data, grid=grid)
+        pri = resolve_priors(config.priors, data, grid=grid)
         # "auto", the mixture of the two shapes (1/2 each): with E_s = log Z_s(y) and
         # l_s = log p(y_i | y_-i, s) = E_s - log Z_s(y_-i),
         # log p(y_i | y_-i) = logaddexp(E_h, E_j) - logaddexp(E_h - l_h, E_j - l_j)
@@ -2829,7 +2669,7 @@ def plateau_prior_predictive(
     t = sd.steps
     t0 = float(t[0])
     grid = _grid(sd, config)
-    pri = config.priors.resolve(sd, grid=grid)
+    pri = resolve_priors(config.priors, sd, grid=grid)
 
     def normal(mu: np.ndarray, sd_: np.ndarray) -> np.ndarray:
         return rng.normal(mu, sd_, size=(draws, n_levels))[..., None]

@@ -12,7 +12,7 @@ import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Sequence
-from dataclasses import asdict, dataclass, is_dataclass, replace
+from dataclasses import asdict, is_dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,7 +21,7 @@ from scipy.special import ndtri
 from saturation import __version__, progress
 from saturation import schema as S
 from saturation._lazy import lazy
-from saturation.limits import DEFAULT_CHAINS, DEFAULT_DRAWS, DEFAULT_TUNE, sampler_problems
+from saturation.configs import SamplerConfig
 
 if TYPE_CHECKING:
     import arviz as az
@@ -37,68 +37,6 @@ ESS_BULK_MIN = 400
 
 class ConvergenceWarning(UserWarning):
     """A fit did not meet the convergence thresholds; its numbers are not trustworthy."""
-
-
-@dataclass(frozen=True)
-class SamplerConfig:
-    """Sampler settings. ``sampler``: "auto" (default: the fastest that works for the model:
-    independent exact draws for the Gaussian plateau model, else nutpie), "exact" (Gaussian
-    plateau model only, see ``models._exact``), "nutpie" (falls back to "pymc" if nutpie is
-    not installed), "pymc", or "numpyro" (only if numpyro and jax are installed; measured
-    in benchmarks/plateau_bench.py, not a dependency).
-
-    Parameters
-    ----------
-    draws : int
-        Draws per chain kept.
-    tune : int
-        Tuning (warm-up) draws per chain (unused by the exact sampler).
-    chains : int
-        Chains (independent streams of draws for the exact sampler).
-    sampler : {"auto", "exact", "nutpie", "pymc", "numpyro"}
-        Which sampler (above).
-    target_accept : float
-        NUTS target acceptance rate.
-    progress : bool
-        Show the sampler's progress bar.
-    low_rank : bool
-        nutpie only: adapt a low-rank mass matrix (for strongly correlated posteriors).
-    """
-
-    draws: int = DEFAULT_DRAWS
-    tune: int = DEFAULT_TUNE
-    chains: int = DEFAULT_CHAINS
-    sampler: str = "auto"
-    target_accept: float = 0.95
-    progress: bool = False
-    #: nutpie only: adapt a low-rank mass matrix (for strongly correlated posteriors)
-    low_rank: bool = False
-
-    def problems(self) -> list[str]:
-        """Every setting out of its range (:func:`saturation.limits.sampler_problems`)."""
-        return sampler_problems(draws=self.draws, tune=self.tune, chains=self.chains, target_accept=self.target_accept)
-
-    def validate(self) -> None:
-        """Raise ValueError naming every setting out of its range."""
-        problems = self.problems()
-        if problems:
-            raise ValueError("invalid sampler settings: " + "; ".join(problems))
-
-
-#: the SamplerConfig fields a spec's [sampler] table or the command line may set
-OVERRIDABLE = ("draws", "tune", "chains", "sampler", "target_accept", "low_rank", "progress")
-
-
-def with_overrides(base: SamplerConfig, overrides: dict[str, Any]) -> SamplerConfig:
-    """``base`` (a model's default sampler) with the given settings replaced; ``None``
-    values (an option not given) keep the default. The CLI and the report both use it."""
-
-    unknown = sorted(set(overrides) - set(OVERRIDABLE))
-    if unknown:
-        raise ValueError(f"unknown sampler setting(s) {unknown}; known: {list(OVERRIDABLE)}")
-    config = replace(base, **{k: v for k, v in overrides.items() if v is not None})
-    config.validate()
-    return config
 
 
 _COMPILED: OrderedDict[Hashable, Any] = OrderedDict()

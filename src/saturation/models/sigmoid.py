@@ -11,7 +11,7 @@ the trials; ``x = step - first step + 1``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,7 +22,17 @@ from saturation import curves
 from saturation import schema as S
 from saturation._lazy import lazy
 from saturation.aggregate import phase_summary, select_phase
-from saturation.limits import config_or_keywords, prior_problems
+from saturation.configs import (
+    DEFAULT_COMPUTE,
+    FORECAST_DELTA,
+    FORECAST_HORIZON,
+    MIN_FIT_STEPS,
+    PAIRED_SAMPLER,
+    SigmoidConfig,
+    SigmoidPriors,
+)
+from saturation.configs import SIGMOID_SAMPLER as DEFAULT_SAMPLER
+from saturation.limits import config_or_keywords
 from saturation.models.families import FamilyComparison, compare_curve_families
 from saturation.models.persist import FigureView, FitObject, TableView
 from saturation.models.sampling import (
@@ -44,75 +54,10 @@ else:  # imported on first use (ARCHITECTURE.md): the spec and the CLI read this
 
 #: the curve parameters, in the order of :func:`curves.sigmoid_saturation`
 PARAMS = ("r0", "asymptote", "efficiency", "midpoint")
-LIKELIHOODS = ("auto", "binomial", "gaussian")
 #: the decision threshold of the ceiling comparison (P(A higher) >= it, or <= 1 - it)
 P_DECIDE = 0.95
-#: NUTS settings: the asymptote and the midpoint trade off until a run has bent well past
-#: its midpoint; with 1000 draws per chain R-hat reached 1.015 (bulk ESS about 700) on
-#: simulated arms, so twice that, and target_accept 0.95. nutpie's low-rank mass matrix
-#: follows the ridge (30 leapfrog steps a draw instead of 80 on the embedded r2egym arms,
-#: half the time) but failed the convergence check in 13 of 100 SBC fits against 7 with
-#: the diagonal one (1-2 divergences, bulk ESS down to 252): kept diagonal (docs/compare.md)
-DEFAULT_SAMPLER = SamplerConfig(draws=2000, tune=1500, target_accept=0.95)
-#: paired arms (instance effects): the same ridge in more dimensions. With DEFAULT_SAMPLER 5 of
-#: 8 simulated checkpoint-eval fits missed R-hat <= 1.01 on the asymptote and midpoint (1.011,
-#: bulk ESS >= 520, no divergences); with 3000 draws after 2000 tuning all 5 passed (R-hat
-#: <= 1.008, bulk ESS >= 570; docs/compare.md)
-PAIRED_SAMPLER = SamplerConfig(draws=3000, tune=2000, target_accept=0.95)
-#: "will more steps pay?": the expected gain over this many steps past an arm's last step ...
-FORECAST_HORIZON = 20
-#: ... against this threshold (the reference study's "flat within +-0.01")
-FORECAST_DELTA = 0.01
-#: a back-test fits at least this many steps per arm (four curve parameters) and holds out one
-MIN_FIT_STEPS = 5
-#: the curve's x axis: the step (counted from 1) or the compute spent through the step
-X_AXES = ("step", "compute")
-#: the default per-step compute: the trainer's wall-clock seconds per step (``Timer`` in
-#: skyrl/train/utils/utils.py:32-45, logged as ``timing/step``, trainer.py:342,527); on a fixed
-#: cluster GPU-seconds are this times the GPU count, a factor that only rescales C_mid
-DEFAULT_COMPUTE = "timing/step"
 #: extrapolating compute past an arm's last logged step uses the mean of its last this many steps
 COMPUTE_RATE_STEPS = 5
-
-
-@dataclass(frozen=True)
-class SigmoidPriors:
-    """Priors of the saturation curve (per arm, independent across arms).
-
-    ``r0`` and ``asymptote`` on the logit scale: logit(R0) ~ N(logit(first-step mean),
-    ``r0_sd``) (centred on the data: where the run starts is observed), logit(A) ~
-    N(0, ``asymptote_sd``) (not centred on the data: the ceiling must not be pulled to
-    the last value); log B ~ N(0, ``efficiency_sd``) (see the field); log C_mid ~ N(log of
-    the x where the observed curve gets half-way (:func:`half_rise_log_x`), ``midpoint_sd``);
-    the step noise tau ~ HalfNormal(``step_sd``) (Gaussian likelihood) or the beta-binomial
-    concentration log kappa ~ N(log 50, ``log_kappa_sd``) (binomial: prompt groups make a
-    step's successes overdispersed).
-    """
-
-    r0_sd: float = 1.0
-    #: fixed prior centre of logit R0 instead of the first step's (SBC needs data-free priors)
-    r0_mu: float | None = None
-    asymptote_sd: float = 1.5
-    #: 0.5: B in [0.37, 2.7] a priori (95 %). A steep B makes the curve a step whose
-    #: position between two observed steps the data cannot locate; with 0.75 one of 8
-    #: simulated fits (benchmarks/sigmoid_recovery.py) sat in that ridge (R-hat 1.58, 73
-    #: divergences), with 0.5 none did
-    efficiency_sd: float = 0.5
-    midpoint_sd: float = 1.0
-    #: fixed prior centre of log C_mid instead of the data's half-rise (:func:`half_rise_log_x`)
-    midpoint_mu: float | None = None
-    step_sd: float = 0.05
-    log_kappa_mu: float = float(np.log(50.0))
-    log_kappa_sd: float = 1.5
-    #: paired arms (``SigmoidConfig.paired``): the instance effects' sd on the logit scale,
-    #: sigma ~ HalfNormal(this), and the (arm, step) jitter's, tau ~ HalfNormal(``step_logit_sd``)
-    instance_sd: float = 1.0
-    step_logit_sd: float = 0.2
-
-    def __post_init__(self) -> None:
-        problems = prior_problems(self)
-        if problems:
-            raise ValueError("; ".join(problems))
 
 
 def half_rise_log_x(x: np.ndarray, mean: np.ndarray) -> float:
@@ -134,74 +79,6 @@ def half_rise_log_x(x: np.ndarray, mean: np.ndarray) -> float:
     smooth = pd.Series(mean).rolling(5, center=True, min_periods=1).mean().to_numpy()
     reached = np.flatnonzero(smooth >= start + 0.5 * (late - start))
     return float(np.log(x[reached[0]])) if reached.size else middle
-
-
-@dataclass(frozen=True)
-class SigmoidConfig:
-    """Settings of one saturation-curve fit (stamped into the InferenceData attrs).
-
-    ``likelihood`` "auto": binomial (beta-binomial) when every reward is 0 or 1 (resolve
-    rates), else Gaussian on the per-step means with their sampling variance."""
-
-    arms: tuple[str, ...] | None = None
-    reference: str | None = None
-    likelihood: str = "auto"
-    priors: SigmoidPriors = field(default_factory=SigmoidPriors)
-    sampler: SamplerConfig = DEFAULT_SAMPLER
-    #: "will more steps pay?": the curve's gain over this many steps past each arm's last ...
-    horizon: int = FORECAST_HORIZON
-    #: ... is compared with this threshold (P(gain > delta))
-    delta: float = FORECAST_DELTA
-    #: declared properties of the arms that may confound a contrast, {arm: {key: value}}
-    #: (e.g. {"t2": {"context": "32768"}, "t2yarn": {"context": "81920"}}): the trials do not
-    #: carry them
-    arm_attrs: dict[str, dict[str, str]] = field(default_factory=dict)
-    #: the declared confounders, {key: value or None}: a contrast is matched on ``key`` when
-    #: both arms have that value (None: when they have the same value), else it is flagged
-    #: as confounded (:func:`confounding`)
-    match: dict[str, str | None] = field(default_factory=dict)
-    #: the x axis (:data:`X_AXES`): "step", or "compute", the cumulative per-step compute
-    #: ``compute`` of each arm's run (from the per-step metrics, :func:`step_compute`)
-    x: str = "step"
-    #: the per-step compute metric: a logged key (``timing/step``) or a product of keys
-    #: (``generate/avg_num_tokens*generate/batch_num_seq``: tokens per step)
-    compute: str = DEFAULT_COMPUTE
-    #: arms evaluated on shared instances share instance effects (binary rewards only):
-    #: the instance-level binomial of :func:`build_sigmoid_model` instead of one
-    #: beta-binomial cell per (arm, step); its sampler should be ``default_sampler(True)``
-    paired: bool = False
-    #: fit a logged per-step metric of a series (dims run, step; each run an arm) instead of
-    #: trials: the Gaussian likelihood on the logged values (:func:`series_arm_steps`)
-    metric: str | None = None
-    #: the checked forecast (:meth:`SigmoidFit.backtest`): refit on each arm's first this many
-    #: steps and predict the rest (None: not asked)
-    backtest: int | None = None
-    #: compare the sigmoid with the hinge and the exponential approach per arm by LOO
-    #: (:meth:`SigmoidFit.families`)
-    families: bool = False
-
-    def validate(self) -> None:
-        problems = self.sampler.problems()
-        if self.backtest is not None and self.backtest < MIN_FIT_STEPS:
-            problems.append(f"backtest {self.backtest}: a back-test fits at least {MIN_FIT_STEPS} steps per arm")
-        if self.metric is not None and (self.paired or self.likelihood == "binomial"):
-            problems.append("a logged metric has no rollout counts: it is fitted unpaired, Gaussian")
-        if self.paired and self.likelihood == "gaussian":
-            problems.append("paired arms need binary rewards (the binomial likelihood), not 'gaussian'")
-        if self.x not in X_AXES:
-            problems.append(f"x must be one of {list(X_AXES)}, got {self.x!r}")
-        if not all(part.strip() for part in self.compute.split("*")):
-            problems.append(f"compute must be a metric key or a product of them (a*b), got {self.compute!r}")
-        if self.likelihood not in LIKELIHOODS:
-            problems.append(f"likelihood must be one of {list(LIKELIHOODS)}, got {self.likelihood!r}")
-        if self.horizon < 1:
-            problems.append(f"horizon must be at least 1 step, got {self.horizon}")
-        if not np.isfinite(self.delta) or self.delta < 0:
-            problems.append(f"delta must be a non-negative number, got {self.delta}")
-        if any(not key for key in self.match) or any(not key for a in self.arm_attrs.values() for key in a):
-            problems.append("an arm property needs a name (e.g. context)")
-        if problems:
-            raise ValueError("invalid saturation-curve configuration: " + "; ".join(problems))
 
 
 @dataclass

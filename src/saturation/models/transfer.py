@@ -48,10 +48,10 @@ from saturation import curves
 from saturation import schema as S
 from saturation._lazy import lazy
 from saturation.aggregate import phase_summary, select_phase
-from saturation.limits import config_or_keywords, prior_problems
+from saturation.configs import SamplerConfig, TransferConfig, TransferPriors, transfer_sampler
+from saturation.limits import config_or_keywords
 from saturation.models.persist import FigureView, FitObject, TableView
 from saturation.models.sampling import (
-    SamplerConfig,
     diagnostics,
     interval,
     sample_model,
@@ -77,12 +77,12 @@ PARTS = ("ungraded", "reward")
 #: suffices; measured on the embedded replica (4 chains x 1000 + 1000): min bulk ESS 1308, 0
 #: divergences, 70 s of sampling, against 795 and 215 s for the earlier intercept + increments
 #: form with nutpie's low-rank adaptation
-SAMPLED_SAMPLER = SamplerConfig(**S.TRANSFER_SAMPLER["sampled"], low_rank=False)  # type: ignore[arg-type]
+SAMPLED_SAMPLER = transfer_sampler("sampled")
 #: sampler for ``task_effects="integrated"`` (the default): about 50 parameters. On data
 #: without task effects (the flat arm's random walk near its funnel) 1 of 12 fits had a
 #: divergence at target_accept 0.9, 2 of 12 at 0.85, at the same cost (docs/transfer.md);
 #: 4 x (500 + 800) keeps R-hat clear of 1.01 (with 600 draws it reached 1.0098 on one scenario)
-INTEGRATED_SAMPLER = SamplerConfig(**S.TRANSFER_SAMPLER["integrated"], low_rank=False)  # type: ignore[arg-type]
+INTEGRATED_SAMPLER = transfer_sampler("integrated")
 
 
 def default_sampler(task_effects: str) -> SamplerConfig:
@@ -269,86 +269,6 @@ def knot_basis(steps: np.ndarray, knot_every: float) -> tuple[np.ndarray, np.nda
 
 
 # ====================================================================== config + model
-@dataclass(frozen=True)
-class TransferPriors:
-    """Priors (logit scale) of the transfer model.
-
-    Intercepts ~ N(logit of the reference arm's empirical first-step value, ``intercept_sd``);
-    random-walk increments between knots ~ N(0, sigma_f), sigma_f ~
-    Gamma(8, 8 / ``rw_sd``) (``RW_SD_SHAPE``; mean ``rw_sd``; zero-avoiding, which removes the funnel a
-    half-normal left at sigma_f -> 0); ungraded task-effect sd (logit scale) ~
-    HalfNormal(``task_sd``); reward task-effect sd (reward scale) ~
-    HalfNormal(``reward_task_sd``); per-trial reward sd per arm ~ HalfNormal(``reward_sd``).
-    Calibrate's simulator reads these same fields.
-
-    Parameters
-    ----------
-    intercept_sd : float
-        Prior sd of the first knot (logit scale).
-    rw_sd : float
-        Prior mean of the random-walk increment sd between knots.
-    task_sd : float
-        HalfNormal scale of the ungraded part's task-effect sd (logit scale).
-    reward_task_sd : float
-        HalfNormal scale of the reward part's task-effect sd (reward scale).
-    reward_sd : float
-        HalfNormal scale of the per-trial reward sd per arm.
-    start_mu : tuple of float, optional
-        Fixed prior means of the first knot (logit ungraded rate, logit graded-only reward)
-        instead of the data-centred ones (simulation-based calibration needs data-free priors).
-    """
-
-    intercept_sd: float = 1.5
-    rw_sd: float = 0.25
-    task_sd: float = 1.0
-    reward_task_sd: float = 0.25
-    reward_sd: float = 0.5
-    #: fixed prior means of the first knot (logit ungraded rate, logit graded-only reward)
-    #: instead of the data-centred ones (simulation-based calibration needs data-free priors)
-    start_mu: tuple[float, float] | None = None
-
-    def __post_init__(self) -> None:
-        problems = prior_problems(self)
-        if problems:
-            raise ValueError("; ".join(problems))
-
-
-@dataclass(frozen=True)
-class TransferConfig:
-    """Structure and settings of one transfer fit (stored in the InferenceData attrs)."""
-
-    reference: str = "base"
-    arms: tuple[str, ...] | None = None
-    first_steps: int = 4
-    knot_every: float = 4.0
-    #: parametrisation of the knot random walks: "centred", "non-centred" or "auto"
-    walk: str = "auto"
-    #: "integrated" (default): integrated out per task (models.marginal: exact for the reward,
-    #: adaptive Gauss-Hermite for the ungraded indicator; ~50 parameters, no funnel when a task
-    #: sd is near zero); "sampled": every task effect a parameter (thousands; the cross-check)
-    task_effects: str = "integrated"
-    priors: TransferPriors = field(default_factory=TransferPriors)
-    sampler: SamplerConfig = field(default_factory=SamplerConfig)
-
-    def validate(self, data: TransferData | None = None) -> None:
-        problems = self.sampler.problems()
-        if self.first_steps < 1:
-            problems.append(f"first_steps must be >= 1, got {self.first_steps}")
-        if not self.knot_every > 0:
-            problems.append(f"knot_every must be positive, got {self.knot_every}")
-        if self.walk not in S.WALKS:
-            problems.append(f"walk must be one of {list(S.WALKS)}, got {self.walk!r}")
-        if self.task_effects not in S.TASK_EFFECTS:
-            problems.append(f"task_effects must be one of {list(S.TASK_EFFECTS)}, got {self.task_effects!r}")
-        if data is not None:
-            if self.reference not in data.arms:
-                problems.append(f"reference arm {self.reference!r} not in the data's arms {data.arms}")
-            if len(data.arms) < 2:
-                problems.append(f"need at least two arms, have {data.arms}")
-        if problems:
-            raise ValueError("invalid transfer configuration:\n  - " + "\n  - ".join(problems))
-
-
 def _start_logit(values: np.ndarray) -> float:
     v = values[np.isfinite(values)]
     return float(curves.logit(np.clip(v[0] if len(v) else 0.5, 0.02, 0.98)))
