@@ -61,21 +61,15 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     ),
     "saturation.scenarios": ("scenario",),
     # analyses: one fit function and one result object each
-    "saturation.models.plateau": (
-        "fit_plateau",
-        "PlateauFit",
-        "plateau_verdict",
-        "compare_plateau_models",
-        "fit_alternative",
-        "exact_loo",
-        "plateau_prior_predictive",
-        "ModelComparison",
-    ),
+    "saturation.models.plateau": ("fit_plateau", "PlateauFit", "compare_plateau_models", "ModelComparison"),
+    "saturation.models.plateau_model": ("fit_alternative", "exact_loo", "plateau_prior_predictive"),
+    "saturation.models.verdicts": ("plateau_verdict",),
     "saturation.models.runs": ("fit_plateau_runs", "PlateauRuns"),
     "saturation.models.transfer": ("fit_transfer", "TransferFit"),
     "saturation.models.sigmoid": ("fit_sigmoid", "SigmoidFit"),
     # every analysis' config and priors: one module, each field declared once
     "saturation.configs": (
+        "PassAtKPriors",
         "PlateauConfig",
         "PlateauPriors",
         "VerdictRule",
@@ -130,6 +124,7 @@ _LAZY = {name: module for module, names in _PUBLIC.items() for name in names}
 if _TYPE_CHECKING:
     from saturation.aggregate import aggregate, select_phase
     from saturation.configs import (
+        PassAtKPriors,
         PlateauConfig,
         PlateauPriors,
         SamplerConfig,
@@ -160,20 +155,13 @@ if _TYPE_CHECKING:
         diagnose_series,
         fit_pass_at_k,
     )
-    from saturation.models.plateau import (
-        ModelComparison,
-        PlateauFit,
-        compare_plateau_models,
-        exact_loo,
-        fit_alternative,
-        fit_plateau,
-        plateau_prior_predictive,
-        plateau_verdict,
-    )
+    from saturation.models.plateau import ModelComparison, PlateauFit, compare_plateau_models, fit_plateau
+    from saturation.models.plateau_model import exact_loo, fit_alternative, plateau_prior_predictive
     from saturation.models.runs import PlateauRuns, fit_plateau_runs
     from saturation.models.sampling import ConvergenceWarning
     from saturation.models.sigmoid import SigmoidFit, fit_sigmoid
     from saturation.models.transfer import TransferFit, fit_transfer
+    from saturation.models.verdicts import plateau_verdict
     from saturation.plots import (
         plot_cardinality,
         plot_components,
@@ -243,6 +231,7 @@ __all__ = [
     "EntropyConfig",
     "FamilyComparison",
     "ModelComparison",
+    "PassAtKPriors",
     "PlateauConfig",
     "PlateauFit",
     "PlateauPriors",

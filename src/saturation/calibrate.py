@@ -65,6 +65,7 @@ from scipy import stats
 from saturation import __version__, curves
 from saturation import schema as S
 from saturation.cluster import map_tasks
+from saturation.configs import PassAtKPriors
 from saturation.curves import effective_spread, hinge_through
 from saturation.io import dataset_from_frame, write_atomic, write_netcdf
 from saturation.models import (
@@ -78,9 +79,10 @@ from saturation.models import (
     sigmoid,
 )
 from saturation.models.plateau import STOPPED_VERDICTS as STOPPED
-from saturation.models.plateau import VERDICTS, candidate_grid
+from saturation.models.plateau_model import candidate_grid
 from saturation.models.sampling import interval
 from saturation.models.transfer import RW_SD_SHAPE, TransferPriors, knot_basis, population
+from saturation.models.verdicts import VERDICTS
 from saturation.plots import BAND_ALPHA, PAGE, colour, save_figure, style
 from saturation.replica import SWESMITH_SPEC, load_reference
 from saturation.simulate import PlateauSpec, simulate_plateau
@@ -600,15 +602,16 @@ class PassAtKSetting(NUTSDraws):
 
 
 def simulate_pass_at_k_prior(setting: PassAtKSetting, rng: np.random.Generator) -> tuple[xr.Dataset, dict[str, float]]:
-    """Draw the pass@k model's parameters from its prior (``learning.PASS_AT_K_PRIORS``)
+    """Draw the pass@k model's parameters from its prior (:class:`saturation.configs.PassAtKPriors`,
+    the fields the model reads)
     and prompt groups from its likelihood: per step mean ``mu_t`` and concentration
     ``kappa_t`` (the model's own ``learning.pass_at_k_predictors``), per prompt p ~ Beta(mu kappa, (1 - mu)
     kappa), rollouts ~ Bernoulli(p) (reward 1/0, all graded). The truth holds the
     parameters and the curve ends the fit reports (at eps = 0, k = samples_per_prompt)."""
 
-    priors = learning.PASS_AT_K_PRIORS
-    theta = {name: float(rng.normal(mu, sd)) for name, (mu, sd) in priors.items() if name != "sigma"}
-    theta["sigma"] = float(abs(rng.normal(0.0, priors["sigma"][1])))
+    priors = PassAtKPriors()
+    theta = {name: float(rng.normal(mu, sd)) for name, (mu, sd) in priors.normals().items()}
+    theta["sigma"] = float(abs(rng.normal(0.0, priors.sigma_sd)))
     n, k, m = setting.n_steps, setting.samples_per_prompt, setting.prompts_per_step
     x = np.arange(n) / max(n - 1, 1)
     eps = rng.standard_normal(n)

@@ -628,7 +628,65 @@ class SigmoidConfig:
             raise ValueError("invalid saturation-curve configuration: " + "; ".join(problems))
 
 
+# ====================================================================== pass@k from prompt groups
+@dataclass(frozen=True)
+class PassAtKPriors:
+    """Priors of the pass@k group model (``models.learning.fit_pass_at_k``): Normal priors
+    (mean, sd) of the logit-mean trend's intercept ``a0``, slope ``a1`` and bend ``a2``, of
+    the log-concentration trend's ``g0``, ``g1`` and ``g2``, and the HalfNormal scale of the
+    per-step overdispersion ``sigma``. Calibration's simulator reads these same fields.
+
+    Parameters
+    ----------
+    a0_mu, a0_sd : float
+        logit pass@1 at the first step.
+    a1_mu, a1_sd : float
+        Its change over the run (logit scale).
+    a2_mu, a2_sd : float
+        Its bend (the quadratic term, zero at both ends).
+    g0_mu, g0_sd : float
+        log concentration of the prompts' success probabilities at the first step (log 2:
+        prompts far apart in difficulty, the U-shaped Beta of RL prompt pools).
+    g1_mu, g1_sd : float
+        Its change over the run.
+    g2_mu, g2_sd : float
+        Its bend.
+    sigma_sd : float
+        HalfNormal scale of the per-step overdispersion of logit pass@1.
+    """
+
+    a0_mu: float = 0.0
+    a0_sd: float = 2.0
+    a1_mu: float = 0.0
+    a1_sd: float = 2.0
+    a2_mu: float = 0.0
+    a2_sd: float = 1.0
+    g0_mu: float = math.log(2.0)
+    g0_sd: float = 1.5
+    g1_mu: float = 0.0
+    g1_sd: float = 1.0
+    g2_mu: float = 0.0
+    g2_sd: float = 1.0
+    sigma_sd: float = 0.5
+
+    def __post_init__(self) -> None:
+        problems = prior_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def normals(self) -> dict[str, tuple[float, float]]:
+        """The Normal priors as ``{parameter: (mean, sd)}`` (``sigma`` aside).
+
+        Returns
+        -------
+        dict
+            ``{"a0": (a0_mu, a0_sd), ...}``.
+        """
+        return {p: (getattr(self, f"{p}_mu"), getattr(self, f"{p}_sd")) for p in ("a0", "a1", "a2", "g0", "g1", "g2")}
+
+
 __all__ = [
+    "PassAtKPriors",
     "PlateauConfig",
     "PlateauPriors",
     "SamplerConfig",

@@ -37,8 +37,9 @@ from saturation.frequentist import split_ols
 from saturation.io import decompress, read_trials, write_atomic, write_table
 from saturation.models.learning import Diagnosis, SeriesDiagnosis
 from saturation.models.persist import TableView
-from saturation.models.plateau import FLAT_LATE_VERDICTS, PlateauFit
+from saturation.models.plateau import PlateauFit
 from saturation.models.transfer import TransferFit
+from saturation.models.verdicts import FLAT_LATE_VERDICTS
 from saturation.series import read_metrics_csv, write_metrics_csv
 from saturation.simulate import (
     ArmSpec,

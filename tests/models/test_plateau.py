@@ -14,8 +14,9 @@ from scipy import special
 from saturation import schema as S
 from saturation.aggregate import aggregate
 from saturation.frequentist import split_ols
-from saturation.models import ConvergenceWarning, SamplerConfig, fit_plateau, plateau
-from saturation.models.plateau import StepData, candidate_grid, exact_loo, plateau_frame, step_data
+from saturation.models import ConvergenceWarning, SamplerConfig, fit_plateau, plateau, plateau_model, verdicts
+from saturation.models.plateau import StepData, exact_loo, plateau_frame, step_data
+from saturation.models.plateau_model import candidate_grid
 from saturation.models.sampling import diagnostics, warn_if_not_converged
 from saturation.simulate import LevelSpec, PlateauSpec, simulate_plateau
 
@@ -170,7 +171,7 @@ def test_loo_prefers_a_change_point_over_a_line_on_plateau_data():
 
 
 def test_prior_predictive_covers_the_data_scale():
-    from saturation.models.plateau import plateau_prior_predictive
+    from saturation.models.plateau_model import plateau_prior_predictive
 
     ds, _ = _sim(LevelSpec("file", 0.55, 0.03, 0.0, 10.0), seed=13)
     prior = plateau_prior_predictive(ds, draws=400, seed=1)
@@ -314,13 +315,13 @@ def test_exact_change_point_posterior_equals_the_per_draw_conditional(shared, da
     ds = load_embedded("swesmith") if data == "embedded" else _noisy_three_levels()
     fit = fit_plateau(ds, shared=shared, seed=3)
     cfg, sd = fit.config, fit.data
-    grid = P._grid(sd, cfg)
-    pri = plateau.resolve_priors(cfg.priors, sd, cfg.likelihood, grid=grid)
+    grid = plateau_model.change_grid(sd, cfg)
+    pri = plateau_model.resolve_priors(cfg.priors, sd, cfg.likelihood, grid=grid)
     p = P._param_draws(fit.idata, cfg.likelihood)
     post = fit.idata.posterior
     spread = post[S.CHANGEPOINT_SPREAD].stack(sample=("chain", "draw")).to_numpy() if shared else np.zeros(0)
     obs = {"y": sd.y, "n": np.where(np.isfinite(sd.n), sd.n, 1e12), "k": np.zeros_like(sd.y)}
-    w_ev = P.evidence_weight(sd, cfg)
+    w_ev = plateau_model.evidence_weight(sd, cfg)
     cps, mass, _ = P._changepoint_draws(p, obs, sd, cfg, grid, pri, np.random.default_rng(0), spread, w_ev)
     exact = post["changepoint"].stack(sample=("chain", "draw")).transpose("sample", S.LEVEL).to_numpy()
     for j in range(len(sd.levels)):
@@ -440,14 +441,14 @@ def test_verdict_summary_sentence():
     assert plateau.verdict_summary({"m": {"verdict": "slowed"}}) == "The metric slowed down, not shown to have stopped"
     both = {"a": {"verdict": "declining"}, "b": {"verdict": "declining"}}
     assert plateau.verdict_summary(both) == "All 2 levels are declining"
-    assert set(plateau.VERDICT_PHRASES) == set(plateau.VERDICTS)
+    assert set(verdicts.VERDICT_PHRASES) == set(verdicts.VERDICTS)
 
 
 def test_fit_carries_verdicts_and_their_numbers():
     ds, _ = _sim(LevelSpec("file", 0.55, 0.015, 0.0, 20.0), seed=11)
     fit = fit_plateau(ds, seed=1)
     est = fit.estimands["levels"]["file"]
-    assert est["verdict"] in plateau.VERDICTS
+    assert est["verdict"] in verdicts.VERDICTS
     assert est["verdict"] in ("plateaued", "slowed")
     assert est["late_gain_upper"] == pytest.approx(est["late_gain"]["hdi"][1])
     assert est["slowdown_ratio"]["hdi"][1] < 0.5
@@ -578,7 +579,7 @@ def test_exact_loo_equals_deleting_each_step_and_recomputing_the_evidence():
     grid = candidate_grid(t, config.priors.min_segment)
     pri = plateau.resolve_priors(config.priors, sd, grid=grid)
     x = design(t, grid, t[0], False)
-    prior = (*plateau.curve_prior(pri, 0, False), float(pri["tau_sd"][0]))
+    prior = (*plateau_model.curve_prior(pri, 0, False), float(pri["tau_sd"][0]))
 
     def hinge(keep):
         return Level(y[keep], v[keep], x[:, keep], *prior, hinge=(t[keep], grid, False, t[0])).log_evidence
@@ -587,7 +588,7 @@ def test_exact_loo_equals_deleting_each_step_and_recomputing_the_evidence():
     brute = _deleted_evidence(hinge, n, hinge(everything))
     np.testing.assert_allclose(plateau.exact_loo(sd, "hinge", config)[0], brute, atol=1e-4)
 
-    apri, m0, sd0, mu = plateau._alternative_priors(sd, "linear", None)
+    apri, m0, sd0, mu = plateau_model._alternative_priors(sd, "linear", None)
     line = np.stack([np.ones_like(t), t - t[0]], axis=-1)[None]
 
     def linear(keep):
@@ -596,10 +597,10 @@ def test_exact_loo_equals_deleting_each_step_and_recomputing_the_evidence():
     brute = _deleted_evidence(linear, n, linear(everything))
     np.testing.assert_allclose(plateau.exact_loo(sd, "linear")[0], brute, atol=1e-4)
 
-    apri, m0, sd0, mu = plateau._alternative_priors(sd, "exponential", None)
+    apri, m0, sd0, mu = plateau_model._alternative_priors(sd, "exponential", None)
     args = (m0[0], sd0[0][None], float(apri["tau_sd"][0]))
     _, u, log_prior = alternative_level(
-        "exponential", y, v, t, m0[0], sd0[0], args[2], float(mu[0]), plateau.ALTERNATIVE_LOG_SCALE_SD
+        "exponential", y, v, t, m0[0], sd0[0], args[2], float(mu[0]), plateau_model.ALTERNATIVE_LOG_SCALE_SD
     )
     xe = design_exponential(t, t[0], u)
 
@@ -679,7 +680,8 @@ def test_segment_sums_fall_back_where_enormous_weights_cancel():
 
     from saturation.aggregate import aggregate
     from saturation.models import _exact
-    from saturation.models.plateau import PlateauConfig, _grid
+    from saturation.models.plateau import PlateauConfig
+    from saturation.models.plateau_model import change_grid as _grid
     from saturation.replica import SWESMITH_SPEC
 
     scale = 2000 / SWESMITH_SPEC.n_steps
@@ -813,7 +815,7 @@ def test_ar1_with_only_rho_zero_is_the_independent_model():
 
     ds, _ = _sim(LevelSpec("file", 0.5, 0.01, 0.0, 20.0), seed=2)
     sd = plateau.step_data(ds)
-    grid = plateau.candidate_grid(sd.steps, 5)
+    grid = plateau_model.candidate_grid(sd.steps, 5)
     x = design(sd.steps, grid, float(sd.steps[0]), False)
     m0, sd0 = np.array([0.5, 0.7, 0.0]), np.tile([0.3, 0.3, 0.01], (len(grid), 1))
     hinge = (sd.steps, grid, False, float(sd.steps[0]))

@@ -9,10 +9,10 @@ from saturation.models.plateau import (
     exact_loo,
     fit_alternative,
     fit_plateau,
-    plateau_prior_predictive,
     plateau_verdict,
     step_data,
 )
+from saturation.models.plateau_model import plateau_prior_predictive
 from saturation.models.sampling import ConvergenceWarning, SamplerConfig
 from saturation.models.transfer import (
     TransferFit,

@@ -40,6 +40,7 @@ from saturation import curves
 from saturation import schema as S
 from saturation._lazy import lazy
 from saturation.aggregate import select_phase
+from saturation.configs import PassAtKPriors
 from saturation.limits import config_or_keywords
 from saturation.models.persist import FigureView, FitObject, TableView
 from saturation.models.plateau import PlateauConfig, PlateauFit, StepData, curve_draws, fit_plateau, step_data
@@ -543,18 +544,9 @@ def _log_beta(a: Any, b: Any) -> Any:
     return pt.gammaln(a) + pt.gammaln(b) - pt.gammaln(a + b)
 
 
-#: priors of the pass@k model: (mean, sd) of a Normal; ``sigma`` is HalfNormal(sd)
-PASS_AT_K_PRIORS: dict[str, tuple[float, float]] = {
-    "a0": (0.0, 2.0),
-    "a1": (0.0, 2.0),
-    "a2": (0.0, 1.0),
-    "g0": (float(np.log(2.0)), 1.5),
-    "g1": (0.0, 1.0),
-    "g2": (0.0, 1.0),
-    "sigma": (0.0, 0.5),
-}
-#: the pass@k model's scalar parameters, and its reported curve ends (derived per draw)
-PASS_AT_K_PARAMS = tuple(PASS_AT_K_PRIORS)
+#: the pass@k model's scalar parameters (priors: :class:`saturation.configs.PassAtKPriors`), and
+#: its reported curve ends (derived per draw)
+PASS_AT_K_PARAMS = ("a0", "a1", "a2", "g0", "g1", "g2", "sigma")
 PASS_AT_K_ENDS = ("pass1_start", "pass1_end", "passk_start", "passk_end")
 
 
@@ -577,8 +569,35 @@ def fit_pass_at_k(
     rope: float = PASS_AT_K_ROPE,
     seed: int = 0,
     sampler: SamplerConfig | None = None,
+    priors: PassAtKPriors | None = None,
 ) -> Diagnosis:
     r"""pass@1 and pass@k per step from prompt groups, with a hierarchical model over prompts.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Graded trials with several rollouts per prompt and step (``instance_id``, ``sample``).
+    k : int, optional
+        The k of pass@k (default: the most common number of rollouts per prompt).
+    success_threshold : float
+        A rollout succeeds when graded and its reward is at least this.
+    run : str, optional
+        The run to diagnose when the trials hold several.
+    rope : float
+        ROPE on the change of pass@k from the first to the last step.
+    seed : int
+        Seeds the sampler.
+    sampler : SamplerConfig, optional
+        NUTS settings (default :class:`~saturation.configs.SamplerConfig`).
+    priors : PassAtKPriors, optional
+        The model's priors (default :class:`~saturation.configs.PassAtKPriors`, the values
+        below); calibration draws from the same fields.
+
+    Returns
+    -------
+    Diagnosis
+        ``pass_at_k``: pass@1 and pass@k at the first and last step, their changes, the
+        verdict and the fit's diagnostics.
 
     Notes
     -----
@@ -596,6 +615,7 @@ def fit_pass_at_k(
     :math:`\gamma_0 \sim N(\log 2, 1.5)`, :math:`\gamma_1 \sim N(0, 1)`, :math:`\alpha_2, \gamma_2 \sim N(0, 1)`,
     :math:`\sigma \sim HalfNormal(0.5)`.
     """
+    priors = priors or PassAtKPriors()
     counts = group_counts(ds, success_threshold=success_threshold, run=run)
     n_success, n_total = int(counts["s"].sum()), int(counts["n"].sum())
     if n_success in (0, n_total):
@@ -621,10 +641,8 @@ def fit_pass_at_k(
     }
     with pm.Model(coords={S.STEP: steps}) as model:
         d = {name: pm.Data(name, v) for name, v in values.items()}
-        theta: dict[str, Any] = {
-            name: pm.Normal(name, mu, sd) for name, (mu, sd) in PASS_AT_K_PRIORS.items() if name != "sigma"
-        }
-        theta["sigma"] = pm.HalfNormal("sigma", PASS_AT_K_PRIORS["sigma"][1])
+        theta: dict[str, Any] = {name: pm.Normal(name, mu, sd) for name, (mu, sd) in priors.normals().items()}
+        theta["sigma"] = pm.HalfNormal("sigma", priors.sigma_sd)
         eps = pm.Normal("eps", 0.0, 1.0, dims=S.STEP)
         logit_mu, log_kappa = pass_at_k_predictors(theta, d["x"], eps)
         mu, kappa = pm.math.invlogit(logit_mu), pt.exp(log_kappa)
@@ -672,7 +690,7 @@ def fit_pass_at_k(
         "rope": rope,
         "seed": seed,
         "sampler": asdict(cfg),
-        "priors": PASS_AT_K_PRIORS,
+        "priors": asdict(priors),
     }
     data_summary = {"n_groups": numbers["n_groups"], "n_trials": numbers["n_trials"], "steps": steps.tolist()}
     stamp_attrs(idata, "pass_at_k", config, data_summary, diag, numbers["timings"])

@@ -1,0 +1,174 @@
+"""The plateau model's one decision rule: a level's verdict from its estimands
+(:func:`plateau_verdict`, thresholds in :class:`saturation.configs.VerdictRule`), the verdict
+vocabulary, the printed names of the quantities and the summary sentence. The CLI, the
+report and calibrate take verdicts only from here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from saturation.configs import VerdictRule
+
+#: One printed name per reported quantity (the CLI, the report, the verdict reasons and the
+#: docs use these; no two quantities share a label).
+LABELS = {
+    "p_flat": "P(flat)",
+    "p_late_in_rope": "P(|late gain| < ROPE)",
+    "p_late_in_rope_relative": "P(|late gain| < relative ROPE x early gain)",
+    "headroom_to_max": "headroom to the metric's maximum",
+    "p_no_change": "P(|end - start| < ROPE)",
+    "p_rise_positive": "P(rise > 0)",
+    "p_late_gain_beyond_rope": "P(late gain > ROPE)",
+    "p_late_loss_beyond_rope": "P(late gain < -ROPE)",
+    "end_gain": "gain over the end window",
+    "p_end_gain_beyond_rope": "P(end-window gain > ROPE)",
+    "p_end_loss_beyond_rope": "P(end-window gain < -ROPE)",
+}
+
+
+#: the per-level plateau verdicts, in the order the rule tries them (:func:`plateau_verdict`)
+VERDICTS = ("flat", "no change point", "undetermined", "declining", "plateaued", "slowed", "still rising")
+
+
+#: the verdicts that say "it stopped rising" (headlines, the calibration's false-stop and power rates)
+STOPPED_VERDICTS = ("plateaued", "slowed")
+
+
+#: the verdicts whose late segment is flat ("slowed" is still gaining): what "flat after the
+#: break" means when a published reading is compared with a fit
+FLAT_LATE_VERDICTS = ("plateaued", "flat")
+
+
+FLAT_DEFINITION = "flat: the late gain inside the absolute ROPE or inside the relative ROPE x the early gain"
+
+
+#: what each verdict says in the summary sentence: (of one level, of several)
+VERDICT_PHRASES = {
+    "flat": ("stayed flat (no change over the window)",) * 2,
+    "no change point": ("shows no change point", "show no change point"),
+    "undetermined": ("is undetermined", "are undetermined"),
+    "declining": ("is declining", "are declining"),
+    "plateaued": ("plateaued (stopped rising)",) * 2,
+    "slowed": ("slowed down, not shown to have stopped", "slowed down, not shown to have stopped"),
+    "still rising": ("is still rising", "are still rising"),
+}
+
+
+def verdict_summary(levels: dict[str, dict[str, Any]]) -> str:
+    """One sentence from the per-level verdicts, e.g. "file plateaued (stopped rising);
+    module slowed down, not shown to have stopped; entity is still rising"; with one level, "The
+    metric ..."; with every level alike, "All 3 levels ..."."""
+    by_verdict: dict[str, list[str]] = {}
+    for lv, e in levels.items():
+        by_verdict.setdefault(e["verdict"], []).append(lv)
+    if len(levels) == 1:
+        return f"The metric {VERDICT_PHRASES[next(iter(by_verdict))][0]}"
+    if len(by_verdict) == 1:
+        return f"All {len(levels)} levels {VERDICT_PHRASES[next(iter(by_verdict))][1]}"
+    return "; ".join(f"{', '.join(lvs)} {VERDICT_PHRASES[v][len(lvs) > 1]}" for v, lvs in by_verdict.items())
+
+
+def plateau_verdict(
+    est: dict[str, Any], rule: VerdictRule | None = None, *, known_break: bool = False
+) -> dict[str, str]:
+    """The verdict of one level from its estimands (the one rule the CLI, the report and
+    calibrate use).
+
+    In order: "flat" (the whole change from start to end inside the absolute ROPE: nothing
+    was learnt in the window, e.g. a run resumed after it saturated); "declining" (the late
+    gain after the break, or the gain over the end window, decisively below -ROPE: a loss in
+    the metric's own units); "no change point" (unknown break only: the straight line has
+    the larger marginal likelihood, or the change-point mass piles on the outermost
+    candidates); "undetermined" when the rise up to just after the break is not decisively
+    positive (nothing to plateau from); "plateaued" (late gain inside the ROPE, and neither
+    the late gain nor the end window's gain decisively above the absolute ROPE: a gain that
+    is small relative to the rise but certainly there in the metric's units is not a
+    plateau); "slowed" (late slope decisively below ``slow_ratio`` x the rise's average
+    rate up to just after the break, a jump included: slower, not shown to have stopped);
+    "still rising" (late slope decisively positive, not slower); otherwise "undetermined".
+    The end window (:func:`end_window`, a straight line over the last third of the run) is
+    the shape-robust reading of "still moving at the end?".
+
+    Parameters
+    ----------
+    est : dict
+        One level's estimands (``PlateauFit.estimands["levels"][level]``).
+    rule : VerdictRule, optional
+        The thresholds (default :class:`VerdictRule`).
+    known_break : bool
+        The change point was given, not estimated (no "no change point" verdict).
+
+    Returns
+    -------
+    dict
+        ``{"verdict": one of VERDICTS, "reason": a sentence with the numbers behind it}``.
+    """
+    rule = rule or VerdictRule()
+    bf = est.get("bf_changepoint_vs_line")
+    if est["p_no_change"] >= rule.p_flat:
+        return {
+            "verdict": "flat",
+            "reason": f"{LABELS['p_no_change']} = {est['p_no_change']:.2f}: no change over the window",
+        }
+    declining = _declining(est, rule)
+    if declining is not None:
+        return declining
+    if not known_break:
+        if bf is not None and bf < rule.bf_line:
+            return {
+                "verdict": "no change point",
+                "reason": f"a straight line fits better (BF change point : line = {bf:.2g})",
+            }
+        if est.get("edge_mass", 0.0) > rule.edge_mass:
+            return {
+                "verdict": "no change point",
+                "reason": f"{est['edge_mass']:.0%} of the change-point mass on the outermost "
+                f"{rule.edge_candidates} candidate steps (no break inside the run)",
+            }
+    if est["p_rise_positive"] < rule.p_rise:
+        return {
+            "verdict": "undetermined",
+            "reason": f"no decisive rise before the break ({LABELS['p_rise_positive']} = {est['p_rise_positive']:.2f})",
+        }
+    late_gaining = est["p_late_gain_beyond_rope"] >= rule.p_still
+    end_gaining = est.get("p_end_gain_beyond_rope", 0.0) >= rule.p_still
+    gaining = late_gaining or end_gaining
+    if est["p_flat"] >= rule.p_flat and not gaining:
+        end = (
+            f", nor over the end window ({LABELS['p_end_gain_beyond_rope']} = {est['p_end_gain_beyond_rope']:.2f})"
+            if "p_end_gain_beyond_rope" in est
+            else ""
+        )
+        return {
+            "verdict": "plateaued",
+            "reason": f"{LABELS['p_flat']} = {est['p_flat']:.2f} and no decisive late gain beyond the absolute ROPE "
+            f"({LABELS['p_late_gain_beyond_rope']} = {est['p_late_gain_beyond_rope']:.2f} < {rule.p_still:g}{end})",
+        }
+    if est["p_slowed"] >= rule.p_slow:
+        still = (
+            f"still gaining ({LABELS['p_late_gain_beyond_rope']} = {est['p_late_gain_beyond_rope']:.2f})"
+            if late_gaining
+            else f"still gaining at the end ({LABELS['p_end_gain_beyond_rope']} = {est['p_end_gain_beyond_rope']:.2f})"
+            if end_gaining
+            else f"flatness not confirmed ({LABELS['p_flat']} = {est['p_flat']:.2f})"
+        )
+        return {
+            "verdict": "slowed",
+            "reason": f"P(late slope < {rule.slow_ratio:g} x early slope) = {est['p_slowed']:.2f}; {still}",
+        }
+    if est["p_late_positive"] >= rule.p_still:
+        return {"verdict": "still rising", "reason": f"P(late slope > 0) = {est['p_late_positive']:.2f}"}
+    return {
+        "verdict": "undetermined",
+        "reason": f"neither flat ({LABELS['p_flat']} = {est['p_flat']:.2f}), clearly slower "
+        f"(P = {est['p_slowed']:.2f}) nor clearly rising (P(late slope > 0) = {est['p_late_positive']:.2f})",
+    }
+
+
+def _declining(est: dict[str, Any], rule: VerdictRule) -> dict[str, str] | None:
+    """ "declining": the late gain (after the break) or the end window's gain decisively below
+    -ROPE, a loss in the metric's own units; None otherwise."""
+    for key in ("p_late_loss_beyond_rope", "p_end_loss_beyond_rope"):
+        if est.get(key, 0.0) >= rule.p_still:
+            return {"verdict": "declining", "reason": f"{LABELS[key]} = {est[key]:.2f} >= {rule.p_still:g}"}
+    return None
