@@ -223,7 +223,8 @@ def test_diagnose_reward_components_and_their_usage_errors(tmp_path, capsys):
     assert list(comp["numbers"]["runs"]) == ["code-contests-algo"]
     assert comp["numbers"]["runs"]["code-contests-algo"]["composition_ok"] is True
     for bad, needle in (
-        (["--weights", "0.7"], "give one finite weight per component"),
+        (["--weights", "0.7"], "weights: 1 weight(s) for 2 component(s)"),
+        (["--weights", "0.7,inf"], "component_weights must be a finite number"),
         (["--weights", "0.7,x"], "not a comma-separated list of numbers"),
         (["--components", "environment/nope"], "no component 'environment/nope'"),
     ):

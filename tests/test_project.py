@@ -89,28 +89,11 @@ def test_imports_follow_the_layers():
     assert seen == set(layer), sorted(set(layer) - seen)
 
 
-#: public objects whose docstrings are not numpydoc yet (prose without Parameters/Returns
-#: sections): issue 43 item 8 left them to their modules' owners. The test fails when a name
-#: is added to the API without a complete docstring, and when one of these is completed (then
-#: delete it here), so the list only shrinks.
-DOCSTRING_GAPS = {
-    "saturation.models.learning.CardinalityConfig",
-    "saturation.models.learning.ComponentsConfig",
-    "saturation.models.learning.Diagnosis",
-    "saturation.models.learning.EntropyConfig",
-    "saturation.models.learning.ReliabilityConfig",
-    "saturation.models.learning.diagnose_cardinality",
-    "saturation.models.learning.diagnose_entropy",
-    "saturation.models.learning.diagnose_reliability",
-    "saturation.models.sigmoid.SigmoidFit",
-}
-
-
 def test_public_api_docstrings_are_complete():
     """numpydoc validation of the whole public API (``saturation.__all__`` and
     ``saturation.models.__all__``): every parameter documented (PR01, PR02), no unknown
-    parameter documented (PR10), a Returns section where something is returned (RT01);
-    ``DOCSTRING_GAPS`` are the known exceptions."""
+    parameter documented (PR10), a Returns section where something is returned (RT01), for
+    every public object without exception."""
     pytest.importorskip("numpydoc")  # in the test extra
     from numpydoc.validate import validate
 
@@ -125,8 +108,7 @@ def test_public_api_docstrings_are_complete():
         errors = [msg for code, msg in validate(name)["errors"] if code in ("PR01", "PR02", "PR10", "RT01")]
         if errors:
             problems[name] = errors
-    assert not {k: v for k, v in problems.items() if k not in DOCSTRING_GAPS}, "incomplete docstrings"
-    assert not DOCSTRING_GAPS - set(problems), "complete now: remove from DOCSTRING_GAPS"
+    assert not problems, problems
 
 
 def test_public_api_is_lazy_and_complete():

@@ -9,9 +9,29 @@ import dataclasses
 import pytest
 
 from saturation import settings
-from saturation.configs import PlateauConfig, SigmoidConfig, TransferConfig
+from saturation.configs import (
+    CardinalityConfig,
+    ComponentsConfig,
+    DiagnoseConfig,
+    EntropyConfig,
+    PlateauConfig,
+    ReliabilityConfig,
+    SeriesConfig,
+    SigmoidConfig,
+    TransferConfig,
+)
 
-CONFIGS = (PlateauConfig, TransferConfig, SigmoidConfig)
+CONFIGS = (
+    PlateauConfig,
+    TransferConfig,
+    SigmoidConfig,
+    ReliabilityConfig,
+    EntropyConfig,
+    ComponentsConfig,
+    DiagnoseConfig,
+    CardinalityConfig,
+    SeriesConfig,
+)
 
 
 def _parser(cls: type) -> argparse.ArgumentParser:
@@ -24,7 +44,11 @@ def _parser(cls: type) -> argparse.ArgumentParser:
 def test_every_option_is_a_declared_field_with_its_help_and_default(cls):
     parser = _parser(cls)
     actions = {a.dest: a for a in parser._actions if a.dest != "help"}
-    declared = {f.name: f for f in dataclasses.fields(cls) if "help" in f.metadata and f.metadata["flag"] is not None}
+    declared = {
+        (f.metadata["flag"] or f.name).lstrip("-").replace("-", "_"): f
+        for f in dataclasses.fields(cls)
+        if "help" in f.metadata and f.metadata["flag"] is not None
+    }
     assert set(actions) == set(declared)
     for name, action in actions.items():
         f = declared[name]
@@ -84,6 +108,16 @@ def test_a_list_option_refuses_empty_and_repeated_names():
         parser.parse_args(["--levels", "file,,entity"])
     with pytest.raises(settings.OptionValueError, match="--levels: file given more than once"):
         parser.parse_args(["--levels", "file,file"])
+
+
+def test_a_range_declared_with_the_field_is_checked_under_its_spec_name():
+    assert settings.problems(ReliabilityConfig(rope=0.0)) == ["pass_rope must be a positive number, got 0.0"]
+    assert settings.problems(DiagnoseConfig(success_threshold=float("inf"))) == [
+        "success_threshold must be a finite number, got inf"
+    ]
+    with pytest.raises(ValueError, match="component_weights must be a finite number"):
+        ComponentsConfig(components=("a", "b"), weights=(0.5, float("nan")))
+    assert settings.problems(EntropyConfig()) == []
 
 
 def test_given_returns_only_the_options_set():

@@ -69,6 +69,12 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "saturation.models.sigmoid": ("fit_sigmoid", "SigmoidFit"),
     # every analysis' config and priors: one module, each field declared once
     "saturation.configs": (
+        "DiagnoseConfig",
+        "SeriesConfig",
+        "CardinalityConfig",
+        "ReliabilityConfig",
+        "EntropyConfig",
+        "ComponentsConfig",
         "PassAtKPriors",
         "PlateauConfig",
         "PlateauPriors",
@@ -91,12 +97,6 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "Diagnosis",
         "SeriesDiagnosis",
         "Diagnoses",
-        "DiagnoseConfig",
-        "SeriesConfig",
-        "CardinalityConfig",
-        "ReliabilityConfig",
-        "EntropyConfig",
-        "ComponentsConfig",
     ),
     "saturation.models.sampling": ("ConvergenceWarning",),
     # specs, the report, calibration, figures
@@ -124,10 +124,16 @@ _LAZY = {name: module for module, names in _PUBLIC.items() for name in names}
 if _TYPE_CHECKING:
     from saturation.aggregate import aggregate, select_phase
     from saturation.configs import (
+        CardinalityConfig,
+        ComponentsConfig,
+        DiagnoseConfig,
+        EntropyConfig,
         PassAtKPriors,
         PlateauConfig,
         PlateauPriors,
+        ReliabilityConfig,
         SamplerConfig,
+        SeriesConfig,
         SigmoidConfig,
         SigmoidPriors,
         TransferConfig,
@@ -138,14 +144,8 @@ if _TYPE_CHECKING:
     from saturation.io import open_trials, read_trials, write_table, write_trials
     from saturation.models.families import FamilyComparison, compare_curve_families
     from saturation.models.learning import (
-        CardinalityConfig,
-        ComponentsConfig,
-        DiagnoseConfig,
         Diagnoses,
         Diagnosis,
-        EntropyConfig,
-        ReliabilityConfig,
-        SeriesConfig,
         SeriesDiagnosis,
         diagnose,
         diagnose_cardinality,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -749,9 +748,7 @@ def _plateau_config(args: argparse.Namespace) -> Any:
     from saturation import settings
     from saturation.configs import PlateauConfig
 
-    return _validated(
-        PlateauConfig(**settings.given(PlateauConfig, args), shared=bool(args.pooled), sampler=_sampler_args(args))
-    )
+    return _validated(PlateauConfig(**settings.given(PlateauConfig, args), sampler=_sampler_args(args)))
 
 
 def _validated(config: Any) -> Any:
@@ -814,30 +811,11 @@ def _safe_file_name(name: str) -> str:
 
 
 # ------------------------------------------------------------------ diagnose
-def _weights(text: str | None, components: list[str] | None) -> tuple[float, ...] | None:
-    """``--weights``: one finite number per component (usage errors otherwise)."""
-    if text is None:
-        return None
-    if components is None:
-        raise UsageError("--weights needs --components (the components they weigh)")
-    try:
-        weights = tuple(float(w) for w in text.split(","))
-    except ValueError:
-        raise UsageError(f"--weights {text}: not a comma-separated list of numbers") from None
-    if len(weights) != len(components) or not all(math.isfinite(w) for w in weights):
-        raise UsageError(f"--weights {text}: give one finite weight per component ({_names(components)})")
-    return weights
-
-
 def _diagnose_config(args: argparse.Namespace) -> Any:
-    """``diagnose``'s options as the analysis' one config (``DiagnoseConfig``), checked
-    before any data is read."""
-    components = _split_names(args.components, "--components")
-    weights = _weights(args.weights, components)
-    _require_inputs(args.trials)
-    _require_inputs([args.metrics] if args.metrics else [], "--metrics")
-    _check_outputs([*args.trials, *([args.metrics] if args.metrics else [])], [args.json])
-    from saturation.models.learning import (
+    """``diagnose``'s options as the analysis' one config (``DiagnoseConfig`` and its parts:
+    the options the user gave), checked by their ``validate()`` before any data is read."""
+    from saturation import settings
+    from saturation.configs import (
         CardinalityConfig,
         ComponentsConfig,
         DiagnoseConfig,
@@ -845,19 +823,24 @@ def _diagnose_config(args: argparse.Namespace) -> Any:
         ReliabilityConfig,
     )
 
+    _require_inputs(args.trials)
+    _require_inputs([args.metrics] if args.metrics else [], "--metrics")
+    _check_outputs([*args.trials, *([args.metrics] if args.metrics else [])], [args.json])
+    if args.weights is not None and args.components is None:
+        raise UsageError("--weights needs --components (the components they weigh)")
     draws = {"draws": args.draws, "chains": args.chains}
-    return DiagnoseConfig(
-        cardinality=CardinalityConfig(**draws),
-        reliability=ReliabilityConfig(pass1=args.pass1, passk=args.passk, rope=args.pass_rope, **draws),
-        entropy=EntropyConfig(entropy=args.entropy, rope_relative=args.entropy_rope, **draws),
-        components=(
-            ComponentsConfig(components=tuple(components), weights=weights, rope=args.component_rope, **draws)
-            if components is not None
-            else None
-        ),
-        groups=args.groups,
-        success_threshold=args.success_threshold,
-    )
+    try:
+        components = settings.given(ComponentsConfig, args)
+        config = DiagnoseConfig(
+            **settings.given(DiagnoseConfig, args),
+            cardinality=CardinalityConfig(**draws),
+            reliability=ReliabilityConfig(**settings.given(ReliabilityConfig, args), **draws),
+            entropy=EntropyConfig(**settings.given(EntropyConfig, args), **draws),
+            components=ComponentsConfig(**components, **draws) if components else None,
+        )
+    except ValueError as err:  # a part's own check at construction (components and weights)
+        raise UsageError(str(err)) from None
+    return _validated(config)
 
 
 def _cmd_diagnose(args: argparse.Namespace) -> int:
@@ -1271,7 +1254,15 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from saturation import settings  # light: the configs import no numpy
-    from saturation.configs import PlateauConfig, SigmoidConfig, TransferConfig
+    from saturation.configs import (
+        ComponentsConfig,
+        DiagnoseConfig,
+        EntropyConfig,
+        PlateauConfig,
+        ReliabilityConfig,
+        SigmoidConfig,
+        TransferConfig,
+    )
 
     parser = _Parser(
         prog="saturation",
@@ -1474,66 +1465,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="per-step metrics: a CSV (columns run, step, metric names) or the .nc of ingest --metrics-out",
     )
     p.add_argument("--run", help="run of the trials to analyse when they hold several")
-    p.add_argument(
-        "--pass1",
-        default=S.REWARD_MEAN,
-        metavar="KEY",
-        help=f"--metrics: the mean-reward key (default {S.REWARD_MEAN})",
-    )
-    p.add_argument(
-        "--passk", default=S.PASS_AT_K, metavar="KEY", help=f"--metrics: the pass@k key (default {S.PASS_AT_K})"
-    )
-    p.add_argument(
-        "--entropy",
-        default=S.POLICY_ENTROPY,
-        metavar="KEY",
-        help=f"--metrics: the policy-entropy key (default {S.POLICY_ENTROPY})",
-    )
-    p.add_argument(
-        "--pass-rope",
-        type=_positive_real,
-        metavar="DELTA",
-        default=S.PASS_AT_K_ROPE,
-        help=f"ROPE on the pass@k change (default {S.PASS_AT_K_ROPE:g})",
-    )
-    p.add_argument(
-        "--entropy-rope",
-        type=_positive_real,
-        metavar="SHARE",
-        default=S.ENTROPY_ROPE_RELATIVE,
-        help=f"ROPE on the relative entropy change (default {S.ENTROPY_ROPE_RELATIVE:g})",
-    )
-    p.add_argument(
-        "--components",
-        metavar="KEY1,KEY2",
-        help="reward components to diagnose in the metrics series, by logged key (e.g. "
-        "environment/pass_ratio,environment/tag_f1): did each move?",
-    )
-    p.add_argument(
-        "--weights",
-        metavar="W1,W2",
-        help="--components: their weights in the reward (checks that the logged components add up to the "
-        "logged reward, and gives each component's share of the reward's change)",
-    )
-    p.add_argument(
-        "--component-rope",
-        type=_positive_real,
-        metavar="DELTA",
-        default=S.COMPONENT_ROPE,
-        help=f"--components: ROPE on each component's change (default {S.COMPONENT_ROPE:g})",
-    )
-    p.add_argument(
-        "--groups",
-        action="store_true",
-        help="also fit pass@1/pass@k from the trials' prompt groups (beta-binomial, NUTS)",
-    )
-    p.add_argument(
-        "--success-threshold",
-        type=_finite,
-        default=1.0,
-        metavar="REWARD",
-        help="--groups: a trial succeeds when graded and reward >= this (default 1.0)",
-    )
+    for cls in (ReliabilityConfig, EntropyConfig, ComponentsConfig, DiagnoseConfig):  # one help, one check
+        settings.add_options(p, cls)
     p.add_argument(
         "--seed", type=int, default=0, help="seeds the samplers: same seed and data, same numbers (default 0)"
     )

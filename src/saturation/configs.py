@@ -26,6 +26,7 @@ from saturation.limits import (
     sampler_problems,
 )
 from saturation.settings import STRS, document, setting
+from saturation.settings import problems as settings_problems
 
 
 # ====================================================================== sampler
@@ -628,6 +629,196 @@ class SigmoidConfig:
             raise ValueError("invalid saturation-curve configuration: " + "; ".join(problems))
 
 
+# ====================================================================== learning diagnostics
+@document
+@dataclass(frozen=True)
+class CardinalityConfig:
+    """Settings of ``models.learning.diagnose_cardinality``: real localisation skill or a
+    cardinality prior, per level of graded trials (stamped into its InferenceData attrs)."""
+
+    levels: tuple[str, ...] | None = setting(None, flag=None, help="The levels (default: every level of the data).")
+    run: str | None = setting(None, flag=None, help="The run, when the trials hold several.")
+    draws: int = setting(1000, flag=None, spec=None, check="count", help="Draws per chain of each trend fit.")
+    chains: int = setting(4, flag=None, spec=None, check="count", help="Chains of each trend fit.")
+
+    def validate(self) -> None:
+        """Raise ValueError naming every setting out of its range."""
+        problems = settings_problems(self)
+        if problems:
+            raise ValueError("invalid cardinality configuration: " + "; ".join(problems))
+
+
+@document
+@dataclass(frozen=True)
+class ReliabilityConfig:
+    """Settings of ``models.learning.diagnose_reliability``: reliability (pass@1, the mean
+    reward) against capability (pass@k) in logged per-step series."""
+
+    runs: tuple[str, ...] | None = setting(None, flag=None, help="The runs (default: every run that logged both).")
+    pass1: str = setting(S.REWARD_MEAN, metavar="KEY", help="The mean-reward (pass@1) key of the metrics.")
+    passk: str = setting(S.PASS_AT_K, metavar="KEY", help="The pass@k key of the metrics.")
+    rope: float = setting(
+        S.PASS_AT_K_ROPE,
+        flag="--pass-rope",
+        spec="pass_rope",
+        metavar="DELTA",
+        check="positive",
+        help="The ROPE on the change of pass@k from the first to the last step.",
+    )
+    draws: int = setting(1000, flag=None, spec=None, check="count", help="Draws per chain of each trend fit.")
+    chains: int = setting(4, flag=None, spec=None, check="count", help="Chains of each trend fit.")
+
+    def validate(self) -> None:
+        """Raise ValueError naming every setting out of its range."""
+        problems = settings_problems(self)
+        if problems:
+            raise ValueError("invalid reliability configuration: " + "; ".join(problems))
+
+
+@document
+@dataclass(frozen=True)
+class EntropyConfig:
+    """Settings of ``models.learning.diagnose_entropy``: did the policy entropy collapse, and
+    did it turn together with the reward?"""
+
+    runs: tuple[str, ...] | None = setting(None, flag=None, help="The runs (default: every run that logged both).")
+    entropy: str = setting(S.POLICY_ENTROPY, metavar="KEY", help="The policy-entropy key of the metrics.")
+    reward: str = setting(
+        S.REWARD_MEAN, flag=None, spec=None, help="The reward key (the reliability diagnosis' pass1)."
+    )
+    rope_relative: float = setting(
+        S.ENTROPY_ROPE_RELATIVE,
+        flag="--entropy-rope",
+        spec="entropy_rope",
+        metavar="SHARE",
+        check="positive",
+        help="The ROPE on the entropy's relative change from the first to the last step.",
+    )
+    draws: int = setting(1000, flag=None, spec=None, check="count", help="Draws per chain of each trend fit.")
+    chains: int = setting(4, flag=None, spec=None, check="count", help="Chains of each trend fit.")
+
+    def validate(self) -> None:
+        """Raise ValueError naming every setting out of its range."""
+        problems = settings_problems(self)
+        if problems:
+            raise ValueError("invalid entropy configuration: " + "; ".join(problems))
+
+
+@document
+@dataclass(frozen=True)
+class ComponentsConfig:
+    """Settings of ``models.learning.diagnose_components``: did each component of a
+    composite reward move?"""
+
+    components: tuple[str, ...] = setting(
+        metavar="KEY1,KEY2",
+        help="The reward components, by logged key (e.g. environment/pass_ratio,environment/tag_f1) or variable.",
+    )
+    weights: tuple[float, ...] | None = setting(
+        None,
+        spec="component_weights",
+        metavar="W1,W2",
+        check="finite",
+        help="Their weights in the reward: checks that the logged components add up to the logged reward, and "
+        "gives each component's share of the reward's change (None: not checked, no shares).",
+    )
+    runs: tuple[str, ...] | None = setting(
+        None, flag=None, spec="components_runs", help="The runs (default: every run that logged all components)."
+    )
+    reward: str = setting(S.REWARD_MEAN, flag=None, spec=None, help="The reward key.")
+    rope: float = setting(
+        S.COMPONENT_ROPE,
+        flag="--component-rope",
+        spec="component_rope",
+        metavar="DELTA",
+        check="positive",
+        help="The ROPE on each component's change.",
+    )
+    draws: int = setting(1000, flag=None, spec=None, check="count", help="Draws per chain of each trend fit.")
+    chains: int = setting(4, flag=None, spec=None, check="count", help="Chains of each trend fit.")
+
+    def __post_init__(self) -> None:
+        if not self.components:
+            raise ValueError("components: name at least one reward component")
+        if self.weights is not None and len(self.weights) != len(self.components):
+            raise ValueError(
+                f"weights: {len(self.weights)} weight(s) for {len(self.components)} component(s) "
+                f"{', '.join(self.components)}"
+            )
+        problems = settings_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
+@document
+@dataclass(frozen=True)
+class SeriesConfig:
+    """A series analysis (a spec of kind "series"): the reliability (pass@1 vs pass@k) and
+    entropy diagnoses of the same runs and, when the spec names ``plateau_run`` and
+    ``plateau_after``, the plateau model with that known break on that run's pass@1 and,
+    when it names ``components``, the reward components' diagnosis."""
+
+    reliability: ReliabilityConfig = setting(
+        default_factory=ReliabilityConfig, flag=None, spec=None, help="pass@1 against pass@k."
+    )
+    entropy: EntropyConfig = setting(
+        default_factory=EntropyConfig,
+        flag=None,
+        spec=None,
+        help="The entropy diagnosis (run where the series logs the entropy).",
+    )
+    reference_runs: tuple[str, ...] | None = setting(
+        None, flag=None, help="The study's names of the runs, in ``runs`` order (the replica's check only)."
+    )
+    plateau_run: str | None = setting(None, flag=None, help="The run whose pass@1 gets the plateau model.")
+    plateau: PlateauConfig | None = setting(
+        None, flag=None, spec=None, help="That model (a known break: the spec's ``plateau_after``)."
+    )
+    components: ComponentsConfig | None = setting(
+        None, flag=None, spec=None, help="The reward components' diagnosis (the spec names ``components``)."
+    )
+
+
+@document
+@dataclass(frozen=True)
+class DiagnoseConfig:
+    """The diagnoses of ``saturation diagnose``: cardinality on graded trials, reliability
+    and entropy on logged series where they log the keys, the reward components when named,
+    pass@k from prompt groups when asked."""
+
+    cardinality: CardinalityConfig = setting(
+        default_factory=CardinalityConfig, flag=None, spec=None, help="Precision, recall and cardinality per level."
+    )
+    reliability: ReliabilityConfig = setting(
+        default_factory=ReliabilityConfig,
+        flag=None,
+        spec=None,
+        help="pass@1 against pass@k (its ``pass1`` is the entropy diagnosis' reward too).",
+    )
+    entropy: EntropyConfig = setting(default_factory=EntropyConfig, flag=None, spec=None, help="The entropy diagnosis.")
+    components: ComponentsConfig | None = setting(None, flag=None, spec=None, help="The reward components.")
+    groups: bool = setting(
+        False,
+        spec=None,
+        help="Also fit pass@1 and pass@k from the trials' prompt groups (beta-binomial, NUTS).",
+    )
+    success_threshold: float = setting(
+        1.0,
+        spec=None,
+        metavar="REWARD",
+        check="finite",
+        help="With groups: a rollout succeeds when graded and its reward is at least this.",
+    )
+
+    def validate(self) -> None:
+        """Raise ValueError naming every setting out of its range (the parts' included)."""
+        problems = settings_problems(self)
+        for part in (self.cardinality, self.reliability, self.entropy):
+            problems += settings_problems(part)
+        if problems:
+            raise ValueError("invalid diagnose configuration: " + "; ".join(problems))
+
+
 # ====================================================================== pass@k from prompt groups
 @dataclass(frozen=True)
 class PassAtKPriors:
@@ -686,10 +877,16 @@ class PassAtKPriors:
 
 
 __all__ = [
+    "CardinalityConfig",
+    "ComponentsConfig",
+    "DiagnoseConfig",
+    "EntropyConfig",
     "PassAtKPriors",
     "PlateauConfig",
     "PlateauPriors",
+    "ReliabilityConfig",
     "SamplerConfig",
+    "SeriesConfig",
     "SigmoidConfig",
     "SigmoidPriors",
     "TransferConfig",

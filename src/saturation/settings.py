@@ -29,6 +29,13 @@ from typing import Any
 
 STR, NUM, INT, BOOL, STRS, NUMS = "string", "number", "integer", "boolean", "list of strings", "list of numbers"
 KINDS = (STR, NUM, INT, BOOL, STRS, NUMS)
+#: the ranges a field may declare (``setting(check=...)``), each with the words of its message
+CHECKS = {
+    "positive": "a positive number",
+    "non-negative": "a number >= 0",
+    "finite": "a finite number",
+    "count": "a whole number >= 1",
+}
 
 
 def setting(
@@ -40,6 +47,7 @@ def setting(
     kind: str | None = None,
     choices: Sequence[str] | None = None,
     metavar: str | None = None,
+    check: str | None = None,
     default_factory: Callable[[], Any] | Any = dataclasses.MISSING,
 ) -> Any:
     """A config dataclass field with its documentation and its front ends.
@@ -60,6 +68,9 @@ def setting(
         The allowed values.
     metavar : str, optional
         The option's value in the CLI help (default: from the kind).
+    check : str, optional
+        The value's range, one of :data:`CHECKS` (:func:`problems` reports a value outside it;
+        None is always allowed).
     default_factory : callable, optional
         The default's factory (a mutable default).
 
@@ -70,6 +81,9 @@ def setting(
     """
     meta = {"help": help, "flag": flag, "spec": spec, "kind": kind, "choices": tuple(choices) if choices else None}
     meta["metavar"] = metavar
+    if check is not None and check not in CHECKS:
+        raise ValueError(f"check must be one of {list(CHECKS)}, got {check!r}")
+    meta["check"] = check
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -203,6 +217,11 @@ class OptionValueError(Exception):
     message as it stands (not argparse's "invalid value", which hides the reason)."""
 
 
+def _dest(flag: str) -> str:
+    """The parsed option's attribute: the flag without dashes (``--pass-rope``: ``pass_rope``)."""
+    return flag.lstrip("-").replace("-", "_")
+
+
 def _comma_list(kind: str, flag: str) -> Callable[[str], tuple[Any, ...]]:
     def parse(text: str) -> tuple[Any, ...]:
         items = [t.strip() for t in text.split(",")]
@@ -249,7 +268,7 @@ def add_options(
         kind = kind_of[f.name]
         default = _default_words((defaults or {}).get(f.name, _default(f)))
         text = cli_text(meta["help"]) + (f" (default {default})" if default else "")
-        kw: dict[str, Any] = {"dest": f.name, "default": None, "help": text}
+        kw: dict[str, Any] = {"dest": _dest(flag), "default": None, "help": text}
         if kind == BOOL:
             parser.add_argument(flag, action="store_true", **kw)
             continue
@@ -299,9 +318,10 @@ def given(cls: type, args: argparse.Namespace) -> dict[str, Any]:
     """
     out = {}
     for f, meta in _settings(cls):
-        if _flag(f, meta) is None:
+        flag = _flag(f, meta)
+        if flag is None:
             continue
-        value = getattr(args, f.name, None)
+        value = getattr(args, _dest(flag), None) if flag else None
         if value is not None and value is not False:
             out[f.name] = value
     return out
@@ -361,3 +381,41 @@ def help_of(cls: type, name: str) -> str:
         Its :func:`setting` help.
     """
     return cli_text(str(next(f for f in dataclasses.fields(cls) if f.name == name).metadata["help"]))
+
+
+def _in_range(value: Any, check: str) -> bool:
+    import math
+
+    values = list(value) if isinstance(value, tuple | list) else [value]
+    if check == "count":
+        return all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in values)
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+        return False
+    if check == "positive":
+        return all(v > 0 for v in values)
+    if check == "non-negative":
+        return all(v >= 0 for v in values)
+    return True
+
+
+def problems(config: Any) -> list[str]:
+    """Every declared field of ``config`` outside the range its :func:`setting` ``check``
+    names, each named as the spec key (the CLI option's name with underscores).
+
+    Parameters
+    ----------
+    config : dataclass instance
+        A config declared with :func:`setting`.
+
+    Returns
+    -------
+    list of str
+        One message per field out of range (empty when all are in range).
+    """
+    out = []
+    for f, meta in _settings(type(config)):
+        check, value = meta.get("check"), getattr(config, f.name)
+        if check is not None and value is not None and not _in_range(value, check):
+            name = meta["spec"] or (meta["flag"] or "").lstrip("-").replace("-", "_") or f.name
+            out.append(f"{name} must be {CHECKS[check]}, got {value!r}")
+    return out

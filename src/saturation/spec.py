@@ -41,22 +41,21 @@ from saturation.aggregate import select_phase
 from saturation.arms import parse_arm_properties
 from saturation.configs import (
     MIN_FIT_STEPS,
+    CardinalityConfig,
+    ComponentsConfig,
+    EntropyConfig,
     PlateauConfig,
+    PlateauPriors,
+    ReliabilityConfig,
     SamplerConfig,
+    SeriesConfig,
     SigmoidConfig,
     TransferConfig,
+    TransferPriors,
     with_overrides,
 )
 from saturation.io import expand_paths, open_trials, read_trials
 from saturation.limits import sampler_problems
-from saturation.models import PlateauPriors, TransferPriors
-from saturation.models.learning import (
-    CardinalityConfig,
-    ComponentsConfig,
-    EntropyConfig,
-    ReliabilityConfig,
-    SeriesConfig,
-)
 from saturation.models.sigmoid import default_sampler as sigmoid_sampler
 from saturation.models.transfer import default_sampler
 from saturation.replica import EMBEDDED_SERIES, EMBEDDED_TRIALS
@@ -71,21 +70,14 @@ _STR, _NUM, _INT, _BOOL, _STRS, _NUMS = settings.KINDS
 #: and choices declared once, :mod:`saturation.settings`), and the selection keys around it
 MODEL_KEYS: dict[str, dict[str, str]] = {
     "plateau": {**settings.spec_keys(PlateauConfig), "run": _STR, "compare": _STRS, "by": _STR, "runs": _STRS},
-    "diagnose": {"levels": _STRS, "run": _STR},
+    "diagnose": settings.spec_keys(CardinalityConfig),
+    # the series kind's keys are its parts' fields (pass_rope is ReliabilityConfig.rope, ...)
     "series": {
-        "runs": _STRS,
-        "reference_runs": _STRS,
-        "pass1": _STR,
-        "passk": _STR,
-        "entropy": _STR,
-        "pass_rope": _NUM,
-        "entropy_rope": _NUM,
-        "plateau_run": _STR,
+        **settings.spec_keys(ReliabilityConfig),
+        **settings.spec_keys(EntropyConfig),
+        **settings.spec_keys(ComponentsConfig),
+        **settings.spec_keys(SeriesConfig),
         "plateau_after": _NUM,
-        "components": _STRS,
-        "component_weights": _NUMS,
-        "components_runs": _STRS,
-        "component_rope": _NUM,
     },
     "transfer": settings.spec_keys(TransferConfig),
     "compare": settings.spec_keys(SigmoidConfig),

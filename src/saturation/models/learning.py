@@ -40,10 +40,18 @@ from saturation import curves
 from saturation import schema as S
 from saturation._lazy import lazy
 from saturation.aggregate import select_phase
-from saturation.configs import PassAtKPriors
+from saturation.configs import (
+    CardinalityConfig,
+    ComponentsConfig,
+    DiagnoseConfig,
+    EntropyConfig,
+    PassAtKPriors,
+    ReliabilityConfig,
+    SeriesConfig,
+)
 from saturation.limits import config_or_keywords
 from saturation.models.persist import FigureView, FitObject, TableView
-from saturation.models.plateau import PlateauConfig, PlateauFit, StepData, curve_draws, fit_plateau, step_data
+from saturation.models.plateau import PlateauFit, StepData, curve_draws, fit_plateau, step_data
 from saturation.models.sampling import (
     SamplerConfig,
     diagnostics,
@@ -165,7 +173,25 @@ def _step_stats(data: xr.Dataset, var: str, level: str | None, run: str | None =
 # ====================================================================== 1. cardinality
 @dataclass
 class Diagnosis(FitObject):
-    """A verdict per unit (level or run), the numbers behind it and the draws."""
+    """A verdict per unit (level or run), the numbers behind it and the draws.
+
+    Parameters
+    ----------
+    name : str
+        Which diagnosis: "cardinality", "reliability", "entropy", "components" or "pass_at_k".
+    sentences : dict of str to str
+        One sentence per unit, read through :meth:`verdicts`.
+    numbers : dict
+        The estimands per unit (``levels`` or ``runs``) and the settings they were taken with.
+    diagnostics : dict
+        The fits' convergence diagnostics.
+    idata : arviz.InferenceData
+        The trend fits' draws.
+    bands : dict of str to pandas.DataFrame
+        Per series ("<variable>/<run>" or "<variable>/<level>"): the fitted trend by step.
+    data_summary : dict
+        What the data were (for captions).
+    """
 
     name: str
     #: one sentence per unit (level or run), read through :meth:`verdicts`
@@ -251,45 +277,6 @@ class Diagnosis(FitObject):
         return short_repr(head, [f"{unit}: {v}" for unit, v in self.sentences.items()])
 
 
-@dataclass(frozen=True)
-class CardinalityConfig:
-    """Settings of :func:`diagnose_cardinality` (stamped into its InferenceData attrs).
-
-    ``levels`` None: every level of the data; ``draws`` and ``chains`` of each trend fit's
-    exact sampler."""
-
-    levels: tuple[str, ...] | None = None
-    run: str | None = None
-    draws: int = 1000
-    chains: int = 4
-
-
-@dataclass(frozen=True)
-class ReliabilityConfig:
-    """Settings of :func:`diagnose_reliability`: the runs (None: all), the pass@1 and pass@k
-    series and the ROPE on pass@k's change."""
-
-    runs: tuple[str, ...] | None = None
-    pass1: str = S.REWARD_MEAN
-    passk: str = S.PASS_AT_K
-    rope: float = PASS_AT_K_ROPE
-    draws: int = 1000
-    chains: int = 4
-
-
-@dataclass(frozen=True)
-class EntropyConfig:
-    """Settings of :func:`diagnose_entropy`: the runs (None: all), the entropy and reward
-    series and the relative ROPE on the entropy's change."""
-
-    runs: tuple[str, ...] | None = None
-    entropy: str = S.POLICY_ENTROPY
-    reward: str = S.REWARD_MEAN
-    rope_relative: float = ENTROPY_ROPE_RELATIVE
-    draws: int = 1000
-    chains: int = 4
-
-
 def diagnose_cardinality(
     ds: xr.Dataset,
     config: CardinalityConfig | None = None,
@@ -313,11 +300,32 @@ def diagnose_cardinality(
       locations and trades recall for precision;
     * "real skill" - otherwise, precision or recall rises (P(change > 0) >= 0.95);
     * "no learning detected" - neither rises nor falls decisively.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Graded trials with per-level precision, recall and predicted and gold counts.
+    config : CardinalityConfig, optional
+        The settings at once (or the keywords below, not both).
+    levels : list of str, optional
+        The levels (default: every level of the data).
+    run : str, optional
+        The run, when the trials hold several.
+    seed : int
+        Seeds the trend fits.
+    draws, chains : int
+        Draws per chain and chains of each trend fit's exact sampler.
+
+    Returns
+    -------
+    Diagnosis
+        ``cardinality``: per level the trends, the ratio, the verdict and its sentence.
     """
     config_or_keywords(diagnose_cardinality, config, {"levels": levels, "run": run, "draws": draws, "chains": chains})
     config = config or CardinalityConfig(
         levels=tuple(levels) if levels else None, run=run, draws=draws, chains=chains
     )  # the keyword arguments, once into the config
+    config.validate()
     levels = list(config.levels) if config.levels else [str(v) for v in ds[S.LEVEL].values]
     run, draws, chains = config.run, config.draws, config.chains
     trends: dict[str, dict[str, np.ndarray]] = {}
@@ -425,12 +433,35 @@ def diagnose_reliability(
     * "reliability gain, capability flat": pass@1 rose (P > 0.95) and pass@k's change is
       more likely inside the ROPE than not (P(in ROPE) >= 0.5; the probability is reported);
     * "reliability gain, capability undetermined", "reliability loss", "no decisive change".
+
+    Parameters
+    ----------
+    series : xarray.Dataset
+        Logged per-step metrics (dims run, step) with the pass@1 and pass@k keys.
+    config : ReliabilityConfig, optional
+        The settings at once (or the keywords below, not both).
+    runs : list of str, optional
+        The runs (default: every run that logged both).
+    pass1, passk : str
+        The mean-reward and pass@k keys.
+    rope : float
+        The ROPE on pass@k's change.
+    seed : int
+        Seeds the fits.
+    draws, chains : int
+        Draws per chain and chains of each trend fit's exact sampler.
+
+    Returns
+    -------
+    Diagnosis
+        ``reliability``: per run the trends, the plateau of pass@1, the verdict and its sentence.
     """
     given = {"runs": runs, "pass1": pass1, "passk": passk, "rope": rope, "draws": draws, "chains": chains}
     config_or_keywords(diagnose_reliability, config, given)
     config = config or ReliabilityConfig(
         runs=tuple(runs) if runs else None, pass1=pass1, passk=passk, rope=rope, draws=draws, chains=chains
     )  # the keyword arguments, once into the config
+    config.validate()
     runs = runs_with(series, (config.pass1, config.passk), config.runs)
     pass1, passk, rope, draws, chains = config.pass1, config.passk, config.rope, config.draws, config.chains
     k = int(series[passk].attrs.get("k", 0)) or None
@@ -720,6 +751,28 @@ def diagnose_entropy(
     Verdict: "entropy collapse" when the relative decline exceeds ``rope_relative`` with
     P > 0.95; "entropy rising" symmetrically; "entropy stable" when
     P(|relative change| < rope_relative) >= 0.95; else "entropy change undetermined".
+
+    Parameters
+    ----------
+    series : xarray.Dataset
+        Logged per-step metrics (dims run, step) with the entropy and reward keys.
+    config : EntropyConfig, optional
+        The settings at once (or the keywords below, not both).
+    runs : list of str, optional
+        The runs (default: every run that logged both).
+    entropy, reward : str
+        The policy-entropy and reward keys.
+    rope_relative : float
+        The ROPE on the entropy's relative change.
+    seed : int
+        Seeds the fits.
+    draws, chains : int
+        Draws per chain and chains of each trend fit's exact sampler.
+
+    Returns
+    -------
+    Diagnosis
+        ``entropy``: per run the trends, both change points, the verdict and its sentence.
     """
     given = {"runs": runs, "entropy": entropy, "reward": reward, "rope_relative": rope_relative}
     config_or_keywords(diagnose_entropy, config, {**given, "draws": draws, "chains": chains})
@@ -731,6 +784,7 @@ def diagnose_entropy(
         draws=draws,
         chains=chains,
     )  # the keyword arguments, once into the config
+    config.validate()
     runs = runs_with(series, (config.entropy, config.reward), config.runs)
     entropy, reward, rope_relative = config.entropy, config.reward, config.rope_relative
     draws, chains = config.draws, config.chains
@@ -769,32 +823,6 @@ def diagnose_entropy(
 
 
 # ====================================================================== 4. reward components
-@dataclass(frozen=True)
-class ComponentsConfig:
-    """Settings of :func:`diagnose_components`: the components (logged keys such as
-    ``environment/pass_ratio``, or variable names), their weights in the reward (None: the
-    composition is not checked and no shares are computed), the runs (None: every run that
-    logged all components), the reward series and the ROPE on each component's change."""
-
-    components: tuple[str, ...]
-    weights: tuple[float, ...] | None = None
-    runs: tuple[str, ...] | None = None
-    reward: str = S.REWARD_MEAN
-    rope: float = COMPONENT_ROPE
-    draws: int = 1000
-    chains: int = 4
-
-    def __post_init__(self) -> None:
-        if not self.components:
-            raise ValueError("components: name at least one reward component")
-        if self.weights is not None and len(self.weights) != len(self.components):
-            raise ValueError(
-                f"weights: {len(self.weights)} weight(s) for {len(self.components)} component(s) {self.components}"
-            )
-        if self.rope <= 0:
-            raise ValueError(f"rope must be positive, got {self.rope}")
-
-
 def _component_verdict(change: np.ndarray, rope: float) -> tuple[str, dict[str, float]]:
     kind, p_in, p_up, p_down = rope_decision(change, rope, ("flat", "rose", "fell", "undetermined"))
     return kind, {"p_in_rope": p_in, "p_up_beyond_rope": p_up, "p_down_beyond_rope": p_down}
@@ -955,39 +983,6 @@ def components_table(diag: Diagnosis) -> pd.DataFrame:
 
 
 # ====================================================================== the series analysis
-@dataclass(frozen=True)
-class SeriesConfig:
-    """A series analysis (kind "series"): the reliability (pass@1 vs pass@k) and entropy
-    diagnoses of the same runs and, when the spec names ``plateau_run`` and
-    ``plateau_after``, the plateau model with that known break on that run's pass@1 and,
-    when it names ``components``, the reward components' diagnosis.
-
-    Parameters
-    ----------
-    reliability : ReliabilityConfig
-        pass@1 against pass@k.
-    entropy : EntropyConfig
-        The entropy diagnosis (run where the series logs the entropy).
-    reference_runs : tuple of str, optional
-        The study's names of the runs, in ``runs`` order (the replica's check only).
-    plateau_run : str, optional
-        The run whose pass@1 gets the plateau model.
-    plateau : PlateauConfig, optional
-        That model (a known break: ``plateau_after``).
-    components : ComponentsConfig, optional
-        The reward components' diagnosis.
-    """
-
-    reliability: ReliabilityConfig = field(default_factory=ReliabilityConfig)
-    entropy: EntropyConfig = field(default_factory=EntropyConfig)
-    #: the study's names of the runs (for the published figures), in ``runs`` order
-    reference_runs: tuple[str, ...] | None = None
-    plateau_run: str | None = None
-    plateau: PlateauConfig | None = None
-    #: the reward components' diagnosis (the spec names ``components``)
-    components: ComponentsConfig | None = None
-
-
 @dataclass
 class SeriesDiagnosis(FitObject):
     """What a run's logged per-step series says: reliability (pass@1) against capability
@@ -1187,36 +1182,6 @@ def diagnose_series(series: xr.Dataset, config: SeriesConfig | None = None, *, s
     )
     comp = diagnose_components(series, config.components, seed=seed) if config.components is not None else None
     return SeriesDiagnosis(series, config, rel, ent, plateau, comp)
-
-
-@dataclass(frozen=True)
-class DiagnoseConfig:
-    """The diagnoses of ``saturation diagnose``: cardinality on graded trials, reliability
-    and entropy on logged series where they log the keys, the reward components when named,
-    pass@k from prompt groups when asked.
-
-    Parameters
-    ----------
-    cardinality : CardinalityConfig
-        Precision, recall and cardinality per level (trials).
-    reliability : ReliabilityConfig
-        pass@1 against pass@k (series; its ``pass1`` is the reward of the entropy diagnosis too).
-    entropy : EntropyConfig
-        The entropy diagnosis (series).
-    components : ComponentsConfig, optional
-        The reward components (series).
-    groups : bool
-        pass@1 and pass@k from the trials' prompt groups (:func:`fit_pass_at_k`).
-    success_threshold : float
-        A rollout of a group succeeds when graded and its reward is at least this.
-    """
-
-    cardinality: CardinalityConfig = field(default_factory=CardinalityConfig)
-    reliability: ReliabilityConfig = field(default_factory=ReliabilityConfig)
-    entropy: EntropyConfig = field(default_factory=EntropyConfig)
-    components: ComponentsConfig | None = None
-    groups: bool = False
-    success_threshold: float = 1.0
 
 
 #: the question each diagnosis answers, by :attr:`Diagnosis.name` (the CLI's headings)

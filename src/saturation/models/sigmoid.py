@@ -513,7 +513,26 @@ def _natural_draws(idata: az.InferenceData) -> None:
 
 @dataclass
 class SigmoidFit(FitObject):
-    """A saturation-curve fit: InferenceData, config, data, estimands, diagnostics."""
+    """A saturation-curve fit (:func:`fit_sigmoid`): each arm's curve, its ceiling, the
+    contrasts with the reference arm and the forecasts.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+        The draws (the curve parameters on their natural scale included).
+    config : SigmoidConfig
+        The analysis' settings.
+    data : ArmSteps
+        The arms' per-step data the curves were fitted to.
+    estimands : dict
+        ``arms``, ``contrasts``, ``forecast``, ``reference`` and ``likelihood``.
+    diagnostics : dict
+        Convergence diagnostics.
+    timings : dict
+        Compile and sampling seconds.
+    seed : int
+        The seed the fit drew with (:meth:`backtest` and :meth:`families` draw with it too).
+    """
 
     idata: az.InferenceData
     config: SigmoidConfig
