@@ -398,3 +398,41 @@ def test_trials_coverage_and_verdict_targets():
     assert table.loc["rising lines called plateaued or slowed", "value"] <= 0.05
     assert table.loc["study-shaped data called plateaued or slowed (unknown break)", "value"] >= 0.8
     assert table.loc["study-shaped data called plateaued or slowed (known break 46)", "value"] >= 0.8
+
+
+def test_the_sigmoid_calibration_draws_from_the_models_own_priors():
+    """The SBC simulator reads the priors through the fit's graph: a prior narrowed in the
+    model's config is narrowed in the simulated truth (nothing re-types it in numpy)."""
+    from saturation import curves
+    from saturation.models import sigmoid
+
+    s = SigmoidSetting(n_steps=8, rollouts=32)
+    tight = sigmoid.SigmoidPriors(r0_mu=-1.0, midpoint_mu=float(np.log(4.0)), asymptote_sd=1e-4, midpoint_sd=1e-4)
+    steps = np.arange(1.0, 9)
+    n = np.full((2, 8), 32.0)
+    design = sigmoid.ArmSteps(["a", "b"], steps, n, n / 2, np.full((2, 8), 0.5), np.zeros((2, 8)), True, {})
+    config = sigmoid.SigmoidConfig(likelihood="binomial", priors=tight)
+    theta, k = sigmoid.prior_draw(design, config, seed=1)
+    np.testing.assert_allclose(theta["asymptote"], 0.5, atol=1e-3)  # logit A ~ N(0, 1e-4)
+    np.testing.assert_allclose(theta["midpoint"], 4.0, rtol=1e-3)  # log C_mid ~ N(log 4, 1e-4)
+    assert k.shape == (2, 8) and ((k >= 0) & (k <= 32)).all() and np.array_equal(k, np.round(k))
+    # the default priors: a draw's curve at the last step is the truth's "last"
+    _, truth = simulate_sigmoid_prior(s, np.random.default_rng(5))
+    assert 0 < truth["asymptote"] < 1 and truth["efficiency"] > 0
+    assert truth["last"] == pytest.approx(
+        float(curves.sigmoid_saturation(8.0, **{p: truth[p] for p in ("r0", "asymptote", "efficiency", "midpoint")}))
+    )
+
+
+def test_the_pass_at_k_calibration_draws_from_the_models_own_graph():
+    """The pass@k simulator's parameters come from the fit's graph: a prior narrowed in
+    PassAtKPriors is narrowed in the draw; the same seed gives the same draw."""
+    from saturation.configs import PassAtKPriors
+    from saturation.models import learning
+
+    tight = PassAtKPriors(a0_mu=-2.0, a0_sd=1e-6, sigma_sd=1e-6)
+    draw = learning.pass_at_k_prior_draw(6, tight, seed=3)
+    assert set(draw) == {*learning.PASS_AT_K_PARAMS, "eps"} and draw["eps"].shape == (6,)
+    assert draw["a0"] == pytest.approx(-2.0, abs=1e-4) and abs(draw["sigma"]) < 1e-4
+    again = learning.pass_at_k_prior_draw(6, tight, seed=3)
+    assert again["a1"] == draw["a1"] and np.array_equal(again["eps"], draw["eps"])

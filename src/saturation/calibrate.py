@@ -602,19 +602,17 @@ class PassAtKSetting(NUTSDraws):
 
 
 def simulate_pass_at_k_prior(setting: PassAtKSetting, rng: np.random.Generator) -> tuple[xr.Dataset, dict[str, float]]:
-    """Draw the pass@k model's parameters from its prior (:class:`saturation.configs.PassAtKPriors`,
-    the fields the model reads)
-    and prompt groups from its likelihood: per step mean ``mu_t`` and concentration
+    """Draw the pass@k model's parameters and step effects from its own graph
+    (``learning.pass_at_k_prior_draw``: the priors of :class:`saturation.configs.PassAtKPriors`
+    as the model reads them) and prompt groups from its likelihood: per step mean ``mu_t`` and concentration
     ``kappa_t`` (the model's own ``learning.pass_at_k_predictors``), per prompt p ~ Beta(mu kappa, (1 - mu)
     kappa), rollouts ~ Bernoulli(p) (reward 1/0, all graded). The truth holds the
     parameters and the curve ends the fit reports (at eps = 0, k = samples_per_prompt)."""
 
-    priors = PassAtKPriors()
-    theta = {name: float(rng.normal(mu, sd)) for name, (mu, sd) in priors.normals().items()}
-    theta["sigma"] = float(abs(rng.normal(0.0, priors.sigma_sd)))
     n, k, m = setting.n_steps, setting.samples_per_prompt, setting.prompts_per_step
+    theta = learning.pass_at_k_prior_draw(n, PassAtKPriors(), int(rng.integers(2**31)))  # from the model's graph
+    eps = theta.pop("eps")
     x = np.arange(n) / max(n - 1, 1)
-    eps = rng.standard_normal(n)
     logit_mu, log_kappa = learning.pass_at_k_predictors(theta, x, eps)
     mu, kappa = curves.expit(logit_mu), np.exp(log_kappa)
     # Beta draws with tiny shape parameters underflow to exactly 0 or 1: fine for Bernoulli
@@ -708,37 +706,30 @@ class SigmoidSetting(NUTSDraws):
 
 
 def simulate_sigmoid_prior(setting: SigmoidSetting, rng: np.random.Generator) -> tuple[Any, dict[str, float]]:
-    """Draw both arms' curve parameters from the prior of :class:`SigmoidSetting`'s
-    ``SigmoidPriors`` and each step's successes from the model's beta-binomial likelihood;
-    returns the per-step data (``sigmoid.ArmSteps``) and the truth of
-    :data:`SIGMOID_CHECKED`."""
-    pri = setting.priors()
+    """Draw both arms' curve parameters and each step's successes from the fit's own graph
+    (:func:`saturation.models.sigmoid.prior_draw`: the priors of :class:`SigmoidSetting`'s
+    ``SigmoidPriors`` as the model reads them, and its beta-binomial likelihood); returns the
+    per-step data (``sigmoid.ArmSteps``) and the truth of :data:`SIGMOID_CHECKED`."""
     arms = ["a", "b"]
     steps = np.arange(1.0, setting.n_steps + 1)
-    theta = {
-        "r0": curves.expit(rng.normal(setting.r0_mu, pri.r0_sd, 2)),
-        "asymptote": curves.expit(rng.normal(0.0, pri.asymptote_sd, 2)),
-        "efficiency": np.exp(rng.normal(0.0, pri.efficiency_sd, 2)),
-        "midpoint": np.exp(rng.normal(setting.midpoint_mu, pri.midpoint_sd, 2)),
-        "log_kappa": rng.normal(pri.log_kappa_mu, pri.log_kappa_sd, 2),
-    }
-    mu = curves.sigmoid_saturation(
-        steps[None, :],
-        r0=theta["r0"][:, None],
-        asymptote=theta["asymptote"][:, None],
-        efficiency=theta["efficiency"][:, None],
-        midpoint=theta["midpoint"][:, None],
-    )
-    mu = np.clip(mu, 1e-6, 1 - 1e-6)
-    kappa = np.exp(theta["log_kappa"])[:, None]
-    n = np.full(mu.shape, float(setting.rollouts))
-    k = rng.binomial(setting.rollouts, rng.beta(mu * kappa, (1 - mu) * kappa)).astype(float)
+    n = np.full((len(arms), len(steps)), float(setting.rollouts))
+    half = np.round(n / 2)  # the design's placeholder values: the SBC priors are not centred on the data
+    design = sigmoid.ArmSteps(arms, steps, n, half, half / n, np.zeros_like(n), True, {"simulator": "sbc"})
+    config = sigmoid.SigmoidConfig(reference="a", likelihood="binomial", priors=setting.priors())
+    theta, k = sigmoid.prior_draw(design, config, int(rng.integers(2**31)))
     mean = k / n
     data = sigmoid.ArmSteps(
         arms, steps, n, k, mean, mean * (1 - mean) / n, True, {"n_trials": int(n.sum()), "simulator": "sbc"}
     )
+    mu = curves.sigmoid_saturation(
+        steps[-1],
+        r0=theta["r0"][0],
+        asymptote=theta["asymptote"][0],
+        efficiency=theta["efficiency"][0],
+        midpoint=theta["midpoint"][0],
+    )
     truth = {name: float(v[0]) for name, v in theta.items()}
-    truth["last"] = float(mu[0, -1])
+    truth["last"] = float(mu)
     truth["asymptote_diff"] = float(theta["asymptote"][1] - theta["asymptote"][0])
     return data, truth
 

@@ -591,6 +591,67 @@ def pass_at_k_predictors(theta: Any, x: Any, eps: Any) -> tuple[Any, Any]:
     return logit_mu, log_kappa
 
 
+def build_pass_at_k_model(values: dict[str, np.ndarray], steps: np.ndarray, priors: PassAtKPriors) -> pm.Model:
+    """The pass@k group model's PyMC graph (:func:`fit_pass_at_k`'s Notes).
+
+    Parameters
+    ----------
+    values : dict
+        The ``pm.Data``: ``t`` (step index), ``n``, ``s`` and ``w`` (rollouts, successes and
+        count of each distinct (step, n, s) prompt group) and ``x`` (the scaled steps).
+    steps : numpy.ndarray
+        The steps (the ``step`` coordinate).
+    priors : PassAtKPriors
+        The priors.
+
+    Returns
+    -------
+    pymc.Model
+        The model: ``a0`` ... ``g2``, ``sigma``, ``eps`` and the beta-binomial likelihood.
+    """
+    with pm.Model(coords={S.STEP: steps}) as model:
+        d = {name: pm.Data(name, v) for name, v in values.items()}
+        theta: dict[str, Any] = {name: pm.Normal(name, mu, sd) for name, (mu, sd) in priors.normals().items()}
+        theta["sigma"] = pm.HalfNormal("sigma", priors.sigma_sd)
+        eps = pm.Normal("eps", 0.0, 1.0, dims=S.STEP)
+        logit_mu, log_kappa = pass_at_k_predictors(theta, d["x"], eps)
+        mu, kappa = pm.math.invlogit(logit_mu), pt.exp(log_kappa)
+        al, be = (mu * kappa)[d["t"]], ((1 - mu) * kappa)[d["t"]]
+        ll = _log_beta(d["s"] + al, d["n"] - d["s"] + be) - _log_beta(al, be)  # + binomial coefficient (constant)
+        pm.Potential("likelihood", (d["w"] * ll).sum())
+    return model
+
+
+def pass_at_k_prior_draw(n_steps: int, priors: PassAtKPriors, seed: int) -> dict[str, Any]:
+    """One draw of the pass@k model's parameters and step effects from its own graph
+    (:func:`build_pass_at_k_model` on ``n_steps`` equally spaced steps): what its
+    calibration draws from, so a prior changed in the model is changed there too.
+
+    Parameters
+    ----------
+    n_steps : int
+        The design's steps.
+    priors : PassAtKPriors
+        The priors.
+    seed : int
+        Seeds the draw.
+
+    Returns
+    -------
+    dict
+        ``a0`` ... ``g2`` and ``sigma`` (floats) and ``eps`` (one per step).
+    """
+    steps = np.arange(1, n_steps + 1)
+    one = np.zeros(1)
+    values = {"t": one.astype(np.int64), "n": one + 1, "s": one, "w": one + 1, "x": np.linspace(0.0, 1.0, n_steps)}
+    model = build_pass_at_k_model(values, steps, priors)
+    names = [*PASS_AT_K_PARAMS, "eps"]
+    draw = pm.draw([model[n] for n in names], random_seed=np.random.default_rng(seed))
+    out: dict[str, Any] = {n: float(v) for n, v in zip(PASS_AT_K_PARAMS, draw, strict=False)}
+    out["eps"] = np.asarray(draw[-1], dtype=float)
+    return out
+
+
 def fit_pass_at_k(
     ds: xr.Dataset,
     *,
@@ -670,16 +731,7 @@ def fit_pass_at_k(
         "w": weight.astype(float),
         "x": x,
     }
-    with pm.Model(coords={S.STEP: steps}) as model:
-        d = {name: pm.Data(name, v) for name, v in values.items()}
-        theta: dict[str, Any] = {name: pm.Normal(name, mu, sd) for name, (mu, sd) in priors.normals().items()}
-        theta["sigma"] = pm.HalfNormal("sigma", priors.sigma_sd)
-        eps = pm.Normal("eps", 0.0, 1.0, dims=S.STEP)
-        logit_mu, log_kappa = pass_at_k_predictors(theta, d["x"], eps)
-        mu, kappa = pm.math.invlogit(logit_mu), pt.exp(log_kappa)
-        al, be = (mu * kappa)[d["t"]], ((1 - mu) * kappa)[d["t"]]
-        ll = _log_beta(d["s"] + al, d["n"] - d["s"] + be) - _log_beta(al, be)  # + binomial coefficient (constant)
-        pm.Potential("likelihood", (d["w"] * ll).sum())
+    model = build_pass_at_k_model(values, steps, priors)
     cfg = sampler or SamplerConfig()
     t0 = time.perf_counter()
     idata, timings = sample_model(model, cache_key=("pass_at_k", len(steps)), data=values, seed=seed, config=cfg)

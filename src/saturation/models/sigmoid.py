@@ -502,6 +502,60 @@ def build_sigmoid_model(data: ArmSteps, config: SigmoidConfig) -> tuple[pm.Model
     return model, likelihood, values
 
 
+def prior_draw(data: ArmSteps, config: SigmoidConfig, seed: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """One draw of every arm's curve and of the data from the fit's own PyMC graph: the
+    priors as :func:`build_sigmoid_model` reads them from ``config.priors`` and the likelihood
+    it evaluates (what simulation-based calibration draws from: a prior changed in the model
+    is changed in its calibration).
+
+    Parameters
+    ----------
+    data : ArmSteps
+        The design: the arms, their steps and each step's rollouts ``n`` (the values are not
+        read unless a prior is centred on the data).
+    config : SigmoidConfig
+        The fit's settings (the unpaired binomial or the Gaussian likelihood).
+    seed : int
+        Seeds the draw.
+
+    Returns
+    -------
+    tuple of (dict, numpy.ndarray)
+        Per curve parameter (natural scale) and the likelihood's nuisance (``log_kappa`` or
+        ``tau``) an array over the arms; and the simulated successes (binomial) or per-step
+        means (Gaussian), arms x steps.
+    """
+    model, used, _ = build_sigmoid_model(data, config)
+    if used not in ("binomial", "gaussian"):
+        raise ValueError(f"a prior draw of the {used} likelihood is not built")
+    nuisance = "log_kappa" if used == "binomial" else "tau"
+    names = ["r0_logit", "asymptote_logit", "log_efficiency", "log_midpoint", nuisance]
+    rng = np.random.default_rng(seed)
+    raw = dict(zip(names, pm.draw([model[n] for n in names], random_seed=rng), strict=True))
+    theta = {
+        "r0": curves.expit(np.asarray(raw["r0_logit"])),
+        "asymptote": curves.expit(np.asarray(raw["asymptote_logit"])),
+        "efficiency": np.exp(np.asarray(raw["log_efficiency"])),
+        "midpoint": np.exp(np.asarray(raw["log_midpoint"])),
+        nuisance: np.asarray(raw[nuisance]),
+    }
+    x = np.asarray(data.x_cells, dtype=float)
+    mu = curves.sigmoid_saturation(
+        x,
+        r0=theta["r0"][:, None],
+        asymptote=theta["asymptote"][:, None],
+        efficiency=theta["efficiency"][:, None],
+        midpoint=theta["midpoint"][:, None],
+    )
+    if used == "binomial":  # the likelihood's own distribution, as the model evaluates it
+        mu = np.clip(mu, 1e-6, 1 - 1e-6)
+        kappa = np.exp(theta["log_kappa"])[:, None]
+        dist = pm.BetaBinomial.dist(n=data.n.astype(np.int64), alpha=mu * kappa, beta=(1 - mu) * kappa)
+    else:
+        dist = pm.Normal.dist(mu, np.sqrt(data.var_mean + theta["tau"][:, None] ** 2))
+    return theta, np.asarray(pm.draw(dist, random_seed=rng), dtype=float)
+
+
 def _natural_draws(idata: az.InferenceData) -> None:
     """Add the curve parameters on their natural scale (:data:`PARAMS`) to the posterior."""
     post = idata.posterior
