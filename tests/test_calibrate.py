@@ -9,6 +9,7 @@ import pytest
 
 from saturation.calibrate import (
     PASS_AT_K_CHECKED,
+    SBC_PARAMS,
     SIGMOID_CHECKED,
     TRANSFER_PARAMS,
     PassAtKSetting,
@@ -28,6 +29,7 @@ from saturation.calibrate import (
     verdict_table,
 )
 from saturation.cli import main
+from saturation.curves import hinge_through
 
 
 def test_simulator_follows_the_model_curve():
@@ -35,8 +37,12 @@ def test_simulator_follows_the_model_curve():
     theta = {"changepoint": 20.0, "start": 0.5, "value_at_changepoint": 0.7, "late_slope": 0.001, "tau": 0.0}
     y = simulate_means(theta, s, np.random.default_rng(0))
     assert y[0] == pytest.approx(0.5) and y[20] == pytest.approx(0.7) and y[30] == pytest.approx(0.71)
-    draw = _prior_draw(s, np.random.default_rng(1))
-    assert 5 <= draw["changepoint"] <= 35 and draw["tau"] >= 0
+    draw, means = _prior_draw(s, np.random.default_rng(1))
+    assert 5 <= draw["changepoint"] <= 35 and draw["tau"] >= 0 and set(draw) == set(SBC_PARAMS)
+    # the SBC's simulation is the model's own prior predictive: its curve through the truth
+    t = np.arange(s.n_steps, dtype=float)
+    curve = hinge_through(t, draw["changepoint"], draw["start"], draw["value_at_changepoint"], draw["late_slope"], 0, 0)
+    assert np.abs(means[0] - curve).max() < 1e-6  # se and tau_sd 1e-9: the means are the curve
 
 
 def test_tasks_are_deterministic_and_self_contained():
@@ -131,9 +137,8 @@ def test_pooled_levels_calibration_runs():
     """Three metrics with pooled change points: 16 quantities (5 per level and the spread),
     SBC only; with a tiny spread prior the level change points sit at the common one or a
     neighbouring step (the model floors the spread at half a step)."""
-    from saturation.calibrate import _prior_draw_levels
-
-    tight = _prior_draw_levels(PlateauSetting(n_levels=3, spread_sd=1e-6), np.random.default_rng(0))
+    tight, y = _prior_draw(PlateauSetting(n_levels=3, spread_sd=1e-6), np.random.default_rng(0))
+    assert y.shape == (3, PlateauSetting().n_steps)
     cps = [tight[f"changepoint[level{j}]"] for j in range(3)]
     assert max(cps) - min(cps) <= 2
     setting = PlateauSetting(n_levels=3)

@@ -65,8 +65,8 @@ from scipy import stats
 from saturation import __version__, curves
 from saturation import schema as S
 from saturation.cluster import map_tasks
-from saturation.configs import PassAtKPriors
-from saturation.curves import effective_spread, hinge_through
+from saturation.configs import PassAtKPriors, PlateauConfig
+from saturation.curves import hinge_through
 from saturation.io import dataset_from_frame, write_atomic, write_netcdf
 from saturation.models import (
     ConvergenceWarning,
@@ -79,7 +79,7 @@ from saturation.models import (
     sigmoid,
 )
 from saturation.models.plateau import STOPPED_VERDICTS as STOPPED
-from saturation.models.plateau_model import candidate_grid
+from saturation.models.plateau_model import plateau_prior_predictive
 from saturation.models.sampling import interval
 from saturation.models.transfer import RW_SD_SHAPE, TransferPriors, knot_basis, population
 from saturation.models.verdicts import VERDICTS
@@ -191,45 +191,26 @@ def _fit(y: np.ndarray, setting: PlateauSetting, seed: int, sbc: bool = False) -
         )
 
 
-def _prior_draw(setting: PlateauSetting, rng: np.random.Generator) -> dict[str, float]:
-
-    steps = np.arange(setting.n_steps, dtype=float)
-    grid = candidate_grid(steps, setting.min_segment)
-    return {
-        "changepoint": float(rng.choice(grid)),
-        "start": rng.normal(setting.start_mu, setting.start_sd),
-        S.VALUE_AT_CHANGEPOINT: rng.normal(setting.level_mu, setting.level_sd),
-        "late_slope": rng.normal(0.0, setting.late_slope_sd),
-        "tau": abs(rng.normal(0.0, setting.tau_sd)),
-    }
-
-
-def _prior_draw_levels(setting: PlateauSetting, rng: np.random.Generator) -> dict[str, float]:
-    """Several levels, pooled change points: common c0 uniform on the candidate grid,
-    spread s ~ HalfNormal(spread_sd), level change points on the grid with weights
-    exp(-(c - c0)^2 / 2(s^2 + 0.25)) (the model's own ``curves.effective_spread``); the other
-    parameters per level from their priors."""
-
-    grid = candidate_grid(np.arange(setting.n_steps, dtype=float), setting.min_segment)
-    c0 = float(rng.choice(grid))
-    spread = abs(rng.normal(0.0, setting.spread_sd))
-    weight = np.exp(-0.5 * ((grid - c0) / effective_spread(np, spread)) ** 2)
-    theta = {S.CHANGEPOINT_SPREAD: float(spread)}
-    for lv in setting.levels:
-        theta.update(
-            {
-                f"changepoint[{lv}]": float(rng.choice(grid, p=weight / weight.sum())),
-                f"start[{lv}]": rng.normal(setting.start_mu, setting.start_sd),
-                f"value_at_changepoint[{lv}]": rng.normal(setting.level_mu, setting.level_sd),
-                f"late_slope[{lv}]": rng.normal(0.0, setting.late_slope_sd),
-                f"tau[{lv}]": abs(rng.normal(0.0, setting.tau_sd)),
-            }
-        )
-    return theta
-
-
-def _level_theta(theta: dict[str, float], level: str) -> dict[str, float]:
-    return {p: theta[f"{p}[{level}]"] for p in SBC_PARAMS}
+def _prior_draw(setting: PlateauSetting, rng: np.random.Generator) -> tuple[dict[str, float], np.ndarray]:
+    """One SBC simulation from the plateau model's own prior predictive
+    (:func:`saturation.models.plateau_model.plateau_prior_predictive`: the priors of the
+    setting as the fit resolves them, the hinge, the pooled change points with several
+    levels): the truth (``name`` for one level, ``name[level]`` and the spread for several)
+    and the per-step means (levels x steps)."""
+    y0 = np.zeros((setting.n_levels, setting.n_steps))
+    config = PlateauConfig(
+        priors=setting.priors(for_fit=False), continuity="hinge", shared=setting.n_levels > 1
+    )  # the model the SBC fits (_fit), with the data-generating priors
+    draw = plateau_prior_predictive(_step_data(y0, setting), draws=1, seed=int(rng.integers(2**31)), config=config)
+    draw = draw.isel(draw=0)
+    theta: dict[str, float] = {}
+    for j, lv in enumerate(setting.levels):
+        for p in SBC_PARAMS:
+            value = float(draw[p].isel({S.LEVEL: j}))
+            theta[p if setting.n_levels == 1 else f"{p}[{lv}]"] = value
+    if setting.n_levels > 1:
+        theta[S.CHANGEPOINT_SPREAD] = float(draw[S.CHANGEPOINT_SPREAD])
+    return theta, draw["y"].to_numpy()
 
 
 def simulate_means(theta: dict[str, float], setting: PlateauSetting, rng: np.random.Generator) -> np.ndarray:
@@ -268,7 +249,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
     if setting.n_levels > 1:
         return _run_levels_task(task, setting, rng)
     if task["kind"] == "sbc":
-        theta = _prior_draw(setting, rng)
+        theta, drawn = _prior_draw(setting, rng)
     elif task["kind"] == "null":  # steadily rising by `effect` over the run, no break
         slope = task["effect"] / t[-1]
         theta = {
@@ -287,7 +268,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
             "late_slope": 0.0,
             "tau": 0.0,
         }
-    y = simulate_means(theta, setting, rng)
+    y = drawn[0] if task["kind"] == "sbc" else simulate_means(theta, setting, rng)
     start = time.perf_counter()
     fit = _fit(y, setting, seed=int(task["seed"]) * 100_003 + int(task["sim"]), sbc=task["kind"] == "sbc")
     est = fit.estimands["levels"]["metric"]
@@ -354,8 +335,7 @@ def _run_levels_task(task: dict[str, Any], setting: PlateauSetting, rng: np.rand
     """SBC of the pooled several-level plateau model (SBC only)."""
     if task["kind"] != "sbc":
         raise ValueError("the null and power checks are single-metric checks (n_levels = 1)")
-    theta = _prior_draw_levels(setting, rng)
-    y = np.stack([simulate_means(_level_theta(theta, lv), setting, rng) for lv in setting.levels])
+    theta, y = _prior_draw(setting, rng)
     start = time.perf_counter()
     fit = _fit(y, setting, seed=int(task["seed"]) * 100_003 + int(task["sim"]), sbc=True)
     post = fit.idata.posterior

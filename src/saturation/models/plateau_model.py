@@ -878,9 +878,12 @@ def plateau_prior_predictive(
 ) -> xr.Dataset:
     """Prior predictive check: per-step means simulated from the priors.
 
-    Draws the change point uniformly from its candidate grid (or the known break), the
-    curve parameters from :class:`PlateauPriors` (as resolved for ``data``), and per-step
-    means from the Gaussian likelihood with the data's own within-step variances.
+    Draws the change point uniformly from its candidate grid (or the known break; the
+    pooled model: a common change point uniform on the grid, a spread from its HalfNormal
+    prior and each level's change point around it, as the model weighs them), the curve
+    parameters from :class:`PlateauPriors` (as resolved for ``data``), and per-step means
+    from the Gaussian likelihood with the data's own within-step variances. Calibration
+    draws its simulations from here: the model's priors as the fit resolves them.
 
 
     Parameters
@@ -902,7 +905,9 @@ def plateau_prior_predictive(
     -------
     xarray.Dataset
         Dims draw, level, step: ``mu`` (prior curves), ``y`` (prior predictive means),
-        ``changepoint``, and ``observed``.
+        ``observed``; per draw and level the parameters ``changepoint``, ``start``,
+        ``value_at_changepoint``, ``late_slope``, ``jump`` and ``tau``; pooled, per draw the
+        ``changepoint_spread``.
     """
     config = config or PlateauConfig()
     sd = data if isinstance(data, StepData) else step_data(data, response=response, levels=levels)
@@ -916,7 +921,16 @@ def plateau_prior_predictive(
     def normal(mu: np.ndarray, sd_: np.ndarray) -> np.ndarray:
         return rng.normal(mu, sd_, size=(draws, n_levels))[..., None]
 
-    c_idx = rng.integers(0, len(grid), size=(draws, n_levels))
+    pooled = is_pooled(config, n_levels)
+    if pooled:  # a common change point, a spread, each level's change point weighed around it
+        c0 = grid[rng.integers(0, len(grid), size=draws)]
+        spread = np.abs(rng.normal(0.0, config.priors.spread_sd, size=draws))
+        logw = -0.5 * ((grid[None, :] - c0[:, None]) / curves.effective_spread(np, spread)[:, None]) ** 2
+        w = np.exp(logw - logw.max(axis=1, keepdims=True))
+        cdf = np.cumsum(w / w.sum(axis=1, keepdims=True), axis=1)
+        c_idx = np.minimum((rng.random((draws, n_levels))[:, :, None] > cdf[:, None, :]).sum(axis=2), len(grid) - 1)
+    else:
+        c_idx = rng.integers(0, len(grid), size=(draws, n_levels))
     c = grid[c_idx][..., None]
     start = normal(pri["start_mu"], pri["start_sd"])
     level = normal(pri["level_mu"], pri["level_sd"])
@@ -928,12 +942,21 @@ def plateau_prior_predictive(
     mu = curves.hinge_through(t[None, None, :], c, start, level, late, jump, t0)
     y = mu + rng.standard_normal(mu.shape) * np.sqrt(sd.var_mean[None] + tau**2)
     coords = {"draw": np.arange(draws), S.LEVEL: sd.levels, S.STEP: t}
-    return xr.Dataset(
+    per_level = ("draw", S.LEVEL)
+    out = xr.Dataset(
         {
             "mu": (("draw", S.LEVEL, S.STEP), mu),
             "y": (("draw", S.LEVEL, S.STEP), y),
-            "changepoint": (("draw", S.LEVEL), c[..., 0]),
+            "changepoint": (per_level, c[..., 0]),
+            "start": (per_level, start[..., 0]),
+            S.VALUE_AT_CHANGEPOINT: (per_level, level[..., 0]),
+            "late_slope": (per_level, late[..., 0]),
+            "jump": (per_level, np.broadcast_to(jump, (draws, n_levels, 1))[..., 0]),
+            "tau": (per_level, tau[..., 0]),
             "observed": ((S.LEVEL, S.STEP), sd.y),
         },
         coords=coords,
     )
+    if pooled:
+        out[S.CHANGEPOINT_SPREAD] = ("draw", spread)
+    return out
