@@ -441,3 +441,13 @@ def test_the_pass_at_k_calibration_draws_from_the_models_own_graph():
     assert draw["a0"] == pytest.approx(-2.0, abs=1e-4) and abs(draw["sigma"]) < 1e-4
     again = learning.pass_at_k_prior_draw(6, tight, seed=3)
     assert again["a1"] == draw["a1"] and np.array_equal(again["eps"], draw["eps"])
+
+
+def test_the_transfer_calibration_draws_from_the_models_own_graph():
+    """The transfer simulator's parameters are a draw of the fit's graph (transfer.prior_draw):
+    a first-knot prior narrowed in the setting's TransferPriors pins the truth's first knots."""
+    s = TransferSetting(intercept_sd=1e-6, start_mu=(-1.5, 0.25))
+    _, truth = simulate_transfer_prior(s, np.random.default_rng(8))
+    assert truth["ungraded_knot_first"] == pytest.approx(-1.5, abs=1e-4)
+    assert truth["reward_knot_first"] == pytest.approx(0.25, abs=1e-4)
+    assert truth["ungraded_rw_sd"] > 0 and truth["reward_sd"] > 0

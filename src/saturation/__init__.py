@@ -61,7 +61,13 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     ),
     "saturation.scenarios": ("scenario",),
     # analyses: one fit function and one result object each
-    "saturation.models.plateau": ("fit_plateau", "PlateauFit", "compare_plateau_models", "ModelComparison"),
+    "saturation.models.plateau": (
+        "fit_plateau",
+        "PlateauFit",
+        "LevelEstimates",
+        "compare_plateau_models",
+        "ModelComparison",
+    ),
     "saturation.models.plateau_model": ("fit_alternative", "exact_loo", "plateau_prior_predictive"),
     "saturation.models.verdicts": ("plateau_verdict",),
     "saturation.models.runs": ("fit_plateau_runs", "PlateauRuns"),
@@ -155,7 +161,13 @@ if _TYPE_CHECKING:
         diagnose_series,
         fit_pass_at_k,
     )
-    from saturation.models.plateau import ModelComparison, PlateauFit, compare_plateau_models, fit_plateau
+    from saturation.models.plateau import (
+        LevelEstimates,
+        ModelComparison,
+        PlateauFit,
+        compare_plateau_models,
+        fit_plateau,
+    )
     from saturation.models.plateau_model import exact_loo, fit_alternative, plateau_prior_predictive
     from saturation.models.runs import PlateauRuns, fit_plateau_runs
     from saturation.models.sampling import ConvergenceWarning
@@ -230,6 +242,7 @@ __all__ = [
     "Diagnosis",
     "EntropyConfig",
     "FamilyComparison",
+    "LevelEstimates",
     "ModelComparison",
     "PassAtKPriors",
     "PlateauConfig",

@@ -65,7 +65,7 @@ from scipy import stats
 from saturation import __version__, curves
 from saturation import schema as S
 from saturation.cluster import map_tasks
-from saturation.configs import PassAtKPriors, PlateauConfig
+from saturation.configs import PassAtKPriors, PlateauConfig, TransferConfig
 from saturation.curves import hinge_through
 from saturation.io import dataset_from_frame, write_atomic, write_netcdf
 from saturation.models import (
@@ -81,7 +81,8 @@ from saturation.models import (
 from saturation.models.plateau import STOPPED_VERDICTS as STOPPED
 from saturation.models.plateau_model import plateau_prior_predictive
 from saturation.models.sampling import interval
-from saturation.models.transfer import RW_SD_SHAPE, TransferPriors, knot_basis, population
+from saturation.models.transfer import TransferPriors, knot_basis, population, transfer_data
+from saturation.models.transfer import prior_draw as transfer_prior_draw
 from saturation.models.verdicts import VERDICTS
 from saturation.plots import BAND_ALPHA, PAGE, colour, save_figure, style
 from saturation.replica import SWESMITH_SPEC, load_reference
@@ -224,11 +225,6 @@ def simulate_means(theta: dict[str, float], setting: PlateauSetting, rng: np.ran
     return np.asarray(mu + rng.standard_normal(len(t)) * np.sqrt(setting.se**2 + theta["tau"] ** 2))
 
 
-def _plateaued(est: dict[str, Any]) -> bool:
-    """The model's verdict says the metric stopped rising ("plateaued" or "slowed")."""
-    return est["verdict"] in STOPPED
-
-
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
     """One simulation (plain dict in, plain dict out; deterministic given its seed).
 
@@ -271,13 +267,13 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
     y = drawn[0] if task["kind"] == "sbc" else simulate_means(theta, setting, rng)
     start = time.perf_counter()
     fit = _fit(y, setting, seed=int(task["seed"]) * 100_003 + int(task["sim"]), sbc=task["kind"] == "sbc")
-    est = fit.estimands["levels"]["metric"]
+    est = fit.levels()["metric"]
     out: dict[str, Any] = {
         "kind": task["kind"],
         "sim": task["sim"],
         "effect": task.get("effect", np.nan),
-        "plateaued": _plateaued(est),
-        "p_late_in_rope": est["p_late_in_rope"],
+        "plateaued": est.stopped,
+        "p_late_in_rope": est.p_late_in_rope,
         "seconds": time.perf_counter() - start,
         **_convergence(fit.diagnostics),
     }
@@ -286,7 +282,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
         ranks, inside = {}, {}
         for p in SBC_PARAMS:
             ranks[p], inside[p] = _rank_and_cover(
-                post[p].to_numpy().ravel(), theta[p], est["changepoint"]["hdi"] if p == "changepoint" else None, rng
+                post[p].to_numpy().ravel(), theta[p], est.changepoint.hdi if p == "changepoint" else None, rng
             )
         out.update(rank=ranks, inside=inside, truth=theta)
     return out
@@ -343,7 +339,7 @@ def _run_levels_task(task: dict[str, Any], setting: PlateauSetting, rng: np.rand
     for lv in setting.levels:
         for p in SBC_PARAMS:
             name = f"{p}[{lv}]"
-            hdi = fit.estimands["levels"][lv]["changepoint"]["hdi"] if p == "changepoint" else None
+            hdi = fit.levels()[lv].changepoint.hdi if p == "changepoint" else None
             ranks[name], inside[name] = _rank_and_cover(
                 post[p].sel({S.LEVEL: lv}).to_numpy().ravel(), theta[name], hdi, rng
             )
@@ -436,65 +432,26 @@ def _transfer_schedule(setting: TransferSetting) -> np.ndarray:
     )
 
 
-def simulate_transfer_prior(setting: TransferSetting, rng: np.random.Generator) -> tuple[xr.Dataset, dict[str, float]]:
-    """Draw the transfer model's parameters from its prior and trials from its likelihood.
-
-    Knot values: a Gaussian random walk per arm and part (first knot ~ N(start_mu,
-    intercept_sd), increments ~ N(0, rw_sd_a), rw_sd_a ~ Gamma(shape, shape / rw_sd));
-    task effects: zero-sum normal over the scheduled tasks times task sd ~ HalfNormal;
-    ungraded ~ Bernoulli(expit(. + ungraded task effect)), graded reward ~ Normal(expit(.) +
-    reward task effect, reward_sd_a), reward_sd_a ~
-    HalfNormal(reward_sd); every width from ``setting.priors()``, the fit's own. Curves
-    between knots by the model's own interpolation (``transfer.knot_basis``); population
-    curves by the fit's ``transfer.population``.
-    """
-
-    arms = ("base", "s85")
-    pri = setting.priors()
-    steps = np.arange(1, setting.n_steps + 1, dtype=float)
-    knots, basis = knot_basis(steps, setting.knot_every)
+def _transfer_trials(
+    setting: TransferSetting,
+    arms: tuple[str, ...],
+    outcome: Callable[[int, int, np.ndarray], tuple[np.ndarray, np.ndarray]],
+) -> xr.Dataset:
+    """The calibration design's trials: per arm and step the scheduled tasks'
+    ``samples_per_prompt`` rollouts, each one's (ungraded, reward) from ``outcome(arm, step
+    index, tasks)``."""
     schedule = _transfer_schedule(setting)
-    used = np.unique(schedule)
-    truth: dict[str, float] = {}
-    curve, task_sd, task_effect = {}, {}, {}
-    for p_i, part in enumerate(("ungraded", "reward")):
-        rw_sd = rng.gamma(RW_SD_SHAPE, pri.rw_sd / RW_SD_SHAPE, size=len(arms))
-        first = rng.normal(setting.start_mu[p_i], pri.intercept_sd, size=len(arms))
-        inc = rng.normal(size=(len(arms), len(knots) - 1)) * rw_sd[:, None]
-        kv = np.concatenate([first[:, None], first[:, None] + np.cumsum(inc, axis=1)], axis=1)
-        curve[part] = kv @ basis.T  # (arm, step)
-        task_sd[part] = abs(rng.normal(0.0, pri.task_sd if part == "ungraded" else pri.reward_task_sd))
-        z = rng.standard_normal(len(used))
-        task_effect[part] = np.zeros(setting.pool_size)
-        task_effect[part][used] = task_sd[part] * (z - z.mean())
-        truth.update(
-            {
-                f"{part}_knot_first": float(kv[0, 0]),
-                f"{part}_rw_sd": float(rw_sd[0]),
-                f"{part}_task_sd": float(task_sd[part]),
-            }
-        )
-        if part == "reward":
-            truth["reward_knot_last"] = float(kv[0, -1])
-    reward_sd = np.abs(rng.normal(0.0, pri.reward_sd, size=len(arms)))
-    truth["reward_sd"] = float(reward_sd[0])
-    all_rollout = population(curve["ungraded"], task_sd["ungraded"], curve["reward"])[S.ALL_ROLLOUT]
-    k = setting.first_steps
-    truth["initial_gap_all_rollout"] = float((all_rollout[1, :k] - all_rollout[0, :k]).mean())
     rows = []
     for a, arm in enumerate(arms):
-        for j, step in enumerate(steps):
+        for j in range(setting.n_steps):
             task = np.repeat(schedule[j], setting.samples_per_prompt)
-            p_u = curves.expit(curve["ungraded"][a, j] + task_effect["ungraded"][task])
-            mu = curves.expit(curve["reward"][a, j]) + task_effect["reward"][task]  # reward-scale effects
-            ungraded = rng.random(len(task)) < p_u
-            reward = rng.normal(mu, reward_sd[a])
+            ungraded, reward = outcome(a, j, task)
             rows.append(
                 pd.DataFrame(
                     {
                         S.RUN: f"sbc-{arm}",
                         S.ARM: arm,
-                        S.STEP: int(step),
+                        S.STEP: j + 1,
                         S.INSTANCE_ID: [f"task-{t:04d}" for t in task],
                         S.SAMPLE: np.tile(np.arange(setting.samples_per_prompt), len(schedule[j])),
                         S.PHASE: "train",
@@ -504,8 +461,68 @@ def simulate_transfer_prior(setting: TransferSetting, rng: np.random.Generator) 
                     }
                 )
             )
-    ds = dataset_from_frame(pd.concat(rows, ignore_index=True), levels=[], sources=["simulate_transfer_prior"])
-    return ds, truth
+    return dataset_from_frame(pd.concat(rows, ignore_index=True), levels=[], sources=["simulate_transfer_prior"])
+
+
+def simulate_transfer_prior(setting: TransferSetting, rng: np.random.Generator) -> tuple[xr.Dataset, dict[str, float]]:
+    """Draw the transfer model's parameters from its own graph and trials from its likelihood.
+
+    The knot values of both parts (a random walk per arm: first knot ~ N(start_mu,
+    intercept_sd), increments ~ N(0, rw_sd_a), rw_sd_a ~ Gamma), the task-effect sds and the
+    per-arm reward sds are one draw of the fit's model (``transfer.prior_draw``: the priors
+    of ``setting.priors()`` as the fit reads them); the likelihood's task effects are a
+    zero-sum normal over the scheduled tasks times their sd; ungraded ~ Bernoulli(expit(. +
+    ungraded task effect)), graded reward ~ Normal(expit(.) + reward task effect, reward_sd_a).
+    Curves between knots by the model's own interpolation (``transfer.knot_basis``);
+    population curves by the fit's ``transfer.population``.
+    """
+
+    arms = ("base", "s85")
+    steps = np.arange(1, setting.n_steps + 1, dtype=float)
+    _, basis = knot_basis(steps, setting.knot_every)
+    used = np.unique(_transfer_schedule(setting))
+
+    def placeholder(a: int, j: int, task: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        # the design's values (the SBC's priors are not centred on the data): varied, so
+        # that the design is one transfer_data accepts
+        return np.arange(len(task)) % 5 == 0, np.linspace(0.2, 0.8, len(task))
+
+    design = transfer_data(_transfer_trials(setting, arms, placeholder))
+    config = TransferConfig(
+        reference="base", first_steps=setting.first_steps, knot_every=setting.knot_every, priors=setting.priors()
+    )
+    draw = transfer_prior_draw(design, config, int(rng.integers(2**31)))
+    order = [[str(x) for x in design.arms].index(arm) for arm in arms]
+    truth: dict[str, float] = {}
+    curve, task_sd, task_effect = {}, {}, {}
+    for part in ("ungraded", "reward"):
+        kv, rw_sd = draw[f"{part}_knot"][order], draw[f"{part}_rw_sd"][order]
+        curve[part] = kv @ basis.T  # (arm, step)
+        task_sd[part] = float(draw[f"{part}_task_sd"])
+        z = rng.standard_normal(len(used))
+        task_effect[part] = np.zeros(setting.pool_size)
+        task_effect[part][used] = task_sd[part] * (z - z.mean())
+        truth.update(
+            {
+                f"{part}_knot_first": float(kv[0, 0]),
+                f"{part}_rw_sd": float(rw_sd[0]),
+                f"{part}_task_sd": task_sd[part],
+            }
+        )
+        if part == "reward":
+            truth["reward_knot_last"] = float(kv[0, -1])
+    reward_sd = draw["reward_sd"][order]
+    truth["reward_sd"] = float(reward_sd[0])
+    all_rollout = population(curve["ungraded"], task_sd["ungraded"], curve["reward"])[S.ALL_ROLLOUT]
+    k = setting.first_steps
+    truth["initial_gap_all_rollout"] = float((all_rollout[1, :k] - all_rollout[0, :k]).mean())
+
+    def outcome(a: int, j: int, task: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        p_u = curves.expit(curve["ungraded"][a, j] + task_effect["ungraded"][task])
+        mu = curves.expit(curve["reward"][a, j]) + task_effect["reward"][task]  # reward-scale effects
+        return rng.random(len(task)) < p_u, rng.normal(mu, reward_sd[a])
+
+    return _transfer_trials(setting, arms, outcome), truth
 
 
 def _transfer_draws(post: xr.Dataset, setting: TransferSetting) -> dict[str, np.ndarray]:
@@ -868,21 +885,21 @@ def run_trials_task(task: dict[str, Any]) -> dict[str, Any]:
         known = fit_plateau(ds, breakpoint=STUDY_SPLIT, sampler=sampler, seed=seed) if kind == "study" else None
     records = []
     for lv in levels:
-        est = fit.estimands["levels"][lv.name]
+        est = fit.levels()[lv.name]
         inside = {}
         for p in TRIALS_PARAMS:
             true = {"changepoint": lv.changepoint, "early_slope": lv.early_slope, "late_slope": lv.late_slope}[p]
-            lo, hi = est[p]["hdi"]
+            lo, hi = getattr(est, p).hdi
             inside[p] = bool(lo <= true <= hi) if kind in ("coverage", "jump") else False
         records.append(
             {
                 "level": lv.name,
                 "inside": inside,
-                "verdict": est["verdict"],
+                "verdict": est.verdict,
                 # what plateau_verdict read: a rule's thresholds can be re-calibrated offline
-                "verdict_inputs": json.dumps({k: est.get(k) for k in VERDICT_INPUTS}),
-                "verdict_known": known.estimands["levels"][lv.name]["verdict"] if known else "",
-                "changepoint_mean": est["changepoint"]["mean"],
+                "verdict_inputs": json.dumps({k: getattr(est, k) for k in VERDICT_INPUTS}),
+                "verdict_known": known.levels()[lv.name].verdict if known else "",
+                "changepoint_mean": est.changepoint.mean,
             }
         )
     return {

@@ -167,7 +167,7 @@ def plot_plateau(fit: Any, *, ax: Axes | None = None, ylabel: str | None = None)
             top = axes[0, i]
             _curve(top, sub, colour(i), None)
             top.set_title(level)
-            est = fit.estimands["levels"][level]
+            est = fit.levels()[level]
             if known:
                 top.axvline(fit.config.breakpoint, color="0.3", lw=0.7, ls="--", label="known break")
                 top.set_xlabel("step")
@@ -175,9 +175,9 @@ def plot_plateau(fit: Any, *, ax: Axes | None = None, ylabel: str | None = None)
                     top.set_ylabel(ylabel)
                 continue
             bottom = axes[1, i]
-            if est.get("changepoint"):
+            if est.changepoint is not None:
                 for a in (top, bottom):
-                    a.axvline(est["changepoint"]["mean"], color="0.3", lw=0.7, ls=":")
+                    a.axvline(est.changepoint.mean, color="0.3", lw=0.7, ls=":")
             bottom.bar(sub["step"], sub["p_changepoint"], width=1.0, color=colour(i), alpha=0.7)
             bottom.set_ylim(0, 1)
             bottom.set_yticks([0, 0.5, 1])
@@ -216,12 +216,10 @@ def _curve(ax: Axes, sub: pd.DataFrame, colour: str, label: str | None) -> None:
 def slopes_data(fit: Any) -> pd.DataFrame:
     """Early and late slope per level: mean and 94 % HDI (metric units per step)."""
     rows = []
-    for level, est in fit.estimands["levels"].items():
+    for level, est in fit.levels().items():
         for seg in ("early", "late"):
-            e = est[f"{seg}_slope"]
-            rows.append(
-                {"level": level, "segment": seg, "mean": e["mean"], "hdi_low": e["hdi"][0], "hdi_high": e["hdi"][1]}
-            )
+            e = getattr(est, f"{seg}_slope")
+            rows.append({"level": level, "segment": seg, "mean": e.mean, "hdi_low": e.hdi[0], "hdi_high": e.hdi[1]})
     return pd.DataFrame(rows)
 
 
@@ -289,8 +287,8 @@ def plateaued_by_data(fit: Any) -> pd.DataFrame:
     """P(change point <= t and late gain inside the ROPE) per level and step t."""
     rows = [
         {"level": level, "step": int(step), "p_plateaued": p}
-        for level, est in fit.estimands["levels"].items()
-        for step, p in est["p_plateaued_by_step"].items()
+        for level, est in fit.levels().items()
+        for step, p in est.extra["p_plateaued_by_step"].items()
     ]
     return pd.DataFrame(rows)
 

@@ -694,10 +694,10 @@ def study_check_split(fit: Any, sd: Any, reference: dict[str, Any], *, seed: int
         if not pub:
             continue
         ols = split_ols(sd.steps, sd.y[j], split)
-        e = split_fit.estimands["levels"][level]
+        e = split_fit.levels()[level]
         for q in ("early_slope", "late_slope"):
             seg = q.split("_")[0]
-            row = _published_row(pub[q], e[q], level=level, quantity=q)
+            row = _published_row(pub[q], getattr(e, q), level=level, quantity=q)
             extra = {
                 "split OLS on these data": ols.loc[seg, "slope"],
                 "split OLS t": ols.loc[seg, "t"],
@@ -798,10 +798,10 @@ class StudyCheck:
 
 def _plateau_sentence(sat: dict[str, Any], fit: PlateauFit) -> str:
     """What the study said about the plateau and whether the fit's verdicts agree."""
-    est = fit.estimands
-    levels = [lv for lv in est["levels"] if lv in sat["levels"]]
+    records = fit.levels()
+    levels = [lv for lv in records if lv in sat["levels"]]
     # the study said "flat": only a flat late segment agrees ("slowed" is not shown flat)
-    flat = [lv for lv in levels if est["levels"][lv]["verdict"] in FLAT_LATE_VERDICTS]
+    flat = [lv for lv in levels if records[lv].verdict in FLAT_LATE_VERDICTS]
     said = (
         f"The study found every level statistically flat after step {sat['split_step']} (split OLS, late "
         f"slopes consistent with zero)"
@@ -809,7 +809,7 @@ def _plateau_sentence(sat: dict[str, Any], fit: PlateauFit) -> str:
     how = "with the study's break" if fit.config.breakpoint is not None else "with the break estimated"
     if levels and len(flat) == len(levels):
         return f"{said}; the Bayesian analysis {how} agrees: all {len(levels)} levels are flat late."
-    others = ", ".join(f"{lv} {est['levels'][lv]['verdict']}" for lv in levels if lv not in flat)
+    others = ", ".join(f"{lv} {records[lv].verdict}" for lv in levels if lv not in flat)
     return (
         f"{said}; the Bayesian analysis {how} does not confirm it for every level: {len(flat)} of {len(levels)} "
         f"flat late ({', '.join(flat) or 'none'}; {others})."
@@ -826,10 +826,10 @@ def _plateau_check(fit: PlateauFit, reference: dict[str, Any]) -> StudyCheck | N
         f"Published split-OLS slopes (split at step {split:g}) next to split OLS on these data and the "
         f"Bayesian split model at step {split:g}"
     )
-    levels = fit.estimands["levels"]
+    levels = fit.levels()
     notes = []
-    if fit.config.breakpoint is None and levels and all(e["changepoint"] for e in levels.values()):
-        cps = ", ".join(f"{lv} {e['changepoint']['mean']:.0f}" for lv, e in levels.items())
+    if fit.config.breakpoint is None and levels and all(e.changepoint for e in levels.values()):
+        cps = ", ".join(f"{lv} {e.changepoint.mean:.0f}" for lv, e in levels.items())
         notes.append(
             f"Why the change points ({cps}) are not {split:g}: the study split its regression at step {split:g} "
             f"as a test point and did not estimate where the curve bends. A curve that rises over the first "

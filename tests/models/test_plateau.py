@@ -1069,3 +1069,30 @@ def test_trials_weigh_in_a_jump_only_when_decisively_better():
     for name in ("start", "late_slope", "value_at_changepoint"):
         assert np.array_equal(gated.idata.posterior[name], hinge.idata.posterior[name])
     assert gated.estimands["levels"]["file"]["changepoint"] == hinge.estimands["levels"]["file"]["changepoint"]
+
+
+def test_a_levels_estimates_are_a_typed_record_of_the_same_numbers():
+    """PlateauFit.levels(): each level's numbers by attribute (intervals as Interval, the
+    probabilities as floats, None where the fit did not estimate one), the rest in extra;
+    the JSON (estimands) is untouched."""
+    from saturation.models.plateau import LevelEstimates
+    from saturation.summary import Interval
+
+    e = {
+        "changepoint": {"mean": 10.2, "sd": 0.5, "hdi": [9.0, 11.0]},
+        "late_gain": {"mean": 0.004, "sd": 0.002, "hdi": [0.001, 0.007]},
+        "p_flat": 0.97,
+        "late_gain_upper": 0.007,
+        "verdict": "plateaued",
+        "reason": "P(flat) = 0.97 >= 0.90",
+        "changepoint_mass": {9: 0.2, 10: 0.8},
+        "davies": {"p_value": 1e-6},
+    }
+    rec = LevelEstimates.from_estimands("file", e)
+    assert isinstance(rec.changepoint, Interval) and rec.changepoint.hdi == (9.0, 11.0)
+    assert rec.late_gain.mean == 0.004 and rec.p_flat == 0.97 and rec.stopped
+    assert rec.late_slope is None and rec.p_slowed is None  # not estimated by this (made-up) fit
+    assert rec.extra == {"davies": {"p_value": 1e-6}} and rec.changepoint_mass == {9: 0.2, 10: 0.8}
+    with pytest.raises(AttributeError):
+        _ = rec.no_such_estimate
+    assert str(rec.changepoint) == "10.2 [9.0, 11.0]"

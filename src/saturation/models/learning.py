@@ -1149,12 +1149,12 @@ class SeriesDiagnosis(FitObject):
         """Did the plateau run's pass@1 plateau after the known step? (empty without it)"""
         if self.plateau is None:
             return ""
-        e = next(iter(self.plateau.estimands["levels"].values()))
+        e = next(iter(self.plateau.levels().values()))
         after = float(self.plateau.config.breakpoint or 0)
         return (
             f"Did {self.config.plateau_run}'s {self.config.reliability.pass1} plateau after step {after:g}? "
-            f"{e['verdict']} ({e['reason']}); late gain {format_interval(e['late_gain'])}, 94 % upper bound "
-            f"{e['late_gain_upper']:.3f}; model: {self.plateau.describe_model()}."
+            f"{e.verdict} ({e.reason}); late gain {format_interval(e.late_gain)}, 94 % upper bound "
+            f"{e.late_gain_upper:.3f}; model: {self.plateau.describe_model()}."
         )
 
     def headline(self) -> str:

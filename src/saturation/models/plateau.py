@@ -80,7 +80,15 @@ from saturation.models.sampling import (
     warn_if_not_converged,
 )
 from saturation.models.verdicts import FLAT_DEFINITION, LABELS, STOPPED_VERDICTS, plateau_verdict, verdict_summary
-from saturation.summary import convergence_words, data_text, format_interval, interval_cell, json_safe, short_repr
+from saturation.summary import (
+    Interval,
+    convergence_words,
+    data_text,
+    format_interval,
+    interval_cell,
+    json_safe,
+    short_repr,
+)
 
 if TYPE_CHECKING:
     import arviz as az
@@ -144,6 +152,117 @@ class _InferenceDataField:
 
     def __set__(self, obj: Any, value: Any) -> None:
         obj.__dict__[self.slot] = value
+
+
+#: the interval estimates of a level (``{"mean", "sd", "hdi"}`` each)
+LEVEL_INTERVALS = (
+    "changepoint",
+    "start",
+    "value_at_changepoint",
+    "end",
+    "early_slope",
+    "late_slope",
+    "early_gain",
+    "late_gain",
+    "end_gain",
+    "slowdown_ratio",
+    "headroom_to_max",
+)
+#: the probabilities and Bayes factors of a level
+LEVEL_NUMBERS = (
+    "late_gain_upper",
+    "p_flat",
+    "p_late_in_rope",
+    "p_late_in_rope_relative",
+    "p_early_positive",
+    "p_rise_positive",
+    "p_slowed",
+    "p_late_positive",
+    "p_late_gain_beyond_rope",
+    "p_late_loss_beyond_rope",
+    "p_end_gain_beyond_rope",
+    "p_end_loss_beyond_rope",
+    "p_no_change",
+    "edge_mass",
+    "bf_changepoint_vs_line",
+    "bf01_late_zero",
+)
+
+
+@dataclass(frozen=True)
+class LevelEstimates:
+    """One level's plateau estimates as a typed record (:meth:`PlateauFit.levels`): what the
+    front ends, the study check and calibrate read, by attribute. The JSON is the fit's
+    ``to_dict()``; this is a view of the same numbers.
+
+    Parameters
+    ----------
+    level : str
+        The level (or the metric).
+    verdict : str
+        The verdict (``models.verdicts.VERDICTS``).
+    reason : str
+        The numbers and the limit that decided it.
+    intervals : dict of str to Interval
+        The interval estimates present (:data:`LEVEL_INTERVALS`), each ``mean [low, high]``.
+    numbers : dict of str to float
+        The probabilities and Bayes factors present (:data:`LEVEL_NUMBERS`).
+    changepoint_mass : dict
+        P(change point = step) per candidate step.
+    extra : dict
+        Everything else the level holds (the shape weights, the Davies test, the end window).
+    """
+
+    level: str
+    verdict: str
+    reason: str
+    intervals: dict[str, Interval]
+    numbers: dict[str, float | None]
+    changepoint_mass: dict[Any, float]
+    extra: dict[str, Any]
+
+    @classmethod
+    def from_estimands(cls, level: str, e: dict[str, Any]) -> LevelEstimates:
+        """The record of one level's estimands dict.
+
+        Parameters
+        ----------
+        level : str
+            The level.
+        e : dict
+            ``estimands["levels"][level]``.
+
+        Returns
+        -------
+        LevelEstimates
+            The same numbers, typed.
+        """
+        intervals = {k: cell for k in LEVEL_INTERVALS if (cell := interval_cell(e.get(k))) is not None}
+        numbers = {k: (None if e[k] is None else float(e[k])) for k in LEVEL_NUMBERS if k in e}
+        known = {*LEVEL_INTERVALS, *LEVEL_NUMBERS, "verdict", "reason", "changepoint_mass"}
+        return cls(
+            level,
+            str(e["verdict"]),
+            str(e.get("reason", "")),
+            intervals,
+            numbers,
+            dict(e.get("changepoint_mass") or {}),
+            {k: v for k, v in e.items() if k not in known},
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        """An interval or a number by its name (``rec.late_gain``, ``rec.p_flat``); None when
+        this fit did not estimate it."""
+        if name in LEVEL_INTERVALS:
+            return self.intervals.get(name)
+        if name in LEVEL_NUMBERS:
+            return self.numbers.get(name)
+        raise AttributeError(name)
+
+    @property
+    def stopped(self) -> bool:
+        """The verdict says the metric stopped rising ("plateaued" or "slowed")."""
+        return self.verdict in STOPPED_VERDICTS
 
 
 @dataclass
@@ -335,6 +454,16 @@ class PlateauFit(FitObject):
         if self.config.response == S.F1:
             return "graded-only mean F1"
         return str(self.data.summary.get("metric_name") or self.config.response)
+
+    def levels(self) -> dict[str, LevelEstimates]:
+        """Each level's estimates as a typed record (the numbers of ``estimands["levels"]``).
+
+        Returns
+        -------
+        dict of str to LevelEstimates
+            By level, in the fit's order.
+        """
+        return {lv: LevelEstimates.from_estimands(lv, e) for lv, e in self.estimands["levels"].items()}
 
     def table(self) -> pd.DataFrame:
         """One row per level: the verdict, the change point, the slopes and gains, the

@@ -90,7 +90,7 @@ class PlateauRuns(FitObject):
     def __repr__(self) -> str:
         head = f"PlateauRuns({len(self.fits)} run(s) fitted, {len(self.failures)} failed)"
         lines = [
-            f"{run}: " + ", ".join(f"{lv} {e['verdict']}" for lv, e in fit.estimands["levels"].items())
+            f"{run}: " + ", ".join(f"{lv} {e.verdict}" for lv, e in fit.levels().items())
             for run, fit in self.fits.items()
         ] + [f"{f['run']}: FAILED {f['error']}" for f in self.failures]
         return short_repr(head, lines)
@@ -107,20 +107,20 @@ class PlateauRuns(FitObject):
         rows = []
         for run, fit in self.fits.items():
             diag = fit.diagnostics
-            for level, e in fit.estimands["levels"].items():
-                cp = e.get("changepoint")
+            for level, e in fit.levels().items():
+                cp = e.changepoint
                 rows.append(
                     {
                         "run": run,
                         "level": level,
-                        "verdict": e["verdict"],
-                        "changepoint": cp["mean"] if cp else np.nan,
-                        "changepoint_hdi_low": cp["hdi"][0] if cp else np.nan,
-                        "changepoint_hdi_high": cp["hdi"][1] if cp else np.nan,
-                        "late_slope": e["late_slope"]["mean"],
-                        "late_gain": e["late_gain"]["mean"],
-                        "late_gain_upper": e["late_gain_upper"],
-                        "p_flat": e["p_flat"],
+                        "verdict": e.verdict,
+                        "changepoint": cp.mean if cp else np.nan,
+                        "changepoint_hdi_low": cp.hdi[0] if cp else np.nan,
+                        "changepoint_hdi_high": cp.hdi[1] if cp else np.nan,
+                        "late_slope": e.late_slope.mean,
+                        "late_gain": e.late_gain.mean,
+                        "late_gain_upper": e.late_gain_upper,
+                        "p_flat": e.p_flat,
                         "converged": bool(diag["converged"]),
                         "rhat_max": diag["rhat_max"],
                     }

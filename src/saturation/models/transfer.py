@@ -294,6 +294,35 @@ def resolve_walk(data: TransferData, config: TransferConfig) -> str:
     return "centred" if per_knot.min() >= CENTRED_TRIALS_PER_KNOT else "non-centred"
 
 
+def prior_draw(data: TransferData, config: TransferConfig, seed: int) -> dict[str, np.ndarray]:
+    """One draw of the transfer model's parameters from its own graph
+    (:func:`build_transfer_model` for ``data``'s design: the priors of ``config.priors`` as
+    the fit reads them, the random-walk form the fit would use): what its calibration draws
+    from, so a prior changed in the model is changed there too.
+
+    Parameters
+    ----------
+    data : TransferData
+        The design (arms, steps, tasks; the values are not read unless a prior is centred on
+        the data).
+    config : TransferConfig
+        The fit's settings.
+    seed : int
+        Seeds the draw.
+
+    Returns
+    -------
+    dict
+        Per part (``ungraded``, ``reward``): ``<part>_knot`` (arms x knots, logit scale),
+        ``<part>_rw_sd`` (per arm) and ``<part>_task_sd``; ``reward_sd`` (per arm). Arms in
+        ``data.arms`` order.
+    """
+    model, _ = build_transfer_model(data, config)
+    names = [f"{part}_{v}" for part in PARTS for v in ("knot", "rw_sd", "task_sd")] + ["reward_sd"]
+    draws = pm.draw([model[n] for n in names], random_seed=np.random.default_rng(seed))
+    return {n: np.asarray(v, dtype=float) for n, v in zip(names, draws, strict=True)}
+
+
 def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm.Model, dict[str, np.ndarray]]:
     """Build the PyMC model; returns (model, pm.Data values)."""
     # deferred: the marginal's PyTensor Op and numba kernels are imported only to build the model
