@@ -131,6 +131,7 @@ def transfer_fit():
     fit = SimpleNamespace(idata=idata, data=data, config=TransferConfig(reference="base"), estimands=estimands)
     fit.decisions = MethodType(TransferFit.decisions, fit)  # the real decision rule on these estimands
     fit.frame = MethodType(TransferFit.frame, fit)
+    fit.crossover = MethodType(TransferFit.crossover, fit)
     return fit
 
 

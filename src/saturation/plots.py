@@ -453,18 +453,20 @@ def plot_loo(table: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
 def cardinality_data(diag: Any) -> pd.DataFrame:
     """Per level: precision, recall and predicted/gold ratio at the start and end (mean, HDI)."""
     rows = []
-    for level, num in diag.numbers["levels"].items():
+    for level in diag.units():
         for quantity in (S.PRECISION, S.RECALL, "pred_over_gold"):
+            trend = diag.trend(level, quantity)
             for when in ("start", "end"):
-                e = num[quantity][when]
+                e = getattr(trend, when)
+                low, high = e.hdi
                 rows.append(
                     {
                         "level": level,
                         "quantity": quantity,
                         "when": when,
-                        "mean": e["mean"],
-                        "hdi_low": e["hdi"][0],
-                        "hdi_high": e["hdi"][1],
+                        "mean": e.mean,
+                        "hdi_low": low,
+                        "hdi_high": high,
                     }
                 )
     return pd.DataFrame(rows)
@@ -547,15 +549,15 @@ def _series_panel(
             ax.fill_between(band["step"], band["hdi_low"], band["hdi_high"], color=colour, alpha=BAND_ALPHA, lw=0)
             ax.plot(band["step"], band["mean"], "-", color=colour, lw=1.3, label=f"{label}, trend ({HDI_LABEL})")
             continue
-        num = diag.numbers["runs"].get(str(run), {}).get(var)
-        if num:
+        trend = diag.trend(str(run), var) if str(run) in diag.units() else None
+        if trend is not None:
             steps = sub[S.STEP].to_numpy()
             for when, step in (("start", steps[0]), ("end", steps[-1])):
-                e = num[when]
+                e = getattr(trend, when)
                 ax.errorbar(
                     step,
-                    e["mean"],
-                    yerr=[[e["mean"] - e["hdi"][0]], [e["hdi"][1] - e["mean"]]],
+                    e.mean,
+                    yerr=[[e.mean - e.hdi[0]], [e.hdi[1] - e.mean]],
                     fmt="s",
                     color=colour,
                     ms=3.5,
@@ -668,14 +670,13 @@ def components_data(series: xr.Dataset, diag: Any) -> pd.DataFrame:
     """Long frame (run, step, variable, value) of the diagnosed runs' components and reward."""
     variables = _component_variables(series, diag)
     frame = series_data(series, variables)
-    return frame[frame[S.RUN].astype(str).isin(list(diag.numbers["runs"]))].reset_index(drop=True)
+    return frame[frame[S.RUN].astype(str).isin(diag.units())].reset_index(drop=True)
 
 
 def _component_variables(series: xr.Dataset, diag: Any) -> list[str]:
-    first = next(iter(diag.numbers["runs"].values()))
-    comps = [v for v, num in first.items() if isinstance(num, dict) and "component" in num]
-    reward = [v for v, num in first.items() if isinstance(num, dict) and "start" in num and v not in comps]
-    return comps + reward
+    first = diag.units()[0]
+    trends = [diag.trend(first, v) for v in diag.trend_variables(first)]
+    return [t.variable for t in trends if t.component] + [t.variable for t in trends if not t.component]
 
 
 def plot_components(series: xr.Dataset, diag: Any, *, ax: Axes | None = None) -> Figure:
@@ -765,14 +766,14 @@ def plot_transfer(fit: Any, *, ax: Axes | None = None, quantity: str = S.ALL_ROL
                     g["step"], g["gap_hdi_low"], g["gap_hdi_high"], color=colour(i), alpha=BAND_ALPHA, lw=0
                 )
                 gap_ax.plot(g["step"], g["gap_mean"], color=colour(i), label=f"{arm} - {ref}")
-                cross = fit.estimands["crossover_step"][arm]
-                if q == S.ALL_ROLLOUT and decided[arm]["crossover"] is not None and cross.get("hdi"):
-                    gap_ax.axvspan(*cross["hdi"], color=colour(i), alpha=0.12, lw=0)
-                    gap_ax.axvline(cross["mean"], color=colour(i), lw=0.7, ls=":")
+                cross = fit.crossover(arm)
+                if q == S.ALL_ROLLOUT and decided[arm]["crossover"] is not None and cross is not None:
+                    gap_ax.axvspan(*cross.hdi, color=colour(i), alpha=0.12, lw=0)
+                    gap_ax.axvline(cross.mean, color=colour(i), lw=0.7, ls=":")
                     gap_ax.text(
-                        cross["hdi"][1] + 0.5,
+                        cross.hdi[1] + 0.5,
                         0.97,
-                        f"crossover {cross['mean']:.0f} [{cross['hdi'][0]:.0f}, {cross['hdi'][1]:.0f}]",
+                        f"crossover {cross.mean:.0f} [{cross.hdi[0]:.0f}, {cross.hdi[1]:.0f}]",
                         transform=gap_ax.get_xaxis_transform(),
                         fontsize=6,
                         va="top",

@@ -713,17 +713,18 @@ def study_check_cardinality(diag: Any, reference: dict[str, Any]) -> pd.DataFram
     rows = []
     pr = reference["precision_recall"]
     for level, pub in pr["levels"].items():
-        if level not in diag.numbers["levels"]:
+        if level not in diag.units():
             continue
         for fld in (S.PRECISION, S.RECALL, S.N_PRED):
+            trend = diag.trend(level, fld)
             for i, when in enumerate(("start", "end")):
                 value = pub[fld][i] if isinstance(pub[fld], list) else pub[fld]
-                e = diag.numbers["levels"][level][fld][when]
-                rows.append(_published_row(value, e, level=level, quantity=f"{fld} {when}"))
+                rows.append(_published_row(value, getattr(trend, when), level=level, quantity=f"{fld} {when}"))
     per_answer = pr.get("predicted_locations_per_answer")
-    if per_answer and "n_locations" in diag.numbers:
+    locations = diag.trend("all", "n_locations")
+    if per_answer and locations is not None:
         for i, when in enumerate(("start", "end")):
-            e = diag.numbers["n_locations"][when]
+            e = getattr(locations, when)
             rows.append(_published_row(per_answer[i], e, level="all", quantity=f"locations per answer {when}"))
     return pd.DataFrame(rows)
 
@@ -743,9 +744,9 @@ def study_check_series(
         for key, var, diag in trends:
             if key not in pub or diag is None:
                 continue
+            trend = diag.trend(run, var)
             for i, when in enumerate(("start", "end")):
-                e = diag.numbers["runs"][run][var][when]
-                rows.append(_published_row(pub[key][i], e, run=run, quantity=f"{key} {when}"))
+                rows.append(_published_row(pub[key][i], getattr(trend, when), run=run, quantity=f"{key} {when}"))
     return pd.DataFrame(rows)
 
 

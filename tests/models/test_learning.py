@@ -417,3 +417,25 @@ def test_a_run_too_short_for_a_trend_is_a_clear_error(n_steps):
     for diagnose in (diagnose_entropy, diagnose_reliability):
         with pytest.raises(ValueError, match=r"only (one step|\d steps) with a '\w+' value \(\[1.*at least 4"):
             diagnose(series, seed=1)
+
+
+def test_a_diagnosis_gives_its_trends_as_typed_records():
+    """Diagnosis.units(), .trend_variables() and .trend(): start and end as Interval by
+    attribute (what the figures and the study check read), None for a series not fitted."""
+    import arviz as az
+
+    from saturation.models.learning import Diagnosis, Trend
+    from saturation.summary import Interval
+
+    ci = {"mean": 0.4, "sd": 0.01, "hdi": [0.38, 0.42]}
+    numbers = {
+        "runs": {"r1": {"reward_mean": {"start": ci, "end": ci, "change": ci}, "verdict": "flat"}},
+        "n_locations": {"start": ci, "end": ci},
+    }
+    diag = Diagnosis("reliability", {"r1": "flat."}, numbers, {"converged": True}, az.InferenceData())
+    assert diag.units() == ["r1"] and diag.trend_variables("r1") == ["reward_mean"]
+    t = diag.trend("r1", "reward_mean")
+    assert isinstance(t, Trend) and isinstance(t.start, Interval) and t.end.hdi == (0.38, 0.42)
+    assert t.values == {"change": ci} and not t.component
+    assert diag.trend("r1", "pass_at_k") is None and diag.trend("r2", "reward_mean") is None
+    assert diag.trend("all", "n_locations").start.mean == 0.4

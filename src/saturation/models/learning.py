@@ -62,6 +62,7 @@ from saturation.models.sampling import (
     warn_if_not_converged,
 )
 from saturation.summary import (
+    Interval,
     convergence_words,
     data_text,
     format_interval,
@@ -171,6 +172,32 @@ def _step_stats(data: xr.Dataset, var: str, level: str | None, run: str | None =
 
 
 # ====================================================================== 1. cardinality
+@dataclass(frozen=True)
+class Trend:
+    """One series' fitted trend in a diagnosis (:meth:`Diagnosis.trend`), by attribute.
+
+    Parameters
+    ----------
+    unit : str
+        The level or run.
+    variable : str
+        The series (precision, a logged key's variable, ...).
+    start, end : Interval or None
+        The trend at the first and the last step (posterior mean and 94 % HDI).
+    component : bool
+        A reward component (the components diagnosis), not the reward itself.
+    values : dict
+        Everything else the diagnosis holds for it (changes, probabilities).
+    """
+
+    unit: str
+    variable: str
+    start: Interval | None
+    end: Interval | None
+    component: bool
+    values: dict[str, Any]
+
+
 @dataclass
 class Diagnosis(FitObject):
     """A verdict per unit (level or run), the numbers behind it and the draws.
@@ -207,6 +234,55 @@ class Diagnosis(FitObject):
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdicts": self.verdicts(), "numbers": self.numbers, "diagnostics": self.diagnostics}
+
+    def _per_unit(self) -> dict[str, Any]:
+        found: dict[str, Any] = next(
+            (self.numbers[k] for k in ("levels", "runs") if isinstance(self.numbers.get(k), dict)), {}
+        )
+        return found
+
+    def units(self) -> list[str]:
+        """The levels or runs diagnosed, in order."""
+        return list(self._per_unit())
+
+    def trend_variables(self, unit: str) -> list[str]:
+        """The series with a fitted trend for ``unit``.
+
+        Parameters
+        ----------
+        unit : str
+            A level or run (:meth:`units`).
+
+        Returns
+        -------
+        list of str
+            Their variables, in order.
+        """
+        return [v for v, num in self._per_unit().get(unit, {}).items() if isinstance(num, dict) and "start" in num]
+
+    def trend(self, unit: str, variable: str) -> Trend | None:
+        """A series' fitted trend for one level or run (``unit="all"``: a trend of every
+        unit together, such as the locations per answer), None when not fitted.
+
+        Parameters
+        ----------
+        unit : str
+            A level or run (:meth:`units`), or "all".
+        variable : str
+            The series.
+
+        Returns
+        -------
+        Trend or None
+            Its start and end by attribute.
+        """
+        num = self.numbers.get(variable) if unit == "all" else self._per_unit().get(unit, {}).get(variable)
+        if not isinstance(num, dict) or "start" not in num:
+            return None
+        rest = {k: v for k, v in num.items() if k not in ("start", "end")}
+        return Trend(
+            unit, variable, interval_cell(num["start"]), interval_cell(num.get("end")), "component" in num, rest
+        )
 
     def verdicts(self) -> dict[str, str]:
         """One sentence per unit (level or run): its verdict and the numbers that decided it

@@ -58,7 +58,7 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
-from saturation.summary import convergence_words, format_interval, interval_cell, json_safe, short_repr
+from saturation.summary import Interval, convergence_words, format_interval, interval_cell, json_safe, short_repr
 
 if TYPE_CHECKING:
     import arviz as az
@@ -542,6 +542,23 @@ class TransferFit(FitObject):
         table.attrs["hdi_prob"] = S.HDI_PROB
         table.attrs["reference"] = self.config.reference
         return table
+
+    def crossover(self, arm: str) -> Interval | None:
+        """The step from which the reference stays ahead of ``arm`` (posterior mean and 94 %
+        HDI), None when no draw crossed.
+
+        Parameters
+        ----------
+        arm : str
+            An arm other than the reference.
+
+        Returns
+        -------
+        Interval or None
+            The crossover step.
+        """
+        cross = self.estimands["crossover_step"][arm]
+        return interval_cell(cross) if cross.get("hdi") else None
 
     def decisions(self) -> dict[str, dict[str, Any]]:
         """The decision rule of the report and the CLI, per arm against the reference.
