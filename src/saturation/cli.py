@@ -789,28 +789,15 @@ def _cmd_plateau_runs(args: argparse.Namespace) -> int:
             progress=lambda done, total: bar.update(done - bar.done),
         )
     _show(res)
-    for failure in res.failures:
-        _print(f"FAILED {failure['run']}: {failure['error']}")
-    converged = "all converged" if res.converged else "NOT ALL CONVERGED: do not use the rows marked NO"
-    _print(f"{len(res.fits)} of {n} runs fitted; {len(res.failures)} failed; {converged}")
+    for line in res.status_lines():
+        _print(line)
     if args.json:
         _write_json(res.to_dict(), args.json)
     if idata_dir:
-        from saturation.io import write_netcdf
-
-        Path(idata_dir).mkdir(exist_ok=True)
-        for run, fit in res.fits.items():
-            write_netcdf(fit.idata, Path(idata_dir) / f"{_safe_file_name(run)}.nc")
+        res.write_inference_data(idata_dir)
     return EXIT_DATA if res.failures else EXIT_OK if res.converged else EXIT_NOT_CONVERGED
 
 
-def _safe_file_name(name: str) -> str:
-    """A run name as a file name: characters other than letters, digits, ``.``, ``-``, ``_``
-    become ``_``."""
-    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in name) or "run"
-
-
-# ------------------------------------------------------------------ diagnose
 def _diagnose_config(args: argparse.Namespace) -> Any:
     """``diagnose``'s options as the analysis' one config (``DiagnoseConfig`` and its parts:
     the options the user gave), checked by their ``validate()`` before any data is read."""

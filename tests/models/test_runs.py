@@ -44,6 +44,22 @@ def test_every_run_is_fitted_or_listed_as_failed():
     assert got["changepoint"]["mean"] == pytest.approx(want["changepoint"]["mean"], abs=1e-12)
     assert res.to_dict()["table"][0]["run"] == "seed-1"
     assert res.fits["seed-1"].to_dict()["data"]["n_trials"] == 24 * 8 * 4
+    assert res.status_lines()[0].startswith("FAILED short: ")
+    assert res.status_lines()[-1] == "2 of 3 runs fitted; 1 failed; all converged"
+
+
+def test_each_runs_inference_data_is_written_and_names_that_collide_are_refused(tmp_path):
+    import dataclasses
+
+    from saturation.models.runs import PlateauRuns
+
+    res = fit_plateau_runs(_runs(["seed/1", "seed-2"], n_steps=(24, 24)), seed=4, scheduler="sync")
+    written = res.write_inference_data(tmp_path / "fits")
+    assert sorted(p.name for p in written) == ["seed-2.nc", "seed_1.nc"]
+    clash = PlateauRuns({"a/b": res.fits["seed/1"], "a_b": res.fits["seed-2"]})
+    with pytest.raises(ValueError, match=r"would share the file name a_b\.nc"):
+        clash.write_inference_data(tmp_path / "other")
+    assert not (tmp_path / "other").exists() and dataclasses.is_dataclass(clash)
 
 
 def test_a_run_asked_for_must_exist():

@@ -16,6 +16,7 @@ import json
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -193,6 +194,47 @@ class PlateauRuns(FitObject):
     def converged(self) -> bool:
         """Every fitted run converged."""
         return all(fit.diagnostics["converged"] for fit in self.fits.values())
+
+    def status_lines(self) -> list[str]:
+        """A line per failed run ("FAILED run: error"), then how many runs were fitted and
+        whether every fit converged.
+
+        Returns
+        -------
+        list of str
+            What a front end prints after the table.
+        """
+        total = len(self.fits) + len(self.failures)
+        converged = "all converged" if self.converged else "NOT ALL CONVERGED: do not use the rows marked NO"
+        return [f"FAILED {f['run']}: {f['error']}" for f in self.failures] + [
+            f"{len(self.fits)} of {total} runs fitted; {len(self.failures)} failed; {converged}"
+        ]
+
+    def write_inference_data(self, directory: str | Path) -> list[Path]:
+        """Write each fitted run's InferenceData to ``directory/<run>.nc`` (the directory is
+        made; a run's name becomes one file-name component, :func:`saturation.io.safe_name`;
+        two runs that would share a file are refused before anything is written).
+
+        Parameters
+        ----------
+        directory : str or pathlib.Path
+            Where (its parent must exist).
+
+        Returns
+        -------
+        list of pathlib.Path
+            The files written.
+        """
+        from saturation.io import safe_name, write_netcdf
+
+        names = {run: f"{safe_name(run)}.nc" for run in self.fits}
+        clash = sorted({n for n in names.values() if list(names.values()).count(n) > 1})
+        if clash:
+            runs = [run for run, n in names.items() if n in clash]
+            raise ValueError(f"runs {', '.join(runs)} would share the file name {clash[0]}: rename a run")
+        out = Path(directory)
+        out.mkdir(exist_ok=True)
+        return [write_netcdf(fit.idata, out / names[run]) for run, fit in self.fits.items()]
 
     @property
     def diagnostics(self) -> dict[str, Any]:
