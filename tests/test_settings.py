@@ -126,3 +126,15 @@ def test_given_returns_only_the_options_set():
     assert settings.given(SigmoidConfig, args) == {"horizon": 30, "families": True}
     config = SigmoidConfig(**settings.given(SigmoidConfig, args))
     assert config.delta == SigmoidConfig().delta and config.backtest is None
+
+
+def test_a_list_of_numbers_may_repeat_and_the_docstring_names_each_fields_type():
+    """Equal weights (0.5,0.5) are numbers, not names given twice; a field's documented type
+    is its own (a nested config, a dict), not its spec kind."""
+    parser = _parser(ComponentsConfig)
+    assert parser.parse_args(["--components", "a,b", "--weights", "0.5,0.5"]).weights == (0.5, 0.5)
+    with pytest.raises(settings.OptionValueError, match="not a comma-separated list of numbers"):
+        parser.parse_args(["--weights", "0.5,x"])
+    assert "\n    plateau : PlateauConfig or None\n" in SeriesConfig.__doc__
+    assert "\n    arm_attrs : dict\n" in SigmoidConfig.__doc__
+    assert "\n    levels : tuple of str or None\n" in PlateauConfig.__doc__

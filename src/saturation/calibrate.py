@@ -335,11 +335,12 @@ def _run_levels_task(task: dict[str, Any], setting: PlateauSetting, rng: np.rand
     start = time.perf_counter()
     fit = _fit(y, setting, seed=int(task["seed"]) * 100_003 + int(task["sim"]), sbc=True)
     post = fit.idata.posterior
+    records = fit.levels()
     ranks, inside = {}, {}
     for lv in setting.levels:
         for p in SBC_PARAMS:
             name = f"{p}[{lv}]"
-            hdi = fit.levels()[lv].changepoint.hdi if p == "changepoint" else None
+            hdi = records[lv].changepoint.hdi if p == "changepoint" else None
             ranks[name], inside[name] = _rank_and_cover(
                 post[p].sel({S.LEVEL: lv}).to_numpy().ravel(), theta[name], hdi, rng
             )
@@ -883,9 +884,10 @@ def run_trials_task(task: dict[str, Any]) -> dict[str, Any]:
             ds, shared=setting.shared, continuity=setting.continuity, noise=setting.noise, sampler=sampler, seed=seed
         )
         known = fit_plateau(ds, breakpoint=STUDY_SPLIT, sampler=sampler, seed=seed) if kind == "study" else None
-    records = []
+    records, estimates = [], fit.levels()
+    known_verdicts = {name: e.verdict for name, e in known.levels().items()} if known else {}
     for lv in levels:
-        est = fit.levels()[lv.name]
+        est = estimates[lv.name]
         inside = {}
         for p in TRIALS_PARAMS:
             true = {"changepoint": lv.changepoint, "early_slope": lv.early_slope, "late_slope": lv.late_slope}[p]
@@ -898,7 +900,7 @@ def run_trials_task(task: dict[str, Any]) -> dict[str, Any]:
                 "verdict": est.verdict,
                 # what plateau_verdict read: a rule's thresholds can be re-calibrated offline
                 "verdict_inputs": json.dumps({k: getattr(est, k) for k in VERDICT_INPUTS}),
-                "verdict_known": known.levels()[lv.name].verdict if known else "",
+                "verdict_known": known_verdicts[lv.name] if known else "",
                 "changepoint_mean": est.changepoint.mean,
             }
         )

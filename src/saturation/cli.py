@@ -59,20 +59,6 @@ def _plain_names(message: str) -> str:
     return _NAME_LIST_RE.sub(lambda m: ", ".join(re.findall(r"'([^']*)'", m.group(1))), message)
 
 
-def _split_names(text: str | None, flag: str) -> list[str] | None:
-    """A comma-separated option value as names (None: not given); empty or repeated names are
-    usage errors."""
-    if text is None:
-        return None
-    names = [n.strip() for n in text.split(",")]
-    if not all(names):
-        raise UsageError(f"{flag} {text}: empty name in the comma-separated list")
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise UsageError(f"{flag}: {_names(repeated)} given more than once")
-    return names
-
-
 def _require_inputs(paths: Sequence[str] | None, flag: str = "") -> None:
     """Every input path must exist (a usage error, before anything is imported or read)."""
     for path in paths or []:
@@ -367,12 +353,13 @@ def _cmd_ingest_runlogs(args: argparse.Namespace) -> int:
             raise UsageError(f"--{flag.replace('_', '-')} does not apply to run logs (write them with --metrics-out)")
     from saturation.io import write_netcdf
     from saturation.runlogs import RunLogError, read_runlogs, summary_lines
+    from saturation.settings import split_names
 
     try:
         res = read_runlogs(
             args.inputs,
             format=args.format,
-            run_column=_split_names(args.run_column, "--run-column"),
+            run_column=list(split_names(args.run_column, "--run-column")) if args.run_column is not None else None,
             strict=not args.lenient,
         )
     except RunLogError as exc:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from saturation import schema as S
+from saturation import settings
 from saturation.limits import (
     DEFAULT_CHAINS,
     DEFAULT_DRAWS,
@@ -26,7 +27,16 @@ from saturation.limits import (
     sampler_problems,
 )
 from saturation.settings import STRS, document, setting
-from saturation.settings import problems as settings_problems
+
+
+class _CheckedPriors:
+    """What every Priors dataclass shares: its values are checked when it is made
+    (:func:`saturation.limits.prior_problems`: finite numbers, positive scales)."""
+
+    def __post_init__(self) -> None:
+        problems = prior_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
 
 
 # ====================================================================== sampler
@@ -159,7 +169,7 @@ class VerdictRule:
 
 
 @dataclass(frozen=True)
-class PlateauPriors:
+class PlateauPriors(_CheckedPriors):
     r"""Priors of the plateau model (``None``: scaled to the data,
     :func:`saturation.models.plateau.resolve_priors`; the model's Notes give each).
 
@@ -208,11 +218,6 @@ class PlateauPriors:
     interior_shift_sd: float = 1.5
     interior_weight_mu: float = 0.5
     interior_weight_sd: float = 0.5
-
-    def __post_init__(self) -> None:
-        problems = prior_problems(self)
-        if problems:
-            raise ValueError("; ".join(problems))
 
 
 @document
@@ -333,7 +338,7 @@ class PlateauConfig:
 
 # ====================================================================== transfer
 @dataclass(frozen=True)
-class TransferPriors:
+class TransferPriors(_CheckedPriors):
     """Priors (logit scale) of the transfer model.
 
     Intercepts ~ N(logit of the reference arm's empirical first-step value, ``intercept_sd``);
@@ -367,11 +372,6 @@ class TransferPriors:
     reward_task_sd: float = 0.25
     reward_sd: float = 0.5
     start_mu: tuple[float, float] | None = None
-
-    def __post_init__(self) -> None:
-        problems = prior_problems(self)
-        if problems:
-            raise ValueError("; ".join(problems))
 
 
 @document
@@ -468,7 +468,7 @@ DEFAULT_COMPUTE = "timing/step"
 
 
 @dataclass(frozen=True)
-class SigmoidPriors:
+class SigmoidPriors(_CheckedPriors):
     """Priors of the saturation curve (per arm, independent across arms).
 
     ``r0`` and ``asymptote`` on the logit scale: logit(R0) ~ N(logit(first-step mean),
@@ -518,11 +518,6 @@ class SigmoidPriors:
     log_kappa_sd: float = 1.5
     instance_sd: float = 1.0
     step_logit_sd: float = 0.2
-
-    def __post_init__(self) -> None:
-        problems = prior_problems(self)
-        if problems:
-            raise ValueError("; ".join(problems))
 
 
 @document
@@ -643,9 +638,7 @@ class CardinalityConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming every setting out of its range."""
-        problems = settings_problems(self)
-        if problems:
-            raise ValueError("invalid cardinality configuration: " + "; ".join(problems))
+        settings.check(self, "cardinality")
 
 
 @document
@@ -670,9 +663,7 @@ class ReliabilityConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming every setting out of its range."""
-        problems = settings_problems(self)
-        if problems:
-            raise ValueError("invalid reliability configuration: " + "; ".join(problems))
+        settings.check(self, "reliability")
 
 
 @document
@@ -699,9 +690,7 @@ class EntropyConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming every setting out of its range."""
-        problems = settings_problems(self)
-        if problems:
-            raise ValueError("invalid entropy configuration: " + "; ".join(problems))
+        settings.check(self, "entropy")
 
 
 @document
@@ -745,7 +734,7 @@ class ComponentsConfig:
                 f"weights: {len(self.weights)} weight(s) for {len(self.components)} component(s) "
                 f"{', '.join(self.components)}"
             )
-        problems = settings_problems(self)
+        problems = settings.problems(self)
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -812,16 +801,12 @@ class DiagnoseConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming every setting out of its range (the parts' included)."""
-        problems = settings_problems(self)
-        for part in (self.cardinality, self.reliability, self.entropy):
-            problems += settings_problems(part)
-        if problems:
-            raise ValueError("invalid diagnose configuration: " + "; ".join(problems))
+        settings.check(self, "diagnose", self.cardinality, self.reliability, self.entropy)
 
 
 # ====================================================================== pass@k from prompt groups
 @dataclass(frozen=True)
-class PassAtKPriors:
+class PassAtKPriors(_CheckedPriors):
     """Priors of the pass@k group model (``models.learning.fit_pass_at_k``): Normal priors
     (mean, sd) of the logit-mean trend's intercept ``a0``, slope ``a1`` and bend ``a2``, of
     the log-concentration trend's ``g0``, ``g1`` and ``g2``, and the HalfNormal scale of the
@@ -859,11 +844,6 @@ class PassAtKPriors:
     g2_mu: float = 0.0
     g2_sd: float = 1.0
     sigma_sd: float = 0.5
-
-    def __post_init__(self) -> None:
-        problems = prior_problems(self)
-        if problems:
-            raise ValueError("; ".join(problems))
 
     def normals(self) -> dict[str, tuple[float, float]]:
         """The Normal priors as ``{parameter: (mean, sd)}`` (``sigma`` aside).

@@ -549,7 +549,7 @@ def _series_panel(
             ax.fill_between(band["step"], band["hdi_low"], band["hdi_high"], color=colour, alpha=BAND_ALPHA, lw=0)
             ax.plot(band["step"], band["mean"], "-", color=colour, lw=1.3, label=f"{label}, trend ({HDI_LABEL})")
             continue
-        trend = diag.trend(str(run), var) if str(run) in diag.units() else None
+        trend = diag.trend(str(run), var)
         if trend is not None:
             steps = sub[S.STEP].to_numpy()
             for when, step in (("start", steps[0]), ("end", steps[-1])):

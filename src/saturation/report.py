@@ -233,7 +233,12 @@ def _render(out: _Out, spec: Spec, main: Any, *extras: Any, check: StudyCheck | 
                 out.figure(view.draw, name, view.caption)
     # each answer said once: an analysis whose answer is only its detail sentences (the
     # bullets) gives its headline here, a sub-analysis nothing more
-    said = [p.answer() if p.answer() != " ".join(p.details()) else p.headline() if p is main else "" for p in parts]
+    said = []
+    for part in parts:
+        answer = part.answer()
+        if answer == " ".join(part.details()):  # only the bullets: the headline (a sub-analysis: nothing)
+            answer = part.headline() if part is main else ""
+        said.append(answer)
     answers = [check.before if check else "", *said, check.after if check else ""]
     results: dict[str, Any] = {}
     for part in parts:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import sys
 import types
 import typing
@@ -113,6 +114,7 @@ def _kind(hint: Any) -> str:
     return {bool: BOOL, int: INT, float: NUM, str: STR}.get(hint, STR)
 
 
+@functools.cache
 def kinds(cls: type) -> dict[str, str]:
     """Every declared field's kind, by field name.
 
@@ -164,14 +166,13 @@ def document(cls: type) -> type:
     type
         The same class.
     """
-    kind_of = kinds(cls)
     hints = _hints(cls)
     lines = ["", "Parameters", "----------"]
     for f in dataclasses.fields(cls):
         meta = f.metadata
         if "help" not in meta:
             continue
-        type_words = _type_words(hints[f.name], kind_of[f.name])
+        type_words = _type_words(hints[f.name])
         default = _default_words(_default(f))
         lines.append(f"{f.name} : {type_words}")
         extra = []
@@ -186,13 +187,21 @@ def document(cls: type) -> type:
     return cls
 
 
-def _type_words(hint: Any, kind: str) -> str:
-    optional = type(None) in typing.get_args(hint)
-    words = {STR: "str", NUM: "float", INT: "int", BOOL: "bool", STRS: "tuple of str", NUMS: "tuple of float"}[kind]
-    if not isinstance(hint, type) and kind == STR and not typing.get_args(hint):
-        words = getattr(hint, "__name__", words)
-    if isinstance(hint, type) and hint not in (str, int, float, bool, tuple, list):
-        words = hint.__name__
+def _type_words(hint: Any) -> str:
+    """A field's type as its docstring names it: ``float or None``, ``tuple of str``,
+    ``dict``, ``PlateauConfig or None``."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    is_union = isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+    optional = is_union and len(args) < len(typing.get_args(hint))
+    if is_union and len(args) == 1:
+        hint = args[0]
+    origin = typing.get_origin(hint)
+    if origin in (tuple, list):
+        words = f"tuple of {getattr(typing.get_args(hint)[0], '__name__', 'object')}"
+    elif origin is dict:
+        words = "dict"
+    else:
+        words = getattr(hint, "__name__", str(hint))
     return words + (" or None" if optional else "")
 
 
@@ -222,20 +231,44 @@ def _dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
+def split_names(text: str, flag: str) -> tuple[str, ...]:
+    """A comma-separated option value as names; an empty or a repeated name is refused.
+
+    Parameters
+    ----------
+    text : str
+        The value as given.
+    flag : str
+        The option, for the message.
+
+    Returns
+    -------
+    tuple of str
+        The names, stripped.
+
+    Raises
+    ------
+    OptionValueError
+        An empty or a repeated name (a usage error).
+    """
+    items = tuple(t.strip() for t in text.split(","))
+    if not all(items):
+        raise OptionValueError(f"{flag} {text}: empty name in the comma-separated list")
+    repeated = sorted({t for t in items if items.count(t) > 1})
+    if repeated:
+        raise OptionValueError(f"{flag}: {', '.join(repeated)} given more than once")
+    return items
+
+
 def _comma_list(kind: str, flag: str) -> Callable[[str], tuple[Any, ...]]:
     def parse(text: str) -> tuple[Any, ...]:
-        items = [t.strip() for t in text.split(",")]
-        if not all(items):
-            raise OptionValueError(f"{flag} {text}: empty name in the comma-separated list")
-        repeated = sorted({t for t in items if items.count(t) > 1})
-        if repeated:
-            raise OptionValueError(f"{flag}: {', '.join(repeated)} given more than once")
-        if kind == NUMS:
-            try:
-                return tuple(float(t) for t in items)
-            except ValueError:
-                raise OptionValueError(f"{flag} {text}: not a comma-separated list of numbers") from None
-        return tuple(items)
+        if kind != NUMS:
+            return split_names(text, flag)
+        items = [t.strip() for t in text.split(",")]  # numbers may repeat (equal weights)
+        try:
+            return tuple(float(t) for t in items)
+        except ValueError:
+            raise OptionValueError(f"{flag} {text}: not a comma-separated list of numbers") from None
 
     parse.__name__ = "comma-separated list"
     return parse
@@ -321,7 +354,7 @@ def given(cls: type, args: argparse.Namespace) -> dict[str, Any]:
         flag = _flag(f, meta)
         if flag is None:
             continue
-        value = getattr(args, _dest(flag), None) if flag else None
+        value = getattr(args, _dest(flag), None)
         if value is not None and value is not False:
             out[f.name] = value
     return out
@@ -419,3 +452,26 @@ def problems(config: Any) -> list[str]:
             name = meta["spec"] or (meta["flag"] or "").lstrip("-").replace("-", "_") or f.name
             out.append(f"{name} must be {CHECKS[check]}, got {value!r}")
     return out
+
+
+def check(config: Any, what: str, *parts: Any) -> None:
+    """Raise ValueError naming every declared field of ``config`` (and of its ``parts``)
+    outside its range (:func:`problems`): a config's ``validate()``.
+
+    Parameters
+    ----------
+    config : dataclass instance
+        A config declared with :func:`setting`.
+    what : str
+        The analysis, for the message ("invalid <what> configuration: ...").
+    *parts : dataclass instance
+        Configs it holds, checked with it.
+
+    Raises
+    ------
+    ValueError
+        When any field is out of range.
+    """
+    found = [p for c in (config, *parts) for p in problems(c)]
+    if found:
+        raise ValueError(f"invalid {what} configuration: " + "; ".join(found))

@@ -49,7 +49,7 @@ from saturation.configs import (
     ReliabilityConfig,
     SeriesConfig,
 )
-from saturation.limits import config_or_keywords
+from saturation.limits import OptionError, config_or_keywords
 from saturation.models.persist import FigureView, FitObject, TableView
 from saturation.models.plateau import PlateauFit, StepData, curve_draws, fit_plateau, step_data
 from saturation.models.sampling import (
@@ -1420,8 +1420,6 @@ def diagnose(
     saturation.limits.OptionError
         When no diagnosis fits the inputs, or prompt groups are asked of a series only.
     """
-    from saturation.limits import OptionError
-
     cfg = config or DiagnoseConfig()
     rel, ent = cfg.reliability, cfg.entropy
     skipped: list[str] = []

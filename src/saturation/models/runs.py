@@ -26,6 +26,7 @@ import xarray as xr
 from saturation import schema as S
 from saturation.aggregate import aggregate, select_phase
 from saturation.cluster import map_tasks
+from saturation.limits import OptionError
 from saturation.models.persist import FigureView, FitObject, TableView
 from saturation.models.plateau import LABELS, PlateauConfig, PlateauFit, StepData, fit_plateau, step_data
 from saturation.models.sampling import merge_diagnostics
@@ -322,8 +323,6 @@ def metric_runs(series: xr.Dataset, metric: str, run: str | None = None, *, wher
     saturation.limits.OptionError
         An unknown metric, or a ``run`` that did not log it.
     """
-    from saturation.limits import OptionError
-
     prefix = f"{where}: " if where else ""
     try:
         var = S.metric_variable(series, metric)

@@ -32,7 +32,7 @@ from saturation.configs import (
     SigmoidPriors,
 )
 from saturation.configs import SIGMOID_SAMPLER as DEFAULT_SAMPLER
-from saturation.limits import config_or_keywords
+from saturation.limits import OptionError, config_or_keywords
 from saturation.models.families import FamilyComparison, compare_curve_families
 from saturation.models.persist import FigureView, FitObject, TableView
 from saturation.models.sampling import (
@@ -993,8 +993,6 @@ def compare_data(ds: xr.Dataset | ArmSteps, config: SigmoidConfig, metrics: xr.D
     ValueError
         Too few steps per arm, or an x axis the data do not have.
     """
-    from saturation.limits import OptionError
-
     if isinstance(ds, ArmSteps):
         data = ds
     elif config.metric is not None:
