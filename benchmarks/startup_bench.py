@@ -10,7 +10,12 @@ this interpreter imports; the ``saturation`` console script runs the same
 - ``saturation describe FILE.csv`` on the embedded SWE-smith trials written out as a plain
   CSV (46,592 rows): the time to the first line of output and to the end of the process;
 - ``saturation plateau`` (the embedded SWE-smith data, Gaussian likelihood, the exact
-  sampler; 4 chains x 1000 draws): to the end of the process, interpreter teardown included.
+  sampler; 4 chains x 1000 draws): to the end of the process, interpreter teardown included;
+- ``saturation compare FILE --metric KEY`` (saturation curves, nutpie on the cached numba
+  kernel, 4 x (1500 + 2000) draws) on the embedded g1 data-pool arms (3 runs x 50 logged
+  steps) and on a made-up series of 2 runs x 400 steps (a sigmoid rise with Gaussian
+  noise, seeded); and the 400-step one again with an empty numba cache in every run
+  (``NUMBA_CACHE_DIR`` a new folder: the first use on a machine, which compiles the kernel).
 
 Each is run ``--runs`` times after one untimed warm-up run (which writes the bytecode
 caches); the median and the spread (min-max) of the wall time and the median CPU seconds
@@ -35,12 +40,12 @@ from pathlib import Path
 MAIN = "import sys; from saturation.cli import main; sys.exit(main())"
 
 
-def _timed(cmd: list[str], cwd: Path) -> tuple[float, float, float]:
+def _timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, float, float]:
     """Seconds to the first line of stdout and to the process's exit, and the process's CPU
     seconds (user + system: less sensitive to the machine's load than the wall time)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     first_line = proc.stdout.readline()
     t_first = time.perf_counter() - t0
@@ -51,6 +56,19 @@ def _timed(cmd: list[str], cwd: Path) -> tuple[float, float, float]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return (t_first if first_line else t_end), t_end, cpu
+
+
+def _series_csv(path: Path, n_runs: int = 2, n_steps: int = 400) -> None:
+    """A logged reward of ``n_runs`` runs: a sigmoid rise to 0.5-0.6 with Gaussian noise."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    step = np.arange(1, n_steps + 1)
+    lines = ["run,step,reward/mean"]
+    for r in range(n_runs):
+        mean = 0.1 + (0.5 + 0.1 * r - 0.1) / (1 + (60.0 / step) ** 1.5)
+        lines += [f"run{r},{t},{v:.5f}" for t, v in zip(step, mean + rng.normal(0, 0.02, n_steps), strict=True)]
+    path.write_text("\n".join(lines) + "\n")
 
 
 def _row(name: str, values: list[float], cpu: list[float] | None = None) -> dict[str, float | str | int | None]:
@@ -68,6 +86,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7, help="timed runs of each command (default 7)")
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    parser.add_argument("--only", metavar="WORD", help="time only the commands whose name contains WORD")
     args = parser.parse_args()
 
     from saturation import io, replica
@@ -82,24 +101,43 @@ def main() -> int:
             "saturation describe FILE.csv": [sys.executable, "-c", MAIN, "describe", str(csv)],
             "saturation plateau (embedded, exact)": [sys.executable, "-c", MAIN, "plateau"],
         }
+        series = cwd / "series400.csv"
+        _series_csv(series)
+        g1 = replica.data_dir() / "g1-pool-arms.metrics.csv"
+        compare = [sys.executable, "-c", MAIN, "compare", "--metric"]
+        commands["saturation compare (3 runs x 50 steps)"] = [*compare, "reward/avg_raw_reward", str(g1)]
+        commands["saturation compare (2 runs x 400 steps)"] = [*compare, "reward/mean", str(series)]
+        cold = "saturation compare (2 runs x 400 steps), empty numba cache"
+        commands[cold] = commands["saturation compare (2 runs x 400 steps)"]
+        if args.only:
+            commands = {k: v for k, v in commands.items() if args.only in k}
         times: dict[str, list[tuple[float, float, float]]] = {}
         for name, cmd in commands.items():
-            _timed(cmd, cwd)  # warm-up: bytecode caches, the page cache
-            times[name] = [_timed(cmd, cwd) for _ in range(args.runs)]
+            env = None
+            if name == cold:  # a new, empty numba cache per run: the kernel is compiled each time
+                env = {**os.environ, "NUMBA_CACHE_DIR": ""}
+            runs = []
+            for i in range(args.runs + 1):
+                if env is not None:
+                    env["NUMBA_CACHE_DIR"] = str(cwd / f"numba-cache-{i}")
+                t = _timed(cmd, cwd, env)
+                if i:  # the first run is a warm-up: bytecode caches, the page cache
+                    runs.append(t)
+            times[name] = runs
     load_after = os.getloadavg()
 
     rows = [_row(name, [t[1] for t in ts], [t[2] for t in ts]) for name, ts in times.items()]
-    rows.insert(
-        2, _row("saturation describe FILE.csv, first line", [t[0] for t in times["saturation describe FILE.csv"]])
-    )
+    if "saturation describe FILE.csv" in times:
+        first = [t[0] for t in times["saturation describe FILE.csv"]]
+        rows.insert(2, _row("saturation describe FILE.csv, first line", first))
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} cores; load average (1/5/15 min) before "
         f"{'/'.join(f'{x:.2f}' for x in load_before)}, after {'/'.join(f'{x:.2f}' for x in load_after)}"
     )
-    print(f"{'what':<44} {'median':>8} {'min':>7} {'max':>7} {'CPU':>6}  (seconds, whole process, {args.runs} runs)")
+    print(f"{'what':<62} {'median':>8} {'min':>7} {'max':>7} {'CPU':>6}  (seconds, whole process, {args.runs} runs)")
     for r in rows:
         cpu = f"{r['cpu_median_s']:>6.2f}" if r["cpu_median_s"] is not None else f"{'':>6}"
-        print(f"{r['what']:<44} {r['median_s']:>8.2f} {r['min_s']:>7.2f} {r['max_s']:>7.2f} {cpu}")
+        print(f"{r['what']:<62} {r['median_s']:>8.2f} {r['min_s']:>7.2f} {r['max_s']:>7.2f} {cpu}")
     if args.json:
         Path(args.json).write_text(
             json.dumps({"load_before": load_before, "load_after": load_after, "rows": rows}, indent=2) + "\n"

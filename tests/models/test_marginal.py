@@ -13,13 +13,12 @@ from scipy.special import expit, logsumexp
 from saturation.models.marginal import (
     MARGINAL_DATA,
     NODES,
-    TransferMarginal,
     binomial_patterns,
-    log_transfer_marginal,
     pack_marginal_data,
     task_segments,
     transfer_marginal_kernel,
 )
+from saturation.models.marginal_op import TransferMarginal, log_transfer_marginal
 
 GRID = np.linspace(-12.0, 12.0, 8001)
 RGRID = np.linspace(-2.5, 2.5, 8001)

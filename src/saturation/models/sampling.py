@@ -157,21 +157,7 @@ def sample_model(
                 compiled = _with_initial_points(compiled, model)
             timings["compile"] = time.perf_counter() - t0
             t0 = time.perf_counter()
-            total = config.chains * (config.draws + config.tune)
-            progress.stage("sample", total=total, unit="draws")
-            with _nutpie_progress(display, config.chains):
-                idata = nutpie.sample(
-                    compiled,
-                    draws=config.draws,
-                    tune=config.tune,
-                    chains=config.chains,
-                    seed=seed,
-                    progress_bar=display is not None,
-                    progress_rate=500,
-                    save_warmup=False,
-                    target_accept=config.target_accept,
-                    low_rank_modified_mass_matrix=config.low_rank,
-                )
+            idata = _nutpie_sample(compiled, seed, config, display)
             timings["sample"] = time.perf_counter() - t0
         elif sampler in ("pymc", "numpyro"):
             t0 = time.perf_counter()
@@ -200,17 +186,60 @@ def sample_model(
     return _with_model_coords(idata, model), timings
 
 
+def sample_compiled(
+    compiled: Any, *, seed: int, config: SamplerConfig, coords: dict[str, Sequence[Any]]
+) -> tuple[az.InferenceData, dict[str, Any]]:
+    """Sample a model that needs no compiling with nutpie: ``compiled`` has the interface
+    of ``nutpie.compile_pymc_model``'s result on code compiled once per machine (e.g.
+    :func:`saturation.models.sigmoid_kernel.compiled_model`). Same display, timings and
+    settings as :func:`sample_model`; ``coords`` label the draws."""
+    timings: dict[str, Any] = {"compile": 0.0, "sample": 0.0, "sampler": "nutpie"}
+    own = progress.Progress(1, "fit") if config.progress and progress.current() is None else None
+    try:
+        t0 = time.perf_counter()
+        idata = _nutpie_sample(compiled, seed, config, progress.current())
+        timings["sample"] = time.perf_counter() - t0
+    finally:
+        if own is not None:
+            own.close()
+    return _with_coords(idata, coords), timings
+
+
+def _nutpie_sample(
+    compiled: Any, seed: int, config: SamplerConfig, display: progress.Progress | None
+) -> az.InferenceData:
+    """nutpie's draws of ``compiled`` with ``config``'s settings, its progress in ``display``."""
+    import nutpie
+
+    total = config.chains * (config.draws + config.tune)
+    progress.stage("sample", total=total, unit="draws")
+    with _nutpie_progress(display, config.chains):
+        return nutpie.sample(
+            compiled,
+            draws=config.draws,
+            tune=config.tune,
+            chains=config.chains,
+            seed=seed,
+            progress_bar=display is not None,
+            progress_rate=500,
+            save_warmup=False,
+            target_accept=config.target_accept,
+            low_rank_modified_mass_matrix=config.low_rank,
+        )
+
+
 def _with_model_coords(idata: az.InferenceData, model: pm.Model) -> az.InferenceData:
     """The InferenceData labelled with ``model``'s coordinates: a reused compiled model keeps
     the coordinate values of the model it was first compiled from (``with_data`` swaps the
     data only), so a fit of arms c, d after one of arms a, b would be labelled a, b."""
+    return _with_coords(idata, {name: vals for name, vals in model.coords.items() if vals is not None})
+
+
+def _with_coords(idata: az.InferenceData, coords: dict[str, Sequence[Any]]) -> az.InferenceData:
+    """``idata`` with each group's dimensions of the same length labelled by ``coords``."""
     for group in idata.groups():
         ds = idata[group]
-        new = {
-            name: list(vals)
-            for name, vals in model.coords.items()
-            if vals is not None and name in ds.dims and ds.sizes[name] == len(vals)
-        }
+        new = {name: list(vals) for name, vals in coords.items() if name in ds.dims and ds.sizes[name] == len(vals)}
         if new:
             setattr(idata, group, ds.assign_coords(new))
     return idata

@@ -37,8 +37,10 @@ from saturation.models.families import FamilyComparison, compare_curve_families
 from saturation.models.persist import FigureView, FitObject, TableView
 from saturation.models.sampling import (
     SamplerConfig,
+    available_samplers,
     diagnostics,
     interval,
+    sample_compiled,
     sample_model,
     stamp_attrs,
     warn_if_not_converged,
@@ -49,8 +51,11 @@ if TYPE_CHECKING:
     import arviz as az
     import pymc as pm
     import pytensor.tensor as pt
+
+    from saturation.models import sigmoid_kernel
 else:  # imported on first use (ARCHITECTURE.md): the spec and the CLI read this module's configs
     az, pm, pt = map(lazy, ("arviz", "pymc", "pytensor.tensor"))
+    sigmoid_kernel = lazy("saturation.models.sigmoid_kernel")  # numba
 
 #: the curve parameters, in the order of :func:`curves.sigmoid_saturation`
 PARAMS = ("r0", "asymptote", "efficiency", "midpoint")
@@ -412,19 +417,10 @@ def with_compute(data: ArmSteps, per_step: dict[str, pd.Series], key: str) -> Ar
     return replace(data, compute=tuple(entries), compute_key=key, summary=summary)
 
 
-def build_sigmoid_model(data: ArmSteps, config: SigmoidConfig) -> tuple[pm.Model, str, dict[str, np.ndarray]]:
-    """The PyMC model (one curve per arm); returns the model, the likelihood used and the
-    values of its ``pm.Data`` (a compiled model is reused for data of the same shape).
-
-    Notes
-    -----
-    Per arm :math:`a` and step :math:`t` with :math:`x_t = t - t_0 + 1` (or, on a compute
-    axis, :math:`x_{at}` the compute arm :math:`a`'s run spent through step :math:`t`):
-    :math:`\\mu_{at} = R_{0a} + (A_a - R_{0a}) / (1 + (C_a / x_t)^{B_a})`. Binomial:
-    successes :math:`k_{at} \\sim \\mathrm{BetaBinomial}(n_{at}, \\mu\\kappa_a,
-    (1-\\mu)\\kappa_a)`; Gaussian: :math:`\\bar y_{at} \\sim N(\\mu_{at},
-    \\sqrt{v_{at} + \\tau_a^2})` with :math:`v` the mean's sampling variance.
-    """
+def sigmoid_values(data: ArmSteps, config: SigmoidConfig) -> tuple[str, dict[str, np.ndarray]]:
+    """The likelihood a fit of ``data`` uses and the values of the model's data (the
+    ``pm.Data`` of :func:`build_sigmoid_model`, the data block of
+    :mod:`saturation.models.sigmoid_kernel`)."""
     p = config.priors
     likelihood = config.likelihood
     if likelihood == "auto":
@@ -462,6 +458,26 @@ def build_sigmoid_model(data: ArmSteps, config: SigmoidConfig) -> tuple[pm.Model
             cell_n=c.n,
             cell_k=c.k,
         )
+    return likelihood, values
+
+
+def build_sigmoid_model(data: ArmSteps, config: SigmoidConfig) -> tuple[pm.Model, str, dict[str, np.ndarray]]:
+    """The PyMC model (one curve per arm); returns the model, the likelihood used and the
+    values of its ``pm.Data`` (a compiled model is reused for data of the same shape).
+
+    Notes
+    -----
+    Per arm :math:`a` and step :math:`t` with :math:`x_t = t - t_0 + 1` (or, on a compute
+    axis, :math:`x_{at}` the compute arm :math:`a`'s run spent through step :math:`t`):
+    :math:`\\mu_{at} = R_{0a} + (A_a - R_{0a}) / (1 + (C_a / x_t)^{B_a})`. Binomial:
+    successes :math:`k_{at} \\sim \\mathrm{BetaBinomial}(n_{at}, \\mu\\kappa_a,
+    (1-\\mu)\\kappa_a)`; Gaussian: :math:`\\bar y_{at} \\sim N(\\mu_{at},
+    \\sqrt{v_{at} + \\tau_a^2})` with :math:`v` the mean's sampling variance.
+    """
+    p = config.priors
+    likelihood, values = sigmoid_values(data, config)
+    obs = data.n > 0
+    ai, _ = np.nonzero(obs)
     with pm.Model(coords={S.ARM: data.arms}) as model:
         d = {name: pm.Data(name, v) for name, v in values.items()}
         r0_logit = pm.Normal("r0_logit", d["r0_mu"], p.r0_sd, dims=S.ARM)
@@ -948,13 +964,7 @@ def fit_sigmoid(
     ref = config.reference or data.arms[0]
     if ref not in data.arms:
         raise KeyError(f"reference arm {ref} not among the arms {', '.join(data.arms)}")
-    model, used, values = build_sigmoid_model(data, config)
-    # the data are pm.Data: fits of the same shape (arms, observed cells) reuse one compiled model
-    key: tuple[Any, ...] = ("sigmoid", used, len(data.arms), len(values["x"]))
-    if used == "binomial-paired":
-        assert data.cells is not None
-        key += (len(values["cell_n"]), len(data.cells.instances))
-    idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=config.sampler)
+    idata, timings, used = _sample(data, config, seed)
     _natural_draws(idata)
     names = ["r0_logit", "asymptote_logit", "log_efficiency", "log_midpoint"]
     if used == "binomial-paired":
@@ -969,6 +979,26 @@ def fit_sigmoid(
     stamp_attrs(idata, "sigmoid", config, data.summary, diag, timings)
     warn_if_not_converged(diag, f"saturation-curve fit (arms {', '.join(data.arms)})")
     return SigmoidFit(idata, config, data, estimands, diag, timings, seed)
+
+
+def _sample(data: ArmSteps, config: SigmoidConfig, seed: int) -> tuple[az.InferenceData, dict[str, Any], str]:
+    """The fit's draws, timings and likelihood. With nutpie, the unpaired likelihoods are
+    sampled on the cached numba kernel (:mod:`saturation.models.sigmoid_kernel`: no compile);
+    the paired one, and other samplers, on the PyMC graph."""
+    used, values = sigmoid_values(data, config)
+    if used != "binomial-paired" and config.sampler.sampler in ("auto", "nutpie") and "nutpie" in available_samplers():
+        direct = sigmoid_kernel.compiled_model(values, used, config.priors, data.arms, S.ARM)
+        if direct is not None:
+            idata, timings = sample_compiled(direct, seed=seed, config=config.sampler, coords={S.ARM: data.arms})
+            return idata, timings, used
+    model, used, values = build_sigmoid_model(data, config)
+    # the data are pm.Data: fits of the same shape (arms, observed cells) reuse one compiled model
+    key: tuple[Any, ...] = ("sigmoid", used, len(data.arms), len(values["x"]))
+    if used == "binomial-paired":
+        assert data.cells is not None
+        key += (len(values["cell_n"]), len(data.cells.instances))
+    idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=config.sampler)
+    return idata, timings, used
 
 
 def axis_words(data: ArmSteps) -> tuple[str, str]:

@@ -37,6 +37,7 @@ task effects are independent).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -52,8 +53,10 @@ from saturation.configs import SamplerConfig, TransferConfig, TransferPriors, tr
 from saturation.limits import config_or_keywords
 from saturation.models.persist import FigureView, FitObject, TableView
 from saturation.models.sampling import (
+    available_samplers,
     diagnostics,
     interval,
+    sample_compiled,
     sample_model,
     stamp_attrs,
     warn_if_not_converged,
@@ -323,14 +326,14 @@ def prior_draw(data: TransferData, config: TransferConfig, seed: int) -> dict[st
     return {n: np.asarray(v, dtype=float) for n, v in zip(names, draws, strict=True)}
 
 
-def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm.Model, dict[str, np.ndarray]]:
-    """Build the PyMC model; returns (model, pm.Data values)."""
-    # deferred: the marginal's PyTensor Op and numba kernels are imported only to build the model
-    from saturation.models.marginal import binomial_patterns, log_transfer_marginal, pack_marginal_data, task_segments
+def transfer_values(data: TransferData, config: TransferConfig) -> dict[str, np.ndarray]:
+    """The values of the model's data (the ``pm.Data`` of :func:`build_transfer_model`; with
+    integrated task effects also the data block of :mod:`saturation.models.transfer_kernel`)."""
+    # deferred: numba, imported only to fit
+    from saturation.models.marginal import binomial_patterns, pack_marginal_data, task_segments
 
     config.validate(data)
-    knots, basis = knot_basis(data.steps, config.knot_every)
-    walk = resolve_walk(data, config)
+    _, basis = knot_basis(data.steps, config.knot_every)
     ref = data.arms.index(config.reference)
     emp = data.empirical
     integrated = config.task_effects == "integrated"
@@ -367,6 +370,18 @@ def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm
         kernel = {**values, "task_start": task_start, "task_end": task_end}
         kernel.update(binomial_patterns(values["cell"], values["n_ungraded"], values["n"], task_start, task_end))
         values = {"basis": basis, "prior_mu": values["prior_mu"], **pack_marginal_data(kernel)}
+    return values
+
+
+def build_transfer_model(data: TransferData, config: TransferConfig) -> tuple[pm.Model, dict[str, np.ndarray]]:
+    """Build the PyMC model; returns (model, pm.Data values)."""
+    # deferred: the marginal's PyTensor Op is imported only to build the model
+    from saturation.models.marginal_op import log_transfer_marginal
+
+    values = transfer_values(data, config)
+    knots, _ = knot_basis(data.steps, config.knot_every)
+    walk = resolve_walk(data, config)
+    integrated = config.task_effects == "integrated"
     pri = config.priors
     coords = {
         S.ARM: data.arms,
@@ -807,19 +822,8 @@ def fit_transfer(
     config.validate()
     data = ds if isinstance(ds, TransferData) else transfer_data(ds, arms=list(config.arms) if config.arms else None)
     config = replace(config, walk=resolve_walk(data, config))  # the stored config names the one used
-    model, values = build_transfer_model(data, config)
-    key = (
-        "transfer",
-        len(data.arms),
-        len(data.steps),
-        len(data.tasks),
-        len(data.n),
-        values["basis"].shape,
-        config.walk,
-        config.task_effects,
-    )
-    idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=config.sampler)
-    derived_draws(idata, values["basis"], data.steps)
+    idata, timings, basis = _sample(data, config, seed)
+    derived_draws(idata, basis, data.steps)
     estimands = _estimands(idata, data, config)
     structural = [f"{part}_{v}" for part in PARTS for v in ("knot", "rw_sd", "task_sd")]
     diag = diagnostics(idata, [*structural, "reward_sd", *(f"population_{q}" for q in QUANTITIES)])
@@ -840,6 +844,41 @@ def fit_transfer(
     fit = TransferFit(idata, config, data, estimands, diag, timings)
     warn_if_not_converged(diag, f"transfer fit (arms {data.arms}, reference {config.reference})")
     return fit
+
+
+def _sample(
+    data: TransferData, config: TransferConfig, seed: int
+) -> tuple[az.InferenceData, dict[str, Any], np.ndarray]:
+    """The fit's draws, timings and interpolation basis. With nutpie, integrated task effects
+    are sampled on the cached numba kernel (:mod:`saturation.models.transfer_kernel`: no
+    compile); sampled task effects, and other samplers, on the PyMC graph."""
+    if (
+        config.task_effects == "integrated"
+        and config.sampler.sampler in ("auto", "nutpie")
+        and "nutpie" in available_samplers()
+    ):
+        from saturation.models import transfer_kernel  # numba
+
+        values = transfer_values(data, config)
+        knots, basis = knot_basis(data.steps, config.knot_every)
+        coords: dict[str, Sequence[Any]] = {S.ARM: data.arms, "knot": list(knots)}
+        direct = transfer_kernel.compiled_model(values, config.walk, config.priors, RW_SD_SHAPE, coords, S.ARM)
+        if direct is not None:
+            idata, timings = sample_compiled(direct, seed=seed, config=config.sampler, coords=coords)
+            return idata, timings, basis
+    model, values = build_transfer_model(data, config)
+    key = (
+        "transfer",
+        len(data.arms),
+        len(data.steps),
+        len(data.tasks),
+        len(data.n),
+        values["basis"].shape,
+        config.walk,
+        config.task_effects,
+    )
+    idata, timings = sample_model(model, cache_key=key, data=values, seed=seed, config=config.sampler)
+    return idata, timings, values["basis"]
 
 
 def derived_draws(idata: az.InferenceData, basis: np.ndarray, steps: np.ndarray) -> None:

@@ -1,0 +1,90 @@
+"""What a hand-written model needs to be sampled by nutpie without compiling a PyMC graph.
+
+nutpie samples a model through two C callbacks, the log density with its gradient and the
+expansion of a draw into the stored variables, each passed one pointer of user data
+(nutpie 0.16.8 ``compile_pymc.py:913-990``: ``_make_c_logp_func``, ``_make_c_expand_func``;
+``CompiledPyMCModel._make_model``, :160-205, hands ``user_data.ctypes.data`` to both). The
+kernels of :mod:`saturation.models.sigmoid_kernel` and :mod:`saturation.models.transfer_kernel`
+are module-level ``numba.cfunc(..., cache=True)`` with these signatures whose user data is one
+float64 block (its length first): they are compiled once per machine and loaded from numba's
+cache after that, where nutpie's own callbacks close over the graph and are compiled again in
+every process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numba
+import numpy as np
+import pandas as pd
+
+#: ``int64 logp(n_dim, x*, grad*, logp*, user_data*)``: 0, or nonzero for an invalid point
+C_LOGP = numba.types.int64(
+    numba.types.uint64,
+    numba.types.CPointer(numba.types.double),
+    numba.types.CPointer(numba.types.double),
+    numba.types.CPointer(numba.types.double),
+    numba.types.voidptr,
+)
+#: ``int64 expand(n_dim, n_expanded, x*, out*, user_data*)``
+C_EXPAND = numba.types.int64(
+    numba.types.uint64,
+    numba.types.uint64,
+    numba.types.CPointer(numba.types.double),
+    numba.types.CPointer(numba.types.double),
+    numba.types.voidptr,
+)
+
+
+@numba.njit(cache=True)
+def block_at(data_: Any) -> np.ndarray:  # pragma: no cover - numba
+    """The float64 data block behind a callback's user-data pointer (its length first)."""
+    size = numba.carray(data_, (1,), np.float64)
+    return numba.carray(data_, (int(size[0]),), np.float64)
+
+
+def nutpie_model(
+    *,
+    logp: Any,
+    expand: Any,
+    block: np.ndarray,
+    n_dim: int,
+    variables: Sequence[tuple[str, tuple[int, ...], tuple[str, ...]]],
+    coords: dict[str, Sequence[Any]],
+    initial_point: Callable[[Any], np.ndarray],
+) -> Any:
+    """A nutpie model (the interface of ``nutpie.compile_pymc_model``'s result) on cached
+    callbacks ``logp`` and ``expand`` with the user data ``block``; ``variables`` are the
+    expansion's (name, shape, dims) in its order. ``None`` when the installed nutpie does
+    not have the interface this was written for (the caller then compiles its PyMC graph)."""
+    from nutpie import compile_pymc
+
+    cls = getattr(compile_pymc, "CompiledPyMCModel", None)
+    wanted = {"compiled_logp_func", "compiled_expand_func", "initial_point_func", "user_data", "shape_info"}
+    if cls is None or not wanted <= {f.name for f in dataclasses.fields(cls)}:  # pragma: no cover
+        return None
+    names = [name for name, _, _ in variables]
+    shapes = [tuple(shape) for _, shape, _ in variables]
+    sizes = [int(np.prod(shape)) for shape in shapes]
+    ends = np.cumsum(sizes)
+    slices = [slice(int(e - s), int(e)) for s, e in zip(sizes, ends, strict=True)]
+    block = np.ascontiguousarray(block, dtype=np.float64)
+    block[0] = float(block.size)
+    return cls(
+        _n_dim=n_dim,
+        dims={name: tuple(d) for name, _, d in variables},
+        _coords={name: pd.Index(values) for name, values in coords.items()},  # as nutpie's own (:337-342)
+        _shapes=dict(zip(names, shapes, strict=True)),
+        compiled_logp_func=logp,
+        compiled_expand_func=expand,
+        initial_point_func=initial_point,
+        shared_data={},
+        user_data=block,
+        n_expanded=int(ends[-1]),
+        shape_info=(names, slices, shapes),
+        logp_func=None,
+        expand_func=None,
+    )
