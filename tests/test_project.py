@@ -57,6 +57,7 @@ LAYERS = [
         "plots",
         "models.sigmoid_kernel",
         "models.transfer_kernel",
+        "models.pass_at_k_kernel",
         "models.marginal_op",
     ],
     ["io", "trajectory", "models.sampling", "models.plateau_data", "models.verdicts"],

@@ -132,12 +132,15 @@ def test_pass_at_k_from_prompt_groups_recovers_the_curves():
 
 @pytest.mark.slow
 def test_pass_at_k_compiled_model_is_reused_across_data_sizes(monkeypatch):
-    """The compiled model is cached per number of steps; a data set with another number of
-    distinct (step, n, s) rows reuses it (nutpie compiles nothing) and gives the same draws as
-    a fresh compile."""
+    """On the PyMC graph (the path of samplers other than the cached kernel's): the compiled
+    model is cached per number of steps; a data set with another number of distinct (step,
+    n, s) rows reuses it (nutpie compiles nothing) and gives the same draws as a fresh
+    compile."""
     import nutpie
 
-    from saturation.models import sampling
+    from saturation.models import pass_at_k_kernel, sampling
+
+    monkeypatch.setattr(pass_at_k_kernel, "compiled_model", lambda *a, **k: None)
 
     compiles = []
     real_compile = nutpie.compile_pymc_model

@@ -14,6 +14,7 @@ every process.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -44,6 +45,19 @@ def block_at(data_: Any) -> np.ndarray:  # pragma: no cover - numba
     """The float64 data block behind a callback's user-data pointer (its length first)."""
     size = numba.carray(data_, (1,), np.float64)
     return numba.carray(data_, (int(size[0]),), np.float64)
+
+
+@numba.njit(cache=True)
+def digamma(x: float) -> float:
+    """The digamma function for x > 0 (recurrence to x >= 10, then the asymptotic series;
+    absolute error below 1e-14 there)."""
+    out = 0.0
+    while x < 10.0:
+        out -= 1.0 / x
+        x += 1.0
+    f = 1.0 / (x * x)
+    series = f * (1.0 / 12 - f * (1.0 / 120 - f * (1.0 / 252 - f * (1.0 / 240 - f * (1.0 / 132)))))
+    return out + math.log(x) - 0.5 / x - series
 
 
 def nutpie_model(

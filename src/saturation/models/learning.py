@@ -54,9 +54,11 @@ from saturation.models.persist import FigureView, FitObject, TableView
 from saturation.models.plateau import PlateauFit, StepData, curve_draws, fit_plateau, step_data
 from saturation.models.sampling import (
     SamplerConfig,
+    available_samplers,
     diagnostics,
     interval,
     merge_diagnostics,
+    sample_compiled,
     sample_model,
     stamp_attrs,
     warn_if_not_converged,
@@ -728,6 +730,21 @@ def pass_at_k_prior_draw(n_steps: int, priors: PassAtKPriors, seed: int) -> dict
     return out
 
 
+def _sample_pass_at_k(
+    values: dict[str, np.ndarray], steps: np.ndarray, priors: PassAtKPriors, seed: int, cfg: SamplerConfig
+) -> tuple[az.InferenceData, dict[str, Any]]:
+    """The pass@k model's draws: with nutpie on the cached numba kernel
+    (:mod:`saturation.models.pass_at_k_kernel`: no compile), else on the PyMC graph."""
+    if cfg.sampler in ("auto", "nutpie") and "nutpie" in available_samplers():
+        from saturation.models import pass_at_k_kernel  # numba
+
+        direct = pass_at_k_kernel.compiled_model(values, priors, list(steps), S.STEP)
+        if direct is not None:
+            return sample_compiled(direct, seed=seed, config=cfg, coords={S.STEP: list(steps)})
+    model = build_pass_at_k_model(values, steps, priors)
+    return sample_model(model, cache_key=("pass_at_k", len(steps)), data=values, seed=seed, config=cfg)
+
+
 def fit_pass_at_k(
     ds: xr.Dataset,
     *,
@@ -807,10 +824,9 @@ def fit_pass_at_k(
         "w": weight.astype(float),
         "x": x,
     }
-    model = build_pass_at_k_model(values, steps, priors)
     cfg = sampler or SamplerConfig()
     t0 = time.perf_counter()
-    idata, timings = sample_model(model, cache_key=("pass_at_k", len(steps)), data=values, seed=seed, config=cfg)
+    idata, timings = _sample_pass_at_k(values, steps, priors, seed, cfg)
     post = idata.posterior
     ends = {}
     for name, xv in (("start", 0.0), ("end", 1.0)):

@@ -47,7 +47,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from saturation.models.kernel_abi import C_EXPAND, C_LOGP, block_at, nutpie_model
+from saturation.models.kernel_abi import C_EXPAND, C_LOGP, block_at, digamma, nutpie_model
 
 #: the likelihood codes the kernel reads from its data block
 GAUSSIAN, BETA_BINOMIAL = 0, 1
@@ -62,25 +62,12 @@ _LOG_HALFNORMAL = 0.5 * math.log(2.0 / math.pi)
 
 
 @numba.njit(cache=True)
-def _digamma(x: float) -> float:
-    """The digamma function for x > 0 (recurrence to x >= 10, then the asymptotic series;
-    absolute error below 1e-14 there)."""
-    out = 0.0
-    while x < 10.0:
-        out -= 1.0 / x
-        x += 1.0
-    f = 1.0 / (x * x)
-    series = f * (1.0 / 12 - f * (1.0 / 120 - f * (1.0 / 252 - f * (1.0 / 240 - f * (1.0 / 132)))))
-    return out + math.log(x) - 0.5 / x - series
-
-
-@numba.njit(cache=True)
 def _normal_logp(z: float, mu: float, sd: float) -> float:
     d = (z - mu) / sd
     return -0.5 * _LOG_2PI - math.log(sd) - 0.5 * d * d
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def logp_grad(theta: np.ndarray, block: np.ndarray, grad: np.ndarray) -> float:
     """The log density at ``theta`` (unconstrained, the graph's order) and its gradient
     written into ``grad``; ``block`` is :func:`pack`'s data block."""
@@ -172,11 +159,11 @@ def logp_grad(theta: np.ndarray, block: np.ndarray, grad: np.ndarray) -> float:
             if a != last_a or m != last_m:
                 last_a, last_m = a, m
                 lg_km = math.lgamma(kappa) - math.lgamma(m + kappa)
-                common = _digamma(kappa) - _digamma(m + kappa)
+                common = digamma(kappa) - digamma(m + kappa)
             total += lchoose[c] + math.lgamma(k + al) + math.lgamma(m - k + be) - math.lgamma(al) - math.lgamma(be)
             total += lg_km
-            d_al = _digamma(k + al) - _digamma(al) + common
-            d_be = _digamma(m - k + be) - _digamma(be) + common
+            d_al = digamma(k + al) - digamma(al) + common
+            d_be = digamma(m - k + be) - digamma(be) + common
             dmu = kappa * (d_al - d_be)
             grad[4 * n_arms + a] += kappa * (mu * d_al + (1.0 - mu) * d_be)
         if inside:

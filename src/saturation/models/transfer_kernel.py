@@ -129,7 +129,7 @@ def _knots_grad(
     return d_log_sd
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def logp_grad(theta: np.ndarray, block: np.ndarray, grad: np.ndarray) -> float:
     """The log density at ``theta`` (unconstrained, the graph's order: per part its log
     random-walk sds, its knots or their z, its log task sd; then the log reward sds) and its
