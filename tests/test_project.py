@@ -90,7 +90,11 @@ def test_imports_follow_the_layers():
             if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("saturation")):
                 continue
             target = node.module.removeprefix("saturation").removeprefix(".")
-            targets = [target] if target else [a.name for a in node.names if (root / f"{a.name}.py").exists()]
+            # "from saturation import io" / "from saturation.models import sigmoid_kernel": the modules
+            package = root.joinpath(*target.split(".")) if target else root
+            submodules = [a.name for a in node.names if (package / f"{a.name}.py").exists()]
+            prefix = f"{target}." if target else ""
+            targets = [prefix + name for name in submodules] if submodules or not target else [target]
             for t in targets:
                 if t != mod and t in layer and layer[t] >= layer[mod]:
                     problems.append(f"{mod} (layer {layer[mod]}) imports {t} (layer {layer[t]})")
