@@ -130,9 +130,8 @@ def main() -> int:
         f"python {sys.version.split()[0]}, {os.cpu_count()} cores; load average (1/5/15 min) before "
         f"{'/'.join(f'{x:.2f}' for x in load_before)}, after {'/'.join(f'{x:.2f}' for x in load_after)}"
     )
-    print(
-        f"{'tool':<48} {'wall':>7} {'min':>7} {'max':>7} {'bulk ESS':>9} {'ESS/s':>8}  (whole process, {args.runs} rounds)"
-    )
+    head = f"{'tool':<48} {'wall':>7} {'min':>7} {'max':>7} {'bulk ESS':>9} {'ESS/s':>8}"
+    print(f"{head}  (whole process, {args.runs} rounds)")
     for r in rows:
         ess = f"{r['ess_bulk_min']:>9.0f}" if r["ess_bulk_min"] is not None else f"{'-':>9}"
         rate = f"{r['ess_per_s']:>8.1f}" if r["ess_per_s"] is not None else f"{'-':>8}"
