@@ -52,8 +52,16 @@ def _run(cmd: list[str]) -> tuple[float, dict]:
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()[-800:]}")
-    lines = [line for line in proc.stdout.splitlines() if line.strip().startswith("{")]
-    return wall, json.loads(lines[-1]) if lines else {}
+    # the JSON document after any other output: saturation's --json - (indented, after its
+    # table) or a runner's one line
+    lines = proc.stdout.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("{"):
+            try:
+                return wall, json.loads("\n".join(lines[i:]))
+            except json.JSONDecodeError:
+                continue
+    return wall, {}
 
 
 def _saturation_ess(out: dict) -> float:
