@@ -15,7 +15,10 @@ this interpreter imports; the ``saturation`` console script runs the same
   kernel, 4 x (1500 + 2000) draws) on the embedded g1 data-pool arms (3 runs x 50 logged
   steps) and on a made-up series of 2 runs x 400 steps (a sigmoid rise with Gaussian
   noise, seeded); and the 400-step one again with an empty numba cache in every run
-  (``NUMBA_CACHE_DIR`` a new folder: the first use on a machine, which compiles the kernel).
+  (``NUMBA_CACHE_DIR`` a new folder: the first use on a machine, which compiles the kernel);
+- ``saturation transfer`` (the embedded SWE-Gym trials, the default arms: all three, integrated task
+  effects: nutpie on the cached numba kernel, 4 x (500 + 800) draws), with the numba cache
+  of earlier runs and with an empty one (the first use on a machine).
 
 Each is run ``--runs`` times after one untimed warm-up run (which writes the bytecode
 caches); the median and the spread (min-max) of the wall time and the median CPU seconds
@@ -109,12 +112,15 @@ def main() -> int:
         commands["saturation compare (2 runs x 400 steps)"] = [*compare, "reward/mean", str(series)]
         cold = "saturation compare (2 runs x 400 steps), empty numba cache"
         commands[cold] = commands["saturation compare (2 runs x 400 steps)"]
+        commands["saturation transfer (embedded, default arms)"] = [sys.executable, "-c", MAIN, "transfer"]
+        cold_transfer = "saturation transfer (embedded), empty numba cache"
+        commands[cold_transfer] = commands["saturation transfer (embedded, default arms)"]
         if args.only:
             commands = {k: v for k, v in commands.items() if args.only in k}
         times: dict[str, list[tuple[float, float, float]]] = {}
         for name, cmd in commands.items():
             env = None
-            if name == cold:  # a new, empty numba cache per run: the kernel is compiled each time
+            if name in (cold, cold_transfer):  # a new, empty numba cache per run: compiled each time
                 env = {**os.environ, "NUMBA_CACHE_DIR": ""}
             runs = []
             for i in range(args.runs + 1):
