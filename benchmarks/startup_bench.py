@@ -41,6 +41,8 @@ import time
 from pathlib import Path
 
 MAIN = "import sys; from saturation.cli import main; sys.exit(main())"
+#: the rows run with a new, empty numba cache each time end with this
+EMPTY_CACHE = ", empty numba cache"
 
 
 def _timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, float, float]:
@@ -110,17 +112,19 @@ def main() -> int:
         compare = [sys.executable, "-c", MAIN, "compare", "--metric"]
         commands["saturation compare (3 runs x 50 steps)"] = [*compare, "reward/avg_raw_reward", str(g1)]
         commands["saturation compare (2 runs x 400 steps)"] = [*compare, "reward/mean", str(series)]
-        cold = "saturation compare (2 runs x 400 steps), empty numba cache"
-        commands[cold] = commands["saturation compare (2 runs x 400 steps)"]
+        commands[f"saturation compare (2 runs x 400 steps){EMPTY_CACHE}"] = commands[
+            "saturation compare (2 runs x 400 steps)"
+        ]
         commands["saturation transfer (embedded, default arms)"] = [sys.executable, "-c", MAIN, "transfer"]
-        cold_transfer = "saturation transfer (embedded), empty numba cache"
-        commands[cold_transfer] = commands["saturation transfer (embedded, default arms)"]
+        commands[f"saturation transfer (embedded){EMPTY_CACHE}"] = commands[
+            "saturation transfer (embedded, default arms)"
+        ]
         if args.only:
             commands = {k: v for k, v in commands.items() if args.only in k}
         times: dict[str, list[tuple[float, float, float]]] = {}
         for name, cmd in commands.items():
             env = None
-            if name in (cold, cold_transfer):  # a new, empty numba cache per run: compiled each time
+            if name.endswith(EMPTY_CACHE):  # a new, empty numba cache per run: compiled each time
                 env = {**os.environ, "NUMBA_CACHE_DIR": ""}
             runs = []
             for i in range(args.runs + 1):
