@@ -49,10 +49,10 @@ def test_describe_imports_no_modelling_stack(tmp_path):
 def test_exact_gaussian_plateau_imports_no_modelling_stack(tmp_path):
     """The default plateau fit (exact draws) needs neither PyMC, PyTensor, ArviZ nor scipy.stats;
     the InferenceData is built (and ArviZ imported) when it is written or read."""
-    code = "from saturation.cli import main\nassert main(['plateau', '--draws', '200']) == 0"
+    code = "from saturation.cli import main\nassert main(['plateau', '--draws', '1000']) == 0"
     assert _imported(code, tmp_path) == []
     out = tmp_path / "fit.nc"
-    code = f"from saturation.cli import main\nassert main(['plateau', '--draws', '200', '--idata', {str(out)!r}]) == 0"
+    code = f"from saturation.cli import main\nassert main(['plateau', '--draws', '1000', '--idata', {str(out)!r}]) == 0"
     assert "arviz" in _imported(code, tmp_path)
     assert out.exists()
 

@@ -283,10 +283,11 @@ class PlateauConfig:
     noise: str | None = setting(
         None,
         choices=S.NOISES,
-        help="The step noise: independent across steps, or ar1: autocorrelated on the step axis (drifting "
-        "difficulty, smoothed logs), its coefficient summed exactly (Gaussian likelihood, exact sampler). "
-        "Default: ar1 for a logged series, independent for trials (with a warning when the residuals are "
-        "autocorrelated).",
+        help="The step noise: independent across steps; ar1: autocorrelated on the step axis (drifting "
+        "difficulty, smoothed logs), its coefficient summed exactly; or auto: both, averaged by their evidence "
+        "(half the prior mass on independent noise). ar1 and auto need the Gaussian likelihood and the exact "
+        "sampler. Default: ar1 for a logged series, auto for trials, independent for the sampled likelihoods "
+        "(with a warning when the residuals are autocorrelated).",
     )
     metric_max: float | None = setting(
         1.0,
@@ -324,8 +325,10 @@ class PlateauConfig:
             problems.append(f"likelihood must be one of {S.LIKELIHOODS}, got {self.likelihood!r}")
         if self.noise is not None and self.noise not in S.NOISES:
             problems.append(f"noise must be one of {S.NOISES}, got {self.noise!r}")
-        elif self.noise == "ar1" and (self.likelihood != "gaussian" or self.sampler.sampler not in ("auto", "exact")):
-            problems.append("noise 'ar1' needs the Gaussian likelihood and the exact sampler (auto or exact)")
+        elif self.noise in ("ar1", "auto") and (
+            self.likelihood != "gaussian" or self.sampler.sampler not in ("auto", "exact")
+        ):
+            problems.append(f"noise {self.noise!r} needs the Gaussian likelihood and the exact sampler (auto or exact)")
         if self.breakpoint is not None and not (math.isfinite(self.breakpoint) and self.breakpoint >= 0):
             problems.append(f"breakpoint must be a step (a number >= 0), got {self.breakpoint!r}")
         problems += rope_problems(self.rope, self.rope_relative, self.metric_max)

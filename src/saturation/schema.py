@@ -129,8 +129,9 @@ ENTROPY_ROPE_RELATIVE: Final = 0.05
 COMPONENT_ROPE: Final = 0.05
 #: "auto": the hinge and the jump both fitted and averaged by their evidence (exact Gaussian sampler)
 CONTINUITIES: Final = ("hinge", "jump", "auto")
-#: the plateau model's step noise: independent across steps, or AR(1) on the step axis
-NOISES: Final = ("independent", "ar1")
+#: the plateau model's step noise: independent across steps, AR(1) on the step axis, or
+#: "auto": either, averaged by their evidence (half the prior mass on independent noise)
+NOISES: Final = ("independent", "ar1", "auto")
 #: samplers: "auto" picks the fastest that works ("exact" for the Gaussian plateau model,
 #: else "nutpie"); "exact" = independent draws without MCMC (Gaussian plateau model only);
 #: "numpyro" needs numpyro + jax installed (optional, not dependencies)

@@ -313,7 +313,7 @@ def test_exact_change_point_posterior_equals_the_per_draw_conditional(shared, da
     from saturation.replica import load_embedded
 
     ds = load_embedded("swesmith") if data == "embedded" else _noisy_three_levels()
-    fit = fit_plateau(ds, shared=shared, seed=3)
+    fit = fit_plateau(ds, shared=shared, seed=3, noise="independent")  # the conditional's noise model
     cfg, sd = fit.config, fit.data
     grid = plateau_model.change_grid(sd, cfg)
     pri = plateau_model.resolve_priors(cfg.priors, sd, cfg.likelihood, grid=grid)
@@ -533,7 +533,7 @@ def test_unit_information_late_slope_prior():
 def test_exact_loo_matches_psis_where_pareto_k_is_small():
     ds, _ = _sim(LevelSpec("file", 0.55, 0.015, 0.0, 20.0), seed=11)
     sd = step_data(ds)
-    fit = fit_plateau(sd, seed=1, sampler=SamplerConfig(draws=2000, chains=4))
+    fit = fit_plateau(sd, seed=1, sampler=SamplerConfig(draws=2000, chains=4), noise="independent")
     with pytest.warns(UserWarning, match="Pareto"):  # a few steps have k > 0.7: why exact LOO exists
         psis = az.loo(fit.idata, pointwise=True)
     exact = plateau.exact_loo(sd, "hinge", fit.config)
@@ -811,7 +811,7 @@ def test_rotated_ar1_evidence_equals_the_multivariate_normal(rho, vbar):
 
 
 def test_ar1_with_only_rho_zero_is_the_independent_model():
-    from saturation.models._exact import DependentLevel, Level, design
+    from saturation.models._exact import DependentLevel, Level, RhoPrior, design
 
     ds, _ = _sim(LevelSpec("file", 0.5, 0.01, 0.0, 20.0), seed=2)
     sd = plateau.step_data(ds)
@@ -820,7 +820,7 @@ def test_ar1_with_only_rho_zero_is_the_independent_model():
     m0, sd0 = np.array([0.5, 0.7, 0.0]), np.tile([0.3, 0.3, 0.01], (len(grid), 1))
     hinge = (sd.steps, grid, False, float(sd.steps[0]))
     a = Level(sd.y[0], sd.var_mean[0], x, m0, sd0, 0.1, hinge=hinge)
-    b = DependentLevel(sd.y[0], sd.var_mean[0], x, m0, sd0, 0.1, sd.steps, hinge=hinge, rho_grid=(0.0,))
+    b = DependentLevel(sd.y[0], sd.var_mean[0], x, m0, sd0, 0.1, sd.steps, hinge=hinge, noise_prior=RhoPrior((0.0,)))
     assert b.log_evidence == pytest.approx(a.log_evidence, abs=1e-10)
     np.testing.assert_allclose(b.log_m - b.log_m.max(), a.log_m - a.log_m.max(), atol=1e-10)
 
@@ -1062,7 +1062,8 @@ def test_trials_weigh_in_a_jump_only_when_decisively_better():
     assert e["jump_weight"] == e["p_jump"] > 0.99
     assert e["changepoint"]["hdi"][0] <= 30 <= e["changepoint"]["hdi"][1]
     assert e["verdict"] in ("plateaued", "slowed"), e["reason"]
-    assert fit_plateau(ds, continuity="hinge", seed=1).estimands["levels"]["file"]["changepoint"]["hdi"][0] > 30
+    hinge_alone = fit_plateau(ds, continuity="hinge", noise="independent", seed=1)
+    assert hinge_alone.estimands["levels"]["file"]["changepoint"]["hdi"][0] > 30
     hinge_shaped, _ = _sim(LevelSpec("file", 0.3, 0.008, 0.0, 20.0), seed=4)
     gated, hinge = fit_plateau(hinge_shaped, seed=1), fit_plateau(hinge_shaped, continuity="hinge", seed=1)
     assert gated.estimands["levels"]["file"]["jump_weight"] == 0.0
@@ -1096,3 +1097,67 @@ def test_a_levels_estimates_are_a_typed_record_of_the_same_numbers():
     with pytest.raises(AttributeError):
         _ = rec.no_such_estimate
     assert str(rec.changepoint) == "10.2 [9.0, 11.0]"
+
+
+def test_the_noise_prior_puts_its_stated_mass_on_independent_noise():
+    from saturation.models._exact import AR1_PRIOR, AUTO_NOISE_PRIOR, RHO_GRID, RhoPrior
+
+    w = np.exp(AUTO_NOISE_PRIOR.log_weights())
+    assert w.sum() == pytest.approx(1.0) and w[0] == pytest.approx(0.5)
+    np.testing.assert_allclose(w[1:], 0.5 / (len(RHO_GRID) - 1))
+    np.testing.assert_allclose(np.exp(AR1_PRIOR.log_weights()), 1 / len(RHO_GRID))
+    assert np.exp(RhoPrior((0.0,), p_independent=0.3).log_weights()) == pytest.approx([1.0])
+
+
+def test_the_dependent_noise_model_on_coarser_scale_grids_keeps_its_evidence():
+    """Each rho > 0 of the AR(1) noise model sums tau on DEPENDENT_POINTS (no segment-sum
+    shortcut after the rotation): its log evidence and change-point mass equal the full
+    grids' to 1e-5, and every (rho, candidate) cell within 20 log units of the best to 5e-3."""
+    from saturation.models import _exact as X
+
+    rng = np.random.default_rng(5)
+    t = np.arange(91.0)
+    eta = np.zeros(91)
+    for i in range(1, 91):
+        eta[i] = 0.7 * eta[i - 1] + rng.normal(0, 0.01)
+    trials = plateau.step_data(_sim(LevelSpec("file", 0.5, 0.01, 0.0, 30.0), seed=2, n_steps=60)[0])
+    series = (t, np.where(t < 40, 0.3 + 0.0075 * t, 0.6) + eta, np.zeros(91))
+    for steps, y, var in [series, (trials.steps, trials.y[0], trials.var_mean[0])]:
+        grid = steps[2:-2]
+        x = X.design(steps, grid, float(steps[0]), False)
+        m0, sd0 = np.array([y[0], y.mean(), 0.0]), np.tile([0.3, 0.3, 0.01], (len(grid), 1))
+        hinge = (steps, grid, False, float(steps[0]))
+        coarse = X.DependentLevel(y, var, x, m0, sd0, 0.05, steps, hinge=hinge)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(X, "DEPENDENT_POINTS", (X.COARSE_POINTS, X.FINE_POINTS))
+            full = X.DependentLevel(y, var, x, m0, sd0, 0.05, steps, hinge=hinge)
+        assert coarse.log_evidence == pytest.approx(full.log_evidence, abs=1e-5)
+        np.testing.assert_allclose(coarse.log_m - coarse.log_m.max(), full.log_m - full.log_m.max(), atol=1e-5)
+        near = (full.log_ev - full.log_ev.max(axis=0)) > -20
+        assert np.abs(coarse.log_ev - full.log_ev)[near].max() < 5e-3
+
+
+def test_auto_noise_keeps_independent_trials_independent_and_finds_autocorrelation():
+    """noise="auto" (the default on trials): on per-trial data with independent step noise
+    the posterior moves mass towards rho = 0 (from the prior 0.5) and the fit matches the independent
+    fit; with AR(1) step effects (0.85) it moves to rho > 0 and widens the late slope."""
+    ds, _ = _sim(LevelSpec("file", 0.5, 0.01, 0.0, 30.0), seed=2, n_steps=60)
+    auto = fit_plateau(ds, seed=1)
+    ind = fit_plateau(ds, noise="independent", seed=1)
+    e, e0 = auto.estimands["levels"]["file"], ind.estimands["levels"]["file"]
+    assert auto.config.noise == "auto" and e["p_independent_noise"] > 0.5  # the prior: 0.5
+    assert "P(independent): file" in auto.describe_model()
+    assert e["changepoint"]["mean"] == pytest.approx(e0["changepoint"]["mean"], abs=1.0)
+    assert not any("autocorrelated" in c for c in auto.estimands["caveats"])
+    rng = np.random.default_rng(4)
+    t = np.arange(91.0)
+    eta = np.zeros(91)
+    for i in range(1, 91):
+        eta[i] = 0.85 * eta[i - 1] + rng.normal(0, 0.02 * np.sqrt(1 - 0.85**2))
+    y = np.where(t < 40, 0.3 + 0.0075 * t, 0.6) + eta + rng.normal(0, 0.012, 91)
+    sd = plateau.StepData(t, ["m"], y[None], np.full((1, 91), 300.0), np.full((1, 91), 0.012**2), "m", None, {}, None)
+    a = fit_plateau(sd, seed=1).estimands["levels"]["m"]
+    i = fit_plateau(sd, noise="independent", seed=1).estimands["levels"]["m"]
+    assert a["p_independent_noise"] < 0.1
+    width = lambda v: v["hdi"][1] - v["hdi"][0]  # noqa: E731
+    assert width(a["late_slope"]) > 1.5 * width(i["late_slope"])

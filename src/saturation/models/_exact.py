@@ -26,6 +26,7 @@ on the same model.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,6 +44,9 @@ else:
 #: points of the first (coarse) and second (refined) pass of each scale grid
 COARSE_POINTS = 160
 FINE_POINTS = 400
+#: the same for each rho > 0 of the AR(1) noise model (:class:`DependentLevel`), whose rotated
+#: designs have no segment-sum shortcut: log evidence within 1e-4 of the full grids
+DEPENDENT_POINTS = (48, 120)
 #: the refined grid covers the cells within this many log units of the coarse maximum
 SUPPORT_LOG = 30.0
 
@@ -87,10 +91,8 @@ def _normal_stats(
     a = (w @ xx).reshape(len(tau), n_c, p, p) + p0[:, :, None] * np.eye(p)
     b = (w @ (x * r[:, :, None]).transpose(1, 0, 2).reshape(n_t, -1)).reshape(len(tau), n_c, p)
     rwr = w @ (r * r).T  # (G, C)
-    chol = np.linalg.cholesky(a)
-    logdet = 2 * np.log(np.diagonal(chol, axis1=-2, axis2=-1)).sum(-1)
-    z = np.linalg.solve(chol, b[..., None])[..., 0]
-    logml = -0.5 * (np.log(2 * np.pi * v).sum(-1)[:, None] - np.log(p0).sum(-1) + logdet + rwr - (z * z).sum(-1))
+    logdet, quad = small_cholesky_terms(a, b)
+    logml = -0.5 * (np.log(2 * np.pi * v).sum(-1)[:, None] - np.log(p0).sum(-1) + logdet + rwr - quad)
     return logml, a, b
 
 
@@ -240,17 +242,19 @@ def _log_halfnormal(x: np.ndarray, sd: float) -> np.ndarray:
     return np.log(np.sqrt(2 / np.pi) / sd) - 0.5 * (x / sd) ** 2
 
 
-def _scale_grid(logpost: Any, lo: float, hi: float) -> tuple[np.ndarray, float, np.ndarray]:
+def _scale_grid(
+    logpost: Any, lo: float, hi: float, coarse: int = COARSE_POINTS, fine: int = FINE_POINTS
+) -> tuple[np.ndarray, float, np.ndarray]:
     """Two-pass grid in u = log(scale): ``logpost(u)`` returns (G, ...) log densities in u
     (prior x Jacobian x likelihood); returns the refined u points, their spacing and
-    ``logpost`` on them."""
-    u = np.linspace(lo, hi, COARSE_POINTS)
+    ``logpost`` on them (``coarse`` and ``fine`` points in the two passes)."""
+    u = np.linspace(lo, hi, coarse)
     lp = logpost(u)
     marg = special.logsumexp(lp.reshape(len(u), -1), axis=1)
     inside = np.flatnonzero(marg > marg.max() - SUPPORT_LOG)
     step = u[1] - u[0]
     lo2, hi2 = max(u[inside[0]] - step, lo), min(u[inside[-1]] + step, hi)
-    u = np.linspace(lo2, hi2, FINE_POINTS)
+    u = np.linspace(lo2, hi2, fine)
     return u, float(u[1] - u[0]), logpost(u)
 
 
@@ -294,6 +298,7 @@ class Level:
         sd0: np.ndarray,
         tau_sd: float,
         hinge: tuple[np.ndarray, np.ndarray, bool, float] | None = None,
+        points: tuple[int, int] = (COARSE_POINTS, FINE_POINTS),
     ) -> None:
         self.y, self.var_mean, self.x, self.m0, self.p0 = y, var_mean, x, m0, 1.0 / sd0**2
         positive = var_mean[var_mean > 0]
@@ -324,7 +329,7 @@ class Level:
                     logml[redo] = _normal_stats(y, var_mean, x, m0, self.p0, tau[redo])[0]
             return logml + (_log_halfnormal(tau, tau_sd) + u)[:, None]
 
-        self.u, self.du, self.logjoint = _scale_grid(logpost, lo, hi)  # logjoint: (G, C)
+        self.u, self.du, self.logjoint = _scale_grid(logpost, lo, hi, *points)  # logjoint: (G, C)
         # log p(y | c) up to a constant shared by all candidates
         self.log_m = special.logsumexp(self.logjoint, axis=0)
 
@@ -402,8 +407,38 @@ class Level:
         return tau, beta
 
 
-#: per-step AR(1) coefficients of the step noise the dependent model sums over (uniform prior)
+#: per-step AR(1) coefficients of the step noise the dependent model sums over
 RHO_GRID = (0.0, 0.2, 0.4, 0.55, 0.7, 0.8, 0.87, 0.92, 0.96)
+
+
+@dataclass(frozen=True)
+class RhoPrior:
+    """The prior of the step noise's AR(1) coefficient: a grid of values, summed exactly.
+
+    ``p_independent`` None: uniform over ``rho`` (the plateau model's ``noise = "ar1"``).
+    A number: that much prior mass on :math:`\rho = 0` (independent step noise) and the
+    rest spread evenly over the other values (``noise = "auto"``, a spike and slab: data
+    with independent step noise keep the independent model's power, autocorrelated data
+    move the mass to :math:`\rho > 0`; docs/calibration.md).
+    """
+
+    rho: tuple[float, ...] = RHO_GRID
+    p_independent: float | None = None
+
+    def log_weights(self) -> np.ndarray:
+        """log prior mass of each value of ``rho`` (K,)."""
+        rho = np.asarray(self.rho, dtype=float)
+        if self.p_independent is None or not np.any(rho == 0.0) or len(rho) == 1:
+            return np.full(len(rho), -np.log(len(rho)))
+        zero = rho == 0.0
+        w = np.where(zero, self.p_independent / zero.sum(), (1.0 - self.p_independent) / (~zero).sum())
+        return np.log(w)
+
+
+#: uniform over :data:`RHO_GRID` (``noise = "ar1"``)
+AR1_PRIOR = RhoPrior()
+#: half the mass on independent noise (``noise = "auto"``)
+AUTO_NOISE_PRIOR = RhoPrior(p_independent=0.5)
 
 
 def ar1_rotation(steps: np.ndarray, rho: float) -> tuple[np.ndarray, np.ndarray]:
@@ -431,8 +466,9 @@ class DependentLevel:
     r"""A :class:`Level` whose step noise is autocorrelated: per-step means
     :math:`\bar y = X_c\beta + \eta + \varepsilon`, :math:`\eta` an AR(1) (OU) process on
     the step axis with marginal sd :math:`\tau` and per-step coefficient :math:`\rho`,
-    :math:`\varepsilon` the within-step sampling noise. :math:`\rho` has a uniform prior on
-    :data:`RHO_GRID` and is summed exactly.
+    :math:`\varepsilon` the within-step sampling noise. :math:`\rho` has the prior
+    ``noise_prior`` (:class:`RhoPrior`: uniform on :data:`RHO_GRID` by default) and is
+    summed exactly.
 
     Given :math:`\rho`, :math:`\mathrm{Cov} = \bar v I + \tau^2 R_\rho = Q(\bar v +
     \tau^2\Lambda)Q^\top`: rotating by :math:`Q^\top` and scaling row t by
@@ -454,9 +490,9 @@ class DependentLevel:
         tau_sd: float,
         steps: np.ndarray,
         hinge: tuple[np.ndarray, np.ndarray, bool, float] | None = None,
-        rho_grid: tuple[float, ...] = RHO_GRID,
+        noise_prior: RhoPrior = AR1_PRIOR,
     ) -> None:
-        self.x, self.rho = x, np.asarray(rho_grid, dtype=float)
+        self.x, self.rho = x, np.asarray(noise_prior.rho, dtype=float)
         vbar = float(np.mean(var_mean))
         self.parts: list[Level] = []
         log_ev = []  # (K, C): log p(y | c, rho) with tau integrated
@@ -470,16 +506,17 @@ class DependentLevel:
                 n_c, n_t, n_p = x.shape  # Q^T X_c for every candidate as one matrix product (BLAS)
                 xr = (q.T @ x.transpose(1, 0, 2).reshape(n_t, -1)).reshape(n_t, n_c, n_p).transpose(1, 0, 2)
                 xr = xr * scale[None, :, None]
-                level, jac = Level(yr, vbar * scale**2, xr, m0, sd0, tau_sd), -0.5 * float(np.log(lam).sum())
+                level = Level(yr, vbar * scale**2, xr, m0, sd0, tau_sd, points=DEPENDENT_POINTS)
+                jac = -0.5 * float(np.log(lam).sum())
             self.parts.append(level)
             log_ev.append(level.log_m + np.log(level.du) + jac)
-        self.log_ev = np.stack(log_ev) - np.log(len(self.rho))  # the uniform prior on rho
+        self.log_ev = np.stack(log_ev) + noise_prior.log_weights()[:, None]  # the prior on rho
         #: log p(y | c) up to a constant shared by the candidates (rho and tau summed)
         self.log_m = special.logsumexp(self.log_ev, axis=0)
 
     @property
     def log_evidence(self) -> float:
-        """log p(y) with a uniform prior over the designs and over rho."""
+        """log p(y) with a uniform prior over the designs and ``noise_prior`` over rho."""
         return float(special.logsumexp(self.log_ev) - np.log(self.x.shape[0]))
 
     def rho_mass(self) -> np.ndarray:
@@ -517,7 +554,7 @@ def hinge_line_log_bf(
     priors: dict[str, np.ndarray],
     jump: bool,
     hinge_log_evidence: np.ndarray | None = None,
-    rho_grid: tuple[float, ...] | None = None,
+    noise_prior: RhoPrior | None = None,
 ) -> np.ndarray:
     r"""log Bayes factor of the change-point curve against a straight line, per level.
 
@@ -528,9 +565,9 @@ def hinge_line_log_bf(
     over ``grid`` with a uniform prior. Exact up to the tau quadrature.
     ``hinge_log_evidence`` (levels,): the change-point model's log evidence when already
     computed (:func:`sample_gaussian_exact` returns it), so only the line's is computed.
-    ``rho_grid``: both under AR(1) step noise (:class:`DependentLevel`).
+    ``noise_prior``: both under AR(1) step noise (:class:`DependentLevel`).
     """
-    dependent = (steps, rho_grid) if rho_grid is not None else None
+    dependent = (steps, noise_prior) if noise_prior is not None else None
     x = design(steps, grid, float(steps[0]), jump)
     out = np.empty(y.shape[0])
     for j in range(y.shape[0]):
@@ -556,7 +593,7 @@ def line_change_draws(
     j: int,
     rng: np.random.Generator,
     n: int,
-    rho_grid: tuple[float, ...] | None = None,
+    noise_prior: RhoPrior | None = None,
 ) -> np.ndarray:
     """Posterior draws (n,) of the change from the first to the last step under the straight
     line of :func:`hinge_line_log_bf` (same priors and noise model): what "no change over
@@ -566,8 +603,8 @@ def line_change_draws(
     tau_sd = float(priors["tau_sd"][j])
     level: Level | DependentLevel = (
         Level(y, var_mean, x, m0[:2], sd0[:1, :2], tau_sd)
-        if rho_grid is None
-        else DependentLevel(y, var_mean, x, m0[:2], sd0[:1, :2], tau_sd, steps, rho_grid=rho_grid)
+        if noise_prior is None
+        else DependentLevel(y, var_mean, x, m0[:2], sd0[:1, :2], tau_sd, steps, noise_prior=noise_prior)
     )
     beta = level.draw(rng, np.zeros(n, dtype=int))[1]
     return beta[:, 1] - beta[:, 0]
@@ -581,16 +618,16 @@ def log_evidence(
     sd0: np.ndarray,
     tau_sd: float,
     hinge: tuple[np.ndarray, np.ndarray, bool, float] | None = None,
-    dependent: tuple[np.ndarray, tuple[float, ...]] | None = None,
+    dependent: tuple[np.ndarray, RhoPrior] | None = None,
 ) -> float:
     """log p(y) of one level under designs ``x`` (C, T, p) with a uniform prior over the C
     designs: the curve parameters integrated analytically and tau by quadrature (the
     exact marginal likelihood used for Bayes factors between curve shapes); ``hinge`` as
-    for :class:`Level`; ``dependent`` ``(steps, rho_grid)``: AR(1) step noise
+    for :class:`Level`; ``dependent`` ``(steps, noise_prior)``: AR(1) step noise
     (:class:`DependentLevel`)."""
     if dependent is not None:
         return DependentLevel(
-            y, var_mean, x, m0, sd0, tau_sd, dependent[0], hinge=hinge, rho_grid=dependent[1]
+            y, var_mean, x, m0, sd0, tau_sd, dependent[0], hinge=hinge, noise_prior=dependent[1]
         ).log_evidence
     return Level(y, var_mean, x, m0, sd0, tau_sd, hinge=hinge).log_evidence
 
@@ -610,7 +647,7 @@ def sample_gaussian_exact(
     draws: int,
     seed: int,
     evidence_weight: float = 1.0,
-    rho_grid: tuple[float, ...] | None = None,
+    noise_prior: RhoPrior | None = None,
 ) -> tuple[DeferredInferenceData, dict[str, Any], np.ndarray, dict[str, np.ndarray]]:
     """Independent posterior draws of the Gaussian plateau model.
 
@@ -642,8 +679,8 @@ def sample_gaussian_exact(
         tau_sd = float(priors["tau_sd"][j])
         lv.append(
             Level(y[j], var_mean[j], x, *prior, tau_sd, hinge=hinge)
-            if rho_grid is None
-            else DependentLevel(y[j], var_mean[j], x, *prior, tau_sd, steps, hinge=hinge, rho_grid=rho_grid)
+            if noise_prior is None
+            else DependentLevel(y[j], var_mean[j], x, *prior, tau_sd, steps, hinge=hinge, noise_prior=noise_prior)
         )
     post: dict[str, np.ndarray] = {}
     log_m = np.stack([level.log_m for level in lv])  # (L, C)
@@ -678,7 +715,7 @@ def sample_gaussian_exact(
         late_slope=beta[..., 2],
         tau=np.stack([d[0] for d in drawn], axis=1),
     )
-    if rho_grid is not None:  # DependentLevel.draw: (tau, beta, rho)
+    if noise_prior is not None:  # DependentLevel.draw: (tau, beta, rho)
         post[S.NOISE_RHO] = np.stack([d[-1] for d in drawn], axis=1)
     if jump:
         post["jump"] = beta[..., 3]

@@ -41,7 +41,9 @@ from saturation.limits import (
     fit_time_problem,
 )
 from saturation.models._exact import (
-    RHO_GRID,
+    AR1_PRIOR,
+    AUTO_NOISE_PRIOR,
+    RhoPrior,
     hinge_line_log_bf,
     line_change_draws,
     sample_either_shape,
@@ -381,6 +383,19 @@ class PlateauFit(FitObject):
         """Per level: ``{"verdict", "reason"}`` (:func:`plateau_verdict`)."""
         return {lv: {"verdict": e["verdict"], "reason": e["reason"]} for lv, e in self.estimands["levels"].items()}
 
+    def _noise_words(self) -> str:
+        """The step-noise model for :meth:`describe_model` ("" for independent noise)."""
+        if self.config.noise == "ar1":
+            return ", AR(1) step noise"
+        if self.config.noise == "auto":
+            p = ", ".join(
+                f"{lv} {e['p_independent_noise']:.2f}"
+                for lv, e in self.estimands["levels"].items()
+                if "p_independent_noise" in e
+            )
+            return f", step noise independent or AR(1) averaged by their evidence (P(independent): {p})"
+        return ""
+
     def describe_model(self) -> str:
         """One line naming the model that was fitted (the CLI and the report print it)."""
         cfg = self.config
@@ -390,7 +405,7 @@ class PlateauFit(FitObject):
                 if cfg.continuity == "jump"
                 else "continuous hinge at the break"
             )
-            noise = ", AR(1) step noise" if cfg.noise == "ar1" else ""
+            noise = self._noise_words()
             return f"known break at step {cfg.breakpoint:g} ({shape}), {cfg.likelihood} likelihood{noise}"
         pooling = (
             f"change points pooled around a common one (evidence weight "
@@ -400,7 +415,7 @@ class PlateauFit(FitObject):
             if len(self.data.levels) > 1
             else "one change point"
         )
-        noise = ", AR(1) step noise" if cfg.noise == "ar1" else ""
+        noise = self._noise_words()
         shape = str(cfg.continuity)
         if cfg.continuity == "auto":
             p_jump = ", ".join(f"{lv} {e['p_jump']:.2f}" for lv, e in self.estimands["levels"].items())
@@ -693,9 +708,10 @@ def _held_idata(fit: PlateauFit) -> Any:
     return fit.__dict__[_InferenceDataField.slot]
 
 
-def _rho_grid(config: PlateauConfig) -> tuple[float, ...] | None:
-    """The AR(1) coefficients the exact sampler sums over, or None for independent noise."""
-    return RHO_GRID if config.noise == "ar1" else None
+def _noise_prior(config: PlateauConfig) -> RhoPrior | None:
+    """The prior of the AR(1) coefficient the exact sampler sums over (uniform for "ar1",
+    half its mass on independent noise for "auto"), or None for independent noise."""
+    return {"ar1": AR1_PRIOR, "auto": AUTO_NOISE_PRIOR}.get(config.noise or "independent")
 
 
 def _sample_exact(
@@ -717,7 +733,7 @@ def _sample_exact(
         "draws": config.sampler.draws,
         "seed": seed,
         "evidence_weight": evidence_weight(sd, config),
-        "rho_grid": _rho_grid(config),
+        "noise_prior": _noise_prior(config),
     }
     if config.continuity == "auto":
         return sample_either_shape(gate=config.jump_gate, **exact_args)
@@ -801,11 +817,13 @@ def fit_plateau(
         Prior settings (default: scaled to the data, see :class:`PlateauPriors`).
     seed : int
         Seeds the sampler and the post-processing; same seed and data give the same numbers.
-    noise : {"independent", "ar1"}, optional
-        The step noise: independent across steps, or AR(1) on the step axis with its
-        coefficient summed exactly (Gaussian likelihood, exact sampler). Default: "ar1" for
-        a logged per-step series, "independent" for trials (whose fit warns when its
-        residuals are autocorrelated).
+    noise : {"independent", "ar1", "auto"}, optional
+        The step noise: independent across steps; AR(1) on the step axis with its
+        coefficient summed exactly (uniform on ``RHO_GRID``); or "auto", the two averaged by
+        their evidence (half the prior mass on :math:`\rho = 0`, the rest on the AR(1)
+        grid). "ar1" and "auto" need the Gaussian likelihood and the exact sampler. Default:
+        "ar1" for a logged per-step series, "auto" for trials, "independent" for the
+        sampled likelihoods (whose fit warns when its residuals are autocorrelated).
     metric_max : float or None
         The metric's maximum, to which ``headroom_to_max`` is measured (1.0 for rates; None,
         or data outside [0, metric_max]: no headroom to the maximum, with a caveat).
@@ -841,7 +859,7 @@ def fit_plateau(
     series = bool(sd.summary.get("series"))
     if config.noise is None:
         exact = config.likelihood == "gaussian" and config.sampler.sampler in ("auto", "exact")
-        config = replace(config, noise="ar1" if series and exact else "independent")
+        config = replace(config, noise=("ar1" if series else "auto") if exact else "independent")
     if config.continuity is None:
         config = replace(config, continuity="auto", jump_gate=None if series else JUMP_GATE)
     exact = config.sampler.sampler in ("auto", "exact") and config.likelihood == "gaussian"
@@ -912,7 +930,7 @@ def fit_plateau(
             pri,
             config.continuity == "jump",
             hinge_evidence,
-            rho_grid=_rho_grid(config),
+            noise_prior=_noise_prior(config),
         )
         if config.likelihood == "gaussian"
         else None
@@ -929,6 +947,8 @@ def fit_plateau(
         rho = idata.posterior[S.NOISE_RHO].stack(sample=("chain", "draw")).transpose("sample", ...).to_numpy()
         for j, level in enumerate(sd.levels):
             estimands["levels"][level][S.NOISE_RHO] = interval(rho[:, j])
+            if config.noise == "auto":  # the posterior probability of independent step noise
+                estimands["levels"][level]["p_independent_noise"] = float(np.mean(rho[:, j] == 0.0))
     estimands["caveats"] = data_caveats(sd, config) + autocorrelation_caveats(sd, config, estimands["levels"])
     _attach(idata, sd, config, diag, grid)
     fit = PlateauFit(idata, config, sd, estimands, diag, timings, seed)
@@ -1007,7 +1027,7 @@ def _end_window_estimands(
             j,
             rng,
             4000,
-            rho_grid=_rho_grid(config),
+            noise_prior=_noise_prior(config),
         )
         est["end_window"] = [float(sd.steps[ok][0]), float(sd.steps[ok][-1])]
         est["end_gain"] = interval(gain)
@@ -1038,7 +1058,7 @@ def _no_change_from_the_line(
             j,
             rng,
             4000,
-            rho_grid=_rho_grid(config),
+            noise_prior=_noise_prior(config),
         )
         est["p_no_change"] = float(np.mean(np.abs(change) < config.rope))
 
