@@ -90,8 +90,10 @@ def main() -> int:
         base = [sys.executable, "-c", MAIN, "plateau", str(csv), "--levels", args.level, "--json", "-"]
         commands: dict[str, list[str]] = {}
         for d in (int(v) for v in args.draws.split(",")):
-            commands[f"saturation, hinge, 4 x {d}"] = [*base, "--continuity", "hinge", "--draws", str(d)]
-        commands["saturation, default (hinge and jump), 4 x 1000"] = base
+            # the peers' model: a hinge with independent step noise
+            same = ["--continuity", "hinge", "--noise", "independent", "--draws", str(d)]
+            commands[f"saturation, hinge, 4 x {d}"] = [*base, *same]
+        commands["saturation, default (hinge and jump, independent or AR(1) step noise), 4 x 1000"] = base
         for name in args.peers.split(","):
             kind, script = PEERS[name]
             if kind == "R":
