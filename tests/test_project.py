@@ -65,6 +65,7 @@ LAYERS = [
     ["simulate", "skyrl", "models.plateau"],
     ["runlogs", "wandb_history", "models", "models.learning", "models.runs", "models.families"],
     ["replica", "ingest", "models.sigmoid"],
+    ["inputs"],
     ["calibrate", "spec", "scenarios"],
     ["plan"],
     ["report"],

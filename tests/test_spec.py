@@ -297,9 +297,9 @@ def test_several_ingested_runs_load_as_one_trial_dataset(tmp_path):
     import numpy as np
     import pytest
 
+    from saturation.inputs import load_inputs
     from saturation.io import write_trials
     from saturation.simulate import LevelSpec, PlateauSpec, simulate_plateau
-    from saturation.spec import load_inputs
 
     paths = []
     for name in ("run-a", "run-b"):

@@ -474,13 +474,13 @@ def _print_description(name: str, d: dict[str, Any]) -> None:
 def _cmd_describe(args: argparse.Namespace) -> int:
     _require_inputs(args.trials)
     _check_outputs(args.trials, [args.json])
-    from saturation import replica
-
     # loaded one at a time, each described as soon as it is read (the first lines come early)
     loaders: dict[str, Callable[[], xr.Dataset]]
     if args.trials:
         loaders = {", ".join(args.trials): lambda: _load_trials_arg(args.trials, "")}
     else:
+        from saturation import replica  # the embedded data (its import pulls in the models)
+
         loaders = {f"embedded: {name}": partial(replica.load_embedded, name) for name in replica.EMBEDDED_TRIALS}
     out = {}
     for name, load in loaders.items():
@@ -494,7 +494,7 @@ def _cmd_describe(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ plateau
 def _load_trials_arg(paths: list[str] | None, default: str) -> xr.Dataset:
-    from saturation.spec import load_inputs
+    from saturation.inputs import load_inputs
 
     return load_inputs(paths, default=default)
 

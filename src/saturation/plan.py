@@ -33,9 +33,9 @@ import xarray as xr
 
 from saturation import schema as S
 from saturation.aggregate import select_phase
+from saturation.inputs import load_inputs
 from saturation.io import safe_name, write_atomic
 from saturation.runlogs import detect_format
-from saturation.spec import load_inputs
 
 #: per analysis kind, the title and question of a section on the user's own data (a shipped
 #: spec's are the study's; the report uses them for ``--data`` too)

@@ -27,12 +27,10 @@ from __future__ import annotations
 import hashlib
 import json
 import tomllib
-from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import xarray as xr
 
 from saturation import replica, settings
@@ -54,7 +52,8 @@ from saturation.configs import (
     TransferPriors,
     with_overrides,
 )
-from saturation.io import expand_paths, open_trials, read_trials
+from saturation.inputs import load_inputs
+from saturation.io import expand_paths
 from saturation.limits import sampler_problems
 from saturation.models.sigmoid import default_sampler as sigmoid_sampler
 from saturation.models.transfer import default_sampler
@@ -528,42 +527,6 @@ def data_hash(spec: Spec, key: str, override: str | Path | None = None) -> str:
         digest.update(str(f.relative_to(path) if f != path else f.name).encode() + b"\0")
         digest.update(f.read_bytes())
     return digest.hexdigest()
-
-
-def load_inputs(paths: Sequence[str | Path] | None, *, default: str, kind: str = "trials") -> xr.Dataset:
-    """The one data loader of the CLI and the specs: no paths, the embedded data set
-    ``default``; one ``.nc``, a trial Dataset written by ``saturation ingest``; ``kind``
-    "series", a metrics CSV or a run log (:func:`saturation.runlogs.read_metrics`); else
-    graded-trial tables (files or directories)."""
-
-    if not paths:
-        return replica.load_embedded(default)
-    if kind == "series":
-        if len(paths) != 1:
-            raise ValueError(f"a series is one per-step metrics file, got {len(paths)} paths")
-        return read_metrics(paths[0])  # a metrics CSV or .nc, or any run log (runlogs.FORMATS)
-    if len(paths) == 1 and str(paths[0]).endswith(".nc"):
-        return open_trials(paths[0])
-    if all(str(p).endswith(".nc") for p in paths):  # several ingested runs: one trial Dataset
-        return _concat_trials([open_trials(p) for p in paths], [str(p) for p in paths])
-    return read_trials(list(paths))
-
-
-def _concat_trials(parts: list[xr.Dataset], names: list[str]) -> xr.Dataset:
-    """Trial Datasets of different runs (one per ``saturation ingest`` output) as one: the
-    trials concatenated, the row accounting summed; a run found in two files is an error
-    (which file's trials would it be?)."""
-    seen: dict[str, str] = {}
-    for part, name in zip(parts, names, strict=True):
-        for run in map(str, np.unique(part[S.RUN].to_numpy())) if S.RUN in part.coords else []:
-            if run in seen:
-                raise ValueError(f"{name}: run {run!r} is also in {seen[run]}; give each run's trials once")
-            seen[run] = name
-    out = xr.concat(parts, dim=S.TRIAL, join="outer", combine_attrs="drop_conflicts")
-    for attr in (S.ATTR_ROWS_READ, S.ATTR_ROWS_KEPT, S.ATTR_ROWS_UNGRADED, S.ATTR_ROWS_REJECTED):
-        out.attrs[attr] = int(sum(int(p.attrs.get(attr, 0)) for p in parts))
-    out.attrs[S.ATTR_SOURCES] = json.dumps(names)
-    return out
 
 
 def load_data(spec: Spec, key: str, override: str | Path | None = None) -> xr.Dataset:
