@@ -45,7 +45,8 @@ else:
 COARSE_POINTS = 160
 FINE_POINTS = 400
 #: the same for each rho > 0 of the AR(1) noise model (:class:`DependentLevel`), whose rotated
-#: designs have no segment-sum shortcut: log evidence within 1e-4 of the full grids
+#: designs have no segment-sum shortcut: its log evidence and change-point mass within 1e-5 of
+#: the full grids' (tests/models/test_plateau.py)
 DEPENDENT_POINTS = (48, 120)
 #: the refined grid covers the cells within this many log units of the coarse maximum
 SUPPORT_LOG = 30.0
@@ -418,8 +419,8 @@ class RhoPrior:
     ``p_independent`` None: uniform over ``rho`` (the plateau model's ``noise = "ar1"``).
     A number: that much prior mass on :math:`\rho = 0` (independent step noise) and the
     rest spread evenly over the other values (``noise = "auto"``, a spike and slab: data
-    with independent step noise keep the independent model's power, autocorrelated data
-    move the mass to :math:`\rho > 0`; docs/calibration.md).
+    with independent step noise keep most of the independent model's power, autocorrelated
+    data move the mass to :math:`\rho > 0`; docs/calibration.md).
     """
 
     rho: tuple[float, ...] = RHO_GRID
