@@ -175,9 +175,9 @@ def _step_data(y: np.ndarray, setting: PlateauSetting) -> Any:
 def _fit(y: np.ndarray, setting: PlateauSetting, seed: int, sbc: bool = False) -> Any:
     """Fit with the exact sampler; its convergence flag is recorded per task (with a few
     hundred independent draws R-hat fluctuates around 1.01 by chance), not warned about.
-    ``sbc``: the hinge, the model whose prior the data were drawn from (the default lets the
-    data average the hinge and the jump, a different prior); else the defaults, as a
-    user's fit."""
+    ``sbc``: the hinge with independent step noise, the model whose prior the data were
+    drawn from (the defaults average the hinge and the jump, and independent and AR(1) step
+    noise: a different prior); else the defaults, as a user's fit."""
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -188,6 +188,7 @@ def _fit(y: np.ndarray, setting: PlateauSetting, seed: int, sbc: bool = False) -
             rope=setting.rope,
             sampler=SamplerConfig(draws=setting.draws, chains=setting.chains, sampler="exact"),
             continuity="hinge" if sbc else None,
+            noise="independent" if sbc else None,
             seed=seed,
         )
 
