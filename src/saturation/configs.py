@@ -312,6 +312,12 @@ class PlateauConfig:
         if self.rope_relative == 0:  # "0: off", as the command line has always read it
             object.__setattr__(self, "rope_relative", None)
 
+    @property
+    def exact(self) -> bool:
+        """The exact sampler draws this fit: the Gaussian likelihood, sampler "auto" or
+        "exact" (the only path with the shapes' evidences and AR(1) step noise)."""
+        return self.likelihood == "gaussian" and self.sampler.sampler in ("auto", "exact")
+
     def validate(self) -> None:
         """Raise ValueError naming every setting out of its range."""
         problems = []
@@ -325,9 +331,7 @@ class PlateauConfig:
             problems.append(f"likelihood must be one of {S.LIKELIHOODS}, got {self.likelihood!r}")
         if self.noise is not None and self.noise not in S.NOISES:
             problems.append(f"noise must be one of {S.NOISES}, got {self.noise!r}")
-        elif self.noise in ("ar1", "auto") and (
-            self.likelihood != "gaussian" or self.sampler.sampler not in ("auto", "exact")
-        ):
+        elif self.noise in ("ar1", "auto") and not self.exact:
             problems.append(f"noise {self.noise!r} needs the Gaussian likelihood and the exact sampler (auto or exact)")
         if self.breakpoint is not None and not (math.isfinite(self.breakpoint) and self.breakpoint >= 0):
             problems.append(f"breakpoint must be a step (a number >= 0), got {self.breakpoint!r}")

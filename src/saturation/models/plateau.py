@@ -857,12 +857,11 @@ def fit_plateau(
     response = config.response
     sd = data if isinstance(data, StepData) else step_data(data, response=response, levels=levels, run=run)
     series = bool(sd.summary.get("series"))
+    exact = config.exact
     if config.noise is None:
-        exact = config.likelihood == "gaussian" and config.sampler.sampler in ("auto", "exact")
         config = replace(config, noise=("ar1" if series else "auto") if exact else "independent")
     if config.continuity is None:
         config = replace(config, continuity="auto", jump_gate=None if series else JUMP_GATE)
-    exact = config.sampler.sampler in ("auto", "exact") and config.likelihood == "gaussian"
     if config.continuity == "auto" and not exact:  # only the exact sampler has the evidences
         config = replace(config, continuity="hinge", jump_gate=None)
     grid = change_grid(sd, config)

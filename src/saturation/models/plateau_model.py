@@ -421,8 +421,7 @@ def late_prior_ratio(xp: Any, b2: Any, sd: Any, ref: Any) -> Any:
 def change_grid(data: StepData, config: PlateauConfig) -> np.ndarray:
     """The known break as a one-point grid, or every candidate step."""
     if config.breakpoint is None:
-        exact = config.likelihood == "gaussian" and config.sampler.sampler in ("auto", "exact")
-        return candidate_grid(data.steps, config.priors.min_segment, on_step_axis=exact)
+        return candidate_grid(data.steps, config.priors.min_segment, on_step_axis=config.exact)
     if not (data.steps[0] < config.breakpoint <= data.steps[-1]):
         raise OptionError(
             f"breakpoint {config.breakpoint:g} outside the observed steps: it must lie after the first step "
