@@ -12,7 +12,7 @@ this interpreter imports; the ``saturation`` console script runs the same
 - ``saturation plateau`` (the embedded SWE-smith data, Gaussian likelihood, the exact
   sampler; 4 chains x 1000 draws): to the end of the process, interpreter teardown included;
 - ``saturation compare FILE --metric KEY`` (saturation curves, nutpie on the cached numba
-  kernel, 4 x (1500 + 2000) draws) on the embedded g1 data-pool arms (3 runs x 50 logged
+  kernel, 4 x (500 + 2000) draws) on the embedded g1 data-pool arms (3 runs x 50 logged
   steps) and on a made-up series of 2 runs x 400 steps (a sigmoid rise with Gaussian
   noise, seeded); and the 400-step one again with an empty numba cache in every run
   (``NUMBA_CACHE_DIR`` a new folder: the first use on a machine, which compiles the kernel);

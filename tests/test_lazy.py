@@ -40,6 +40,28 @@ def test_import_saturation_and_its_models_stay_light(tmp_path):
     assert _imported("import saturation, saturation.models, saturation.spec", tmp_path) == []
 
 
+def test_models_package_imports_a_model_module_on_first_use(tmp_path):
+    """``saturation.models`` resolves its public names and submodules on first use: importing
+    one model module (the sigmoid, for ``compare``) does not import the others."""
+    code = (
+        "import sys\n"
+        "import saturation.models as m\n"
+        "from saturation.models.sigmoid import fit_sigmoid\n"
+        "assert 'saturation.models.transfer' not in sys.modules\n"
+        "assert sorted(m._HOMES) == m.__all__\n"
+        "for name in m.__all__:\n"
+        "    assert getattr(m, name).__name__ == name\n"
+        "assert m.transfer.fit_transfer is m.fit_transfer\n"
+        "try:\n"
+        "    m.no_such_name\n"
+        "except AttributeError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise AssertionError('no AttributeError')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120, cwd=tmp_path)
+
+
 def test_describe_imports_no_modelling_stack(tmp_path):
     data = ROOT / "data" / "swesmith-codesearch.trials.csv.zst"
     code = f"from saturation.cli import main\nassert main(['describe', {str(data)!r}]) == 0"

@@ -1229,6 +1229,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from saturation import settings  # light: the configs import no numpy
     from saturation.configs import (
+        SIGMOID_SAMPLER,
         ComponentsConfig,
         DiagnoseConfig,
         EntropyConfig,
@@ -1492,7 +1493,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="--x compute: per-step metrics of the arms' runs (a metrics CSV, or the .nc of ingest --metrics-out)",
     )
-    _add_sampler_args(p, "compare", defaults=(2000, 1500, 4))  # models.sigmoid.DEFAULT_SAMPLER
+    _add_sampler_args(p, "compare", defaults=(SIGMOID_SAMPLER.draws, SIGMOID_SAMPLER.tune, SIGMOID_SAMPLER.chains))
     p.add_argument("--json", metavar="PATH", help="write the estimands as JSON ('-' for stdout)")
     p.add_argument("--idata", metavar="PATH", help="write the InferenceData (netCDF)")
     p.set_defaults(func=_cmd_compare)

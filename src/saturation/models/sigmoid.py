@@ -917,7 +917,7 @@ def fit_sigmoid(
     priors : SigmoidPriors, optional
         Curve priors.
     sampler : SamplerConfig, optional
-        NUTS settings (default :data:`DEFAULT_SAMPLER`: nutpie, 4 x 2000 draws after 1500
+        NUTS settings (default :data:`DEFAULT_SAMPLER`: nutpie, 4 x 2000 draws after 500
         tuning, target_accept 0.95).
     seed : int
         Same seed and data, same numbers.

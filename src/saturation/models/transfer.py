@@ -911,8 +911,11 @@ def population(ungraded_curve: Any, ungraded_task_sd: Any, reward_curve: Any) ->
 
 def population_curves(idata: az.InferenceData) -> dict[str, np.ndarray]:
     """Per-draw population curves (samples, arm, step): ungraded rate, graded-only and
-    all-rollout reward, averaged over the task effects (the model has no step-noise term)."""
+    all-rollout reward, averaged over the task effects (the model has no step-noise term).
+    A fit's posterior stores them (``population_<quantity>``): read from there when present."""
     post = idata.posterior.stack(sample=("chain", "draw"))
+    if all(f"population_{q}" in post for q in QUANTITIES):
+        return {q: post[f"population_{q}"].transpose("sample", S.ARM, S.STEP).to_numpy() for q in QUANTITIES}
     curve = {part: post[f"{part}_curve"].transpose("sample", S.ARM, S.STEP).to_numpy() for part in PARTS}
     return population(curve["ungraded"], post["ungraded_task_sd"].to_numpy()[:, None, None], curve["reward"])
 
