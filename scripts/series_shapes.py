@@ -74,17 +74,19 @@ def main() -> None:
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     print(f"noise sd {args.noise}, AR(1) phi {args.phi}, {args.reps} series per class, seed {args.seed}\n")
-    print("| class | honest verdict | share honest [94 % interval] | verdicts | knee inside the HDI |")
-    print("|---|---|---|---|---|")
+    print("| class | honest verdict | share honest [94 % interval] | verdicts | knee inside the HDI | shapes |")
+    print("|---|---|---|---|---|---|")
     t_all = time.perf_counter()
     for name, (steps, mu, honest, knee) in classes().items():
         counts: Counter[str] = Counter()
+        shapes: Counter[str] = Counter()
         inside = 0
         for r in range(args.reps):
             y = mu + ar1(rng, len(steps), args.noise, args.phi)
             ds = xr.Dataset({"metric": (("run", "step"), y[None])}, coords={"run": ["r"], "step": steps})
             est = fit_plateau(ds, response="metric", seed=r).estimands["levels"]["metric"]
             counts[est["verdict"]] += 1
+            shapes[est.get("curve_shape", "-")] += 1
             cp = est["changepoint"]
             if knee is not None and cp is not None and cp["hdi"][0] <= knee <= cp["hdi"][1]:
                 inside += 1
@@ -92,8 +94,11 @@ def main() -> None:
         lo, hi = beta_interval(k, args.reps)
         verdicts = ", ".join(f"{v} {c}" for v, c in counts.most_common())
         knee_text = f"{inside}/{args.reps}" if knee is not None else "-"
+        shape_text = ", ".join(f"{v} {c}" for v, c in shapes.most_common())
         print(
-            f"| {name} | {' or '.join(honest)} | {k / args.reps:.2f} [{lo:.2f}, {hi:.2f}] | {verdicts} | {knee_text} |"
+            f"| {name} | {' or '.join(honest)} | {k / args.reps:.2f} [{lo:.2f}, {hi:.2f}] | {verdicts} | {knee_text} "
+            f"| {shape_text} |",
+            flush=True,
         )
     print(f"\n{time.perf_counter() - t_all:.1f} s")
 

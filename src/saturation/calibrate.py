@@ -83,7 +83,7 @@ from saturation.models.plateau_model import plateau_prior_predictive
 from saturation.models.sampling import interval
 from saturation.models.transfer import TransferPriors, knot_basis, population, transfer_data
 from saturation.models.transfer import prior_draw as transfer_prior_draw
-from saturation.models.verdicts import VERDICTS
+from saturation.models.verdicts import CURVE_SHAPES, VERDICTS
 from saturation.plots import BAND_ALPHA, PAGE, colour, save_figure, style
 from saturation.replica import SWESMITH_SPEC, load_reference
 from saturation.simulate import PlateauSpec, simulate_plateau
@@ -902,6 +902,7 @@ def run_trials_task(task: dict[str, Any]) -> dict[str, Any]:
                 # what plateau_verdict read: a rule's thresholds can be re-calibrated offline
                 "verdict_inputs": json.dumps({k: getattr(est, k) for k in VERDICT_INPUTS}),
                 "verdict_known": known_verdicts[lv.name] if known else "",
+                "curve_shape": str(est.extra.get("curve_shape", "")),
                 "changepoint_mean": est.changepoint.mean,
             }
         )
@@ -959,6 +960,7 @@ def trials_dataset(
             "verdict": (("fit",), np.array([rec["verdict"] for _, rec in rows], dtype=object)),
             "verdict_inputs": (("fit",), np.array([rec["verdict_inputs"] for _, rec in rows], dtype=object)),
             "verdict_known_break": (("fit",), np.array([rec["verdict_known"] for _, rec in rows], dtype=object)),
+            "curve_shape": (("fit",), np.array([rec.get("curve_shape", "") for _, rec in rows], dtype=object)),
             "changepoint_mean": (("fit",), np.array([rec["changepoint_mean"] for _, rec in rows], dtype=float)),
             "converged": (("fit",), np.array([r["converged"] for r, _ in rows], dtype=bool)),
         },
@@ -1058,6 +1060,26 @@ def trials_table(ds: xr.Dataset) -> pd.DataFrame:
         target = f"want <= {MAX_FALSE_STOP}" if want_max else f"want >= {MIN_STUDY_STOP}"
         passes = k / m <= MAX_FALSE_STOP if want_max else k / m >= MIN_STUDY_STOP
         rows.append(_share_row(name, k, m, bool(passes), f"{target}; verdicts {counts}"))
+    if "curve_shape" in ds:  # none of these curves bends smoothly: "smooth" is a false shape
+        shape = ds["curve_shape"].to_numpy()
+        for pr in dict.fromkeys(profile[kind != "coverage"]):
+            at = "" if pr == "study" else f", {pr} design"
+            for k_, what in (("rising", "rising lines"), ("study", "study-shaped data"), ("jump", "abrupt jumps")):
+                sel = (kind == k_) & (profile == pr)
+                if not sel.any():
+                    continue
+                v = shape[sel]
+                k, m = int((v == "smooth").sum()), int(sel.sum())
+                counts = ", ".join(f"{c}: {int((v == c).sum())}" for c in CURVE_SHAPES if (v == c).any())
+                rows.append(
+                    _share_row(
+                        f"{what} named a smooth approach{at}",
+                        k,
+                        m,
+                        k / m <= MAX_FALSE_STOP,
+                        f"want <= {MAX_FALSE_STOP}; shapes {counts}",
+                    )
+                )
     return pd.DataFrame(rows)
 
 

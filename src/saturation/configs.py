@@ -156,6 +156,9 @@ class VerdictRule:
         called 0.78 -> 0.91).
     p_still : float
         "Still rising": P(late slope > 0) at least this.
+    bf_shape : float
+        The curve's shape (``models.verdicts.curve_shape``): a smooth approach, a break or a
+        line when its Bayes factor against the others is at least this.
     """
 
     bf_line: float = 1.0
@@ -166,6 +169,7 @@ class VerdictRule:
     slow_ratio: float = 0.5
     p_slow: float = 0.85
     p_still: float = 0.95
+    bf_shape: float = 3.0
 
 
 @dataclass(frozen=True)

@@ -863,6 +863,52 @@ def alternative_level(
     return built[-1], u, log_prior(u)
 
 
+#: the grid of the exponential's log time scale in :func:`smooth_log_evidence`: coarse and
+#: fine points of the two passes (the integrand is smooth in the log scale)
+SMOOTH_POINTS = (24, 40)
+
+
+def smooth_log_evidence(
+    y: np.ndarray,
+    var_mean: np.ndarray,
+    steps: np.ndarray,
+    m0: np.ndarray,
+    sd0: np.ndarray,
+    tau_sd: float,
+    log_scale_mu: float,
+    log_scale_sd: float,
+    noise_prior: RhoPrior | None = None,
+) -> float:
+    r"""log p(y) of one level under the exponential approach :math:`A - (A - a)
+    e^{-(t - t_0)/k}` (a curve that bends smoothly, with no break), the evidence the
+    plateau fit weighs against its change point.
+
+    Given :math:`k` the curve is linear in the start :math:`a` and the asymptote :math:`A`
+    (prior means ``m0``, sds ``sd0``, (2,)), integrated analytically as in :class:`Level`;
+    :math:`\tau` by its quadrature; the step noise independent or AR(1) with
+    ``noise_prior`` (:class:`DependentLevel`); :math:`\log k \sim N(\mu_k, \sigma_k)` by a
+    two-pass grid (:data:`SMOOTH_POINTS`) over :math:`\mu_k \pm` :data:`SCALE_PRIOR_REACH`
+    :math:`\sigma_k`. Comparable with :attr:`Level.log_evidence` and
+    :attr:`DependentLevel.log_evidence` of the change-point curve on the same data (the same
+    constants are kept)."""
+    t0 = float(steps[0])
+    sd0 = np.asarray(sd0, dtype=float).reshape(1, 2)
+    log_norm = -0.5 * np.log(2.0 * np.pi) - np.log(log_scale_sd)
+
+    def logpost(u: np.ndarray) -> np.ndarray:  # log p(y | k) + log p(log k), (G,)
+        x = design_exponential(steps, t0, u)
+        if noise_prior is None:
+            level = Level(y, var_mean, x, m0, sd0, tau_sd)
+            log_m = level.log_m + np.log(level.du)
+        else:
+            log_m = DependentLevel(y, var_mean, x, m0, sd0, tau_sd, steps, noise_prior=noise_prior).log_m
+        return log_m + log_norm - 0.5 * ((u - log_scale_mu) / log_scale_sd) ** 2
+
+    reach = SCALE_PRIOR_REACH * log_scale_sd
+    _, du, lp = _scale_grid(logpost, log_scale_mu - reach, log_scale_mu + reach, *SMOOTH_POINTS)
+    return float(special.logsumexp(lp) + np.log(du))
+
+
 def sample_alternative_exact(
     *,
     kind: str,

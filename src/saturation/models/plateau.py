@@ -49,10 +49,12 @@ from saturation.models._exact import (
     sample_either_shape,
     sample_gaussian_exact,
     sample_rows,
+    smooth_log_evidence,
 )
 from saturation.models.persist import FigureView, FitObject, TableView
 from saturation.models.plateau_data import StepData, step_data
 from saturation.models.plateau_model import (
+    ALTERNATIVE_LOG_SCALE_SD,
     NP_OPS,
     asymptote_bounds,
     autocorrelation_caveats,
@@ -81,7 +83,14 @@ from saturation.models.sampling import (
     stamp_attrs,
     warn_if_not_converged,
 )
-from saturation.models.verdicts import FLAT_DEFINITION, LABELS, STOPPED_VERDICTS, plateau_verdict, verdict_summary
+from saturation.models.verdicts import (
+    FLAT_DEFINITION,
+    LABELS,
+    STOPPED_VERDICTS,
+    curve_shape,
+    plateau_verdict,
+    verdict_summary,
+)
 from saturation.summary import (
     Interval,
     convergence_words,
@@ -187,6 +196,8 @@ LEVEL_NUMBERS = (
     "p_no_change",
     "edge_mass",
     "bf_changepoint_vs_line",
+    "bf_smooth_vs_break",
+    "bf_smooth_vs_line",
     "bf01_late_zero",
 )
 
@@ -482,7 +493,8 @@ class PlateauFit(FitObject):
 
     def table(self) -> pd.DataFrame:
         """One row per level: the verdict, the change point, the slopes and gains, the
-        evidence for a break and the headroom (interval cells ``{"mean", "hdi"}``)."""
+        evidence for a break, the curve's shape (a break or a smooth approach, with the
+        unknown break of the exact Gaussian fit) and the headroom (interval cells ``{"mean", "hdi"}``)."""
         rows = []
         for level, e in self.estimands["levels"].items():
             rows.append(
@@ -497,6 +509,8 @@ class PlateauFit(FitObject):
                     "late / early slope": interval_cell(e.get("slowdown_ratio")),
                     LABELS["p_flat"]: e["p_flat"],
                     "BF change point : line": e["bf_changepoint_vs_line"],
+                    "shape": e.get("curve_shape"),
+                    "BF smooth : break": e.get("bf_smooth_vs_break"),
                     "Davies p": e["davies"]["p_value"] if e.get("davies") else None,
                     "BF01 (late = 0)": e["bf01_late_zero"],
                     "start": interval_cell(e["start"]),
@@ -940,6 +954,8 @@ def fit_plateau(
     _shape_estimands(estimands, shape, pooled=is_pooled(config, len(sd.levels)), gate=config.jump_gate)
     if log_bf is not None and config.breakpoint is None:
         _no_change_from_the_line(estimands, sd, config, pri, log_bf, seed)
+        if hinge_evidence is not None:
+            _smooth_estimands(estimands, sd, config, pri, hinge_evidence, log_bf)
     _end_window_estimands(estimands, sd, config, pri, seed)
     _take_verdicts(estimands, config, grid)
     if S.NOISE_RHO in idata.posterior:
@@ -983,6 +999,42 @@ def _shape_estimands(
         est["p_jump"] = float(shape["p_jump"][j])
         est["jump_weight"] = float(shape["weight"][j])
         est["bf_jump_vs_hinge"] = float(np.exp(np.clip(shape["log_bf_jump_vs_hinge"][j], -700, 700)))
+
+
+def _smooth_estimands(
+    estimands: dict[str, Any],
+    sd: StepData,
+    config: PlateauConfig,
+    pri: dict[str, np.ndarray],
+    break_evidence: np.ndarray,
+    log_bf_line: np.ndarray,
+) -> None:
+    """Each level's Bayes factors of a smooth approach (the exponential approach, no break:
+    :func:`~saturation.models._exact.smooth_log_evidence`) against the fit's change-point
+    curve (``bf_smooth_vs_break``) and against the straight line (``bf_smooth_vs_line``),
+    under the same step-noise model, with the change-point curve's priors on the start and
+    on the level it reaches (its value at the change point; the asymptote here) and
+    :math:`\\log k \\sim N(\\log(\\text{span}/4), 1)` on the time scale, as the exponential
+    alternative of :func:`fit_alternative`; then the curve's shape (:func:`curve_shape`)."""
+    span = max(float(sd.steps[-1] - sd.steps[0]), 1.0)
+    noise = _noise_prior(config)
+    for j, est in enumerate(estimands["levels"].values()):
+        log_z = smooth_log_evidence(
+            sd.y[j],
+            sd.var_mean[j],
+            sd.steps,
+            np.array([pri["start_mu"][j], pri["level_mu"][j]]),
+            np.array([pri["start_sd"][j], pri["level_sd"][j]]),
+            float(pri["tau_sd"][j]),
+            float(np.log(span / 4.0)),
+            ALTERNATIVE_LOG_SCALE_SD,
+            noise_prior=noise,
+        )
+        vs_break = log_z - float(break_evidence[j])
+        vs_line = vs_break + float(log_bf_line[j])  # log Z_line = log Z_break - log BF(break : line)
+        est["bf_smooth_vs_break"] = float(np.exp(np.clip(vs_break, -700, 700)))
+        est["bf_smooth_vs_line"] = float(np.exp(np.clip(vs_line, -700, 700)))
+        est["curve_shape"] = curve_shape(est, config.rule)
 
 
 def end_window(steps: np.ndarray) -> np.ndarray | None:

@@ -68,6 +68,33 @@ def verdict_summary(levels: dict[str, dict[str, Any]]) -> str:
     return "; ".join(f"{', '.join(lvs)} {VERDICT_PHRASES[v][len(lvs) > 1]}" for v, lvs in by_verdict.items())
 
 
+#: the shapes :func:`curve_shape` tells apart, and what each says in a verdict's reason
+CURVE_SHAPES = {
+    "break": "a break, not a smooth approach",
+    "smooth": "a smooth approach, no sharp break (the change point marks where it bent most)",
+    "straight": "a straight line",
+    "unclear": "a break and a smooth approach not told apart",
+}
+
+
+def curve_shape(est: dict[str, Any], rule: VerdictRule | None = None) -> str:
+    """The shape of a level's curve from its Bayes factors (a key of :data:`CURVE_SHAPES`):
+    "smooth" when the exponential approach beats both the change point and the line by at
+    least ``rule.bf_shape``; "break" when the change point beats the smooth approach by that
+    much and the line (BF(change point : line) >= 1); "straight" when the line beats both;
+    otherwise "unclear"."""
+    rule = rule or VerdictRule()
+    vs_break, vs_line = est["bf_smooth_vs_break"], est["bf_smooth_vs_line"]
+    cp_vs_line = est.get("bf_changepoint_vs_line") or 1.0
+    if vs_break >= rule.bf_shape and vs_line >= rule.bf_shape:
+        return "smooth"
+    if vs_break <= 1.0 / rule.bf_shape and cp_vs_line >= 1.0:
+        return "break"
+    if vs_line <= 1.0 / rule.bf_shape and cp_vs_line < 1.0:
+        return "straight"
+    return "unclear"
+
+
 def plateau_verdict(
     est: dict[str, Any], rule: VerdictRule | None = None, *, known_break: bool = False
 ) -> dict[str, str]:
@@ -87,7 +114,9 @@ def plateau_verdict(
     rate up to just after the break, a jump included: slower, not shown to have stopped);
     "still rising" (late slope decisively positive, not slower); otherwise "undetermined".
     The end window (:func:`end_window`, a straight line over the last third of the run) is
-    the shape-robust reading of "still moving at the end?".
+    the shape-robust reading of "still moving at the end?". When the fit weighed a smooth
+    approach against the break (``curve_shape``, :func:`curve_shape`), the reason says
+    which shape the data prefer; the verdict does not depend on it.
 
     Parameters
     ----------
@@ -104,6 +133,16 @@ def plateau_verdict(
         ``{"verdict": one of VERDICTS, "reason": a sentence with the numbers behind it}``.
     """
     rule = rule or VerdictRule()
+    out = _verdict(est, rule, known_break)
+    shape = est.get("curve_shape")
+    if shape in ("break", "smooth") and out["verdict"] not in ("flat", "undetermined"):
+        bf = est["bf_smooth_vs_break"]
+        out["reason"] += f"; shape: {CURVE_SHAPES[shape]} (BF smooth : break = {bf:.2g})"
+    return out
+
+
+def _verdict(est: dict[str, Any], rule: VerdictRule, known_break: bool) -> dict[str, str]:
+    """:func:`plateau_verdict`'s verdict and reason before the curve's shape is named."""
     bf = est.get("bf_changepoint_vs_line")
     if est["p_no_change"] >= rule.p_flat:
         return {
