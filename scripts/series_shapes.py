@@ -80,6 +80,7 @@ def main() -> None:
     for name, (steps, mu, honest, knee) in classes().items():
         counts: Counter[str] = Counter()
         shapes: Counter[str] = Counter()
+        log_bf: list[float] = []
         inside = 0
         for r in range(args.reps):
             y = mu + ar1(rng, len(steps), args.noise, args.phi)
@@ -87,6 +88,8 @@ def main() -> None:
             est = fit_plateau(ds, response="metric", seed=r).estimands["levels"]["metric"]
             counts[est["verdict"]] += 1
             shapes[est.get("curve_shape", "-")] += 1
+            if "bf_smooth_vs_break" in est:
+                log_bf.append(float(np.log10(max(est["bf_smooth_vs_break"], 1e-300))))
             cp = est["changepoint"]
             if knee is not None and cp is not None and cp["hdi"][0] <= knee <= cp["hdi"][1]:
                 inside += 1
@@ -95,6 +98,9 @@ def main() -> None:
         verdicts = ", ".join(f"{v} {c}" for v, c in counts.most_common())
         knee_text = f"{inside}/{args.reps}" if knee is not None else "-"
         shape_text = ", ".join(f"{v} {c}" for v, c in shapes.most_common())
+        if log_bf:  # the 10/50/90 % quantiles of log10 BF(smooth : break)
+            q = np.quantile(log_bf, [0.1, 0.5, 0.9])
+            shape_text += f" (log10 BF smooth : break {q[0]:.1f} / {q[1]:.1f} / {q[2]:.1f})"
         print(
             f"| {name} | {' or '.join(honest)} | {k / args.reps:.2f} [{lo:.2f}, {hi:.2f}] | {verdicts} | {knee_text} "
             f"| {shape_text} |",

@@ -981,7 +981,8 @@ def trials_dataset(
     return ds
 
 
-#: the estimands :func:`~saturation.models.plateau.plateau_verdict` reads, kept per fit
+#: the estimands :func:`~saturation.models.plateau.plateau_verdict` and
+#: :func:`~saturation.models.verdicts.curve_shape` read, kept per fit
 VERDICT_INPUTS = (
     "p_no_change",
     "bf_changepoint_vs_line",
@@ -994,6 +995,8 @@ VERDICT_INPUTS = (
     "p_flat",
     "p_slowed",
     "p_late_positive",
+    "bf_smooth_vs_break",
+    "bf_smooth_vs_line",
 )
 #: the verdict calibration targets (issue 19): rising lines at most 5 % stopped, study-shaped
 #: data at least 80 %
