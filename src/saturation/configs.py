@@ -158,7 +158,11 @@ class VerdictRule:
         "Still rising": P(late slope > 0) at least this.
     bf_shape : float
         The curve's shape (``models.verdicts.curve_shape``): a smooth approach, a break or a
-        line when its Bayes factor against the others is at least this.
+        line when its Bayes factor against the others is at least this. 30 from the
+        calibration (docs/calibration.md): hinge-shaped per-trial data reached BF(smooth :
+        break) 7-9 at their 95th percentile (the smooth curve's Occam factor, where the
+        noise hides the kink), so 3 named 19-36 % of them smooth; smooth approaches on logged
+        series reach 10^3.5 and more.
     """
 
     bf_line: float = 1.0
@@ -169,7 +173,7 @@ class VerdictRule:
     slow_ratio: float = 0.5
     p_slow: float = 0.85
     p_still: float = 0.95
-    bf_shape: float = 3.0
+    bf_shape: float = 30.0
 
 
 @dataclass(frozen=True)
