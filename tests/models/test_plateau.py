@@ -1162,3 +1162,57 @@ def test_auto_noise_keeps_independent_trials_independent_and_finds_autocorrelati
     assert a["p_independent_noise"] < 0.1
     width = lambda v: v["hdi"][1] - v["hdi"][0]  # noqa: E731
     assert width(a["late_slope"]) > 1.5 * width(i["late_slope"])
+
+
+def test_curve_shape_rule_reads_the_two_bayes_factors():
+    rule = plateau.VerdictRule(bf_shape=30.0)
+    base = {"bf_changepoint_vs_line": 100.0}
+    assert verdicts.curve_shape({**base, "bf_smooth_vs_break": 50.0, "bf_smooth_vs_line": 40.0}, rule) == "smooth"
+    # better than the break but not than the line: not a smooth bend
+    assert verdicts.curve_shape({**base, "bf_smooth_vs_break": 50.0, "bf_smooth_vs_line": 5.0}, rule) == "unclear"
+    assert verdicts.curve_shape({**base, "bf_smooth_vs_break": 0.01, "bf_smooth_vs_line": 1e4}, rule) == "break"
+    line_wins = {"bf_changepoint_vs_line": 0.2, "bf_smooth_vs_break": 2.0, "bf_smooth_vs_line": 0.02}
+    assert verdicts.curve_shape(line_wins, rule) == "straight"
+    assert verdicts.curve_shape({**base, "bf_smooth_vs_break": 5.0, "bf_smooth_vs_line": 5.0}, rule) == "unclear"
+
+
+@pytest.mark.parametrize("noise", ["independent", "ar1"])
+def test_smooth_evidence_equals_a_dense_quadrature_over_the_time_scale(noise):
+    """The exponential approach's evidence (two-pass grid over log k) equals the average of
+    the single-design evidences over a dense grid of log k weighted by its prior."""
+    from saturation.models import _exact
+
+    rng = np.random.default_rng(3)
+    steps = np.arange(60.0)
+    y = 0.2 + 0.4 * (1 - np.exp(-steps / 12)) + rng.normal(0, 0.01, 60)
+    var = np.full(60, 1e-5)
+    m0, sd0, tau_sd, mu, sd = np.array([0.2, 0.6]), np.array([0.3, 0.3]), 0.05, np.log(59 / 4), 1.0
+    prior = None if noise == "independent" else _exact.AR1_PRIOR
+    got = _exact.smooth_log_evidence(y, var, steps, m0, sd0, tau_sd, mu, sd, noise_prior=prior)
+    u = np.linspace(mu - 6, mu + 6, 1201)
+    dependent = None if prior is None else (steps, prior)
+    designs = _exact.design_exponential(steps, 0.0, u)
+    single = np.array(
+        [_exact.log_evidence(y, var, x[None], m0, sd0[None], tau_sd, dependent=dependent) for x in designs]
+    )
+    log_prior = -0.5 * ((u - mu) / sd) ** 2 - 0.5 * np.log(2 * np.pi) - np.log(sd)
+    want = special.logsumexp(single + log_prior) + np.log(u[1] - u[0])
+    assert got == pytest.approx(want, abs=1e-3)
+
+
+def test_a_smooth_approach_and_a_break_are_named_apart():
+    """Issue 44: a smooth saturation is recognised as such, a hinge as a break (logged
+    series with AR(1) noise, the default noise model of a series)."""
+    t = np.arange(91.0)
+    rng = np.random.default_rng(11)
+    noise = np.zeros(91)
+    for i in range(1, 91):
+        noise[i] = 0.5 * noise[i - 1] + rng.normal(0, 0.01 * np.sqrt(0.75))
+    smooth = fit_plateau(_series(0.2 + 0.5 * (1 - np.exp(-t / 40)) + noise, t), response="m", seed=1)
+    e = smooth.estimands["levels"]["m"]
+    assert e["curve_shape"] == "smooth" and e["bf_smooth_vs_break"] > 1e3, e
+    assert "smooth approach" in e["reason"]
+    hinge = fit_plateau(_series(np.where(t < 40, 0.3 + 0.3 * t / 40, 0.6) + noise, t), response="m", seed=1)
+    e = hinge.estimands["levels"]["m"]
+    assert e["curve_shape"] == "break" and e["bf_smooth_vs_break"] < 1e-2, e
+    assert hinge.table()["shape"].tolist() == ["break"]

@@ -863,9 +863,11 @@ def alternative_level(
     return built[-1], u, log_prior(u)
 
 
-#: the grid of the exponential's log time scale in :func:`smooth_log_evidence`: coarse and
-#: fine points of the two passes (the integrand is smooth in the log scale)
+#: the grid of the exponential's log time scale in :func:`smooth_log_evidence`: the coarse
+#: pass's points and those of each of its two refinements
 SMOOTH_POINTS = (24, 40)
+#: ... the third pass covers the second's points within this many log units of its largest
+SMOOTH_SUPPORT_LOG = 12.0
 
 
 def smooth_log_evidence(
@@ -887,10 +889,10 @@ def smooth_log_evidence(
     (prior means ``m0``, sds ``sd0``, (2,)), integrated analytically as in :class:`Level`;
     :math:`\tau` by its quadrature; the step noise independent or AR(1) with
     ``noise_prior`` (:class:`DependentLevel`); :math:`\log k \sim N(\mu_k, \sigma_k)` by a
-    two-pass grid (:data:`SMOOTH_POINTS`) over :math:`\mu_k \pm` :data:`SCALE_PRIOR_REACH`
-    :math:`\sigma_k`. Comparable with :attr:`Level.log_evidence` and
-    :attr:`DependentLevel.log_evidence` of the change-point curve on the same data (the same
-    constants are kept)."""
+    three-pass grid (:data:`SMOOTH_POINTS`: a coarse pass, then twice refined to the
+    support) over :math:`\mu_k \pm` :data:`SCALE_PRIOR_REACH` :math:`\sigma_k`. Comparable
+    with :attr:`Level.log_evidence` and :attr:`DependentLevel.log_evidence` of the
+    change-point curve on the same data (the same constants are kept)."""
     t0 = float(steps[0])
     sd0 = np.asarray(sd0, dtype=float).reshape(1, 2)
     log_norm = -0.5 * np.log(2.0 * np.pi) - np.log(log_scale_sd)
@@ -905,8 +907,14 @@ def smooth_log_evidence(
         return log_m + log_norm - 0.5 * ((u - log_scale_mu) / log_scale_sd) ** 2
 
     reach = SCALE_PRIOR_REACH * log_scale_sd
-    _, du, lp = _scale_grid(logpost, log_scale_mu - reach, log_scale_mu + reach, *SMOOTH_POINTS)
-    return float(special.logsumexp(lp) + np.log(du))
+    u, du, lp = _scale_grid(logpost, log_scale_mu - reach, log_scale_mu + reach, *SMOOTH_POINTS)
+    # a third pass where the second put all but e^-12 of the mass: the posterior of log k can
+    # be 30 times narrower than its prior while AR(1) noise gives it tails that keep the
+    # second pass wide (its points then several posterior sds apart)
+    inside = np.flatnonzero(lp > lp.max() - SMOOTH_SUPPORT_LOG)
+    u = np.linspace(max(u[inside[0]] - du, u[0]), min(u[inside[-1]] + du, u[-1]), SMOOTH_POINTS[1])
+    lp = logpost(u)
+    return float(special.logsumexp(lp) + np.log(u[1] - u[0]))
 
 
 def sample_alternative_exact(
