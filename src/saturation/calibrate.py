@@ -993,6 +993,7 @@ VERDICT_INPUTS = (
     "p_late_gain_beyond_rope",
     "p_end_gain_beyond_rope",
     "p_flat",
+    "p_late_in_rope",
     "p_slowed",
     "p_late_positive",
     "bf_smooth_vs_break",

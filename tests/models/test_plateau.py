@@ -1212,6 +1212,8 @@ def test_a_smooth_approach_and_a_break_are_named_apart():
     e = smooth.estimands["levels"]["m"]
     assert e["curve_shape"] == "smooth" and e["bf_smooth_vs_break"] > 1e3, e
     assert "smooth approach" in e["reason"]
+    # no break to be small relative to: still gaining in the metric's units, so not "plateaued"
+    assert e["verdict"] == "slowed", e["reason"]
     hinge = fit_plateau(_series(np.where(t < 40, 0.3 + 0.3 * t / 40, 0.6) + noise, t), response="m", seed=1)
     e = hinge.estimands["levels"]["m"]
     assert e["curve_shape"] == "break" and e["bf_smooth_vs_break"] < 1e-2, e

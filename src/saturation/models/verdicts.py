@@ -116,7 +116,9 @@ def plateau_verdict(
     The end window (:func:`end_window`, a straight line over the last third of the run) is
     the shape-robust reading of "still moving at the end?". When the fit weighed a smooth
     approach against the break (``curve_shape``, :func:`curve_shape`), the reason says
-    which shape the data prefer; the verdict does not depend on it.
+    which shape the data prefer. A smooth approach has no break for "small relative to the
+    early gain" to be measured after, so there "plateaued" needs the late gain inside the
+    absolute ROPE (``p_late_in_rope``), not P(flat).
 
     Parameters
     ----------
@@ -172,7 +174,10 @@ def _verdict(est: dict[str, Any], rule: VerdictRule, known_break: bool) -> dict[
     late_gaining = est["p_late_gain_beyond_rope"] >= rule.p_still
     end_gaining = est.get("p_end_gain_beyond_rope", 0.0) >= rule.p_still
     gaining = late_gaining or end_gaining
-    if est["p_flat"] >= rule.p_flat and not gaining:
+    # a smooth approach has no break for the late segment to be "small relative to the early
+    # gain" after: flat there is the absolute ROPE alone
+    flat_key = "p_late_in_rope" if est.get("curve_shape") == "smooth" else "p_flat"
+    if est[flat_key] >= rule.p_flat and not gaining:
         end = (
             f", nor over the end window ({LABELS['p_end_gain_beyond_rope']} = {est['p_end_gain_beyond_rope']:.2f})"
             if "p_end_gain_beyond_rope" in est
@@ -180,7 +185,7 @@ def _verdict(est: dict[str, Any], rule: VerdictRule, known_break: bool) -> dict[
         )
         return {
             "verdict": "plateaued",
-            "reason": f"{LABELS['p_flat']} = {est['p_flat']:.2f} and no decisive late gain beyond the absolute ROPE "
+            "reason": f"{LABELS[flat_key]} = {est[flat_key]:.2f} and no decisive late gain beyond the absolute ROPE "
             f"({LABELS['p_late_gain_beyond_rope']} = {est['p_late_gain_beyond_rope']:.2f} < {rule.p_still:g}{end})",
         }
     if est["p_slowed"] >= rule.p_slow:
@@ -189,7 +194,7 @@ def _verdict(est: dict[str, Any], rule: VerdictRule, known_break: bool) -> dict[
             if late_gaining
             else f"still gaining at the end ({LABELS['p_end_gain_beyond_rope']} = {est['p_end_gain_beyond_rope']:.2f})"
             if end_gaining
-            else f"flatness not confirmed ({LABELS['p_flat']} = {est['p_flat']:.2f})"
+            else f"flatness not confirmed ({LABELS[flat_key]} = {est[flat_key]:.2f})"
         )
         return {
             "verdict": "slowed",
@@ -199,7 +204,7 @@ def _verdict(est: dict[str, Any], rule: VerdictRule, known_break: bool) -> dict[
         return {"verdict": "still rising", "reason": f"P(late slope > 0) = {est['p_late_positive']:.2f}"}
     return {
         "verdict": "undetermined",
-        "reason": f"neither flat ({LABELS['p_flat']} = {est['p_flat']:.2f}), clearly slower "
+        "reason": f"neither flat ({LABELS[flat_key]} = {est[flat_key]:.2f}), clearly slower "
         f"(P = {est['p_slowed']:.2f}) nor clearly rising (P(late slope > 0) = {est['p_late_positive']:.2f})",
     }
 
