@@ -1041,10 +1041,14 @@ def trials_table(ds: xr.Dataset) -> pd.DataFrame:
                 k, m = inside(p, sel)
                 meaning = f"share of 94 % HDIs holding the truth (want >= {MIN_COVERAGE})"
                 rows.append(_share_row(f"coverage {p}, {pr}, change point {c:g}", k, m, k / m >= MIN_COVERAGE, meaning))
-    checks, jump_checks = [], []
+    checks, jump_checks, shape_checks = [], [], []
     for pr in dict.fromkeys(profile[kind != "coverage"]):
         at = "" if pr == "study" else f", {pr} design"  # the study design keeps its old check names
         rising, study, jump = ((kind == k_) & (profile == pr) for k_ in ("rising", "study", "jump"))
+        shape_checks += [
+            (f"{what} named a smooth approach{at}", sel)
+            for what, sel in (("rising lines", rising), ("study-shaped data", study), ("abrupt jumps", jump))
+        ]
         checks += [
             (f"rising lines called plateaued or slowed{at}", rising, "verdict", True),
             (f"study-shaped data called plateaued or slowed (unknown break){at}", study, "verdict", False),
@@ -1066,24 +1070,13 @@ def trials_table(ds: xr.Dataset) -> pd.DataFrame:
         rows.append(_share_row(name, k, m, bool(passes), f"{target}; verdicts {counts}"))
     if "curve_shape" in ds:  # none of these curves bends smoothly: "smooth" is a false shape
         shape = ds["curve_shape"].to_numpy()
-        for pr in dict.fromkeys(profile[kind != "coverage"]):
-            at = "" if pr == "study" else f", {pr} design"
-            for k_, what in (("rising", "rising lines"), ("study", "study-shaped data"), ("jump", "abrupt jumps")):
-                sel = (kind == k_) & (profile == pr)
-                if not sel.any():
-                    continue
-                v = shape[sel]
-                k, m = int((v == "smooth").sum()), int(sel.sum())
-                counts = ", ".join(f"{c}: {int((v == c).sum())}" for c in CURVE_SHAPES if (v == c).any())
-                rows.append(
-                    _share_row(
-                        f"{what} named a smooth approach{at}",
-                        k,
-                        m,
-                        k / m <= MAX_FALSE_STOP,
-                        f"want <= {MAX_FALSE_STOP}; shapes {counts}",
-                    )
-                )
+        for name, sel in shape_checks:
+            if not sel.any():
+                continue
+            v = shape[sel]
+            k, m = int((v == "smooth").sum()), int(sel.sum())
+            counts = ", ".join(f"{c}: {int((v == c).sum())}" for c in CURVE_SHAPES if (v == c).any())
+            rows.append(_share_row(name, k, m, k / m <= MAX_FALSE_STOP, f"want <= {MAX_FALSE_STOP}; shapes {counts}"))
     return pd.DataFrame(rows)
 
 

@@ -250,13 +250,18 @@ def _scale_grid(
     (prior x Jacobian x likelihood); returns the refined u points, their spacing and
     ``logpost`` on them (``coarse`` and ``fine`` points in the two passes)."""
     u = np.linspace(lo, hi, coarse)
-    lp = logpost(u)
-    marg = special.logsumexp(lp.reshape(len(u), -1), axis=1)
-    inside = np.flatnonzero(marg > marg.max() - SUPPORT_LOG)
-    step = u[1] - u[0]
-    lo2, hi2 = max(u[inside[0]] - step, lo), min(u[inside[-1]] + step, hi)
-    u = np.linspace(lo2, hi2, fine)
+    u = refined_grid(u, logpost(u), SUPPORT_LOG, fine)
     return u, float(u[1] - u[0]), logpost(u)
+
+
+def refined_grid(u: np.ndarray, lp: np.ndarray, support: float, points: int) -> np.ndarray:
+    """``points`` evenly spaced over the support of ``lp`` (G, ...) on the even grid ``u``:
+    from one spacing before the first to one after the last point whose log density (summed
+    over the other axes) lies within ``support`` of the largest, inside ``u``'s range."""
+    marg = special.logsumexp(lp.reshape(len(u), -1), axis=1)
+    inside = np.flatnonzero(marg > marg.max() - support)
+    step = u[1] - u[0]
+    return np.linspace(max(u[inside[0]] - step, u[0]), min(u[inside[-1]] + step, u[-1]), points)
 
 
 def _pick_one(rng: np.random.Generator, logw: np.ndarray, size: int) -> np.ndarray:
@@ -907,12 +912,11 @@ def smooth_log_evidence(
         return log_m + log_norm - 0.5 * ((u - log_scale_mu) / log_scale_sd) ** 2
 
     reach = SCALE_PRIOR_REACH * log_scale_sd
-    u, du, lp = _scale_grid(logpost, log_scale_mu - reach, log_scale_mu + reach, *SMOOTH_POINTS)
+    u, _, lp = _scale_grid(logpost, log_scale_mu - reach, log_scale_mu + reach, *SMOOTH_POINTS)
     # a third pass where the second put all but e^-12 of the mass: the posterior of log k can
     # be 30 times narrower than its prior while AR(1) noise gives it tails that keep the
     # second pass wide (its points then several posterior sds apart)
-    inside = np.flatnonzero(lp > lp.max() - SMOOTH_SUPPORT_LOG)
-    u = np.linspace(max(u[inside[0]] - du, u[0]), min(u[inside[-1]] + du, u[-1]), SMOOTH_POINTS[1])
+    u = refined_grid(u, lp, SMOOTH_SUPPORT_LOG, SMOOTH_POINTS[1])
     lp = logpost(u)
     return float(special.logsumexp(lp) + np.log(u[1] - u[0]))
 

@@ -981,6 +981,11 @@ def _take_verdicts(estimands: dict[str, Any], config: PlateauConfig, grid: np.nd
         estimands["together"]["not_asked"] = together_not_asked(estimands["levels"], grid)
 
 
+def bayes_factor(log_bf: float) -> float:
+    """A Bayes factor from its log, kept inside a double's range (the estimands' BFs)."""
+    return float(np.exp(np.clip(log_bf, -700, 700)))
+
+
 def _shape_estimands(
     estimands: dict[str, Any], shape: dict[str, np.ndarray] | None, *, pooled: bool, gate: float | None
 ) -> None:
@@ -998,7 +1003,7 @@ def _shape_estimands(
     for j, est in enumerate(estimands["levels"].values()):
         est["p_jump"] = float(shape["p_jump"][j])
         est["jump_weight"] = float(shape["weight"][j])
-        est["bf_jump_vs_hinge"] = float(np.exp(np.clip(shape["log_bf_jump_vs_hinge"][j], -700, 700)))
+        est["bf_jump_vs_hinge"] = bayes_factor(shape["log_bf_jump_vs_hinge"][j])
 
 
 def _smooth_estimands(
@@ -1032,8 +1037,8 @@ def _smooth_estimands(
         )
         vs_break = log_z - float(break_evidence[j])
         vs_line = vs_break + float(log_bf_line[j])  # log Z_line = log Z_break - log BF(break : line)
-        est["bf_smooth_vs_break"] = float(np.exp(np.clip(vs_break, -700, 700)))
-        est["bf_smooth_vs_line"] = float(np.exp(np.clip(vs_line, -700, 700)))
+        est["bf_smooth_vs_break"] = bayes_factor(vs_break)
+        est["bf_smooth_vs_line"] = bayes_factor(vs_line)
         est["curve_shape"] = curve_shape(est, config.rule)
 
 
@@ -1431,7 +1436,7 @@ def _level_estimands(
         "edge_mass": float(mass_j[: config.rule.edge_candidates].sum() + mass_j[-config.rule.edge_candidates :].sum())
         if config.breakpoint is None and n_grid > 2 * config.rule.edge_candidates
         else 0.0,
-        "bf_changepoint_vs_line": float(np.exp(np.clip(log_bf[j], -700, 700))) if log_bf is not None else None,
+        "bf_changepoint_vs_line": bayes_factor(log_bf[j]) if log_bf is not None else None,
         "bf01_late_zero": float(bf01),
         # the frequentist existence test R users know (segmented::davies.test on lm(y ~ step))
         "davies": davies_test(t, data.y[j]) if np.isfinite(data.y[j]).sum() >= 5 else None,
