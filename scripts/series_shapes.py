@@ -1,9 +1,9 @@
 """Verdicts of the plateau model on logged per-step series whose shape is not the model's.
 
 Each class is generated here, per step, by a process that is not the hinge (logistic rises,
-exponential approaches, collapses, sparse logging) with AR(1) step noise, and fitted as a
-logged series (``fit_plateau`` on a run/step Dataset, the exact Gaussian sampler, the
-default verdict rule). Prints one row per class: the verdict counts, the share with the
+with and without a creep after them, exponential approaches, collapses, sparse logging)
+with AR(1) step noise, and fitted as a logged series (``fit_plateau`` on a run/step Dataset,
+the exact Gaussian sampler, the default verdict rule). Prints one row per class: the verdict counts, the share with the
 honest verdict and its 94 % Beta interval, and (where a knee exists) how often the change
 point's 94 % HDI holds it.
 
@@ -20,6 +20,7 @@ import numpy as np
 import xarray as xr
 from scipy import stats
 
+from saturation import curves
 from saturation.models import fit_plateau
 
 
@@ -34,7 +35,7 @@ def ar1(rng: np.random.Generator, n: int, sd: float, phi: float) -> np.ndarray:
 
 
 def logistic(t: np.ndarray, lo: float, hi: float, mid: float, width: float) -> np.ndarray:
-    return lo + (hi - lo) / (1 + np.exp(-(t - mid) / width))
+    return curves.logistic_rise(t, start=lo, level=hi, midpoint=mid, width=width)
 
 
 #: class -> (steps, mean curve, honest verdicts, true knee or None)
@@ -48,6 +49,13 @@ def classes() -> dict[str, tuple[np.ndarray, np.ndarray, tuple[str, ...], float 
     return {
         "creep after an S-shaped rise (435 steps)": (t435, creep, ("slowed", "still rising"), None),
         "smooth exponential approach, no break": (t91, 0.2 + 0.5 * (1 - np.exp(-t91 / 40)), ("slowed",), None),
+        "S-shaped rise, saturated by step 40": (t91, logistic(t91, 0.2, 0.7, 20, 5), ("plateaued",), None),
+        "S-shaped rise, still bending at the end": (
+            t91,
+            logistic(t91, 0.2, 0.7, 45, 12),
+            ("slowed", "still rising"),
+            None,
+        ),
         "validation every 10 steps, knee at 55": (
             t200,
             np.where(t200 < 55, 0.2 + 0.4 * t200 / 55, 0.6),

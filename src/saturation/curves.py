@@ -84,6 +84,21 @@ def exp_saturation(t: Any, *, asymptote: Any, start: Any, scale: Any, t0: Any = 
     return asymptote - (asymptote - start) * _exp(-(t - t0) / scale)
 
 
+def logistic_rise(t: Any, *, start: Any, level: Any, midpoint: Any, width: Any) -> Any:
+    r"""An S-shaped rise on the step axis (NumPy).
+
+    Notes
+    -----
+    :math:`f(t) = s + (L - s)\,\sigma((t - m)/w)` with :math:`\sigma` the logistic
+    function: ``start`` :math:`s` the level long before the midpoint :math:`m`, ``level``
+    :math:`L` the level it saturates at, ``width`` :math:`w > 0` the time scale (12 % to
+    88 % of the rise within :math:`m \pm 2w`). Translation-invariant on the step axis,
+    unlike :func:`sigmoid_saturation` (logistic in log compute from step 1): the plateau
+    fit's S-shaped candidate for a window that may start anywhere.
+    """
+    return start + (level - start) * special.expit((np.asarray(t, dtype=float) - midpoint) / width)
+
+
 def _exp(x: Any) -> Any:
     """exp for NumPy values and PyTensor tensors alike."""
     if isinstance(x, np.ndarray | float | int | np.floating):

@@ -78,20 +78,49 @@ def design_line(t: np.ndarray) -> np.ndarray:
     return np.stack([1 - s, s], axis=-1)[None]
 
 
+def step_products(y: np.ndarray, x: np.ndarray, m0: np.ndarray) -> np.ndarray:
+    """Per step, the distinct entries of :math:`x x^\top` (p <= q), of :math:`x r` and
+    :math:`r^2` with :math:`r = y - x m_0`, for every design of ``x`` (C, T, p): (T, K x C),
+    K = p(p+1)/2 + p + 1, what :func:`_normal_stats` weights by each tau (it does not
+    depend on tau)."""
+    n_t, p = x.shape[1:]
+    xt = x.transpose(1, 0, 2)  # (T, C, p)
+    r = y[:, None] - xt @ m0  # (T, C)
+    cols = [xt[:, :, p_] * xt[:, :, q_] for p_ in range(p) for q_ in range(p_, p)]
+    cols += [xt[:, :, p_] * r for p_ in range(p)] + [r * r]
+    return np.stack(cols, axis=1).reshape(n_t, -1)
+
+
 def _normal_stats(
-    y: np.ndarray, var_mean: np.ndarray, x: np.ndarray, m0: np.ndarray, p0: np.ndarray, tau: np.ndarray
+    y: np.ndarray,
+    var_mean: np.ndarray,
+    x: np.ndarray,
+    m0: np.ndarray,
+    p0: np.ndarray,
+    tau: np.ndarray,
+    products: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """log p(y | c, tau) marginal over beta, and A, b of the conditional; for every tau
-    (G,) and candidate (C): shapes (G, C), (G, C, p, p), (G, C, p)."""
-    n_c, n_t, p = x.shape
+    (G,) and candidate (C): shapes (G, C), (G, C, p, p), (G, C, p). ``products``:
+    :func:`step_products` of the same ``y``, ``x``, ``m0``, if already computed."""
+    n_c, _, p = x.shape
     p0 = np.broadcast_to(p0, (n_c, p))
     v = var_mean[None, :] + tau[:, None] ** 2  # (G, T)
     w = 1.0 / v
-    r = y[None, :] - x @ m0  # (C, T)
-    xx = (x[:, :, :, None] * x[:, :, None, :]).transpose(1, 0, 2, 3).reshape(n_t, -1)
-    a = (w @ xx).reshape(len(tau), n_c, p, p) + p0[:, :, None] * np.eye(p)
-    b = (w @ (x * r[:, :, None]).transpose(1, 0, 2).reshape(n_t, -1)).reshape(len(tau), n_c, p)
-    rwr = w @ (r * r).T  # (G, C)
+    pairs = [(p_, q_) for p_ in range(p) for q_ in range(p_, p)]
+    if products is None:
+        products = step_products(y, x, m0)
+    # every weighted sum over the steps in one product
+    sums = (w @ products).reshape(len(tau), -1, n_c)
+    a = np.empty((len(tau), n_c, p, p))
+    for k, (p_, q_) in enumerate(pairs):
+        a[:, :, p_, q_] = sums[:, k]
+        if p_ != q_:
+            a[:, :, q_, p_] = sums[:, k]
+        else:
+            a[:, :, p_, p_] += p0[None, :, p_]
+    b = sums[:, len(pairs) : len(pairs) + p].transpose(0, 2, 1)  # (G, C, p)
+    rwr = sums[:, -1]  # (G, C)
     logdet, quad = small_cholesky_terms(a, b)
     logml = -0.5 * (np.log(2 * np.pi * v).sum(-1)[:, None] - np.log(p0).sum(-1) + logdet + rwr - quad)
     return logml, a, b
@@ -322,10 +351,12 @@ class Level:
         floor = min(float(np.sqrt(positive.min())) if positive.size else tau_sd, tau_sd)
         lo, hi = np.log(1e-4 * floor), np.log(8.0 * tau_sd)
 
+        products = step_products(y, x, m0) if hinge is None else None  # shared by the two passes
+
         def logpost(u: np.ndarray) -> np.ndarray:
             tau = np.exp(u)
             if hinge is None:
-                logml = _normal_stats(y, var_mean, x, m0, self.p0, tau)[0]
+                logml = _normal_stats(y, var_mean, x, m0, self.p0, tau, products)[0]
             else:
                 slices = [tau[i : i + 64] for i in range(0, len(tau), 64)]  # (G, C, p, p) stays small
                 h_steps, h_grid, h_jump, h_t0 = hinge
@@ -496,6 +527,8 @@ class DependentLevel:
     mean within-step variance: exact for a logged series (no within-step variance) and for
     equal within-step variances; an approximation when they differ across steps. At
     :math:`\rho = 0` the level is :class:`Level` itself (per-step variances kept).
+    ``points``: the tau grid's two passes for every rho (default: :data:`COARSE_POINTS`,
+    :data:`FINE_POINTS` at rho = 0 and :data:`DEPENDENT_POINTS` above).
     """
 
     def __init__(
@@ -509,6 +542,7 @@ class DependentLevel:
         steps: np.ndarray,
         hinge: tuple[np.ndarray, np.ndarray, bool, float] | None = None,
         noise_prior: RhoPrior = AR1_PRIOR,
+        points: tuple[int, int] | None = None,
     ) -> None:
         self.x, self.rho = x, np.asarray(noise_prior.rho, dtype=float)
         vbar = float(np.mean(var_mean))
@@ -516,7 +550,8 @@ class DependentLevel:
         log_ev = []  # (K, C): log p(y | c, rho) with tau integrated
         for rho in self.rho:
             if rho == 0.0:
-                level, jac = Level(y, var_mean, x, m0, sd0, tau_sd, hinge=hinge), 0.0
+                full = points or (COARSE_POINTS, FINE_POINTS)
+                level, jac = Level(y, var_mean, x, m0, sd0, tau_sd, hinge=hinge, points=full), 0.0
             else:
                 q, lam = ar1_rotation(steps, float(rho))
                 scale = 1.0 / np.sqrt(lam)
@@ -524,7 +559,7 @@ class DependentLevel:
                 n_c, n_t, n_p = x.shape  # Q^T X_c for every candidate as one matrix product (BLAS)
                 xr = (q.T @ x.transpose(1, 0, 2).reshape(n_t, -1)).reshape(n_t, n_c, n_p).transpose(1, 0, 2)
                 xr = xr * scale[None, :, None]
-                level = Level(yr, vbar * scale**2, xr, m0, sd0, tau_sd, points=DEPENDENT_POINTS)
+                level = Level(yr, vbar * scale**2, xr, m0, sd0, tau_sd, points=points or DEPENDENT_POINTS)
                 jac = -0.5 * float(np.log(lam).sum())
             self.parts.append(level)
             log_ev.append(level.log_m + np.log(level.du) + jac)
@@ -899,16 +934,11 @@ def smooth_log_evidence(
     with :attr:`Level.log_evidence` and :attr:`DependentLevel.log_evidence` of the
     change-point curve on the same data (the same constants are kept)."""
     t0 = float(steps[0])
-    sd0 = np.asarray(sd0, dtype=float).reshape(1, 2)
     log_norm = -0.5 * np.log(2.0 * np.pi) - np.log(log_scale_sd)
 
     def logpost(u: np.ndarray) -> np.ndarray:  # log p(y | k) + log p(log k), (G,)
         x = design_exponential(steps, t0, u)
-        if noise_prior is None:
-            level = Level(y, var_mean, x, m0, sd0, tau_sd)
-            log_m = level.log_m + np.log(level.du)
-        else:
-            log_m = DependentLevel(y, var_mean, x, m0, sd0, tau_sd, steps, noise_prior=noise_prior).log_m
+        log_m = design_log_evidence(y, var_mean, steps, x, m0, sd0, tau_sd, noise_prior)
         return log_m + log_norm - 0.5 * ((u - log_scale_mu) / log_scale_sd) ** 2
 
     reach = SCALE_PRIOR_REACH * log_scale_sd
@@ -919,6 +949,108 @@ def smooth_log_evidence(
     u = refined_grid(u, lp, SMOOTH_SUPPORT_LOG, SMOOTH_POINTS[1])
     lp = logpost(u)
     return float(special.logsumexp(lp) + np.log(u[1] - u[0]))
+
+
+def design_log_evidence(
+    y: np.ndarray,
+    var_mean: np.ndarray,
+    steps: np.ndarray,
+    x: np.ndarray,
+    m0: np.ndarray,
+    sd0: np.ndarray,
+    tau_sd: float,
+    noise_prior: RhoPrior | None,
+    points: tuple[int, int] | None = None,
+) -> np.ndarray:
+    """log p(y | design) for each design of ``x`` (K, T, 2) of a two-parameter curve linear
+    in its parameters (prior means ``m0``, sds ``sd0``, (2,)): the parameters integrated
+    analytically, tau by quadrature (``points``: its grid's two passes, default
+    :class:`Level`'s), the step noise independent (``noise_prior`` None) or AR(1)
+    (:class:`DependentLevel`); (K,)."""
+    sd0 = np.asarray(sd0, dtype=float).reshape(1, 2)
+    if noise_prior is None:
+        level = Level(y, var_mean, x, m0, sd0, tau_sd, points=points or (COARSE_POINTS, FINE_POINTS))
+        return level.log_m + np.log(level.du)
+    return DependentLevel(y, var_mean, x, m0, sd0, tau_sd, steps, noise_prior=noise_prior, points=points).log_m
+
+
+def design_logistic(t: np.ndarray, midpoint: np.ndarray, log_width: np.ndarray) -> np.ndarray:
+    r"""Designs (K, T, 2) of :func:`curves.logistic_rise` for each (midpoint, log width) pair
+    (K,): columns start :math:`1 - \sigma((t - m)/w)` and level :math:`\sigma((t - m)/w)`."""
+    width = np.exp(log_width)[:, None]
+    s = curves.logistic_rise(t[None, :], start=0.0, level=1.0, midpoint=midpoint[:, None], width=width)
+    return np.stack([1.0 - s, s], axis=-1)
+
+
+#: the S-shaped candidate's grid over (midpoint, log width) in :func:`sigmoid_log_evidence`:
+#: the coarse pass and each of its two refinements to the support
+SIGMOID_POINTS = ((16, 8), (20, 20))
+#: ... the tau grid's two passes while the support is located ...
+LOCATE_TAU_POINTS = (12, 24)
+#: ... and in the last pass (within 1e-4 log units of a dense quadrature over (m, log w) and
+#: of the full tau grids: tests/models/test_plateau.py)
+SHAPE_TAU_POINTS = (24, 48)
+
+
+def sigmoid_log_evidence(
+    y: np.ndarray,
+    var_mean: np.ndarray,
+    steps: np.ndarray,
+    m0: np.ndarray,
+    sd0: np.ndarray,
+    tau_sd: float,
+    log_width_mu: float,
+    log_width_sd: float,
+    noise_prior: RhoPrior | None = None,
+) -> float:
+    r"""log p(y) of one level under the S-shaped rise :math:`s + (L - s)\,\sigma((t -
+    m)/w)` (:func:`curves.logistic_rise`: slow, fast, slow, with no break), the second
+    smooth shape the plateau fit weighs against its change point.
+
+    Given :math:`(m, w)` the curve is linear in the start :math:`s` and the level :math:`L`
+    (prior means ``m0``, sds ``sd0``, (2,)), integrated as in :class:`Level`, with the step
+    noise independent or AR(1) (``noise_prior``, :class:`DependentLevel`). Priors: the
+    midpoint uniform over the logged steps (the bend is seen), :math:`\log w \sim
+    N(\mu_w, \sigma_w)` truncated to [log of the median spacing of the logged steps, log of
+    the span] (no faster than one logged step: a jump is the break's; no slower than the
+    run). The (m, log w) plane is summed on a grid (:data:`SIGMOID_POINTS`: a coarse pass,
+    then twice refined to the box holding all but :math:`e^{-12}` of the mass, the last by
+    the trapezoid rule). Comparable with :func:`smooth_log_evidence` and the change-point
+    curve's evidence on the same data."""
+    t0, t1 = float(steps[0]), float(steps[-1])
+    span = max(t1 - t0, 1.0)
+    spacing = float(np.median(np.diff(steps))) if len(steps) > 1 else 1.0
+    u_lo = float(np.log(max(spacing, 1e-9)))
+    u_hi = max(float(np.log(span)), u_lo + np.log(2.0))
+    a, b = (u_lo - log_width_mu) / log_width_sd, (u_hi - log_width_mu) / log_width_sd
+    log_norm = -0.5 * np.log(2.0 * np.pi) - np.log(log_width_sd) - np.log(special.ndtr(b) - special.ndtr(a))
+    log_norm -= np.log(span) if t1 > t0 else 0.0  # the midpoint's uniform density
+
+    def logpost(mid: np.ndarray, u: np.ndarray, points: tuple[int, int] | None) -> np.ndarray:  # (M, U)
+        mm, uu = np.meshgrid(mid, u, indexing="ij")
+        x = design_logistic(steps, mm.ravel(), uu.ravel())
+        log_m = design_log_evidence(y, var_mean, steps, x, m0, sd0, tau_sd, noise_prior, points)
+        return log_m.reshape(mm.shape) + log_norm - 0.5 * ((uu - log_width_mu) / log_width_sd) ** 2
+
+    (n_mid, n_u), (r_mid, r_u) = SIGMOID_POINTS
+    mid, u = np.linspace(t0, t1, n_mid), np.linspace(u_lo, u_hi, n_u)
+    for last in (False, True):
+        lp = logpost(mid, u, LOCATE_TAU_POINTS)
+        mid = refined_grid(mid, lp, SMOOTH_SUPPORT_LOG, r_mid) if t1 > t0 else mid
+        u = refined_grid(u, lp.T, SMOOTH_SUPPORT_LOG, r_u)
+        if last:
+            lp = logpost(mid, u, SHAPE_TAU_POINTS)
+    # trapezoid weights on both axes (the box may end at the prior's edge)
+    return float(special.logsumexp(lp + _log_trapezoid(mid)[:, None] + _log_trapezoid(u)[None, :]))
+
+
+def _log_trapezoid(pts: np.ndarray) -> np.ndarray:
+    """log trapezoid weights of evenly spaced points (0 for a single point)."""
+    if len(pts) < 2:
+        return np.zeros(len(pts))
+    w = np.full(len(pts), np.log(pts[1] - pts[0]))
+    w[[0, -1]] += np.log(0.5)
+    return w
 
 
 def sample_alternative_exact(

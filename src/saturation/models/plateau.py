@@ -49,6 +49,7 @@ from saturation.models._exact import (
     sample_either_shape,
     sample_gaussian_exact,
     sample_rows,
+    sigmoid_log_evidence,
     smooth_log_evidence,
 )
 from saturation.models.persist import FigureView, FitObject, TableView
@@ -56,6 +57,8 @@ from saturation.models.plateau_data import StepData, step_data
 from saturation.models.plateau_model import (
     ALTERNATIVE_LOG_SCALE_SD,
     NP_OPS,
+    SIGMOID_LOG_WIDTH_SD,
+    SIGMOID_WIDTH_FRACTION,
     asymptote_bounds,
     autocorrelation_caveats,
     build_plateau_model,
@@ -1014,31 +1017,39 @@ def _smooth_estimands(
     break_evidence: np.ndarray,
     log_bf_line: np.ndarray,
 ) -> None:
-    """Each level's Bayes factors of a smooth approach (the exponential approach, no break:
-    :func:`~saturation.models._exact.smooth_log_evidence`) against the fit's change-point
-    curve (``bf_smooth_vs_break``) and against the straight line (``bf_smooth_vs_line``),
-    under the same step-noise model, with the change-point curve's priors on the start and
-    on the level it reaches (its value at the change point; the asymptote here) and
-    :math:`\\log k \\sim N(\\log(\\text{span}/4), 1)` on the time scale, as the exponential
-    alternative of :func:`fit_alternative`; then the curve's shape (:func:`curve_shape`)."""
+    r"""Each level's Bayes factors of a smooth approach with no break against the fit's
+    change-point curve (``bf_smooth_vs_break``) and against the straight line
+    (``bf_smooth_vs_line``), under the same step-noise model, then the curve's shape
+    (:func:`curve_shape`). The smooth approach is the even mixture of two curves, each with
+    the change-point curve's priors on the start and on the level it reaches (its value at
+    the change point): the exponential approach
+    (:func:`~saturation.models._exact.smooth_log_evidence`; :math:`\log k \sim
+    N(\log(\text{span}/4), 1)`, as the exponential alternative of :func:`fit_alternative`)
+    and the S-shaped logistic rise (:func:`~saturation.models._exact.sigmoid_log_evidence`;
+    midpoint uniform over the logged steps, :math:`\log w \sim N(\log(\text{span}/10),
+    1)` truncated to one logged step .. the span). ``smooth_form`` names the one with the
+    larger evidence."""
     span = max(float(sd.steps[-1] - sd.steps[0]), 1.0)
     noise = _noise_prior(config)
     for j, est in enumerate(estimands["levels"].values()):
-        log_z = smooth_log_evidence(
+        args = (
             sd.y[j],
             sd.var_mean[j],
             sd.steps,
             np.array([pri["start_mu"][j], pri["level_mu"][j]]),
             np.array([pri["start_sd"][j], pri["level_sd"][j]]),
             float(pri["tau_sd"][j]),
-            float(np.log(span / 4.0)),
-            ALTERNATIVE_LOG_SCALE_SD,
-            noise_prior=noise,
         )
+        log_exp = smooth_log_evidence(*args, float(np.log(span / 4.0)), ALTERNATIVE_LOG_SCALE_SD, noise_prior=noise)
+        log_sig = sigmoid_log_evidence(
+            *args, float(np.log(span / SIGMOID_WIDTH_FRACTION)), SIGMOID_LOG_WIDTH_SD, noise_prior=noise
+        )
+        log_z = float(np.logaddexp(log_exp, log_sig) - np.log(2.0))
         vs_break = log_z - float(break_evidence[j])
         vs_line = vs_break + float(log_bf_line[j])  # log Z_line = log Z_break - log BF(break : line)
         est["bf_smooth_vs_break"] = bayes_factor(vs_break)
         est["bf_smooth_vs_line"] = bayes_factor(vs_line)
+        est["smooth_form"] = "S-shaped" if log_sig > log_exp else "exponential"
         est["curve_shape"] = curve_shape(est, config.rule)
 
 

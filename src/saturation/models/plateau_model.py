@@ -590,6 +590,10 @@ ALTERNATIVES = ("linear", "exponential")
 
 #: prior sd of the exponential alternative's log time scale (centre: log of a quarter of the span)
 ALTERNATIVE_LOG_SCALE_SD = 1.0
+#: the S-shaped candidate's prior on its log width: centred on log(span / this) ...
+SIGMOID_WIDTH_FRACTION = 10.0
+#: ... with this sd (truncated to one logged step .. the span: ``_exact.sigmoid_log_evidence``)
+SIGMOID_LOG_WIDTH_SD = 1.0
 
 
 def _alt_mean(kind: str, t: Any, params: dict[str, Any], t0: float, exp: Any) -> Any:

@@ -116,9 +116,13 @@ def plateau_verdict(
     The end window (:func:`end_window`, a straight line over the last third of the run) is
     the shape-robust reading of "still moving at the end?". When the fit weighed a smooth
     approach against the break (``curve_shape``, :func:`curve_shape`), the reason says
-    which shape the data prefer. A smooth approach has no break for "small relative to the
-    early gain" to be measured after, so there "plateaued" needs the late gain inside the
-    absolute ROPE (``p_late_in_rope``), not P(flat).
+    which shape the data prefer. A smooth approach (exponential or S-shaped) has no break
+    for "small relative to the early gain" to be measured after. "No change point" is not
+    said when the smooth approach beat the line by ``bf_shape`` (the curve bends, whether or
+    not a break is told from the bend); for a smooth shape "plateaued" also needs the
+    end window's gain more likely inside the absolute ROPE than beyond
+    (``P(end-window gain > ROPE) < rule.p_end_smooth``; without an end window, the late
+    gain inside the absolute ROPE, ``p_late_in_rope``, instead of P(flat)).
 
     Parameters
     ----------
@@ -139,7 +143,10 @@ def plateau_verdict(
     shape = est.get("curve_shape")
     if shape in ("break", "smooth") and out["verdict"] not in ("flat", "undetermined"):
         bf = est["bf_smooth_vs_break"]
-        out["reason"] += f"; shape: {CURVE_SHAPES[shape]} (BF smooth : break = {bf:.2g})"
+        text = CURVE_SHAPES[shape]
+        if shape == "smooth" and est.get("smooth_form"):
+            text = text.replace("a smooth approach", f"a smooth approach ({est['smooth_form']})", 1)
+        out["reason"] += f"; shape: {text} (BF smooth : break = {bf:.2g})"
     return out
 
 
@@ -154,7 +161,10 @@ def _verdict(est: dict[str, Any], rule: VerdictRule, known_break: bool) -> dict[
     declining = _declining(est, rule)
     if declining is not None:
         return declining
-    if not known_break:
+    # a smooth approach beat the line decisively: the curve bends, not "no change point"
+    # (the hinge may lose to the line on an S-shaped rise, whose slow start it cannot draw)
+    curved = est.get("bf_smooth_vs_line", 0.0) >= rule.bf_shape
+    if not known_break and not curved:
         if bf is not None and bf < rule.bf_line:
             return {
                 "verdict": "no change point",
@@ -171,16 +181,22 @@ def _verdict(est: dict[str, Any], rule: VerdictRule, known_break: bool) -> dict[
             "verdict": "undetermined",
             "reason": f"no decisive rise before the break ({LABELS['p_rise_positive']} = {est['p_rise_positive']:.2f})",
         }
-    late_gaining = est["p_late_gain_beyond_rope"] >= rule.p_still
-    end_gaining = est.get("p_end_gain_beyond_rope", 0.0) >= rule.p_still
-    gaining = late_gaining or end_gaining
+    smooth = est.get("curve_shape") == "smooth"
+    has_end = "p_end_gain_beyond_rope" in est
     # a smooth approach has no break for the late segment to be "small relative to the early
-    # gain" after: flat there is the absolute ROPE alone
-    flat_key = "p_late_in_rope" if est.get("curve_shape") == "smooth" else "p_flat"
+    # gain" after: there the end window decides, and "plateaued" needs its gain more likely
+    # inside the absolute ROPE than beyond (``p_end_smooth``); without an end window, the
+    # gain after the hinge's change point inside the absolute ROPE
+    end_limit = rule.p_end_smooth if smooth and has_end else rule.p_still
+    late_gaining = est["p_late_gain_beyond_rope"] >= rule.p_still
+    end_gaining = est.get("p_end_gain_beyond_rope", 0.0) >= end_limit
+    gaining = late_gaining or end_gaining
+    flat_key = "p_late_in_rope" if smooth and not has_end else "p_flat"
     if est[flat_key] >= rule.p_flat and not gaining:
         end = (
-            f", nor over the end window ({LABELS['p_end_gain_beyond_rope']} = {est['p_end_gain_beyond_rope']:.2f})"
-            if "p_end_gain_beyond_rope" in est
+            f", nor over the end window ({LABELS['p_end_gain_beyond_rope']} = {est['p_end_gain_beyond_rope']:.2f}"
+            f" < {end_limit:g})"
+            if has_end
             else ""
         )
         return {
