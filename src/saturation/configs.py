@@ -163,11 +163,6 @@ class VerdictRule:
         break) 7-9 at their 95th percentile (the smooth curve's Occam factor, where the
         noise hides the kink), so 3 named 19-36 % of them smooth; smooth approaches on logged
         series reach 10^3.5 and more.
-    p_end_smooth : float
-        A curve of the shape "smooth" has "plateaued" only when P(end-window gain > ROPE) is
-        below this (the end window's gain more likely inside the absolute ROPE than beyond:
-        an exponential approach still climbing at the end is "slowed", an S-shaped rise
-        long saturated "plateaued"; docs/calibration.md).
     """
 
     bf_line: float = 1.0
@@ -179,7 +174,6 @@ class VerdictRule:
     p_slow: float = 0.85
     p_still: float = 0.95
     bf_shape: float = 30.0
-    p_end_smooth: float = 0.5
 
 
 @dataclass(frozen=True)

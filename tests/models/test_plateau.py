@@ -1188,7 +1188,7 @@ def test_smooth_evidence_equals_a_dense_quadrature_over_the_time_scale(noise):
     var = np.full(60, 1e-5)
     m0, sd0, tau_sd, mu, sd = np.array([0.2, 0.6]), np.array([0.3, 0.3]), 0.05, np.log(59 / 4), 1.0
     prior = None if noise == "independent" else _exact.AR1_PRIOR
-    got = _exact.smooth_log_evidence(y, var, steps, m0, sd0, tau_sd, mu, sd, noise_prior=prior)
+    got = _exact.exponential_approach(y, var, steps, m0, sd0, tau_sd, mu, sd, noise_prior=prior).log_evidence
     u = np.linspace(mu - 6, mu + 6, 401)  # 0.03 apart (posterior sd of log k 0.033): ample for a smooth peak
     dependent = None if prior is None else (steps, prior)
     designs = _exact.design_exponential(steps, 0.0, u)
@@ -1198,6 +1198,62 @@ def test_smooth_evidence_equals_a_dense_quadrature_over_the_time_scale(noise):
     log_prior = -0.5 * ((u - mu) / sd) ** 2 - 0.5 * np.log(2 * np.pi) - np.log(sd)
     want = special.logsumexp(single + log_prior) + np.log(u[1] - u[0])
     assert got == pytest.approx(want, abs=1e-3)
+
+
+@pytest.mark.parametrize("noise", ["independent", "ar1"])
+def test_s_shaped_evidence_equals_a_dense_quadrature_over_midpoint_and_width(noise):
+    """The logistic rise's evidence (three refined passes over (midpoint, log width), coarse
+    tau grids while locating) equals a dense trapezoid over the plane, each point's evidence
+    on the full tau grids, weighted by the truncated prior."""
+    from saturation import curves
+    from saturation.models import _exact
+
+    rng = np.random.default_rng(3)
+    steps = np.arange(60.0)
+    y = curves.logistic_rise(steps, start=0.2, level=0.6, midpoint=25, width=5) + rng.normal(0, 0.01, 60)
+    var = np.full(60, 1e-5)
+    m0, sd0, tau_sd, mu, sd = np.array([0.2, 0.6]), np.array([0.3, 0.3]), 0.05, np.log(59 / 10), 1.0
+    prior = None if noise == "independent" else _exact.AR1_PRIOR
+    got = _exact.logistic_approach(y, var, steps, m0, sd0, tau_sd, mu, sd, noise_prior=prior).log_evidence
+    # the posterior sits near (25, log 5), sds about 0.2 steps and 0.04: this box holds all
+    # but e^-17 of it, at 0.1 steps x 0.02 (the trapezoid converges fast on a smooth peak)
+    mids, us = np.linspace(20, 30, 101), np.linspace(np.log(5) - 0.6, np.log(5) + 0.6, 61)
+    mm, uu = np.meshgrid(mids, us, indexing="ij")
+    x = _exact.design_logistic(steps, mm.ravel(), uu.ravel())
+    lm = np.concatenate(
+        [
+            _exact.design_log_evidence(y, var, steps, x[i : i + 4000], m0, sd0, tau_sd, prior)
+            for i in range(0, len(x), 4000)
+        ]
+    ).reshape(mm.shape)
+    a, b = -mu / sd, (np.log(59) - mu) / sd  # log w truncated to [log 1, log 59]
+    log_prior = -np.log(59) - 0.5 * ((uu - mu) / sd) ** 2 - 0.5 * np.log(2 * np.pi * sd**2)
+    log_prior -= np.log(special.ndtr(b) - special.ndtr(a))
+    want = special.logsumexp(lm + log_prior) + np.log(mids[1] - mids[0]) + np.log(us[1] - us[0])
+    assert got == pytest.approx(want, abs=1e-3)
+
+
+def test_an_s_shaped_rise_is_a_smooth_approach_not_a_line():
+    """Issue 44 item 3: an S-shaped rise with no break (logistic, AR(1) noise) was "no change
+    point" (the hinge cannot draw its slow start and lost to the line, the AR(1) noise
+    absorbing the rest): it is now named a smooth approach, S-shaped; saturated early, it
+    "plateaued"; still bending at the end (its end-window slope half its slope before),
+    "slowed" or "still rising", read from the smooth curve's own draws."""
+    from saturation import curves
+
+    t = np.arange(91.0)
+    rng = np.random.default_rng(11)
+    noise = np.zeros(91)
+    for i in range(1, 91):
+        noise[i] = 0.5 * noise[i - 1] + rng.normal(0, 0.01 * np.sqrt(0.75))
+    early = curves.logistic_rise(t, start=0.2, level=0.7, midpoint=20, width=5)
+    e = fit_plateau(_series(early + noise, t), response="m", seed=1).estimands["levels"]["m"]
+    assert (e["curve_shape"], e["smooth_form"], e["verdict"]) == ("smooth", "S-shaped", "plateaued"), e["reason"]
+    assert "S-shaped" in e["reason"]
+    late = curves.logistic_rise(t, start=0.2, level=0.7, midpoint=45, width=12)
+    e = fit_plateau(_series(late + noise, t), response="m", seed=1).estimands["levels"]["m"]
+    assert e["bf_smooth_vs_line"] > 30 and e["verdict"] in ("slowed", "still rising"), e["reason"]
+    assert "smooth curve" in e["reason"] and e["smooth_end_gain"]["hdi"][0] > 0.01
 
 
 def test_a_smooth_approach_and_a_break_are_named_apart():

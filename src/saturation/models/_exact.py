@@ -903,14 +903,14 @@ def alternative_level(
     return built[-1], u, log_prior(u)
 
 
-#: the grid of the exponential's log time scale in :func:`smooth_log_evidence`: the coarse
+#: the grid of the exponential's log time scale in :func:`exponential_approach`: the coarse
 #: pass's points and those of each of its two refinements
 SMOOTH_POINTS = (24, 40)
 #: ... the third pass covers the second's points within this many log units of its largest
 SMOOTH_SUPPORT_LOG = 12.0
 
 
-def smooth_log_evidence(
+def exponential_approach(
     y: np.ndarray,
     var_mean: np.ndarray,
     steps: np.ndarray,
@@ -920,7 +920,7 @@ def smooth_log_evidence(
     log_scale_mu: float,
     log_scale_sd: float,
     noise_prior: RhoPrior | None = None,
-) -> float:
+) -> SmoothCurve:
     r"""log p(y) of one level under the exponential approach :math:`A - (A - a)
     e^{-(t - t_0)/k}` (a curve that bends smoothly, with no break), the evidence the
     plateau fit weighs against its change point.
@@ -932,14 +932,17 @@ def smooth_log_evidence(
     three-pass grid (:data:`SMOOTH_POINTS`: a coarse pass, then twice refined to the
     support) over :math:`\mu_k \pm` :data:`SCALE_PRIOR_REACH` :math:`\sigma_k`. Comparable
     with :attr:`Level.log_evidence` and :attr:`DependentLevel.log_evidence` of the
-    change-point curve on the same data (the same constants are kept)."""
+    change-point curve on the same data (the same constants are kept). Returns the
+    :class:`SmoothCurve` of the last pass (its evidence and draws)."""
     t0 = float(steps[0])
     log_norm = -0.5 * np.log(2.0 * np.pi) - np.log(log_scale_sd)
+    built: list[tuple[np.ndarray, Level | DependentLevel]] = []
 
     def logpost(u: np.ndarray) -> np.ndarray:  # log p(y | k) + log p(log k), (G,)
         x = design_exponential(steps, t0, u)
-        log_m = design_log_evidence(y, var_mean, steps, x, m0, sd0, tau_sd, noise_prior)
-        return log_m + log_norm - 0.5 * ((u - log_scale_mu) / log_scale_sd) ** 2
+        level = design_level(y, var_mean, steps, x, m0, sd0, tau_sd, noise_prior)
+        built.append((x, level))
+        return level_log_m(level) + log_norm - 0.5 * ((u - log_scale_mu) / log_scale_sd) ** 2
 
     reach = SCALE_PRIOR_REACH * log_scale_sd
     u, _, lp = _scale_grid(logpost, log_scale_mu - reach, log_scale_mu + reach, *SMOOTH_POINTS)
@@ -947,8 +950,34 @@ def smooth_log_evidence(
     # be 30 times narrower than its prior while AR(1) noise gives it tails that keep the
     # second pass wide (its points then several posterior sds apart)
     u = refined_grid(u, lp, SMOOTH_SUPPORT_LOG, SMOOTH_POINTS[1])
-    lp = logpost(u)
-    return float(special.logsumexp(lp) + np.log(u[1] - u[0]))
+    lp = logpost(u) + np.log(u[1] - u[0])
+    return SmoothCurve(float(special.logsumexp(lp)), built[-1][0], lp - special.logsumexp(lp), built[-1][1])
+
+
+def design_level(
+    y: np.ndarray,
+    var_mean: np.ndarray,
+    steps: np.ndarray,
+    x: np.ndarray,
+    m0: np.ndarray,
+    sd0: np.ndarray,
+    tau_sd: float,
+    noise_prior: RhoPrior | None,
+    points: tuple[int, int] | None = None,
+) -> Level | DependentLevel:
+    """The designs ``x`` (K, T, 2) of a two-parameter curve linear in its parameters (prior
+    means ``m0``, sds ``sd0``, (2,)) as one :class:`Level` (``noise_prior`` None: independent
+    step noise) or :class:`DependentLevel` (AR(1)); ``points``: the tau grid's two passes
+    (default :class:`Level`'s). :func:`level_log_m` gives each design's evidence."""
+    sd0 = np.asarray(sd0, dtype=float).reshape(1, 2)
+    if noise_prior is None:
+        return Level(y, var_mean, x, m0, sd0, tau_sd, points=points or (COARSE_POINTS, FINE_POINTS))
+    return DependentLevel(y, var_mean, x, m0, sd0, tau_sd, steps, noise_prior=noise_prior, points=points)
+
+
+def level_log_m(level: Level | DependentLevel) -> np.ndarray:
+    """log p(y | design) of each design of ``level`` (tau, and rho, integrated), (K,)."""
+    return level.log_m + np.log(level.du) if isinstance(level, Level) else level.log_m
 
 
 def design_log_evidence(
@@ -962,16 +991,29 @@ def design_log_evidence(
     noise_prior: RhoPrior | None,
     points: tuple[int, int] | None = None,
 ) -> np.ndarray:
-    """log p(y | design) for each design of ``x`` (K, T, 2) of a two-parameter curve linear
-    in its parameters (prior means ``m0``, sds ``sd0``, (2,)): the parameters integrated
-    analytically, tau by quadrature (``points``: its grid's two passes, default
-    :class:`Level`'s), the step noise independent (``noise_prior`` None) or AR(1)
-    (:class:`DependentLevel`); (K,)."""
-    sd0 = np.asarray(sd0, dtype=float).reshape(1, 2)
-    if noise_prior is None:
-        level = Level(y, var_mean, x, m0, sd0, tau_sd, points=points or (COARSE_POINTS, FINE_POINTS))
-        return level.log_m + np.log(level.du)
-    return DependentLevel(y, var_mean, x, m0, sd0, tau_sd, steps, noise_prior=noise_prior, points=points).log_m
+    """log p(y | design) for each design of ``x`` (K, T, 2): :func:`level_log_m` of
+    :func:`design_level`; (K,)."""
+    return level_log_m(design_level(y, var_mean, steps, x, m0, sd0, tau_sd, noise_prior, points))
+
+
+@dataclass(frozen=True)
+class SmoothCurve:
+    """A smooth curve with no break (:func:`exponential_approach`,
+    :func:`logistic_approach`): its log evidence, the designs ``x`` (K, T, 2) of its
+    final grid, their normalised log posterior mass ``log_mass`` (K,; prior, likelihood and
+    quadrature weights) and the :class:`Level` / :class:`DependentLevel` over them."""
+
+    log_evidence: float
+    x: np.ndarray
+    log_mass: np.ndarray
+    level: Level | DependentLevel
+
+    def draw_curves(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """``size`` posterior draws of the curve's mean at the logged steps, (size, T): a
+        grid point by its mass, then tau (and rho) and the two linear parameters given it."""
+        k = _pick_one(rng, self.log_mass, size)
+        beta = self.level.draw(rng, k)[1]
+        return (self.x[k] * beta[:, None, :]).sum(axis=-1)
 
 
 def design_logistic(t: np.ndarray, midpoint: np.ndarray, log_width: np.ndarray) -> np.ndarray:
@@ -982,7 +1024,7 @@ def design_logistic(t: np.ndarray, midpoint: np.ndarray, log_width: np.ndarray) 
     return np.stack([1.0 - s, s], axis=-1)
 
 
-#: the S-shaped candidate's grid over (midpoint, log width) in :func:`sigmoid_log_evidence`:
+#: the S-shaped candidate's grid over (midpoint, log width) in :func:`logistic_approach`:
 #: the coarse pass and each of its two refinements to the support
 SIGMOID_POINTS = ((16, 8), (20, 20))
 #: ... the tau grid's two passes while the support is located ...
@@ -992,7 +1034,7 @@ LOCATE_TAU_POINTS = (12, 24)
 SHAPE_TAU_POINTS = (24, 48)
 
 
-def sigmoid_log_evidence(
+def logistic_approach(
     y: np.ndarray,
     var_mean: np.ndarray,
     steps: np.ndarray,
@@ -1002,7 +1044,7 @@ def sigmoid_log_evidence(
     log_width_mu: float,
     log_width_sd: float,
     noise_prior: RhoPrior | None = None,
-) -> float:
+) -> SmoothCurve:
     r"""log p(y) of one level under the S-shaped rise :math:`s + (L - s)\,\sigma((t -
     m)/w)` (:func:`curves.logistic_rise`: slow, fast, slow, with no break), the second
     smooth shape the plateau fit weighs against its change point.
@@ -1015,8 +1057,8 @@ def sigmoid_log_evidence(
     the span] (no faster than one logged step: a jump is the break's; no slower than the
     run). The (m, log w) plane is summed on a grid (:data:`SIGMOID_POINTS`: a coarse pass,
     then twice refined to the box holding all but :math:`e^{-12}` of the mass, the last by
-    the trapezoid rule). Comparable with :func:`smooth_log_evidence` and the change-point
-    curve's evidence on the same data."""
+    the trapezoid rule). Comparable with :func:`exponential_approach` and the change-point
+    curve's evidence on the same data. Returns the :class:`SmoothCurve` of the last pass."""
     t0, t1 = float(steps[0]), float(steps[-1])
     span = max(t1 - t0, 1.0)
     spacing = float(np.median(np.diff(steps))) if len(steps) > 1 else 1.0
@@ -1026,11 +1068,14 @@ def sigmoid_log_evidence(
     log_norm = -0.5 * np.log(2.0 * np.pi) - np.log(log_width_sd) - np.log(special.ndtr(b) - special.ndtr(a))
     log_norm -= np.log(span) if t1 > t0 else 0.0  # the midpoint's uniform density
 
+    built: list[tuple[np.ndarray, Level | DependentLevel]] = []
+
     def logpost(mid: np.ndarray, u: np.ndarray, points: tuple[int, int] | None) -> np.ndarray:  # (M, U)
         mm, uu = np.meshgrid(mid, u, indexing="ij")
         x = design_logistic(steps, mm.ravel(), uu.ravel())
-        log_m = design_log_evidence(y, var_mean, steps, x, m0, sd0, tau_sd, noise_prior, points)
-        return log_m.reshape(mm.shape) + log_norm - 0.5 * ((uu - log_width_mu) / log_width_sd) ** 2
+        level = design_level(y, var_mean, steps, x, m0, sd0, tau_sd, noise_prior, points)
+        built.append((x, level))
+        return level_log_m(level).reshape(mm.shape) + log_norm - 0.5 * ((uu - log_width_mu) / log_width_sd) ** 2
 
     (n_mid, n_u), (r_mid, r_u) = SIGMOID_POINTS
     mid, u = np.linspace(t0, t1, n_mid), np.linspace(u_lo, u_hi, n_u)
@@ -1041,7 +1086,9 @@ def sigmoid_log_evidence(
         if last:
             lp = logpost(mid, u, SHAPE_TAU_POINTS)
     # trapezoid weights on both axes (the box may end at the prior's edge)
-    return float(special.logsumexp(lp + _log_trapezoid(mid)[:, None] + _log_trapezoid(u)[None, :]))
+    lp = (lp + _log_trapezoid(mid)[:, None] + _log_trapezoid(u)[None, :]).ravel()
+    log_z = special.logsumexp(lp)
+    return SmoothCurve(float(log_z), built[-1][0], lp - log_z, built[-1][1])
 
 
 def _log_trapezoid(pts: np.ndarray) -> np.ndarray:

@@ -44,13 +44,13 @@ from saturation.models._exact import (
     AR1_PRIOR,
     AUTO_NOISE_PRIOR,
     RhoPrior,
+    exponential_approach,
     hinge_line_log_bf,
     line_change_draws,
+    logistic_approach,
     sample_either_shape,
     sample_gaussian_exact,
     sample_rows,
-    sigmoid_log_evidence,
-    smooth_log_evidence,
 )
 from saturation.models.persist import FigureView, FitObject, TableView
 from saturation.models.plateau_data import StepData, step_data
@@ -130,6 +130,8 @@ JUMP_GATE = 10.0
 #: curve's shape before it (:func:`end_window`)
 END_FRACTION = 1.0 / 3.0
 END_MIN_POINTS = 5
+#: draws of the smooth approach's curve for its end-window estimands (:func:`_smooth_estimands`)
+SMOOTH_DRAWS = 4000
 #: what "flat" means, printed once beside the P(flat) column
 #: the curves :meth:`PlateauFit.compare_models` compares by default
 COMPARED_MODELS = ("hinge", "linear", "exponential")
@@ -958,7 +960,7 @@ def fit_plateau(
     if log_bf is not None and config.breakpoint is None:
         _no_change_from_the_line(estimands, sd, config, pri, log_bf, seed)
         if hinge_evidence is not None:
-            _smooth_estimands(estimands, sd, config, pri, hinge_evidence, log_bf)
+            _smooth_estimands(estimands, sd, config, pri, hinge_evidence, log_bf, seed)
     _end_window_estimands(estimands, sd, config, pri, seed)
     _take_verdicts(estimands, config, grid)
     if S.NOISE_RHO in idata.posterior:
@@ -1016,21 +1018,31 @@ def _smooth_estimands(
     pri: dict[str, np.ndarray],
     break_evidence: np.ndarray,
     log_bf_line: np.ndarray,
+    seed: int,
 ) -> None:
-    r"""Each level's Bayes factors of a smooth approach with no break against the fit's
-    change-point curve (``bf_smooth_vs_break``) and against the straight line
-    (``bf_smooth_vs_line``), under the same step-noise model, then the curve's shape
-    (:func:`curve_shape`). The smooth approach is the even mixture of two curves, each with
-    the change-point curve's priors on the start and on the level it reaches (its value at
-    the change point): the exponential approach
-    (:func:`~saturation.models._exact.smooth_log_evidence`; :math:`\log k \sim
-    N(\log(\text{span}/4), 1)`, as the exponential alternative of :func:`fit_alternative`)
-    and the S-shaped logistic rise (:func:`~saturation.models._exact.sigmoid_log_evidence`;
-    midpoint uniform over the logged steps, :math:`\log w \sim N(\log(\text{span}/10),
-    1)` truncated to one logged step .. the span). ``smooth_form`` names the one with the
-    larger evidence."""
+    r"""Each level's smooth approach with no break, weighed against the fit's change-point
+    curve (``bf_smooth_vs_break``) and the straight line (``bf_smooth_vs_line``) under the
+    same step-noise model, then the curve's shape (:func:`curve_shape`), and the smooth
+    curve's own reading of the run's end.
+
+    The smooth approach is the even mixture of two curves, each with the change-point
+    curve's priors on the start and on the level it reaches (its value at the change
+    point): the exponential approach (:func:`~saturation.models._exact.exponential_approach`;
+    :math:`\log k \sim N(\log(\text{span}/4), 1)`, as the exponential alternative of
+    :func:`fit_alternative`) and the S-shaped logistic rise
+    (:func:`~saturation.models._exact.logistic_approach`; midpoint uniform over the logged
+    steps, :math:`\log w \sim N(\log(\text{span}/10), 1)` truncated to one logged step ..
+    the span). ``smooth_form`` names the one with the larger evidence. From
+    :data:`SMOOTH_DRAWS` draws of the mixture's curve (each form in proportion to its
+    evidence), over the end window (:func:`end_window`): ``smooth_end_gain``,
+    ``p_smooth_end_in_rope`` (its absolute value inside the absolute ROPE),
+    ``p_smooth_end_positive`` and ``p_smooth_slowed`` (the end window's average slope below
+    ``rule.slow_ratio`` x the average slope from the first logged step to the window's
+    start), which :func:`plateau_verdict` reads for a curve of the shape "smooth"."""
     span = max(float(sd.steps[-1] - sd.steps[0]), 1.0)
     noise = _noise_prior(config)
+    mask = end_window(sd.steps)
+    rng = np.random.default_rng([seed, 47])
     for j, est in enumerate(estimands["levels"].values()):
         args = (
             sd.y[j],
@@ -1040,17 +1052,29 @@ def _smooth_estimands(
             np.array([pri["start_sd"][j], pri["level_sd"][j]]),
             float(pri["tau_sd"][j]),
         )
-        log_exp = smooth_log_evidence(*args, float(np.log(span / 4.0)), ALTERNATIVE_LOG_SCALE_SD, noise_prior=noise)
-        log_sig = sigmoid_log_evidence(
+        exp_ = exponential_approach(*args, float(np.log(span / 4.0)), ALTERNATIVE_LOG_SCALE_SD, noise_prior=noise)
+        sig = logistic_approach(
             *args, float(np.log(span / SIGMOID_WIDTH_FRACTION)), SIGMOID_LOG_WIDTH_SD, noise_prior=noise
         )
-        log_z = float(np.logaddexp(log_exp, log_sig) - np.log(2.0))
+        log_z = float(np.logaddexp(exp_.log_evidence, sig.log_evidence) - np.log(2.0))
         vs_break = log_z - float(break_evidence[j])
         vs_line = vs_break + float(log_bf_line[j])  # log Z_line = log Z_break - log BF(break : line)
         est["bf_smooth_vs_break"] = bayes_factor(vs_break)
         est["bf_smooth_vs_line"] = bayes_factor(vs_line)
-        est["smooth_form"] = "S-shaped" if log_sig > log_exp else "exponential"
+        est["smooth_form"] = "S-shaped" if sig.log_evidence > exp_.log_evidence else "exponential"
         est["curve_shape"] = curve_shape(est, config.rule)
+        if mask is None:
+            continue
+        n_sig = int(rng.binomial(SMOOTH_DRAWS, float(np.exp(sig.log_evidence - log_z - np.log(2.0)))))
+        f = np.concatenate([exp_.draw_curves(rng, SMOOTH_DRAWS - n_sig), sig.draw_curves(rng, n_sig)])
+        first, last = np.flatnonzero(mask)[[0, -1]]
+        gain = f[:, last] - f[:, first]
+        before = (f[:, first] - f[:, 0]) / max(float(sd.steps[first] - sd.steps[0]), 1e-12)
+        end_slope = gain / max(float(sd.steps[last] - sd.steps[first]), 1e-12)
+        est["smooth_end_gain"] = interval(gain)
+        est["p_smooth_end_in_rope"] = float(np.mean(np.abs(gain) < config.rope))
+        est["p_smooth_end_positive"] = float(np.mean(gain > 0))
+        est["p_smooth_slowed"] = float(np.mean(end_slope < config.rule.slow_ratio * before))
 
 
 def end_window(steps: np.ndarray) -> np.ndarray | None:

@@ -592,7 +592,7 @@ ALTERNATIVES = ("linear", "exponential")
 ALTERNATIVE_LOG_SCALE_SD = 1.0
 #: the S-shaped candidate's prior on its log width: centred on log(span / this) ...
 SIGMOID_WIDTH_FRACTION = 10.0
-#: ... with this sd (truncated to one logged step .. the span: ``_exact.sigmoid_log_evidence``)
+#: ... with this sd (truncated to one logged step .. the span: ``_exact.logistic_approach``)
 SIGMOID_LOG_WIDTH_SD = 1.0
 
 

@@ -23,6 +23,10 @@ LABELS = {
     "end_gain": "gain over the end window",
     "p_end_gain_beyond_rope": "P(end-window gain > ROPE)",
     "p_end_loss_beyond_rope": "P(end-window gain < -ROPE)",
+    "smooth_end_gain": "the smooth curve's gain over the end window",
+    "p_smooth_end_in_rope": "P(|the smooth curve's end-window gain| < ROPE)",
+    "p_smooth_end_positive": "P(the smooth curve's end-window gain > 0)",
+    "p_smooth_slowed": "P(the smooth curve's end-window slope < SLOW x its slope before)",
 }
 
 
@@ -116,13 +120,13 @@ def plateau_verdict(
     The end window (:func:`end_window`, a straight line over the last third of the run) is
     the shape-robust reading of "still moving at the end?". When the fit weighed a smooth
     approach against the break (``curve_shape``, :func:`curve_shape`), the reason says
-    which shape the data prefer. A smooth approach (exponential or S-shaped) has no break
-    for "small relative to the early gain" to be measured after. "No change point" is not
-    said when the smooth approach beat the line by ``bf_shape`` (the curve bends, whether or
-    not a break is told from the bend); for a smooth shape "plateaued" also needs the
-    end window's gain more likely inside the absolute ROPE than beyond
-    (``P(end-window gain > ROPE) < rule.p_end_smooth``; without an end window, the late
-    gain inside the absolute ROPE, ``p_late_in_rope``, instead of P(flat)).
+    which shape the data prefer. "No change point" is not said when the smooth approach
+    beat the line by ``bf_shape`` (the curve bends, whether or not a break is told from the
+    bend). A smooth approach (exponential or S-shaped) has no break for a late segment to
+    be measured after: when the shape is "smooth", "plateaued", "slowed" and "still rising"
+    are read from the smooth curve's own draws over the end window (:func:`_smooth_verdict`;
+    without an end window, "flat" is the late gain inside the absolute ROPE,
+    ``p_late_in_rope``, instead of P(flat)).
 
     Parameters
     ----------
@@ -181,22 +185,18 @@ def _verdict(est: dict[str, Any], rule: VerdictRule, known_break: bool) -> dict[
             "verdict": "undetermined",
             "reason": f"no decisive rise before the break ({LABELS['p_rise_positive']} = {est['p_rise_positive']:.2f})",
         }
-    smooth = est.get("curve_shape") == "smooth"
-    has_end = "p_end_gain_beyond_rope" in est
-    # a smooth approach has no break for the late segment to be "small relative to the early
-    # gain" after: there the end window decides, and "plateaued" needs its gain more likely
-    # inside the absolute ROPE than beyond (``p_end_smooth``); without an end window, the
-    # gain after the hinge's change point inside the absolute ROPE
-    end_limit = rule.p_end_smooth if smooth and has_end else rule.p_still
+    if est.get("curve_shape") == "smooth" and "p_smooth_end_in_rope" in est:
+        return _smooth_verdict(est, rule)
     late_gaining = est["p_late_gain_beyond_rope"] >= rule.p_still
-    end_gaining = est.get("p_end_gain_beyond_rope", 0.0) >= end_limit
+    end_gaining = est.get("p_end_gain_beyond_rope", 0.0) >= rule.p_still
     gaining = late_gaining or end_gaining
-    flat_key = "p_late_in_rope" if smooth and not has_end else "p_flat"
+    # a smooth approach too short for an end window: "flat" is the late gain inside the
+    # absolute ROPE (no break for "small relative to the early gain" to be measured after)
+    flat_key = "p_late_in_rope" if est.get("curve_shape") == "smooth" else "p_flat"
     if est[flat_key] >= rule.p_flat and not gaining:
         end = (
-            f", nor over the end window ({LABELS['p_end_gain_beyond_rope']} = {est['p_end_gain_beyond_rope']:.2f}"
-            f" < {end_limit:g})"
-            if has_end
+            f", nor over the end window ({LABELS['p_end_gain_beyond_rope']} = {est['p_end_gain_beyond_rope']:.2f})"
+            if "p_end_gain_beyond_rope" in est
             else ""
         )
         return {
@@ -222,6 +222,40 @@ def _verdict(est: dict[str, Any], rule: VerdictRule, known_break: bool) -> dict[
         "verdict": "undetermined",
         "reason": f"neither flat ({LABELS[flat_key]} = {est[flat_key]:.2f}), clearly slower "
         f"(P = {est['p_slowed']:.2f}) nor clearly rising (P(late slope > 0) = {est['p_late_positive']:.2f})",
+    }
+
+
+def _smooth_verdict(est: dict[str, Any], rule: VerdictRule) -> dict[str, str]:
+    """The verdict of a curve of the shape "smooth" (no break to measure a late segment
+    after) from the smooth approach's own draws over the end window: "plateaued" when its
+    gain there is inside the absolute ROPE with P >= ``p_flat`` and neither the hinge's
+    late gain nor the end window's line gains decisively beyond it; "slowed" when the end
+    window's slope is below ``slow_ratio`` x the slope before it with P >= ``p_slow``;
+    "still rising" when the end-window gain is positive with P >= ``p_still``."""
+    decisive_gain = max(est["p_late_gain_beyond_rope"], est.get("p_end_gain_beyond_rope", 0.0))
+    flat = est["p_smooth_end_in_rope"]
+    if flat >= rule.p_flat and decisive_gain < rule.p_still:
+        return {
+            "verdict": "plateaued",
+            "reason": f"{LABELS['p_smooth_end_in_rope']} = {flat:.2f} and no decisive gain beyond the absolute ROPE "
+            f"(P = {decisive_gain:.2f} < {rule.p_still:g})",
+        }
+    if est["p_smooth_slowed"] >= rule.p_slow:
+        return {
+            "verdict": "slowed",
+            "reason": f"{LABELS['p_smooth_slowed'].replace('SLOW', f'{rule.slow_ratio:g}')} = "
+            f"{est['p_smooth_slowed']:.2f}; flatness not confirmed ({LABELS['p_smooth_end_in_rope']} = {flat:.2f})",
+        }
+    if est["p_smooth_end_positive"] >= rule.p_still:
+        return {
+            "verdict": "still rising",
+            "reason": f"{LABELS['p_smooth_end_positive']} = {est['p_smooth_end_positive']:.2f}",
+        }
+    return {
+        "verdict": "undetermined",
+        "reason": f"neither flat ({LABELS['p_smooth_end_in_rope']} = {flat:.2f}), clearly slower "
+        f"(P = {est['p_smooth_slowed']:.2f}) nor clearly rising ({LABELS['p_smooth_end_positive']} = "
+        f"{est['p_smooth_end_positive']:.2f})",
     }
 
 
