@@ -998,6 +998,9 @@ VERDICT_INPUTS = (
     "p_late_positive",
     "bf_smooth_vs_break",
     "bf_smooth_vs_line",
+    "p_smooth_end_in_rope",
+    "p_smooth_end_positive",
+    "p_smooth_slowed",
 )
 #: the verdict calibration targets (issue 19): rising lines at most 5 % stopped, study-shaped
 #: data at least 80 %

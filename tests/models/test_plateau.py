@@ -1214,7 +1214,8 @@ def test_s_shaped_evidence_equals_a_dense_quadrature_over_midpoint_and_width(noi
     var = np.full(60, 1e-5)
     m0, sd0, tau_sd, mu, sd = np.array([0.2, 0.6]), np.array([0.3, 0.3]), 0.05, np.log(59 / 10), 1.0
     prior = None if noise == "independent" else _exact.AR1_PRIOR
-    got = _exact.logistic_approach(y, var, steps, m0, sd0, tau_sd, mu, sd, noise_prior=prior).log_evidence
+    bounds = (0.0, np.log(59))
+    got = _exact.logistic_approach(y, var, steps, m0, sd0, tau_sd, mu, sd, bounds, noise_prior=prior).log_evidence
     # the posterior sits near (25, log 5), sds about 0.2 steps and 0.04: this box holds all
     # but e^-17 of it, at 0.1 steps x 0.02 (the trapezoid converges fast on a smooth peak)
     mids, us = np.linspace(20, 30, 101), np.linspace(np.log(5) - 0.6, np.log(5) + 0.6, 61)

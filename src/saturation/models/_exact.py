@@ -1043,6 +1043,7 @@ def logistic_approach(
     tau_sd: float,
     log_width_mu: float,
     log_width_sd: float,
+    log_width_bounds: tuple[float, float],
     noise_prior: RhoPrior | None = None,
 ) -> SmoothCurve:
     r"""log p(y) of one level under the S-shaped rise :math:`s + (L - s)\,\sigma((t -
@@ -1053,17 +1054,15 @@ def logistic_approach(
     (prior means ``m0``, sds ``sd0``, (2,)), integrated as in :class:`Level`, with the step
     noise independent or AR(1) (``noise_prior``, :class:`DependentLevel`). Priors: the
     midpoint uniform over the logged steps (the bend is seen), :math:`\log w \sim
-    N(\mu_w, \sigma_w)` truncated to [log of the median spacing of the logged steps, log of
-    the span] (no faster than one logged step: a jump is the break's; no slower than the
-    run). The (m, log w) plane is summed on a grid (:data:`SIGMOID_POINTS`: a coarse pass,
+    N(\mu_w, \sigma_w)` truncated to ``log_width_bounds`` (the plateau fit's: no steeper
+    than a few logged steps, a jump being the break's; no slower than an S inside the
+    run, a line being the line's). The (m, log w) plane is summed on a grid (:data:`SIGMOID_POINTS`: a coarse pass,
     then twice refined to the box holding all but :math:`e^{-12}` of the mass, the last by
     the trapezoid rule). Comparable with :func:`exponential_approach` and the change-point
     curve's evidence on the same data. Returns the :class:`SmoothCurve` of the last pass."""
     t0, t1 = float(steps[0]), float(steps[-1])
     span = max(t1 - t0, 1.0)
-    spacing = float(np.median(np.diff(steps))) if len(steps) > 1 else 1.0
-    u_lo = float(np.log(max(spacing, 1e-9)))
-    u_hi = max(float(np.log(span)), u_lo + np.log(2.0))
+    u_lo, u_hi = log_width_bounds
     a, b = (u_lo - log_width_mu) / log_width_sd, (u_hi - log_width_mu) / log_width_sd
     log_norm = -0.5 * np.log(2.0 * np.pi) - np.log(log_width_sd) - np.log(special.ndtr(b) - special.ndtr(a))
     log_norm -= np.log(span) if t1 > t0 else 0.0  # the midpoint's uniform density

@@ -75,6 +75,7 @@ from saturation.models.plateau_model import (
     level_dependence,
     loo_table,
     resolve_priors,
+    sigmoid_log_width_bounds,
     step_loglik,
     zoib_mean,
 )
@@ -181,6 +182,7 @@ LEVEL_INTERVALS = (
     "early_gain",
     "late_gain",
     "end_gain",
+    "smooth_end_gain",
     "slowdown_ratio",
     "headroom_to_max",
 )
@@ -203,6 +205,9 @@ LEVEL_NUMBERS = (
     "bf_changepoint_vs_line",
     "bf_smooth_vs_break",
     "bf_smooth_vs_line",
+    "p_smooth_end_in_rope",
+    "p_smooth_end_positive",
+    "p_smooth_slowed",
     "bf01_late_zero",
 )
 
@@ -1031,8 +1036,8 @@ def _smooth_estimands(
     :math:`\log k \sim N(\log(\text{span}/4), 1)`, as the exponential alternative of
     :func:`fit_alternative`) and the S-shaped logistic rise
     (:func:`~saturation.models._exact.logistic_approach`; midpoint uniform over the logged
-    steps, :math:`\log w \sim N(\log(\text{span}/10), 1)` truncated to one logged step ..
-    the span). ``smooth_form`` names the one with the larger evidence. From
+    steps, :math:`\log w \sim N(\log(\text{span}/10), 1)` truncated to two logged steps ..
+    span / 4, :func:`sigmoid_log_width_bounds`). ``smooth_form`` names the one with the larger evidence. From
     :data:`SMOOTH_DRAWS` draws of the mixture's curve (each form in proportion to its
     evidence), over the end window (:func:`end_window`): ``smooth_end_gain``,
     ``p_smooth_end_in_rope`` (its absolute value inside the absolute ROPE),
@@ -1054,7 +1059,11 @@ def _smooth_estimands(
         )
         exp_ = exponential_approach(*args, float(np.log(span / 4.0)), ALTERNATIVE_LOG_SCALE_SD, noise_prior=noise)
         sig = logistic_approach(
-            *args, float(np.log(span / SIGMOID_WIDTH_FRACTION)), SIGMOID_LOG_WIDTH_SD, noise_prior=noise
+            *args,
+            float(np.log(span / SIGMOID_WIDTH_FRACTION)),
+            SIGMOID_LOG_WIDTH_SD,
+            sigmoid_log_width_bounds(sd.steps),
+            noise_prior=noise,
         )
         log_z = float(np.logaddexp(exp_.log_evidence, sig.log_evidence) - np.log(2.0))
         vs_break = log_z - float(break_evidence[j])

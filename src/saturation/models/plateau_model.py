@@ -592,8 +592,22 @@ ALTERNATIVES = ("linear", "exponential")
 ALTERNATIVE_LOG_SCALE_SD = 1.0
 #: the S-shaped candidate's prior on its log width: centred on log(span / this) ...
 SIGMOID_WIDTH_FRACTION = 10.0
-#: ... with this sd (truncated to one logged step .. the span: ``_exact.logistic_approach``)
+#: ... with this sd, truncated to [this many median spacings of the logged steps (steeper is
+#: a jump, the break's) ...
 SIGMOID_LOG_WIDTH_SD = 1.0
+SIGMOID_MIN_WIDTH_SPACINGS = 2.0
+#: ... , the span / this (12 % to 88 % of the rise within the run: slower is the line's)]
+SIGMOID_MAX_WIDTH_FRACTION = 4.0
+
+
+def sigmoid_log_width_bounds(steps: np.ndarray) -> tuple[float, float]:
+    """The S-shaped candidate's bounds on its log width for a run logged at ``steps``
+    (:data:`SIGMOID_MIN_WIDTH_SPACINGS`, :data:`SIGMOID_MAX_WIDTH_FRACTION`; at least a
+    factor 2 apart on short or sparse runs)."""
+    spacing = float(np.median(np.diff(steps))) if len(steps) > 1 else 1.0
+    span = max(float(steps[-1] - steps[0]), 1.0)
+    lo = float(np.log(SIGMOID_MIN_WIDTH_SPACINGS * max(spacing, 1e-9)))
+    return lo, max(float(np.log(span / SIGMOID_MAX_WIDTH_FRACTION)), lo + float(np.log(2.0)))
 
 
 def _alt_mean(kind: str, t: Any, params: dict[str, Any], t0: float, exp: Any) -> Any:
