@@ -817,7 +817,7 @@ def test_every_writer_escapes_for_its_format(tmp_path, monkeypatch, capsys):
     assert not [line for line in live if "\\input" in line or "\\write18" in line or "\\immediate" in line]
     assert tex.splitlines()[0].startswith("% T \\input{/etc/passwd} \\immediate")  # inert: one comment line
     md = (out / "REPORT.md").read_text()
-    assert "<img" not in md and "<script>" not in md and "&lt;img src=x" in md and "&lt;script&gt;" in md
+    assert "<img" not in md and "<script>" not in md and "&lt;img src=x" in md and "&lt;script>" in md
     assert "\x1b" not in md and "\n\\input" not in md
     capsys.readouterr()
     assert main(["ingest", str(tmp_path / "t.csv"), "-o", str(tmp_path / "t.nc")]) == 0

@@ -534,3 +534,14 @@ def test_results_json_is_byte_identical_cached_or_forced(tmp_path):
     assert not any(s.cached for s in forced.sections) and (out / "results.json").read_bytes() == first
     run = json.loads((out / "run.json").read_text())
     assert set(run) == {"seconds", "analyses"} and not any(v["cached"] for v in run["analyses"].values())
+
+
+def test_markdown_text_escapes_markup_and_keeps_comparisons_readable():
+    """A verdict's reason reads "P(late gain > ROPE) = 0.40 < 0.95" in REPORT.md (it read
+    "&gt;" and "&lt;" before); whatever could start raw HTML or a character reference is
+    still escaped, and a leading ">" or "#" cannot make a quote or a heading."""
+    assert markdown_text("P(late gain > ROPE) = 0.40 < 0.95") == "P(late gain > ROPE) = 0.40 < 0.95"
+    assert markdown_text("<img src=x onerror=alert(1)>") == "&lt;img src=x onerror=alert(1)>"
+    assert markdown_text("</b><!-- x --><?php <http://x.y>") == "&lt;/b>&lt;!-- x -->&lt;?php &lt;http://x.y>"
+    assert markdown_text("&amp; &#60; a & b") == "&amp;amp; &amp;#60; a & b"
+    assert markdown_text("> quote") == "\\> quote" and markdown_text("# head") == "\\# head"

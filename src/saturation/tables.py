@@ -48,11 +48,19 @@ def flat(text: Any) -> str:
     return _CONTROL.sub(" ", str(text))
 
 
+#: what can start raw HTML in Markdown (a tag, a closing tag, a comment, a declaration, a
+#: processing instruction, an autolink) or a character reference (``&name;``, ``&#12;``)
+_MARKUP_START = re.compile(r"<(?=[A-Za-z/!?])|&(?=[A-Za-z#])")
+
+
 def markdown_text(text: Any) -> str:
-    """``text`` safe inside Markdown: on one line (:func:`flat`) and HTML-escaped (``<``,
-    ``>``, ``&``), so a name such as ``<img src=x onerror=...>`` is shown, never run when the
-    Markdown is rendered."""
-    return html.escape(flat(text), quote=False)
+    """``text`` safe inside Markdown, on one line (:func:`flat`): every ``<`` that could open
+    raw HTML and every ``&`` that could start a character reference is escaped, so a name
+    such as ``<img src=x onerror=...>`` is shown, never run, when the Markdown is rendered;
+    a leading ``>`` (a quote) or ``#`` (a heading) is escaped too. Comparisons stay readable
+    ("P(late gain > ROPE) = 0.40 < 0.95")."""
+    out = _MARKUP_START.sub(lambda m: html.escape(m.group(0)), flat(text))
+    return "\\" + out if out[:1] in (">", "#") else out
 
 
 def table_markdown(frame: pd.DataFrame) -> str:
