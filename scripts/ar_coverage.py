@@ -6,7 +6,8 @@ or a slow random-walk drift in difficulty, plus within-step sampling noise for t
 data (none for a logged series). Each series is fitted with independent step noise, with
 ``noise="ar1"`` and with ``noise="auto"`` (the two averaged by their evidence: the default
 on trials); the share of fits whose 94 % HDI holds the truth is printed with its 94 % Beta
-interval, per class and quantity.
+interval, per class and quantity, with the shapes the fits named (``curve_shape``) and the
+coverage among the fits named ``break`` (covered and named, of those named).
 
     python scripts/ar_coverage.py [--reps 60] [--seed 3] [--noise independent,ar1,auto] [--kinds drift,series]
 """
@@ -82,8 +83,9 @@ def main() -> None:
     ]
     keys = ("changepoint", "early_slope", "late_slope")
     print(f"{args.reps} series per class, seed {args.seed}; truth: change point 40, early slope 0.0075, late 0\n")
-    print("| data | noise model | change point | early slope | late slope | verdicts |")
-    print("|---|---|---|---|---|---|")
+    head = "| data | noise model | change point | early slope | late slope | verdicts | shapes |"
+    print(head + " change point / early / late, the fits named `break` |")
+    print("|---|---|---|---|---|---|---|---|")
     t_all = time.perf_counter()
     wanted = args.kinds.split(",") if args.kinds else None
     for kind in kinds:
@@ -93,15 +95,23 @@ def main() -> None:
         data = [make(kind, rng) for _ in range(args.reps)]
         for noise in args.noise.split(","):
             hits = dict.fromkeys(keys, 0)
+            named = dict.fromkeys(keys, 0)  # the same among the fits whose shape was named "break"
             verdicts: dict[str, int] = {}
+            shapes: dict[str, int] = {}
             for r, sd in enumerate(data):
                 est = fit_plateau(sd, noise=noise, seed=r).estimands["levels"]["m"]
+                shape = est.get("curve_shape", "-")
                 for key in keys:
                     hits[key] += inside(est, key)
+                    named[key] += inside(est, key) and shape == "break"
                 verdicts[est["verdict"]] = verdicts.get(est["verdict"], 0) + 1
+                shapes[shape] = shapes.get(shape, 0) + 1
             cells = " | ".join(beta_interval(hits[k], args.reps) for k in keys)
             v = ", ".join(f"{k} {c}" for k, c in sorted(verdicts.items(), key=lambda kv: -kv[1]))
-            print(f"| {kind} | {noise} | {cells} | {v} |", flush=True)
+            sh = ", ".join(f"{k} {c}" for k, c in sorted(shapes.items(), key=lambda kv: -kv[1]))
+            n_break = shapes.get("break", 0)
+            brk = " / ".join(beta_interval(named[k], n_break) for k in keys) if n_break else "-"
+            print(f"| {kind} | {noise} | {cells} | {v} | {sh} | {brk} |", flush=True)
     print(f"\n{time.perf_counter() - t_all:.0f} s")
 
 

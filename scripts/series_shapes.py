@@ -7,7 +7,7 @@ the exact Gaussian sampler, the default verdict rule). Prints one row per class:
 honest verdict and its 94 % Beta interval, and (where a knee exists) how often the change
 point's 94 % HDI holds it.
 
-    python scripts/series_shapes.py [--reps 40] [--seed 7]
+    python scripts/series_shapes.py [--reps 40] [--seed 7] [--only S-shaped]
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--noise", type=float, default=0.01, help="marginal sd of the step noise")
     ap.add_argument("--phi", type=float, default=0.5, help="AR(1) coefficient of the step noise")
+    ap.add_argument("--only", default="", help="run only the classes whose name contains this")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     print(f"noise sd {args.noise}, AR(1) phi {args.phi}, {args.reps} series per class, seed {args.seed}\n")
@@ -86,6 +87,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     t_all = time.perf_counter()
     for name, (steps, mu, honest, knee) in classes().items():
+        if args.only not in name:
+            continue
         counts: Counter[str] = Counter()
         shapes: Counter[str] = Counter()
         log_bf: list[float] = []
