@@ -1036,7 +1036,7 @@ def _smooth_estimands(
     :math:`\log k \sim N(\log(\text{span}/4), 1)`, as the exponential alternative of
     :func:`fit_alternative`) and the S-shaped logistic rise
     (:func:`~saturation.models._exact.logistic_approach`; midpoint uniform over the logged
-    steps, :math:`\log w \sim N(\log(\text{span}/10), 1)` truncated to two logged steps ..
+    steps, :math:`\log w \sim N(\log(\text{span}/10), 1)` truncated to three logged steps ..
     span / 4, :func:`sigmoid_log_width_bounds`). ``smooth_form`` names the one with the larger evidence. From
     :data:`SMOOTH_DRAWS` draws of the mixture's curve (each form in proportion to its
     evidence), over the end window (:func:`end_window`): ``smooth_end_gain``,

@@ -595,7 +595,7 @@ SIGMOID_WIDTH_FRACTION = 10.0
 #: ... with this sd, truncated to [this many median spacings of the logged steps (steeper is
 #: a jump, the break's) ...
 SIGMOID_LOG_WIDTH_SD = 1.0
-SIGMOID_MIN_WIDTH_SPACINGS = 2.0
+SIGMOID_MIN_WIDTH_SPACINGS = 3.0
 #: ... , the span / this (12 % to 88 % of the rise within the run: slower is the line's)]
 SIGMOID_MAX_WIDTH_FRACTION = 4.0
 
