@@ -1200,6 +1200,42 @@ def test_smooth_evidence_equals_a_dense_quadrature_over_the_time_scale(noise):
     assert got == pytest.approx(want, abs=1e-3)
 
 
+@pytest.mark.slow
+def test_s_shaped_evidence_under_wide_ar1_tails_equals_a_dense_quadrature():
+    """The hard case of the logistic rise's evidence: AR(1) noise (0.7) whose midpoint
+    posterior spans most of the run and whose width reaches the prior's upper bound; a
+    dense trapezoid over the whole prior box (237 x 121 points, full tau grids)."""
+    from saturation import curves
+    from saturation.models import _exact
+
+    rng = np.random.default_rng(3)
+    steps = np.arange(60.0)
+    rng.normal(0, 0.01, 60)  # the draws of the easy case below, so this series is the one measured
+    e = np.zeros(60)
+    for i in range(1, 60):
+        e[i] = 0.7 * e[i - 1] + rng.normal(0, 0.01)
+    y = curves.logistic_rise(steps, start=0.2, level=0.6, midpoint=25, width=8) + e
+    var = np.full(60, 1e-5)
+    m0, sd0, tau_sd, mu, sd = np.array([0.2, 0.6]), np.array([0.3, 0.3]), 0.05, np.log(59 / 10), 1.0
+    bounds = (np.log(3), np.log(59 / 4))
+    got = _exact.logistic_approach(y, var, steps, m0, sd0, tau_sd, mu, sd, bounds, noise_prior=_exact.AR1_PRIOR)
+    mids, us = np.linspace(0, 59, 237), np.linspace(*bounds, 121)
+    mm, uu = np.meshgrid(mids, us, indexing="ij")
+    x = _exact.design_logistic(steps, mm.ravel(), uu.ravel())
+    lm = np.concatenate(
+        [
+            _exact.design_log_evidence(y, var, steps, x[i : i + 3000], m0, sd0, tau_sd, _exact.AR1_PRIOR)
+            for i in range(0, len(x), 3000)
+        ]
+    ).reshape(mm.shape)
+    a, b = (bounds[0] - mu) / sd, (bounds[1] - mu) / sd
+    log_prior = -np.log(59) - 0.5 * ((uu - mu) / sd) ** 2 - 0.5 * np.log(2 * np.pi * sd**2)
+    log_prior -= np.log(special.ndtr(b) - special.ndtr(a))
+    weights = _exact.log_trapezoid(mids)[:, None] + _exact.log_trapezoid(us)[None, :]
+    want = special.logsumexp(lm + log_prior + weights)
+    assert got.log_evidence == pytest.approx(want, abs=0.01)
+
+
 @pytest.mark.parametrize("noise", ["independent", "ar1"])
 def test_s_shaped_evidence_equals_a_dense_quadrature_over_midpoint_and_width(noise):
     """The logistic rise's evidence (three refined passes over (midpoint, log width), coarse
