@@ -938,9 +938,10 @@ def exponential_approach(
     log_norm = -0.5 * np.log(2.0 * np.pi) - np.log(log_scale_sd)
     built: list[tuple[np.ndarray, Level | DependentLevel]] = []
 
-    def logpost(u: np.ndarray) -> np.ndarray:  # log p(y | k) + log p(log k), (G,)
+    def logpost(u: np.ndarray, locate: bool = True) -> np.ndarray:  # log p(y | k) + log p(log k), (G,)
         x = design_exponential(steps, t0, u)
-        level = design_level(y, var_mean, steps, x, m0, sd0, tau_sd, noise_prior)
+        points, prior = (LOCATE_TAU_POINTS, locating_prior(noise_prior)) if locate else (SHAPE_TAU_POINTS, noise_prior)
+        level = design_level(y, var_mean, steps, x, m0, sd0, tau_sd, prior, points)
         built.append((x, level))
         return level_log_m(level) + log_norm - 0.5 * ((u - log_scale_mu) / log_scale_sd) ** 2
 
@@ -948,9 +949,10 @@ def exponential_approach(
     u, _, lp = _scale_grid(logpost, log_scale_mu - reach, log_scale_mu + reach, *SMOOTH_POINTS)
     # a third pass where the second put all but e^-12 of the mass: the posterior of log k can
     # be 30 times narrower than its prior while AR(1) noise gives it tails that keep the
-    # second pass wide (its points then several posterior sds apart)
+    # second pass wide (its points then several posterior sds apart); the first two only
+    # locate the mass (coarse tau grids, every other AR(1) coefficient)
     u = refined_grid(u, lp, SMOOTH_SUPPORT_LOG, SMOOTH_POINTS[1])
-    lp = logpost(u) + np.log(u[1] - u[0])
+    lp = logpost(u, locate=False) + np.log(u[1] - u[0])
     return SmoothCurve(float(special.logsumexp(lp)), built[-1][0], lp - special.logsumexp(lp), built[-1][1])
 
 
@@ -1029,10 +1031,11 @@ def design_logistic(t: np.ndarray, midpoint: np.ndarray, log_width: np.ndarray) 
 #: units off a dense quadrature under AR(1) noise whose midpoint posterior spans half the
 #: run; 24 x 24 0.003: tests/models/test_plateau.py)
 SIGMOID_POINTS = ((16, 8), (24, 24))
-#: ... the tau grid's two passes while the support is located ...
+#: ... the tau grid's two passes while the support is located (with every other AR(1)
+#: coefficient, :func:`locating_prior`) ...
 LOCATE_TAU_POINTS = (12, 24)
-#: ... and in the last pass (the full tau grids change the evidence by less than 1e-5)
-SHAPE_TAU_POINTS = (24, 48)
+#: ... and in the last pass (within 1e-7 log units of the full tau grids; 12 + 24 points: 5e-3)
+SHAPE_TAU_POINTS = (16, 32)
 
 
 def logistic_approach(
@@ -1070,24 +1073,34 @@ def logistic_approach(
 
     built: list[tuple[np.ndarray, Level | DependentLevel]] = []
 
-    def logpost(mid: np.ndarray, u: np.ndarray, points: tuple[int, int] | None) -> np.ndarray:  # (M, U)
-        mm, uu = np.meshgrid(mid, u, indexing="ij")
+    def logpost(mid: np.ndarray, u: np.ndarray, points: tuple[int, int], prior: RhoPrior | None) -> np.ndarray:
+        mm, uu = np.meshgrid(mid, u, indexing="ij")  # (M, U)
         x = design_logistic(steps, mm.ravel(), uu.ravel())
-        level = design_level(y, var_mean, steps, x, m0, sd0, tau_sd, noise_prior, points)
+        level = design_level(y, var_mean, steps, x, m0, sd0, tau_sd, prior, points)
         built.append((x, level))
         return level_log_m(level).reshape(mm.shape) + log_norm - 0.5 * ((uu - log_width_mu) / log_width_sd) ** 2
 
     (n_mid, n_u), (r_mid, r_u) = SIGMOID_POINTS
     mid, u = np.linspace(t0, t1, n_mid), np.linspace(u_lo, u_hi, n_u)
     for _ in range(2):
-        lp = logpost(mid, u, LOCATE_TAU_POINTS)
+        lp = logpost(mid, u, LOCATE_TAU_POINTS, locating_prior(noise_prior))
         mid = refined_grid(mid, lp, SMOOTH_SUPPORT_LOG, r_mid) if t1 > t0 else mid
         u = refined_grid(u, lp.T, SMOOTH_SUPPORT_LOG, r_u)
-    lp = logpost(mid, u, SHAPE_TAU_POINTS)
+    lp = logpost(mid, u, SHAPE_TAU_POINTS, noise_prior)
     # trapezoid weights on both axes (the box may end at the prior's edge)
     lp = (lp + log_trapezoid(mid)[:, None] + log_trapezoid(u)[None, :]).ravel()
     log_z = special.logsumexp(lp)
     return SmoothCurve(float(log_z), built[-1][0], lp - log_z, built[-1][1])
+
+
+def locating_prior(noise_prior: RhoPrior | None) -> RhoPrior | None:
+    """The AR(1) prior the smooth curves' support-locating passes use: every other
+    coefficient of ``noise_prior`` (the first and the last kept), the same mass on rho = 0;
+    None for independent noise. Only where the mass lies is read from those passes."""
+    if noise_prior is None or len(noise_prior.rho) < 4:
+        return noise_prior
+    rho = noise_prior.rho[::2] if len(noise_prior.rho) % 2 else (*noise_prior.rho[:-1:2], noise_prior.rho[-1])
+    return RhoPrior(rho=tuple(rho), p_independent=noise_prior.p_independent)
 
 
 def log_trapezoid(pts: np.ndarray) -> np.ndarray:
