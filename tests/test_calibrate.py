@@ -57,17 +57,17 @@ def test_tasks_are_deterministic_and_self_contained():
 
 
 def test_local_cluster_runs_a_small_calibration_and_reports_failed_tasks():
-    cal = calibrate(sims=12, null_sims=4, power_sims=2, seed=1, workers=2)
+    cal = calibrate(sims=6, null_sims=4, power_sims=2, seed=1, workers=2)
     ds = cal.dataset
-    assert ds.sizes["sim"] == 12 and ds.sizes["check"] == 4 * 2 + 2 * 3 and cal.failures == []
+    assert ds.sizes["sim"] == 6 and ds.sizes["check"] == 4 * 2 + 2 * 3 and cal.failures == []
     assert ds["rank"].min() >= 0 and ds["rank"].max() <= ds.attrs["rank_draws"]
-    assert ds["converged"].sizes == {"sim": 12} and ds["check_converged"].sizes == {"check": 14}
+    assert ds["converged"].sizes == {"sim": 6} and ds["check_converged"].sizes == {"check": 14}
     # the exact sampler's own diagnostics (independent draws: R-hat near 1, ESS near the draws)
     assert (ds["rhat_max"] < 1.01).all() and (ds["ess_bulk_min"] >= 400).all() and (ds["divergences"] == 0).all()
     table = cal.table
     assert list(table["check"][:5]) == [f"SBC {p}" for p in ds["param"].values]
     # same seed, same numbers, whichever way the tasks ran
-    sync = calibrate(sims=12, null_sims=4, power_sims=2, seed=1, scheduler="sync")
+    sync = calibrate(sims=6, null_sims=4, power_sims=2, seed=1, scheduler="sync")
     np.testing.assert_array_equal(sync.dataset["rank"].values, ds["rank"].values)
     # a setting that cannot be fitted: every task fails, is retried, and is reported
     bad = calibrate(sims=2, null_sims=0, power_sims=0, seed=1, workers=2, n_steps=6)

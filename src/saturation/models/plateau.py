@@ -1037,9 +1037,10 @@ def _smooth_estimands(
     :func:`fit_alternative`) and the S-shaped logistic rise
     (:func:`~saturation.models._exact.logistic_approach`; midpoint uniform over the logged
     steps, :math:`\log w \sim N(\log(\text{span}/10), 1)` truncated to three logged steps ..
-    span / 4, :func:`sigmoid_log_width_bounds`). ``smooth_form`` names the one with the larger evidence. From
-    :data:`SMOOTH_DRAWS` draws of the mixture's curve (each form in proportion to its
-    evidence), over the end window (:func:`end_window`): ``smooth_end_gain``,
+    span / 4, :func:`sigmoid_log_width_bounds`). ``smooth_form`` names the one with the
+    larger evidence. When the shape is "smooth", from :data:`SMOOTH_DRAWS` draws of the
+    mixture's curve (each form in proportion to its evidence), over the end window
+    (:func:`end_window`): ``smooth_end_gain``,
     ``p_smooth_end_in_rope`` (its absolute value inside the absolute ROPE),
     ``p_smooth_end_positive`` and ``p_smooth_slowed`` (the end window's average slope below
     ``rule.slow_ratio`` x the average slope from the first logged step to the window's
@@ -1072,7 +1073,7 @@ def _smooth_estimands(
         est["bf_smooth_vs_line"] = bayes_factor(vs_line)
         est["smooth_form"] = "S-shaped" if sig.log_evidence > exp_.log_evidence else "exponential"
         est["curve_shape"] = curve_shape(est, config.rule)
-        if mask is None:
+        if mask is None or est["curve_shape"] != "smooth":  # read only for the shape "smooth"
             continue
         n_sig = int(rng.binomial(SMOOTH_DRAWS, float(np.exp(sig.log_evidence - log_z - np.log(2.0)))))
         f = np.concatenate([exp_.draw_curves(rng, SMOOTH_DRAWS - n_sig), sig.draw_curves(rng, n_sig)])
