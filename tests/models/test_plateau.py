@@ -1286,7 +1286,7 @@ def test_an_s_shaped_rise_is_a_smooth_approach_not_a_line():
     early = curves.logistic_rise(t, start=0.2, level=0.7, midpoint=20, width=5)
     e = fit_plateau(_series(early + noise, t), response="m", seed=1).estimands["levels"]["m"]
     assert (e["curve_shape"], e["smooth_form"], e["verdict"]) == ("smooth", "S-shaped", "plateaued"), e["reason"]
-    assert "S-shaped" in e["reason"]
+    assert "S-shaped" in e["reason"] and "P(late or end-window gain > ROPE)" in e["reason"]
     late = curves.logistic_rise(t, start=0.2, level=0.7, midpoint=45, width=12)
     e = fit_plateau(_series(late + noise, t), response="m", seed=1).estimands["levels"]["m"]
     assert e["bf_smooth_vs_line"] > 30 and e["verdict"] in ("slowed", "still rising"), e["reason"]

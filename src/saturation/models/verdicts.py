@@ -238,7 +238,7 @@ def _smooth_verdict(est: dict[str, Any], rule: VerdictRule) -> dict[str, str]:
         return {
             "verdict": "plateaued",
             "reason": f"{LABELS['p_smooth_end_in_rope']} = {flat:.2f} and no decisive gain beyond the absolute ROPE "
-            f"(P = {decisive_gain:.2f} < {rule.p_still:g})",
+            f"(P(late or end-window gain > ROPE) = {decisive_gain:.2f} < {rule.p_still:g})",
         }
     if est["p_smooth_slowed"] >= rule.p_slow:
         return {
