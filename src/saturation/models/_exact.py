@@ -382,6 +382,12 @@ class Level:
         self.log_m = special.logsumexp(self.logjoint, axis=0)
 
     @property
+    def design_log_m(self) -> np.ndarray:
+        """log p(y | design) of each design, tau integrated (the constant of ``log_m``
+        included), (C,)."""
+        return self.log_m + np.log(self.du)
+
+    @property
     def log_evidence(self) -> float:
         """log p(y) with a uniform prior over the designs (the constant of ``log_m`` included)."""
         return float(special.logsumexp(self.log_m) + np.log(self.du) - np.log(self.x.shape[0]))
@@ -562,10 +568,15 @@ class DependentLevel:
                 level = Level(yr, vbar * scale**2, xr, m0, sd0, tau_sd, points=points or DEPENDENT_POINTS)
                 jac = -0.5 * float(np.log(lam).sum())
             self.parts.append(level)
-            log_ev.append(level.log_m + np.log(level.du) + jac)
+            log_ev.append(level.design_log_m + jac)
         self.log_ev = np.stack(log_ev) + noise_prior.log_weights()[:, None]  # the prior on rho
         #: log p(y | c) up to a constant shared by the candidates (rho and tau summed)
         self.log_m = special.logsumexp(self.log_ev, axis=0)
+
+    @property
+    def design_log_m(self) -> np.ndarray:
+        """log p(y | design) of each design, rho and tau integrated, (C,)."""
+        return self.log_m
 
     @property
     def log_evidence(self) -> float:
@@ -943,7 +954,7 @@ def exponential_approach(
         points, prior = (LOCATE_TAU_POINTS, locating_prior(noise_prior)) if locate else (SHAPE_TAU_POINTS, noise_prior)
         level = design_level(y, var_mean, steps, x, m0, sd0, tau_sd, prior, points)
         built.append((x, level))
-        return level_log_m(level) + log_norm - 0.5 * ((u - log_scale_mu) / log_scale_sd) ** 2
+        return level.design_log_m + log_norm - 0.5 * ((u - log_scale_mu) / log_scale_sd) ** 2
 
     reach = SCALE_PRIOR_REACH * log_scale_sd
     u, _, lp = _scale_grid(logpost, log_scale_mu - reach, log_scale_mu + reach, *SMOOTH_POINTS)
@@ -970,32 +981,11 @@ def design_level(
     """The designs ``x`` (K, T, 2) of a two-parameter curve linear in its parameters (prior
     means ``m0``, sds ``sd0``, (2,)) as one :class:`Level` (``noise_prior`` None: independent
     step noise) or :class:`DependentLevel` (AR(1)); ``points``: the tau grid's two passes
-    (default :class:`Level`'s). :func:`level_log_m` gives each design's evidence."""
+    (default :class:`Level`'s). ``design_log_m`` is each design's evidence."""
     sd0 = np.asarray(sd0, dtype=float).reshape(1, 2)
     if noise_prior is None:
         return Level(y, var_mean, x, m0, sd0, tau_sd, points=points or (COARSE_POINTS, FINE_POINTS))
     return DependentLevel(y, var_mean, x, m0, sd0, tau_sd, steps, noise_prior=noise_prior, points=points)
-
-
-def level_log_m(level: Level | DependentLevel) -> np.ndarray:
-    """log p(y | design) of each design of ``level`` (tau, and rho, integrated), (K,)."""
-    return level.log_m + np.log(level.du) if isinstance(level, Level) else level.log_m
-
-
-def design_log_evidence(
-    y: np.ndarray,
-    var_mean: np.ndarray,
-    steps: np.ndarray,
-    x: np.ndarray,
-    m0: np.ndarray,
-    sd0: np.ndarray,
-    tau_sd: float,
-    noise_prior: RhoPrior | None,
-    points: tuple[int, int] | None = None,
-) -> np.ndarray:
-    """log p(y | design) for each design of ``x`` (K, T, 2): :func:`level_log_m` of
-    :func:`design_level`; (K,)."""
-    return level_log_m(design_level(y, var_mean, steps, x, m0, sd0, tau_sd, noise_prior, points))
 
 
 @dataclass(frozen=True)
@@ -1078,7 +1068,7 @@ def logistic_approach(
         x = design_logistic(steps, mm.ravel(), uu.ravel())
         level = design_level(y, var_mean, steps, x, m0, sd0, tau_sd, prior, points)
         built.append((x, level))
-        return level_log_m(level).reshape(mm.shape) + log_norm - 0.5 * ((uu - log_width_mu) / log_width_sd) ** 2
+        return level.design_log_m.reshape(mm.shape) + log_norm - 0.5 * ((uu - log_width_mu) / log_width_sd) ** 2
 
     (n_mid, n_u), (r_mid, r_u) = SIGMOID_POINTS
     mid, u = np.linspace(t0, t1, n_mid), np.linspace(u_lo, u_hi, n_u)
