@@ -268,6 +268,20 @@ def pooled_evidence(grid: np.ndarray, m: np.ndarray, spread: np.ndarray) -> np.n
     return out
 
 
+def logsumexp(a: np.ndarray, axis: int | None = None, keepdims: bool = False) -> Any:
+    """log(sum(exp(a))) over ``axis`` (all entries when None), stable for large entries and
+    -inf where every entry is -inf; scipy.special.logsumexp's result for real input, without
+    its per-call overhead (the exact sampler calls it hundreds of times a fit)."""
+    a = np.asarray(a, dtype=float)
+    m = np.max(a, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(a - m), axis=axis, keepdims=True)) + m
+    if keepdims:
+        return out
+    return out.reshape(())[()] if axis is None else np.squeeze(out, axis=axis)
+
+
 def _log_halfnormal(x: np.ndarray, sd: float) -> np.ndarray:
     return np.log(np.sqrt(2 / np.pi) / sd) - 0.5 * (x / sd) ** 2
 
@@ -287,7 +301,7 @@ def refined_grid(u: np.ndarray, lp: np.ndarray, support: float, points: int) -> 
     """``points`` evenly spaced over the support of ``lp`` (G, ...) on the even grid ``u``:
     from one spacing before the first to one after the last point whose log density (summed
     over the other axes) lies within ``support`` of the largest, inside ``u``'s range."""
-    marg = special.logsumexp(lp.reshape(len(u), -1), axis=1)
+    marg = logsumexp(lp.reshape(len(u), -1), axis=1)
     inside = np.flatnonzero(marg > marg.max() - support)
     step = u[1] - u[0]
     return np.linspace(max(u[inside[0]] - step, u[0]), min(u[inside[-1]] + step, u[-1]), points)
@@ -379,7 +393,7 @@ class Level:
 
         self.u, self.du, self.logjoint = _scale_grid(logpost, lo, hi, *points)  # logjoint: (G, C)
         # log p(y | c) up to a constant shared by all candidates
-        self.log_m = special.logsumexp(self.logjoint, axis=0)
+        self.log_m = logsumexp(self.logjoint, axis=0)
 
     @property
     def design_log_m(self) -> np.ndarray:
@@ -390,7 +404,7 @@ class Level:
     @property
     def log_evidence(self) -> float:
         """log p(y) with a uniform prior over the designs (the constant of ``log_m`` included)."""
-        return float(special.logsumexp(self.log_m) + np.log(self.du) - np.log(self.x.shape[0]))
+        return float(logsumexp(self.log_m) + np.log(self.du) - np.log(self.x.shape[0]))
 
     def loo(self, log_prior: np.ndarray | None = None, design_stride: int = 1) -> np.ndarray:
         r"""Exact leave-one-out log predictive densities :math:`\log p(y_i \mid y_{-i})`, (T,).
@@ -410,7 +424,7 @@ class Level:
         # every LOO_TAU_STRIDE-th tau point (and design_stride-th design) of the fine grids:
         # they resolve a posterior sd by tens of points, a few suffice for a smooth integrand
         logw = logw[::LOO_TAU_STRIDE, ::design_stride]
-        logw = logw - special.logsumexp(logw)
+        logw = logw - logsumexp(logw)
         g_idx, c_idx = np.nonzero(logw > -LOO_MASS_CUT)  # the (tau, design) cells that carry mass
         logw = logw[g_idx, c_idx]
         g_idx, c_idx = g_idx * LOO_TAU_STRIDE, c_idx * design_stride
@@ -438,7 +452,7 @@ class Level:
         e = self.y[None, :] - sum(m[:, p_, None] * cols[p_] for p_ in range(n_p))
         one_h = 1.0 - q * w
         lp = -0.5 * (np.log(2 * np.pi * v) - np.log(one_h) + e * e * w / one_h)  # (K, T)
-        return -special.logsumexp(logw[:, None] - lp, axis=0)
+        return -logsumexp(logw[:, None] - lp, axis=0)
 
     def draw(
         self, rng: np.random.Generator, c_idx: np.ndarray, x: np.ndarray | None = None
@@ -448,18 +462,41 @@ class Level:
         candidate), default the candidate's."""
         g = pick_in_columns(rng, self.logjoint, c_idx)
         tau = np.exp(self.u[g] + self.du * (rng.random(len(g)) - 0.5))
-        x = self.x[c_idx] if x is None else x  # (D, T, p)
-        w = 1.0 / (self.var_mean[None, :] + tau[:, None] ** 2)
-        r = self.y[None, :] - x @ self.m0
+        w = 1.0 / (self.var_mean[None, :] + tau[:, None] ** 2)  # (D, T)
         p0 = np.broadcast_to(self.p0, (self.x.shape[0], self.x.shape[2]))[c_idx]  # (D, p)
-        xw = (x * w[:, :, None]).transpose(0, 2, 1)  # (D, p, T): batched products, 5x einsum's speed
-        a = xw @ x + p0[:, :, None] * np.eye(p0.shape[1])
-        b = (xw @ r[:, :, None])[:, :, 0]
+        if x is None:  # draws that share a design: A and b from one product per design
+            a, b = _conditional_sums(self.y, w, self.x, self.m0, c_idx)
+        else:
+            r = self.y[None, :] - x @ self.m0
+            xw = (x * w[:, :, None]).transpose(0, 2, 1)  # (D, p, T): batched products, 5x einsum's speed
+            a = xw @ x
+            b = (xw @ r[:, :, None])[:, :, 0]
+        a += p0[:, :, None] * np.eye(p0.shape[1])
         chol = np.linalg.cholesky(a)
         mean = self.m0 + np.linalg.solve(a, b[..., None])[..., 0]
         z = rng.standard_normal(b.shape)
         beta = mean + np.linalg.solve(chol.transpose(0, 2, 1), z[..., None])[..., 0]
         return tau, beta
+
+
+def _conditional_sums(
+    y: np.ndarray, w: np.ndarray, x: np.ndarray, m0: np.ndarray, c_idx: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:math:`X_c^\top W X_c` (D, p, p) and :math:`X_c^\top W (y - X_c m_0)` (D, p) for each
+    draw's design ``x[c_idx]`` and step weights ``w`` (D, T): the draws of one design are
+    weighted in one matrix product of their weights with the design's :func:`step_products`
+    (a gathered (D, T, p) design per draw cost most of the draws' time)."""
+    n_p = x.shape[2]
+    pairs = [(p_, q_) for p_ in range(n_p) for q_ in range(p_, n_p)]
+    a = np.empty((len(c_idx), n_p, n_p))
+    b = np.empty((len(c_idx), n_p))
+    for c in np.unique(c_idx):
+        sel = np.flatnonzero(c_idx == c)
+        sums = w[sel] @ step_products(y, x[c : c + 1], m0)  # (Dc, K): pairs, x r, r r
+        for k, (p_, q_) in enumerate(pairs):
+            a[sel, p_, q_] = a[sel, q_, p_] = sums[:, k]
+        b[sel] = sums[:, len(pairs) : len(pairs) + n_p]
+    return a, b
 
 
 #: per-step AR(1) coefficients of the step noise the dependent model sums over
@@ -571,7 +608,7 @@ class DependentLevel:
             log_ev.append(level.design_log_m + jac)
         self.log_ev = np.stack(log_ev) + noise_prior.log_weights()[:, None]  # the prior on rho
         #: log p(y | c) up to a constant shared by the candidates (rho and tau summed)
-        self.log_m = special.logsumexp(self.log_ev, axis=0)
+        self.log_m = logsumexp(self.log_ev, axis=0)
 
     @property
     def design_log_m(self) -> np.ndarray:
@@ -581,12 +618,12 @@ class DependentLevel:
     @property
     def log_evidence(self) -> float:
         """log p(y) with a uniform prior over the designs and ``noise_prior`` over rho."""
-        return float(special.logsumexp(self.log_ev) - np.log(self.x.shape[0]))
+        return float(logsumexp(self.log_ev) - np.log(self.x.shape[0]))
 
     def rho_mass(self) -> np.ndarray:
         """Posterior mass of each rho of the grid (K,)."""
-        lp = special.logsumexp(self.log_ev, axis=1)
-        return np.exp(lp - special.logsumexp(lp))
+        lp = logsumexp(self.log_ev, axis=1)
+        return np.exp(lp - logsumexp(lp))
 
     def draw(self, rng: np.random.Generator, c_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """rho | c, then tau and beta | c, rho; (D,), (D, p), (D,)."""
@@ -770,7 +807,7 @@ def sample_gaussian_exact(
         post[S.CHANGEPOINT_SPREAD] = spread
     else:
         c_idx = np.stack([_pick_one(rng, level.log_m, n_draws) for level in lv])
-        mass = np.exp(log_m - special.logsumexp(log_m, axis=1, keepdims=True))
+        mass = np.exp(log_m - logsumexp(log_m, axis=1, keepdims=True))
     drawn: list[tuple[np.ndarray, ...]] = [level.draw(rng, c_idx[j]) for j, level in enumerate(lv)]
     beta = np.stack([d[1] for d in drawn], axis=1)  # (D, L, p)
     post.update(
@@ -964,7 +1001,7 @@ def exponential_approach(
     # locate the mass (coarse tau grids, every other AR(1) coefficient)
     u = refined_grid(u, lp, SMOOTH_SUPPORT_LOG, SMOOTH_POINTS[1])
     lp = logpost(u, locate=False) + np.log(u[1] - u[0])
-    return SmoothCurve(float(special.logsumexp(lp)), built[-1][0], lp - special.logsumexp(lp), built[-1][1])
+    return SmoothCurve(float(logsumexp(lp)), built[-1][0], lp - logsumexp(lp), built[-1][1])
 
 
 def design_level(
@@ -1079,7 +1116,7 @@ def logistic_approach(
     lp = logpost(mid, u, SHAPE_TAU_POINTS, noise_prior)
     # trapezoid weights on both axes (the box may end at the prior's edge)
     lp = (lp + log_trapezoid(mid)[:, None] + log_trapezoid(u)[None, :]).ravel()
-    log_z = special.logsumexp(lp)
+    log_z = logsumexp(lp)
     return SmoothCurve(float(log_z), built[-1][0], lp - log_z, built[-1][1])
 
 
