@@ -133,3 +133,37 @@ def test_the_kernels_posterior_is_the_graphs(crossing_spec, monkeypatch):
         ratio = a.std(("chain", "draw")) / b.std(("chain", "draw"))
         assert ((ratio > 0.9) & (ratio < 1.1)).all(), (name, ratio.values)
     assert replace(kernel.config, sampler=graph.config.sampler) == graph.config
+
+
+@pytest.mark.parametrize("walk", ["centred", "non-centred"])
+def test_each_part_alone_is_its_factor_of_the_joint_density(crossing_spec, walk):
+    """The parts share no parameter: a block of one part gives that part's factor of the
+    joint log density (up to a constant) and the joint gradient's entries of its parameters;
+    its expansion names that part's variables only."""
+    data, config, _, block = _setup(crossing_spec, walk, seed=3)
+    _, values = build_transfer_model(data, config)
+    n_arms = len(data.arms)
+    part_size = n_arms + n_arms * int(block[3]) + 1  # block[3]: the knots
+    at = {"ungraded": slice(0, part_size), "reward": slice(part_size, None)}
+    rng = np.random.default_rng(2)
+    for part in ("ungraded", "reward"):
+        one = transfer_kernel.pack(values, n_arms, walk, config.priors, RW_SD_SHAPE, part)
+        offsets = []
+        for seed in range(4):
+            theta = transfer_kernel.initial_point(block, seed)
+            theta += rng.normal(0.0, 0.3, theta.size)
+            grad, g_one = np.zeros_like(theta), np.zeros(theta[at[part]].size)
+            joint = transfer_kernel.logp_grad(theta, block, grad)
+            # the other part's factor, from a block of the other part at the same point
+            other = "reward" if part == "ungraded" else "ungraded"
+            other_block = transfer_kernel.pack(values, n_arms, walk, config.priors, RW_SD_SHAPE, other)
+            g_other = np.zeros(theta[at[other]].size)
+            value = transfer_kernel.logp_grad(theta[at[part]], one, g_one)
+            value_other = transfer_kernel.logp_grad(theta[at[other]], other_block, g_other)
+            np.testing.assert_allclose(g_one, grad[at[part]], rtol=1e-10, atol=1e-10 * np.abs(grad).max())
+            offsets.append(joint - value - value_other)
+        assert np.ptp(offsets) < 1e-8 and abs(offsets[0]) < 1e-8, part
+        names = [n for n, _ in transfer_kernel.variables(walk, "arm", (part,))]
+        assert all(n.startswith(part) for n in names if n != "reward_sd")
+        assert ("reward_sd" in names) == (part == "reward")
+        assert transfer_kernel.initial_point(one, 0).size == theta[at[part]].size

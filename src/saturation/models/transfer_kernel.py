@@ -10,7 +10,12 @@ gradient around the same likelihood kernel, as module-level numba functions with
 checks the value (up to a constant) and the gradient against the graph's
 ``compile_logp`` / ``compile_dlogp`` and the posterior against the graph's.
 
-The sampled task effects (``task_effects="sampled"``) stay on the PyMC graph.
+The two parts (ungraded, reward) share no parameter, and each part's likelihood reads only
+its own curves and sds: the joint posterior is the product of the two parts' posteriors.
+A fit samples each part alone (:func:`pack`'s ``part``: a block of that part's parameters
+and data), each with its own step size and mass matrix, and joins the draws
+(:func:`saturation.models.sampling.sample_compiled_parts`). The sampled task effects
+(``task_effects="sampled"``) stay on the PyMC graph.
 
 Notes
 -----
@@ -40,10 +45,16 @@ from saturation.models.marginal import NODES, transfer_marginal_kernel, unpack_a
 #: the two parts, in the graph's order
 PARTS = ("ungraded", "reward")
 CENTRED, NON_CENTRED = 0, 1
+#: which parts a block's parameters and data hold (:func:`pack`'s ``part``)
+BOTH, UNGRADED_ONLY, REWARD_ONLY = 0, 1, 2
+#: the marginal's data arrays (rows of ``m_layout``, :data:`~saturation.models.marginal.MARGINAL_DATA`)
+#: of each part: the binomial part's by task pattern, the reward part's by group and task
+PART_ROWS = {"ungraded": range(0, 6), "reward": range(6, 13)}
 #: header: length, arms, steps, knots, walk, quadrature nodes, the packed marginal data's
-#: float, int and layout lengths, then the priors (intercept sd, rw sd, rw-sd Gamma shape,
-#: ungraded task sd, reward task sd, reward sd) and the two knot-0 prior centres
-_HEAD = 9
+#: float, int and layout lengths, the parts (BOTH, UNGRADED_ONLY or REWARD_ONLY), then the
+#: priors (intercept sd, rw sd, rw-sd Gamma shape, ungraded task sd, reward task sd, reward
+#: sd) and the two knot-0 prior centres
+_HEAD = 10
 _PRIORS = 8
 _LOG_2PI = math.log(2.0 * math.pi)
 _LOG_HALFNORMAL = 0.5 * math.log(2.0 / math.pi)
@@ -60,6 +71,13 @@ def _layout(block: np.ndarray) -> tuple[int, int, int, int, int, int, int, int, 
     float_at = rule_at + 2 * nodes
     int_at = float_at + int(block[6])
     return n_arms, n_steps, n_knots, walk, nodes, basis_at, rule_at, float_at, int_at
+
+
+@numba.njit(cache=True)
+def _parts(block: np.ndarray) -> tuple[int, int]:
+    """The parts [first, last) a block's parameters hold (0: ungraded, 1: reward)."""
+    which = int(block[9])
+    return (1 if which == REWARD_ONLY else 0), (1 if which == UNGRADED_ONLY else 2)
 
 
 @numba.njit(cache=True)
@@ -133,8 +151,12 @@ def _knots_grad(
 def logp_grad(theta: np.ndarray, block: np.ndarray, grad: np.ndarray) -> float:
     """The log density at ``theta`` (unconstrained, the graph's order: per part its log
     random-walk sds, its knots or their z, its log task sd; then the log reward sds) and its
-    gradient written into ``grad``; ``block`` is :func:`pack`'s data block."""
+    gradient written into ``grad``; ``block`` is :func:`pack`'s data block. A block of one
+    part (:func:`pack`'s ``part``) holds that part's parameters (the reward part's with the
+    log reward sds) and data only: the two parts share no parameter, so each part's
+    posterior is its own factor of the joint one."""
     n_arms, n_steps, n_knots, walk, nodes, basis_at, rule_at, float_at, int_at = _layout(block)
+    first, last = _parts(block)
     intercept_sd, rw_mean, shape = block[_HEAD], block[_HEAD + 1], block[_HEAD + 2]
     task_scale = (block[_HEAD + 3], block[_HEAD + 4])
     reward_scale = block[_HEAD + 5]
@@ -151,11 +173,11 @@ def logp_grad(theta: np.ndarray, block: np.ndarray, grad: np.ndarray) -> float:
     for i in range(grad.shape[0]):
         grad[i] = 0.0
     total = 0.0
-    knots = np.empty((2, n_arms, n_knots))
-    curves = np.empty((2, n_arms * n_steps))
-    taus = np.empty(2)
-    for p in range(2):
-        base = p * part_size
+    knots = np.zeros((2, n_arms, n_knots))
+    curves = np.zeros((2, n_arms * n_steps))
+    taus = np.ones(2)  # a part without data: its sd enters nothing
+    for p in range(first, last):
+        base = (p - first) * part_size
         for a in range(n_arms):
             eta = theta[base + a]
             sd = math.exp(eta)
@@ -173,13 +195,14 @@ def logp_grad(theta: np.ndarray, block: np.ndarray, grad: np.ndarray) -> float:
         total += value
         grad[base + part_size - 1] += d_eta
         taus[p] = math.exp(eta)
-    rho_at = 2 * part_size
-    prec = np.empty(n_arms)
-    for a in range(n_arms):
-        value, d_eta = _halfnormal_log(theta[rho_at + a], reward_scale)
-        total += value
-        grad[rho_at + a] += d_eta
-        prec[a] = math.exp(-2.0 * theta[rho_at + a])
+    rho_at = (last - first) * part_size
+    prec = np.ones(n_arms)
+    if last == 2:
+        for a in range(n_arms):
+            value, d_eta = _halfnormal_log(theta[rho_at + a], reward_scale)
+            total += value
+            grad[rho_at + a] += d_eta
+            prec[a] = math.exp(-2.0 * theta[rho_at + a])
 
     d0, d1, d2, d3, d4, d5, d6, d7, d8, d9, d10, d11, d12 = unpack_arrays(floats, ints, layout)
     value, d_cu, d_cr, d_tu, d_tr, d_prec = transfer_marginal_kernel(
@@ -187,8 +210,8 @@ def logp_grad(theta: np.ndarray, block: np.ndarray, grad: np.ndarray) -> float:
     )
     total += value
     g_knots = np.empty(n_knots)
-    for p in range(2):
-        base = p * part_size
+    for p in range(first, last):
+        base = (p - first) * part_size
         d_c = d_cu if p == 0 else d_cr
         grad[base + part_size - 1] += (d_tu if p == 0 else d_tr) * taus[p]
         for a in range(n_arms):
@@ -202,8 +225,9 @@ def logp_grad(theta: np.ndarray, block: np.ndarray, grad: np.ndarray) -> float:
             grad[base + a] += _knots_grad(
                 theta, at_knots, n_knots, walk, mu0[p], intercept_sd, sd, knots[p, a], g_knots, grad
             )
-    for a in range(n_arms):
-        grad[rho_at + a] += -2.0 * prec[a] * d_prec[a]
+    if last == 2:
+        for a in range(n_arms):
+            grad[rho_at + a] += -2.0 * prec[a] * d_prec[a]
     return total
 
 
@@ -230,17 +254,19 @@ def _c_logp(dim: int, x_: Any, out_: Any, logp_: Any, data_: Any) -> int:  # pra
 @numba.cfunc(C_EXPAND, cache=True)
 def _c_expand(dim: int, expanded: int, x_: Any, out_: Any, data_: Any) -> int:  # pragma: no cover - numba
     """nutpie's draw-expansion callback: per part the random-walk sds, (non-centred: the z,)
-    the knots and the task sd; then the reward sds; sds on their own scale."""
+    the knots and the task sd; then the reward sds; sds on their own scale (the block's
+    parts only)."""
     block = block_at(data_)
     n_arms, n_knots, walk = int(block[1]), int(block[3]), int(block[4])
+    first, last = _parts(block)
     x = numba.carray(x_, (dim,))
     out = numba.carray(out_, (expanded,))
     intercept_sd = block[_HEAD]
     part_size = n_arms + n_arms * n_knots + 1
     o = 0
     knots = np.empty(n_knots)
-    for p in range(2):
-        base = p * part_size
+    for p in range(first, last):
+        base = (p - first) * part_size
         for a in range(n_arms):
             out[o + a] = math.exp(x[base + a])
         o += n_arms
@@ -256,12 +282,15 @@ def _c_expand(dim: int, expanded: int, x_: Any, out_: Any, data_: Any) -> int:  
         o += n_arms * n_knots
         out[o] = math.exp(x[base + part_size - 1])
         o += 1
-    for a in range(n_arms):
-        out[o + a] = math.exp(x[2 * part_size + a])
+    if last == 2:
+        for a in range(n_arms):
+            out[o + a] = math.exp(x[(last - first) * part_size + a])
     return 0
 
 
-def pack(values: dict[str, np.ndarray], n_arms: int, walk: str, priors: Any, shape: float) -> np.ndarray:
+def pack(
+    values: dict[str, np.ndarray], n_arms: int, walk: str, priors: Any, shape: float, part: str | None = None
+) -> np.ndarray:
     """The kernel's data block: the header, the priors, the interpolation basis (steps x
     knots), the Gauss-Hermite rule and the marginal's packed data (ints stored bit for bit).
 
@@ -269,13 +298,19 @@ def pack(values: dict[str, np.ndarray], n_arms: int, walk: str, priors: Any, sha
     (:func:`~saturation.models.transfer.transfer_values`: ``basis``, ``prior_mu`` and the
     packed ``m_float``, ``m_int``, ``m_layout`` of
     :func:`~saturation.models.marginal.pack_marginal_data`); ``shape`` the random-walk sds'
-    Gamma shape.
+    Gamma shape; ``part`` ("ungraded" or "reward"): a block of that part alone (its
+    parameters, and the other part's data arrays left empty), None: both.
     """
     packed = values
     basis = np.asarray(values["basis"], dtype=np.float64)
     z, w = np.polynomial.hermite.hermgauss(NODES)
     ints = np.ascontiguousarray(packed["m_int"], dtype=np.int64).view(np.float64)
-    layout = np.ascontiguousarray(packed["m_layout"], dtype=np.int64).ravel().view(np.float64)
+    rows = np.array(packed["m_layout"], dtype=np.int64)
+    if part is not None:
+        for other, at in PART_ROWS.items():
+            if other != part:
+                rows[list(at)] = 0  # an empty [0, 0) slice
+    layout = np.ascontiguousarray(rows).ravel().view(np.float64)
     head = [
         0.0,
         float(n_arms),
@@ -286,6 +321,7 @@ def pack(values: dict[str, np.ndarray], n_arms: int, walk: str, priors: Any, sha
         float(packed["m_float"].size),
         float(ints.size),
         float(layout.size),
+        float({None: BOTH, "ungraded": UNGRADED_ONLY, "reward": REWARD_ONLY}[part]),
     ]
     prior = [
         priors.intercept_sd,
@@ -303,15 +339,16 @@ def pack(values: dict[str, np.ndarray], n_arms: int, walk: str, priors: Any, sha
     return block
 
 
-def variables(walk: str, arm_dim: str) -> list[tuple[str, tuple[str, ...]]]:
-    """The expansion's variables (name, dims) in :func:`_c_expand`'s order."""
+def variables(walk: str, arm_dim: str, parts: Sequence[str] = PARTS) -> list[tuple[str, tuple[str, ...]]]:
+    """The expansion's variables (name, dims) in :func:`_c_expand`'s order, of ``parts``."""
     out: list[tuple[str, tuple[str, ...]]] = []
-    for part in PARTS:
+    for part in parts:
         out.append((f"{part}_rw_sd", (arm_dim,)))
         if walk != "centred":
             out.append((f"{part}_knot_z", (arm_dim, "knot")))
         out += [(f"{part}_knot", (arm_dim, "knot")), (f"{part}_task_sd", ())]
-    out.append(("reward_sd", (arm_dim,)))
+    if "reward" in parts:
+        out.append(("reward_sd", (arm_dim,)))
     return out
 
 
@@ -321,13 +358,15 @@ def initial_point(block: np.ndarray, seed: Any) -> np.ndarray:
     knots: the knot-0 prior centre) plus Uniform(-1, 1) jitter."""
     n_arms, n_knots = int(block[1]), int(block[3])
     walk = int(block[4])
+    first, last = _parts(block)
     start: list[np.ndarray] = []
-    for p in range(2):
+    for p in range(first, last):
         start.append(np.full(n_arms, math.log(block[_HEAD + 1])))
         centre = block[_HEAD + 6 + p] if walk == CENTRED else 0.0
         start.append(np.full(n_arms * n_knots, centre))
         start.append(np.array([math.log(block[_HEAD + 3 + p])]))
-    start.append(np.full(n_arms, math.log(block[_HEAD + 5])))
+    if last == 2:
+        start.append(np.full(n_arms, math.log(block[_HEAD + 5])))
     flat = np.concatenate(start)
     return flat + np.random.default_rng(seed).uniform(-1.0, 1.0, size=flat.size)
 
@@ -339,19 +378,23 @@ def compiled_model(
     shape: float,
     coords: dict[str, Sequence[Any]],
     arm_dim: str,
+    part: str | None = None,
 ) -> Any:
     """A nutpie model of the transfer model (integrated task effects) on the cached
-    callbacks; ``coords`` must name ``arm_dim`` and ``"knot"``. ``None`` when the installed
+    callbacks; ``coords`` must name ``arm_dim`` and ``"knot"``; ``part`` ("ungraded" or
+    "reward"): that part's model alone (:func:`pack`), None: both. ``None`` when the installed
     nutpie lacks the interface (:func:`~saturation.models.kernel_abi.nutpie_model`)."""
     n_arms, n_knots = len(coords[arm_dim]), len(coords["knot"])
-    block = pack(values, n_arms, walk, priors, shape)
+    block = pack(values, n_arms, walk, priors, shape, part)
     sizes = {(arm_dim,): (n_arms,), (arm_dim, "knot"): (n_arms, n_knots), (): ()}
+    parts = PARTS if part is None else (part,)
+    n_dim = len(parts) * (n_arms + n_arms * n_knots + 1) + (n_arms if "reward" in parts else 0)
     return nutpie_model(
         logp=_c_logp,
         expand=_c_expand,
         block=block,
-        n_dim=2 * (n_arms + n_arms * n_knots + 1) + n_arms,
-        variables=[(name, sizes[dims], dims) for name, dims in variables(walk, arm_dim)],
+        n_dim=n_dim,
+        variables=[(name, sizes[dims], dims) for name, dims in variables(walk, arm_dim, parts)],
         coords={arm_dim: coords[arm_dim], "knot": coords["knot"]},
         initial_point=lambda seed: initial_point(block, seed),
     )
