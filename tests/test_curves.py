@@ -50,6 +50,29 @@ def test_logitnormal_mean_matches_monte_carlo():
     assert float(curves.logitnormal_mean(0.7, 1.3)) == pytest.approx(mc, abs=1e-3)
 
 
+def test_logitnormal_mean_matches_adaptive_quadrature_and_saturates_without_warnings():
+    """Against scipy's adaptive quadrature of the integral on a grid of locations and sds
+    (broadcast as the transfer fit calls it), and at locations where expit is 0 or 1 to
+    double precision (no overflow warning: warnings are errors in the tests)."""
+    from scipy import integrate, stats
+
+    loc = np.array([-8.0, -2.5, -0.3, 0.0, 1.1, 4.0, 9.0])
+    sd = np.array([[0.0], [0.4], [1.3], [3.0]])
+    got = curves.logitnormal_mean(loc, sd)
+    for i, s in enumerate(sd[:, 0]):
+        for j, m in enumerate(loc):
+            want = (
+                curves.expit(m)
+                if s == 0
+                else integrate.quad(
+                    lambda z, m=m, s=s: curves.expit(m + s * z) * stats.norm.pdf(z), -40, 40, epsabs=1e-14
+                )[0]
+            )
+            assert got[i, j] == pytest.approx(want, rel=0, abs=1e-13 if s <= 1.5 else 3e-7)  # see curves._GH_NODES
+    far = curves.logitnormal_mean(np.array([-1e308, -800.0, 800.0, 1e308]), 2.0)
+    np.testing.assert_allclose(far, [0.0, 0.0, 1.0, 1.0], atol=1e-300)
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.floats(0.05, 0.9), st.floats(0.05, 0.95))
 def test_pass_at_k_concentration_inverse(mean, frac):

@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-# number of Gauss-Hermite nodes for logit-normal expectations (exact to ~1e-12 here)
+# number of Gauss-Hermite nodes for logit-normal expectations: absolute error below 1e-13 for
+# sd <= 1.5, 1e-10 at sd 2, 2e-7 at sd 3, 7e-6 at sd 4 (expit's poles at +-i pi limit the
+# convergence; measured against adaptive quadrature, tests/test_curves.py)
 _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(60)
 _GH_WEIGHTS = _GH_WEIGHTS / _GH_WEIGHTS.sum()
 
@@ -148,7 +150,20 @@ def logitnormal_mean(loc: Any, sd: Any) -> np.ndarray:
     or an array broadcasting against ``loc``)."""
     loc = np.asarray(loc, dtype=float)
     sd = np.asarray(sd, dtype=float)
-    return (special.expit(loc[..., None] + sd[..., None] * _GH_NODES) * _GH_WEIGHTS).sum(-1)
+    # expit(loc + sd z) = 1 / (1 + exp(-loc) exp(-sd z)): one exp of the (large) loc array
+    # instead of one per node, and the nodes summed one at a time (no (..., nodes) array;
+    # 5x faster on a transfer fit's population curves); exponents clipped at 700, where
+    # expit is 0 or 1 to double precision, so nothing overflows to inf * 0
+    out = np.zeros(np.broadcast_shapes(loc.shape, sd.shape))
+    a = np.exp(-np.clip(loc, -700.0, 700.0))
+    term = np.empty_like(out)
+    with np.errstate(over="ignore"):  # a * b may overflow to inf: the term is then 0
+        for z, w in zip(_GH_NODES, _GH_WEIGHTS, strict=True):
+            np.multiply(a, np.exp(-np.clip(sd * z, -700.0, 700.0)), out=term)
+            term += 1.0
+            np.divide(w, term, out=term)
+            out += term
+    return out
 
 
 def crossover_steps(gap: Any, steps: Any) -> np.ndarray:

@@ -95,18 +95,24 @@ def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
     not only while drawing.
     """
     stem = Path(stem)
-    out = []
     pdf, png = stem.with_name(f"{stem.name}.pdf"), stem.with_name(f"{stem.name}.png")  # a stem may hold dots
+    engine = fig.get_layout_engine()
     with style():
-        for path, kwargs in (
-            (pdf, {"metadata": {"CreationDate": None}}),  # reproducible bytes: no time stamp
-            (png, {"dpi": 300}),
-        ):
-            buf = io.BytesIO()
-            fig.savefig(buf, format=path.suffix[1:], **kwargs)
-            write_atomic(path, buf.getvalue())
-    out += [pdf, png]
-    return out
+        # the layout is computed once: a layout engine (constrained) re-runs at every draw,
+        # twice a save with the tight bounding box, and was half of the save's time
+        fig.draw_without_rendering()
+        fig.set_layout_engine("none")
+        try:
+            for path, kwargs in (
+                (pdf, {"metadata": {"CreationDate": None}}),  # reproducible bytes: no time stamp
+                (png, {"dpi": 300}),
+            ):
+                buf = io.BytesIO()
+                fig.savefig(buf, format=path.suffix[1:], **kwargs)
+                write_atomic(path, buf.getvalue())
+        finally:
+            fig.set_layout_engine(engine)
+    return [pdf, png]
 
 
 def colour(i: int) -> str:
