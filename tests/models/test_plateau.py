@@ -15,8 +15,8 @@ from saturation import schema as S
 from saturation.aggregate import aggregate
 from saturation.frequentist import split_ols
 from saturation.models import ConvergenceWarning, SamplerConfig, fit_plateau, plateau, plateau_model, verdicts
-from saturation.models.plateau import StepData, exact_loo, plateau_frame, step_data
-from saturation.models.plateau_model import candidate_grid
+from saturation.models.plateau import StepData, plateau_frame, step_data
+from saturation.models.plateau_model import candidate_grid, exact_loo
 from saturation.models.sampling import diagnostics, warn_if_not_converged
 from saturation.simulate import LevelSpec, PlateauSpec, simulate_plateau
 
@@ -162,12 +162,18 @@ def test_loo_prefers_a_change_point_over_a_line_on_plateau_data():
     from saturation.models import compare_plateau_models
 
     ds, _ = _sim(LevelSpec("file", 0.55, 0.03, 0.0, 10.0), seed=12)
-    table, fits = compare_plateau_models(ds, models=("hinge", "linear", "exponential"), seed=1, sampler=FAST)
+    models = ("hinge", "linear", "exponential")
+    table, fits = compare_plateau_models(ds, models=models, seed=1, sampler=FAST, loo_noise="independent")
     assert set(table.index) == {"hinge", "linear", "exponential"}
     assert table.index[-1] == "linear"  # the straight line is the worst description of a plateau
     assert table.loc["linear", "elpd_diff"] > 2 * table.loc["linear", "dse"]
     for idata in fits.values():
         assert "log_likelihood" in idata.groups()
+    # under the fit's own noise model ("auto": AR(1) possible) the line is still the worst,
+    # by less: a left-out step is also predicted from its neighbours
+    table, _ = compare_plateau_models(ds, models=models, seed=1, sampler=FAST)
+    assert table.index[-1] == "linear"
+    assert table.loc["linear", "elpd_diff"] > table.loc["linear", "dse"]
 
 
 def test_prior_predictive_covers_the_data_scale():
@@ -537,12 +543,12 @@ def test_exact_loo_matches_psis_where_pareto_k_is_small():
     fit = fit_plateau(sd, seed=1, sampler=SamplerConfig(draws=2000, chains=4), noise="independent")
     with pytest.warns(UserWarning, match="Pareto"):  # a few steps have k > 0.7: why exact LOO exists
         psis = az.loo(fit.idata, pointwise=True)
-    exact = plateau.exact_loo(sd, "hinge", fit.config)
+    exact = plateau_model.exact_loo(sd, "hinge", fit.config)
     k = psis.pareto_k.to_numpy().reshape(exact.shape)
     diff = np.abs(psis.loo_i.to_numpy().reshape(exact.shape) - exact)
     assert np.median(diff[k < 0.5]) < 0.01
     with pytest.raises(ValueError, match="kind"):
-        plateau.exact_loo(sd, "quadratic")
+        plateau_model.exact_loo(sd, "quadratic")
 
 
 def _clustered_exponential(seed: int, n_steps: int = 50, asymptote: float = 0.7, scale: float = 12.0):
@@ -587,7 +593,7 @@ def test_exact_loo_equals_deleting_each_step_and_recomputing_the_evidence():
 
     everything = np.ones(n, dtype=bool)
     brute = _deleted_evidence(hinge, n, hinge(everything))
-    np.testing.assert_allclose(plateau.exact_loo(sd, "hinge", config)[0], brute, atol=1e-4)
+    np.testing.assert_allclose(plateau_model.exact_loo(sd, "hinge", config)[0], brute, atol=1e-4)
 
     apri, m0, sd0, mu = plateau_model._alternative_priors(sd, "linear", None)
     line = np.stack([np.ones_like(t), t - t[0]], axis=-1)[None]
@@ -596,7 +602,7 @@ def test_exact_loo_equals_deleting_each_step_and_recomputing_the_evidence():
         return Level(y[keep], v[keep], line[:, keep], m0[0], sd0[0][None], float(apri["tau_sd"][0])).log_evidence
 
     brute = _deleted_evidence(linear, n, linear(everything))
-    np.testing.assert_allclose(plateau.exact_loo(sd, "linear")[0], brute, atol=1e-4)
+    np.testing.assert_allclose(plateau_model.exact_loo(sd, "linear")[0], brute, atol=1e-4)
 
     apri, m0, sd0, mu = plateau_model._alternative_priors(sd, "exponential", None)
     args = (m0[0], sd0[0][None], float(apri["tau_sd"][0]))
@@ -610,7 +616,85 @@ def test_exact_loo_equals_deleting_each_step_and_recomputing_the_evidence():
         return special.logsumexp(level.log_m + log_prior) + np.log(level.du)
 
     brute = _deleted_evidence(exponential, n, exponential(everything))
-    np.testing.assert_allclose(plateau.exact_loo(sd, "exponential")[0], brute, atol=1e-4)
+    np.testing.assert_allclose(plateau_model.exact_loo(sd, "exponential")[0], brute, atol=1e-4)
+
+
+def test_exact_loo_under_ar1_noise_equals_deleting_each_step_and_recomputing_the_evidence():
+    """The non-factorised LOO (each cell's conditional of the joint Gaussian, summed over the
+    (rho, tau, design) cells) against log p(y) - log p(y_-i), every evidence recomputed under
+    the AR(1) model of the remaining steps (an OU process at their step positions), for the
+    hinge, the line and the exponential; and with rho = 0 alone it is the independent LOO."""
+    from saturation.models._exact import (
+        AR1_PRIOR,
+        DependentLevel,
+        Level,
+        RhoPrior,
+        alternative_level,
+        design,
+        design_exponential,
+    )
+
+    ds, _ = _sim(LevelSpec("file", 0.55, 0.02, 0.0, 12.0), seed=7, n_steps=24)
+    sd = step_data(ds)
+    t, y, v, n = sd.steps, sd.y[0], sd.var_mean[0], len(sd.steps)
+    y = y + 0.01 * np.sin(t / 3.0)  # a slow wiggle the AR(1) noise has to explain
+    # equal within-step variances: the AR(1) model takes their mean, which deleting a step
+    # would otherwise change (LOO keeps the full data's model)
+    v = np.full(n, v.mean())
+    sd = plateau.StepData(t, sd.levels, y[None], sd.n, v[None], sd.response)
+    config = plateau.PlateauConfig(noise="ar1")
+    grid = candidate_grid(t, config.priors.min_segment)
+    pri = plateau.resolve_priors(config.priors, sd, grid=grid)
+    x = design(t, grid, t[0], False)
+    prior = (*plateau_model.curve_prior(pri, 0, False), float(pri["tau_sd"][0]))
+    everything = np.ones(n, dtype=bool)
+
+    def hinge(keep):
+        return DependentLevel(
+            y[keep], v[keep], x[:, keep], *prior, t[keep], hinge=(t[keep], grid, False, t[0]), noise_prior=AR1_PRIOR
+        ).log_evidence
+
+    brute = _deleted_evidence(hinge, n, hinge(everything))
+    got = plateau_model.exact_loo(sd, "hinge", replace(config, continuity="hinge"))[0]
+    np.testing.assert_allclose(got, brute, atol=1e-4)
+
+    apri, m0, sd0, mu = plateau_model._alternative_priors(sd, "linear", None)
+    line = np.stack([np.ones_like(t), t - t[0]], axis=-1)[None]
+
+    def linear(keep):
+        args = (m0[0], sd0[0][None], float(apri["tau_sd"][0]))
+        return DependentLevel(y[keep], v[keep], line[:, keep], *args, t[keep], noise_prior=AR1_PRIOR).log_evidence
+
+    brute = _deleted_evidence(linear, n, linear(everything))
+    np.testing.assert_allclose(plateau_model.exact_loo(sd, "linear", config)[0], brute, atol=1e-4)
+
+    apri, m0, sd0, mu = plateau_model._alternative_priors(sd, "exponential", None)
+    args = (m0[0], sd0[0][None], float(apri["tau_sd"][0]))
+    _, u, log_prior = alternative_level(
+        "exponential",
+        y,
+        v,
+        t,
+        m0[0],
+        sd0[0],
+        args[2],
+        float(mu[0]),
+        plateau_model.ALTERNATIVE_LOG_SCALE_SD,
+        noise_prior=AR1_PRIOR,
+    )
+    xe = design_exponential(t, t[0], u)
+
+    def exponential(keep):  # the evidence under the prior of log k on the same grid
+        level = DependentLevel(y[keep], v[keep], xe[:, keep], *args, t[keep], noise_prior=AR1_PRIOR)
+        return special.logsumexp(level.log_m + log_prior)
+
+    brute = _deleted_evidence(exponential, n, exponential(everything))
+    np.testing.assert_allclose(plateau_model.exact_loo(sd, "exponential", config)[0], brute, atol=1e-4)
+
+    # rho = 0 alone: the independent model's LOO, to rounding
+    alone = DependentLevel(y, v, x, *prior, t, hinge=(t, grid, False, t[0]), noise_prior=RhoPrior(rho=(0.0,)))
+    level = Level(y, v, x, *prior, hinge=(t, grid, False, t[0]))
+    np.testing.assert_allclose(alone.loo(), level.loo(), rtol=0, atol=1e-10)
 
 
 def test_exact_exponential_draws_cover_the_truth_on_clustered_trials():

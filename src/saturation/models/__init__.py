@@ -19,13 +19,12 @@ if TYPE_CHECKING:
         StepData,
         VerdictRule,
         compare_plateau_models,
-        exact_loo,
         fit_alternative,
         fit_plateau,
         plateau_verdict,
         step_data,
     )
-    from saturation.models.plateau_model import plateau_prior_predictive
+    from saturation.models.plateau_model import exact_loo, plateau_prior_predictive
     from saturation.models.sampling import ConvergenceWarning, SamplerConfig
     from saturation.models.transfer import (
         TransferFit,
@@ -44,7 +43,6 @@ _HOMES = {
             "StepData",
             "VerdictRule",
             "compare_plateau_models",
-            "exact_loo",
             "fit_alternative",
             "fit_plateau",
             "plateau_verdict",
@@ -52,6 +50,7 @@ _HOMES = {
         ),
         "saturation.models.plateau",
     ),
+    "exact_loo": "saturation.models.plateau_model",
     "plateau_prior_predictive": "saturation.models.plateau_model",
     "ConvergenceWarning": "saturation.models.sampling",
     "SamplerConfig": "saturation.models.sampling",

@@ -420,14 +420,35 @@ class Level:
         that many log units of evidence to make them matter). ``log_prior`` (C,): log prior
         mass of each design (default uniform); ``design_stride``: use every so many designs
         (for designs that discretise a continuous parameter; 1 for change points)."""
+        return loo_from_cells([(self, self.loo_mass(log_prior, design_stride), None)], design_stride)[0]
+
+    def loo_mass(self, log_prior: np.ndarray | None = None, design_stride: int = 1) -> np.ndarray:
+        """Log posterior mass (up to a constant shared by the cells) of the (tau, design)
+        cells exact LOO sums over: every :data:`LOO_TAU_STRIDE`-th tau point and
+        ``design_stride``-th design of the grids, ``log_prior`` (C,) added; (G', C')."""
         logw = self.logjoint + (0.0 if log_prior is None else log_prior[None, :])
         # every LOO_TAU_STRIDE-th tau point (and design_stride-th design) of the fine grids:
         # they resolve a posterior sd by tens of points, a few suffice for a smooth integrand
-        logw = logw[::LOO_TAU_STRIDE, ::design_stride]
-        logw = logw - logsumexp(logw)
-        g_idx, c_idx = np.nonzero(logw > -LOO_MASS_CUT)  # the (tau, design) cells that carry mass
-        logw = logw[g_idx, c_idx]
-        g_idx, c_idx = g_idx * LOO_TAU_STRIDE, c_idx * design_stride
+        return logw[::LOO_TAU_STRIDE, ::design_stride] + np.log(self.du)
+
+    def loo_density(self, g_idx: np.ndarray, c_idx: np.ndarray, out_map: np.ndarray | None = None) -> np.ndarray:
+        r""":math:`\log p(y_i \mid y_{-i}, c, \tau)` for the cells (tau index ``g_idx``,
+        design index ``c_idx``, (K,)), (K, T).
+
+        ``out_map`` None: this level's own observations are the data (the closed form of
+        :meth:`loo`). Else the data are :math:`y = M \tilde y` with :math:`\tilde y` this
+        level's observations and ``out_map`` :math:`M` (T, T), as the rotated and scaled
+        observations of :class:`DependentLevel`, whose noise is independent only after
+        the rotation. With :math:`V = \mathrm{diag}(v)`, the marginal precision of
+        :math:`\tilde y` (curve parameters integrated) is :math:`\tilde P = V^{-1} - V^{-1}
+        X A^{-1} X^\top V^{-1}`, so that of :math:`y` is :math:`P = M^{-\top} \tilde P
+        M^{-1}`, and for a Gaussian :math:`y_i \mid y_{-i} \sim N(y_i - g_i / P_{ii},\,
+        1 / P_{ii})` with :math:`g = P (y - X m_0)` (Burkner, Gabry and Vehtari 2021,
+        leave-one-out for non-factorised normal models). For an orthogonal :math:`Q` and
+        :math:`M = Q \Lambda^{1/2}`, :math:`M^{-\top} = Q \Lambda^{-1/2}` is passed as
+        ``out_map`` here: :math:`P_{ii} = \sum_k (M^{-\top})_{ik}^2 / v_k - b_i^\top A^{-1}
+        b_i`, :math:`b = M^{-\top} V^{-1} X`, and :math:`g = M^{-\top} V^{-1} \tilde e` with
+        :math:`\tilde e = \tilde y - X m` the residual at the conditional posterior mean."""
         tau = np.exp(self.u[g_idx])
         x = self.x[c_idx]  # (K, T, p)
         n_p = x.shape[2]
@@ -444,15 +465,23 @@ class Level:
         wr = w * (self.y[None, :] - x @ self.m0)
         b = np.stack([(wr * c_).sum(axis=1) for c_ in cols], axis=1)
         m = self.m0 + (a_inv @ b[:, :, None])[:, :, 0]
-        q = sum(
-            (1.0 if p_ == q_ else 2.0) * a_inv[:, p_, q_, None] * cols[p_] * cols[q_]
+        e = self.y[None, :] - sum(m[:, p_, None] * cols[p_] for p_ in range(n_p))
+        if out_map is None:
+            q = sum(
+                (1.0 if p_ == q_ else 2.0) * a_inv[:, p_, q_, None] * cols[p_] * cols[q_]
+                for p_ in range(n_p)
+                for q_ in range(p_, n_p)
+            )  # x_i' A^-1 x_i, every cell and step
+            one_h = 1.0 - q * w
+            return -0.5 * (np.log(2 * np.pi * v) - np.log(one_h) + e * e * w / one_h)  # (K, T)
+        g = (e * w) @ out_map.T  # (K, T)
+        bs = [(c_ * w) @ out_map.T for c_ in cols]
+        prec = w @ (out_map * out_map).T - sum(
+            (1.0 if p_ == q_ else 2.0) * a_inv[:, p_, q_, None] * bs[p_] * bs[q_]
             for p_ in range(n_p)
             for q_ in range(p_, n_p)
-        )  # x_i' A^-1 x_i, every cell and step
-        e = self.y[None, :] - sum(m[:, p_, None] * cols[p_] for p_ in range(n_p))
-        one_h = 1.0 - q * w
-        lp = -0.5 * (np.log(2 * np.pi * v) - np.log(one_h) + e * e * w / one_h)  # (K, T)
-        return -logsumexp(logw[:, None] - lp, axis=0)
+        )
+        return 0.5 * (np.log(prec / (2 * np.pi)) - g * g / prec)
 
     def draw(
         self, rng: np.random.Generator, c_idx: np.ndarray, x: np.ndarray | None = None
@@ -497,6 +526,31 @@ def _conditional_sums(
             a[sel, p_, q_] = a[sel, q_, p_] = sums[:, k]
         b[sel] = sums[:, len(pairs) : len(pairs) + n_p]
     return a, b
+
+
+def loo_from_cells(
+    parts: list[tuple[Level, np.ndarray, np.ndarray | None]], design_stride: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Exact LOO over the cells of one or more :class:`Level` s whose cells are the
+    posterior's support together: ``parts`` (level, log mass of its cells from
+    :meth:`Level.loo_mass` (the same constant in every part), ``out_map`` of
+    :meth:`Level.loo_density`). Returns, (T,) each, :math:`\log p(y_i \mid y_{-i}) = -\log
+    \sum_{\text{cells}} p(\text{cell} \mid y) / p(y_i \mid y_{-i}, \text{cell})` and the
+    posterior mean of the same conditional densities, :math:`\log \sum p(\text{cell} \mid y)\,
+    p(y_i \mid y_{-i}, \text{cell})` (the lppd of the effective number of parameters).
+    Cells below :math:`e^{-}` :data:`LOO_MASS_CUT` of the whole mass are left out."""
+    total = logsumexp(np.array([logsumexp(logw) for _, logw, _ in parts]))
+    inv, mean = [], []
+    for level, logw, out_map in parts:
+        logw = logw - total
+        g_idx, c_idx = np.nonzero(logw > -LOO_MASS_CUT)  # the (tau, design) cells that carry mass
+        if not len(g_idx):
+            continue
+        lw = logw[g_idx, c_idx][:, None]
+        lp = level.loo_density(g_idx * LOO_TAU_STRIDE, c_idx * design_stride, out_map)
+        inv.append(lw - lp)
+        mean.append(lw + lp)
+    return -logsumexp(np.concatenate(inv), axis=0), logsumexp(np.concatenate(mean), axis=0)
 
 
 #: per-step AR(1) coefficients of the step noise the dependent model sums over
@@ -589,7 +643,9 @@ class DependentLevel:
     ) -> None:
         self.x, self.rho = x, np.asarray(noise_prior.rho, dtype=float)
         vbar = float(np.mean(var_mean))
+        self.steps, self.noise_prior = steps, noise_prior
         self.parts: list[Level] = []
+        self._jac: list[float] = []  # log |det| of each rho's rotation and scaling
         log_ev = []  # (K, C): log p(y | c, rho) with tau integrated
         for rho in self.rho:
             if rho == 0.0:
@@ -605,6 +661,7 @@ class DependentLevel:
                 level = Level(yr, vbar * scale**2, xr, m0, sd0, tau_sd, points=points or DEPENDENT_POINTS)
                 jac = -0.5 * float(np.log(lam).sum())
             self.parts.append(level)
+            self._jac.append(jac)
             log_ev.append(level.design_log_m + jac)
         self.log_ev = np.stack(log_ev) + noise_prior.log_weights()[:, None]  # the prior on rho
         #: log p(y | c) up to a constant shared by the candidates (rho and tau summed)
@@ -619,6 +676,28 @@ class DependentLevel:
     def log_evidence(self) -> float:
         """log p(y) with a uniform prior over the designs and ``noise_prior`` over rho."""
         return float(logsumexp(self.log_ev) - np.log(self.x.shape[0]))
+
+    def loo(self, log_prior: np.ndarray | None = None, design_stride: int = 1) -> np.ndarray:
+        """Exact leave-one-out log predictive densities :math:`\\log p(y_i \\mid y_{-i})` under
+        the autocorrelated noise, (T,): :meth:`loo_lppd`'s first item."""
+        return self.loo_lppd(log_prior, design_stride)[0]
+
+    def loo_lppd(self, log_prior: np.ndarray | None = None, design_stride: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        r"""Exact LOO and lppd (:func:`loo_from_cells`), (T,) each, summed over the (rho, tau,
+        design) cells: given a cell the per-step means are jointly Gaussian but not
+        independent, so :math:`p(y_i \mid y_{-i}, \text{cell})` is the conditional of the
+        non-factorised normal (:meth:`Level.loo_density` with the rotation's map; at rho = 0
+        :class:`Level`'s closed form), and a left-out step is predicted from its neighbours
+        too. ``log_prior`` and ``design_stride`` as in :meth:`Level.loo`."""
+        weights = self.noise_prior.log_weights()
+        parts = []
+        for k, (level, rho) in enumerate(zip(self.parts, self.rho, strict=True)):
+            out_map = None
+            if rho != 0.0:
+                q, lam = ar1_rotation(self.steps, float(rho))
+                out_map = q / np.sqrt(lam)[None, :]  # Q Lambda^(-1/2): y = Q Lambda^(1/2) y_rotated
+            parts.append((level, level.loo_mass(log_prior, design_stride) + self._jac[k] + weights[k], out_map))
+        return loo_from_cells(parts, design_stride)
 
     def rho_mass(self) -> np.ndarray:
         """Posterior mass of each rho of the grid (K,)."""
@@ -925,24 +1004,31 @@ def alternative_level(
     tau_sd: float,
     log_scale_mu: float,
     log_scale_sd: float,
-) -> tuple[Level, np.ndarray | None, np.ndarray | None]:
+    noise_prior: RhoPrior | None = None,
+) -> tuple[Level | DependentLevel, np.ndarray | None, np.ndarray | None]:
     """One level of a no-change-point curve (:func:`sample_alternative_exact`): its
-    :class:`Level` and, for the exponential, the grid of its log time scale and the log prior
-    density on it (up to a constant; the line: None, None). ``m0``, ``sd0`` (2,): the two
-    linear parameters' prior means and sds."""
+    :class:`Level` (or, with ``noise_prior``, :class:`DependentLevel`: AR(1) step noise) and,
+    for the exponential, the grid of its log time scale and the log prior density on it (up
+    to a constant; the line: None, None). ``m0``, ``sd0`` (2,): the two linear parameters'
+    prior means and sds."""
     t0 = float(steps[0])
     sd0 = np.asarray(sd0, dtype=float)[None, :]
+
+    def level_of(x: np.ndarray) -> Level | DependentLevel:
+        if noise_prior is None:
+            return Level(y, var_mean, x, m0, sd0, tau_sd)
+        return DependentLevel(y, var_mean, x, m0, sd0, tau_sd, steps, noise_prior=noise_prior)
+
     if kind == "linear":
-        line = np.stack([np.ones_like(steps), steps - t0], axis=-1)[None]
-        return Level(y, var_mean, line, m0, sd0, tau_sd), None, None
+        return level_of(np.stack([np.ones_like(steps), steps - t0], axis=-1)[None]), None, None
 
     def log_prior(u: np.ndarray) -> np.ndarray:
         return -0.5 * ((u - log_scale_mu) / log_scale_sd) ** 2
 
-    built: list[Level] = []  # the Level of each pass: the last is the refined grid's
+    built: list[Level | DependentLevel] = []  # the level of each pass: the last is the refined grid's
 
     def logpost(u: np.ndarray) -> np.ndarray:
-        built.append(Level(y, var_mean, design_exponential(steps, t0, u), m0, sd0, tau_sd))
+        built.append(level_of(design_exponential(steps, t0, u)))
         return built[-1].log_m + log_prior(u)
 
     # the same two-pass grid as tau's (coarse over the prior's reach, refined to the support)
@@ -1218,6 +1304,7 @@ def sample_alternative_exact(
         lv, u, log_prior = alternative_level(
             kind, y[j], var_mean[j], steps, m0[j], sd0[j], float(tau_sd[j]), float(log_scale_mu[j]), log_scale_sd
         )
+        assert isinstance(lv, Level)  # independent step noise (no noise_prior)
         if u is None or log_prior is None:  # the line
             tau, beta = lv.draw(rng, np.zeros(n_draws, dtype=int))
         else:

@@ -41,9 +41,6 @@ from saturation.limits import (
     fit_time_problem,
 )
 from saturation.models._exact import (
-    AR1_PRIOR,
-    AUTO_NOISE_PRIOR,
-    RhoPrior,
     exponential_approach,
     hinge_line_log_bf,
     line_change_draws,
@@ -66,7 +63,7 @@ from saturation.models.plateau_model import (
     data_caveats,
     elpd_exact,
     evidence_weight,
-    exact_loo,
+    exact_loo_lppd,
     fit_alternative,
     gaussian_loglik_by_changepoint,
     grid_positions,
@@ -74,6 +71,7 @@ from saturation.models.plateau_model import (
     is_pooled,
     level_dependence,
     loo_table,
+    noise_prior,
     resolve_priors,
     sigmoid_log_width_bounds,
     step_loglik,
@@ -732,10 +730,11 @@ def _held_idata(fit: PlateauFit) -> Any:
     return fit.__dict__[_InferenceDataField.slot]
 
 
-def _noise_prior(config: PlateauConfig) -> RhoPrior | None:
-    """The prior of the AR(1) coefficient the exact sampler sums over (uniform for "ar1",
-    half its mass on independent noise for "auto"), or None for independent noise."""
-    return {"ar1": AR1_PRIOR, "auto": AUTO_NOISE_PRIOR}.get(config.noise or "independent")
+def _default_noise(config: PlateauConfig, series: bool) -> str:
+    """The step-noise model of a fit that names none: AR(1) for a logged series (a running
+    mean or a smoothed log is autocorrelated by construction), "auto" for trials, both on
+    the exact sampler; independent on NUTS."""
+    return ("ar1" if series else "auto") if config.exact else "independent"
 
 
 def _sample_exact(
@@ -757,7 +756,7 @@ def _sample_exact(
         "draws": config.sampler.draws,
         "seed": seed,
         "evidence_weight": evidence_weight(sd, config),
-        "noise_prior": _noise_prior(config),
+        "noise_prior": noise_prior(config),
     }
     if config.continuity == "auto":
         return sample_either_shape(gate=config.jump_gate, **exact_args)
@@ -883,7 +882,7 @@ def fit_plateau(
     series = bool(sd.summary.get("series"))
     exact = config.exact
     if config.noise is None:
-        config = replace(config, noise=("ar1" if series else "auto") if exact else "independent")
+        config = replace(config, noise=_default_noise(config, series))
     if config.continuity is None:
         config = replace(config, continuity="auto", jump_gate=None if series else JUMP_GATE)
     if config.continuity == "auto" and not exact:  # only the exact sampler has the evidences
@@ -953,7 +952,7 @@ def fit_plateau(
             pri,
             config.continuity == "jump",
             hinge_evidence,
-            noise_prior=_noise_prior(config),
+            noise_prior=noise_prior(config),
         )
         if config.likelihood == "gaussian"
         else None
@@ -1046,7 +1045,7 @@ def _smooth_estimands(
     ``rule.slow_ratio`` x the average slope from the first logged step to the window's
     start), which :func:`plateau_verdict` reads for a curve of the shape "smooth"."""
     span = max(float(sd.steps[-1] - sd.steps[0]), 1.0)
-    noise = _noise_prior(config)
+    noise = noise_prior(config)
     mask = end_window(sd.steps)
     rng = np.random.default_rng([seed, 47])
     for j, est in enumerate(estimands["levels"].values()):
@@ -1128,7 +1127,7 @@ def _end_window_estimands(
             j,
             rng,
             4000,
-            noise_prior=_noise_prior(config),
+            noise_prior=noise_prior(config),
         )
         est["end_window"] = [float(sd.steps[ok][0]), float(sd.steps[ok][-1])]
         est["end_gain"] = interval(gain)
@@ -1159,7 +1158,7 @@ def _no_change_from_the_line(
             j,
             rng,
             4000,
-            noise_prior=_noise_prior(config),
+            noise_prior=noise_prior(config),
         )
         est["p_no_change"] = float(np.mean(np.abs(change) < config.rope))
 
@@ -1606,13 +1605,17 @@ def compare_plateau_models(
     Notes
     -----
     Gaussian models whose curve parameters integrate analytically get **exact** leave-one-out
-    values (:func:`exact_loo`): the hinge with separate change points (or a known break),
+    values (:func:`exact_loo_lppd`): the hinge with separate change points (or a known break),
     the line and the exponential curve. PSIS-LOO is unreliable here: the change-point
     models' pointwise log-likelihood is conditional on the change point drawn in each draw
     (Pareto k > 0.7 at most steps on the replica), and even the exponential curve had
     Pareto k up to 0.78-0.96 on the replica. The pooled hinge keeps PSIS; the table's
     ``loo_method`` column says which, and ``caveat`` names the PSIS models with Pareto
-    k > 0.7 (their ELPD is not to be trusted).
+    k > 0.7 (their ELPD is not to be trusted). Every curve's exact LOO is taken under the
+    hinge fit's step-noise model (``loo_noise="independent"``, ``"ar1"`` or ``"auto"`` to
+    choose): under AR(1) noise a left-out step is predicted from the other steps' joint
+    Gaussian, its neighbours included, so curves differ less than under independent noise
+    (a persistent misfit is partly noise there).
 
     Parameters
     ----------
@@ -1655,19 +1658,28 @@ def loo_entries(
     sampler: SamplerConfig | None = None,
     config: PlateauConfig | None = None,
     hinge: PlateauFit | None = None,
+    loo_noise: str | None = None,
     **plateau_kwargs: Any,
 ) -> tuple[dict[str, Any], dict[str, str], dict[str, az.InferenceData]]:
     """Fit ``models`` (as :func:`compare_plateau_models`) on ``sd`` and return each one's ArviZ
     ELPD result (exact LOO where the model allows it, else PSIS), its method ("exact" or
     "PSIS") and its InferenceData, by name. With ``config`` the hinge fits take it (and its
     sampler and priors) instead of ``plateau_kwargs``; ``hinge``, a fit of ``config`` on
-    ``sd`` with ``seed``, is used as the "hinge" model instead of fitting it again."""
+    ``sd`` with ``seed``, is used as the "hinge" model instead of fitting it again.
+    ``loo_noise``: the step-noise model of every curve's exact LOO ("independent", "ar1",
+    "auto"; default the hinge fit's): one model for all, so that the curves are compared
+    under the same noise (a comparison with a curve that has only independent noise, as the
+    saturation families', asks for "independent")."""
     if config is not None:
         sampler = config.sampler
         plateau_kwargs = {"priors": config.priors, "metric_max": config.metric_max}
     fits: dict[str, az.InferenceData] = {}
     elpd: dict[str, Any] = {}
     method: dict[str, str] = {}
+    # one step-noise model for every curve's LOO: the hinge fit's (the alternatives' draws
+    # are of independent noise; their exact LOO takes this model)
+    base = config or PlateauConfig(sampler=sampler or SamplerConfig(), noise=plateau_kwargs.get("noise"))
+    noise = loo_noise or base.noise or _default_noise(base, bool(sd.summary.get("series")))
     for name in models:
         if name.startswith("hinge"):
             kw = dict(plateau_kwargs)
@@ -1684,7 +1696,10 @@ def loo_entries(
             fits[name] = fit.idata
             exact = fit.config.likelihood == "gaussian" and not is_pooled(fit.config, len(sd.levels))
             if exact:
-                elpd[name] = elpd_exact(fit.idata, exact_loo(sd, "hinge", fit.config))
+                on = replace(fit.config, noise=noise)
+                loo_i, lppd_i = exact_loo_lppd(sd, "hinge", on)
+                # p_loo from the draws' pointwise likelihood where that is LOO's density
+                elpd[name] = elpd_exact(fit.idata, loo_i, lppd_i if noise_prior(on) else None)
         else:
             metric_max = plateau_kwargs.get("metric_max", 1.0)
             bounds = asymptote_bounds(sd, metric_max, sampler) if name == "exponential" else None
@@ -1695,10 +1710,9 @@ def loo_entries(
             # the bounds, else PSIS over the bounded model's own draws
             exact = max(fits[name].posterior.attrs.get("asymptote_outside_fraction", [0.0])) == 0.0
             if exact:
-                elpd[name] = elpd_exact(
-                    fits[name],
-                    exact_loo(sd, name, PlateauConfig(priors=plateau_kwargs.get("priors") or PlateauPriors())),
-                )
+                alt = PlateauConfig(priors=plateau_kwargs.get("priors") or PlateauPriors(), noise=noise)
+                loo_i, lppd_i = exact_loo_lppd(sd, name, alt)
+                elpd[name] = elpd_exact(fits[name], loo_i, lppd_i if noise_prior(alt) else None)
         if not exact:
             with warnings.catch_warnings():  # high Pareto k is this table's own caveat (below)
                 warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto", category=UserWarning)

@@ -24,11 +24,16 @@ from saturation.limits import (
     OptionError,
 )
 from saturation.models._exact import (
+    AR1_PRIOR,
+    AUTO_NOISE_PRIOR,
     LOO_TAU_STRIDE,
+    DependentLevel,
     Level,
+    RhoPrior,
     alternative_level,
     curve_prior,
     design,
+    loo_from_cells,
     sample_alternative_exact,
 )
 from saturation.models.plateau_data import BOUNDED_STATS, StepData, step_data
@@ -759,14 +764,16 @@ def _sample_alternative_nuts(
     return sample_model(model, cache_key=key, data=values, seed=seed, config=sampler)
 
 
-def exact_loo(data: StepData, kind: str, config: PlateauConfig | None = None) -> np.ndarray:
-    """Exact leave-one-out predictive densities, (levels, steps), of the Gaussian curves whose
-    parameters are integrated analytically (:meth:`~saturation.models._exact.Level.loo`).
+def noise_prior(config: PlateauConfig) -> RhoPrior | None:
+    """The prior of the AR(1) coefficient the exact sampler sums over (uniform for "ar1",
+    half its mass on independent noise for "auto"), or None for independent noise."""
+    return {"ar1": AR1_PRIOR, "auto": AUTO_NOISE_PRIOR}.get(config.noise or "independent")
 
-    ``kind``: "hinge" (the change-point model with separate change points, or a known
-    break), "linear" or "exponential" (:func:`fit_alternative`'s curves). Each deletion is
-    closed-form given the change point (or time scale) and tau; these are summed over the
-    full data's grids, whose priors stay those resolved on all the data.
+
+def exact_loo(data: StepData, kind: str, config: PlateauConfig | None = None) -> np.ndarray:
+    """Exact leave-one-out predictive densities of the Gaussian curves whose parameters are
+    integrated analytically, under ``config``'s step-noise model (:func:`exact_loo_lppd`,
+    which also returns the lppd).
 
     Parameters
     ----------
@@ -775,13 +782,46 @@ def exact_loo(data: StepData, kind: str, config: PlateauConfig | None = None) ->
     kind : {"hinge", "linear", "exponential"}
         The model.
     config : PlateauConfig, optional
-        Settings of the hinge (known break, continuity, priors) and the priors of the
-        alternatives; default :class:`PlateauConfig`.
+        Settings of the hinge (known break, continuity, priors, noise) and the priors and
+        noise of the alternatives; default :class:`PlateauConfig` (independent noise).
 
     Returns
     -------
     numpy.ndarray
         (levels, steps) pointwise log predictive densities :math:`\\log p(y_i \\mid y_{-i})`.
+    """
+    return exact_loo_lppd(data, kind, config)[0]
+
+
+def exact_loo_lppd(data: StepData, kind: str, config: PlateauConfig | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Exact leave-one-out predictive densities and the lppd of the same conditional
+    densities, (levels, steps) each, of the Gaussian curves whose parameters are integrated
+    analytically (:meth:`~saturation.models._exact.Level.loo`,
+    :meth:`~saturation.models._exact.DependentLevel.loo_lppd`).
+
+    ``kind``: "hinge" (the change-point model with separate change points, or a known
+    break), "linear" or "exponential" (:func:`fit_alternative`'s curves). Each deletion is
+    closed-form given the change point (or time scale), tau and rho; these are summed over
+    the full data's grids, whose priors stay those resolved on all the data. The step noise
+    is ``config.noise``'s for every kind: independent, or AR(1) ("ar1", "auto"), where a
+    left-out step is predicted from the others' joint Gaussian (its neighbours included), so
+    that curves compared by LOO are compared under one noise model.
+
+    Parameters
+    ----------
+    data : StepData
+        Per-step inputs.
+    kind : {"hinge", "linear", "exponential"}
+        The model.
+    config : PlateauConfig, optional
+        Settings of the hinge (known break, continuity, priors, noise) and the priors and
+        noise of the alternatives; default :class:`PlateauConfig`.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        (levels, steps) pointwise :math:`\\log p(y_i \\mid y_{-i})` and :math:`\\log
+        E_{\\theta \\mid y}\\, p(y_i \\mid y_{-i}, \\theta)` (the lppd behind ``p_loo``).
     """
 
     config = config or PlateauConfig()
@@ -789,7 +829,16 @@ def exact_loo(data: StepData, kind: str, config: PlateauConfig | None = None) ->
         raise ValueError("exact LOO needs the Gaussian likelihood")
     t = data.steps
     t0 = float(t[0])
-    out = np.empty(data.y.shape)
+    noise = noise_prior(config)
+    loo, lppd = np.empty(data.y.shape), np.empty(data.y.shape)
+
+    def cells(
+        level: Level | DependentLevel, log_prior: np.ndarray | None = None, stride: int = 1
+    ) -> tuple[np.ndarray, np.ndarray]:
+        if isinstance(level, DependentLevel):
+            return level.loo_lppd(log_prior, stride)
+        return loo_from_cells([(level, level.loo_mass(log_prior, stride), None)], stride)
+
     if kind == "hinge":
         if is_pooled(config, len(data.levels)):
             raise ValueError("exact LOO is implemented for separate change points or a known break, not pooled ones")
@@ -797,34 +846,36 @@ def exact_loo(data: StepData, kind: str, config: PlateauConfig | None = None) ->
         pri = resolve_priors(config.priors, data, grid=grid)
         # "auto", the mixture of the two shapes (1/2 each): with E_s = log Z_s(y) and
         # l_s = log p(y_i | y_-i, s) = E_s - log Z_s(y_-i),
-        # log p(y_i | y_-i) = logaddexp(E_h, E_j) - logaddexp(E_h - l_h, E_j - l_j)
+        # log p(y_i | y_-i) = logaddexp(E_h, E_j) - logaddexp(E_h - l_h, E_j - l_j);
+        # the lppd: each shape's by its posterior weight
         shapes = (False, True) if config.continuity == "auto" else (config.continuity == "jump",)
         for j in range(len(data.levels)):
             parts = []
             for jump in shapes:
                 m0_, sd0_ = curve_prior(pri, j, jump)
-                level = Level(
-                    data.y[j],
-                    data.var_mean[j],
-                    design(t, grid, t0, jump),
-                    m0_,
-                    sd0_,
-                    float(pri["tau_sd"][j]),
-                    hinge=(t, grid, jump, t0),
+                x = design(t, grid, t0, jump)
+                hinge = (t, grid, jump, t0)
+                tau_sd = float(pri["tau_sd"][j])
+                y_j, v_j = data.y[j], data.var_mean[j]
+                level: Level | DependentLevel = (
+                    Level(y_j, v_j, x, m0_, sd0_, tau_sd, hinge=hinge)
+                    if noise is None
+                    else DependentLevel(y_j, v_j, x, m0_, sd0_, tau_sd, t, hinge=hinge, noise_prior=noise)
                 )
-                parts.append((level.log_evidence, level.loo()))
-            (e_h, l_h), (e_j, l_j) = parts[0], parts[-1]
+                parts.append((level.log_evidence, *cells(level)))
+            (e_h, l_h, m_h), (e_j, l_j, m_j) = parts[0], parts[-1]
             gated = config.jump_gate is not None and e_j - e_h < np.log(config.jump_gate)
             if len(parts) == 1 or gated:  # one shape, or the hinge alone below the gate
-                out[j] = l_h
+                loo[j], lppd[j] = l_h, m_h
             else:
-                out[j] = np.logaddexp(e_h, e_j) - np.logaddexp(e_h - l_h, e_j - l_j)
-        return out
+                loo[j] = np.logaddexp(e_h, e_j) - np.logaddexp(e_h - l_h, e_j - l_j)
+                lppd[j] = np.logaddexp(e_h + m_h, e_j + m_j) - np.logaddexp(e_h, e_j)
+        return loo, lppd
     if kind not in ALTERNATIVES:
         raise ValueError(f"kind must be 'hinge', 'linear' or 'exponential', got {kind!r}")
     pri, m0, sd0, log_scale_mu = _alternative_priors(data, kind, config.priors)
     for j in range(len(data.levels)):
-        level, _, log_prior = alternative_level(
+        alt, _, log_prior = alternative_level(
             kind,
             data.y[j],
             data.var_mean[j],
@@ -834,20 +885,28 @@ def exact_loo(data: StepData, kind: str, config: PlateauConfig | None = None) ->
             float(pri["tau_sd"][j]),
             float(log_scale_mu[j]),
             ALTERNATIVE_LOG_SCALE_SD,
+            noise_prior=noise,
         )
-        out[j] = level.loo() if log_prior is None else level.loo(log_prior, design_stride=LOO_TAU_STRIDE)
-    return out
+        loo[j], lppd[j] = cells(alt) if log_prior is None else cells(alt, log_prior, LOO_TAU_STRIDE)
+    return loo, lppd
 
 
-def elpd_exact(idata: az.InferenceData, loo_i: np.ndarray) -> Any:
+def elpd_exact(idata: az.InferenceData, loo_i: np.ndarray, lppd_i: np.ndarray | None = None) -> Any:
     """ArviZ's PSIS-LOO result with the pointwise values replaced by exact ones (the
-    Pareto k of the PSIS estimate are kept for reference; the warning is cleared)."""
+    Pareto k of the PSIS estimate are kept for reference; the warning is cleared).
+    ``p_loo`` is the lppd minus the ELPD, the lppd from ``lppd_i`` (the exact conditional
+    densities' posterior means, :func:`exact_loo_lppd`) or, without it, from the draws'
+    pointwise log likelihood (independent step noise: under AR(1) noise the draws'
+    pointwise likelihood is not the density LOO leaves a step out of)."""
     with warnings.catch_warnings():  # the PSIS estimate is replaced: its Pareto-k warning does not apply
         warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto", category=UserWarning)
         res = az.loo(idata, pointwise=True)
     flat = loo_i.reshape(-1)
-    ll = idata.log_likelihood["y"].stack(__sample__=("chain", "draw")).transpose("__sample__", ...).to_numpy()
-    lppd = special.logsumexp(ll.reshape(ll.shape[0], -1), axis=0) - np.log(ll.shape[0])
+    if lppd_i is None:
+        ll = idata.log_likelihood["y"].stack(__sample__=("chain", "draw")).transpose("__sample__", ...).to_numpy()
+        lppd = special.logsumexp(ll.reshape(ll.shape[0], -1), axis=0) - np.log(ll.shape[0])
+    else:
+        lppd = lppd_i.reshape(-1)
     res["loo_i"] = res["loo_i"].copy(data=loo_i.reshape(res["loo_i"].shape))
     res["elpd_loo"] = float(flat.sum())
     res["se"] = float(np.sqrt(flat.size * np.var(flat)))
