@@ -652,7 +652,10 @@ class PlateauFit(FitObject):
         """
         progress.stage("LOO comparison")
         elpd, method, fits = loo_entries(self.data, models, seed=self.seed, config=self.config, hinge=self)
-        return ModelComparison(loo_table(elpd, method), fits, data_text(self.data.summary, len(self.data.steps)))
+        noise = {"ar1": "AR(1)", "auto": "AR(1) averaged with independent"}.get(self.config.noise or "", "independent")
+        return ModelComparison(
+            loo_table(elpd, method), fits, data_text(self.data.summary, len(self.data.steps)), f"{noise} step noise"
+        )
 
 
 @dataclass
@@ -668,6 +671,8 @@ class ModelComparison(FitObject):
         Each model's InferenceData by name.
     data_words : str
         The data in words (for the figure's caption).
+    noise_words : str
+        The step-noise model every curve's LOO was taken under, in words (the caption).
     """
 
     #: ``az.compare``'s table with ``loo_method`` and ``caveat`` (:func:`loo_table`)
@@ -676,6 +681,8 @@ class ModelComparison(FitObject):
     fits: dict[str, Any]
     #: the data in words (for the caption)
     data_words: str = ""
+    #: the step-noise model every curve's LOO was taken under, in words
+    noise_words: str = ""
 
     def summary(self) -> pd.DataFrame:
         """The ELPD table, one row per model (``model`` a column; :func:`saturation.plots.loo_data`)."""
@@ -697,8 +704,14 @@ class ModelComparison(FitObject):
                 lambda: plots.plot_loo(self.compare),
                 f"Leave-one-step-out comparison of {names}: ELPD per model +- its standard error (circles) and the "
                 "best model's ELPD minus each model's difference +- the difference's standard error (triangles); "
-                "exact LOO where the model allows it, else PSIS (crosses: Pareto k > 0.7, unreliable). "
-                f"{self.data_words}",
+                "exact LOO where the model allows it, else PSIS (crosses: Pareto k > 0.7, unreliable)"
+                + (
+                    f"; every curve under {self.noise_words} (a left-out step predicted from the others, its "
+                    "neighbours included, where the noise is autocorrelated). "
+                    if self.noise_words
+                    else ". "
+                )
+                + self.data_words,
             )
         }
 
