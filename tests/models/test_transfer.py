@@ -357,3 +357,35 @@ def test_a_run_of_one_or_two_steps_is_one_clear_error(n_steps):
     ds, _ = simulate_transfer(spec, seed=1)
     with pytest.raises(ValueError, match=rf"arm 'base' has graded trials at only {n_steps} step\(s\).*at least 3"):
         fit_transfer(ds, seed=1)
+
+
+def test_the_parts_are_sampled_apart_the_reward_part_at_its_higher_target_accept(monkeypatch, crossing_spec):
+    """Plumbing (no sampling): fit_transfer hands the two parts to ``sample_compiled_parts``
+    with the settings' target_accept for the ungraded part and at least REWARD_TARGET_ACCEPT
+    for the reward part; parts with different chains or draws are refused."""
+    from saturation.models import sampling, transfer
+    from saturation.models.sampling import SamplerConfig
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def capture(parts, *, seed, coords):
+        seen["parts"] = [(name, config) for name, _, config in parts]
+        raise Stop
+
+    monkeypatch.setattr(transfer, "sample_compiled_parts", capture)
+    ds, _ = simulate_transfer(crossing_spec, seed=0)
+    for target, reward in ((0.8, transfer.REWARD_TARGET_ACCEPT), (0.99, 0.99)):
+        sampler = replace(transfer.default_sampler("integrated"), target_accept=target)
+        with pytest.raises(Stop):
+            fit_transfer(ds, sampler=sampler)
+        (u_name, u_config), (r_name, r_config) = seen["parts"]
+        assert (u_name, r_name) == ("ungraded", "reward")
+        assert u_config.target_accept == target and r_config.target_accept == reward
+        assert (u_config.chains, u_config.draws) == (r_config.chains, r_config.draws)
+    with pytest.raises(ValueError, match="same chains and draws"):
+        sampling.sample_compiled_parts(
+            [("a", None, SamplerConfig(draws=10)), ("b", None, SamplerConfig(draws=20))], seed=0, coords={}
+        )

@@ -206,18 +206,20 @@ def sample_compiled(
 
 
 def sample_compiled_parts(
-    parts: Sequence[tuple[str, Any]], *, seed: int, config: SamplerConfig, coords: dict[str, Sequence[Any]]
+    parts: Sequence[tuple[str, Any, SamplerConfig]], *, seed: int, coords: dict[str, Sequence[Any]]
 ) -> tuple[az.InferenceData, dict[str, Any]]:
     """Sample models that share no parameter one after the other (:func:`sample_compiled`
     each) and join their draws into one InferenceData: the posterior holds every part's
     variables, chain by chain (independent parts: any pairing of their chains is a draw of
     the joint posterior), ``sample_stats`` each part's along a ``part`` dimension (the
-    divergences of all). ``parts``: (name, compiled model); part ``k`` is seeded from
-    (``seed``, ``k``)."""
+    divergences of all). ``parts``: (name, compiled model, its sampler settings; the same
+    chains and draws for all); part ``k`` is seeded from (``seed``, ``k``)."""
     import xarray as xr
 
+    if len({(c.chains, c.draws) for _, _, c in parts}) > 1:
+        raise ValueError("the parts of one posterior need the same chains and draws")
     idatas, timings = [], {"compile": 0.0, "sample": 0.0, "sampler": "nutpie"}
-    for k, (_, compiled) in enumerate(parts):
+    for k, (_, compiled, config) in enumerate(parts):
         part_seed = int(np.random.SeedSequence([seed, k]).generate_state(1)[0])
         idata, t = sample_compiled(compiled, seed=part_seed, config=config, coords=coords)
         idatas.append(idata)
@@ -226,7 +228,7 @@ def sample_compiled_parts(
     stats_of: list[xr.Dataset] = [i.sample_stats for i in idatas]
     posterior = xr.merge(posteriors, combine_attrs="override")
     stats = xr.concat(stats_of, dim="part", combine_attrs="override")
-    stats = stats.assign_coords(part=[name for name, _ in parts])
+    stats = stats.assign_coords(part=[name for name, _, _ in parts])
     return az.InferenceData(posterior=posterior, sample_stats=stats), timings
 
 
