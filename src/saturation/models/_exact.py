@@ -420,7 +420,13 @@ class Level:
         that many log units of evidence to make them matter). ``log_prior`` (C,): log prior
         mass of each design (default uniform); ``design_stride``: use every so many designs
         (for designs that discretise a continuous parameter; 1 for change points)."""
-        return loo_from_cells([(self, self.loo_mass(log_prior, design_stride), None)], design_stride)[0]
+        return self.loo_lppd(log_prior, design_stride)[0]
+
+    def loo_lppd(self, log_prior: np.ndarray | None = None, design_stride: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """Exact LOO and lppd (:func:`loo_from_cells`), (T,) each, over this level's cells;
+        ``log_prior`` and ``design_stride`` as in :meth:`loo` (the interface of
+        :meth:`DependentLevel.loo_lppd`)."""
+        return loo_from_cells([(self, self.loo_mass(log_prior, design_stride), None)], design_stride)
 
     def loo_mass(self, log_prior: np.ndarray | None = None, design_stride: int = 1) -> np.ndarray:
         """Log posterior mass (up to a constant shared by the cells) of the (tau, design)

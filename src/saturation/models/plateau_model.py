@@ -33,7 +33,6 @@ from saturation.models._exact import (
     alternative_level,
     curve_prior,
     design,
-    loo_from_cells,
     sample_alternative_exact,
 )
 from saturation.models.plateau_data import BOUNDED_STATS, StepData, step_data
@@ -831,14 +830,6 @@ def exact_loo_lppd(data: StepData, kind: str, config: PlateauConfig | None = Non
     t0 = float(t[0])
     noise = noise_prior(config)
     loo, lppd = np.empty(data.y.shape), np.empty(data.y.shape)
-
-    def cells(
-        level: Level | DependentLevel, log_prior: np.ndarray | None = None, stride: int = 1
-    ) -> tuple[np.ndarray, np.ndarray]:
-        if isinstance(level, DependentLevel):
-            return level.loo_lppd(log_prior, stride)
-        return loo_from_cells([(level, level.loo_mass(log_prior, stride), None)], stride)
-
     if kind == "hinge":
         if is_pooled(config, len(data.levels)):
             raise ValueError("exact LOO is implemented for separate change points or a known break, not pooled ones")
@@ -862,7 +853,7 @@ def exact_loo_lppd(data: StepData, kind: str, config: PlateauConfig | None = Non
                     if noise is None
                     else DependentLevel(y_j, v_j, x, m0_, sd0_, tau_sd, t, hinge=hinge, noise_prior=noise)
                 )
-                parts.append((level.log_evidence, *cells(level)))
+                parts.append((level.log_evidence, *level.loo_lppd()))
             (e_h, l_h, m_h), (e_j, l_j, m_j) = parts[0], parts[-1]
             gated = config.jump_gate is not None and e_j - e_h < np.log(config.jump_gate)
             if len(parts) == 1 or gated:  # one shape, or the hinge alone below the gate
@@ -887,7 +878,7 @@ def exact_loo_lppd(data: StepData, kind: str, config: PlateauConfig | None = Non
             ALTERNATIVE_LOG_SCALE_SD,
             noise_prior=noise,
         )
-        loo[j], lppd[j] = cells(alt) if log_prior is None else cells(alt, log_prior, LOO_TAU_STRIDE)
+        loo[j], lppd[j] = alt.loo_lppd() if log_prior is None else alt.loo_lppd(log_prior, LOO_TAU_STRIDE)
     return loo, lppd
 
 
