@@ -96,3 +96,65 @@ def test_xarray_recognises_dask_arrays_once_dask_is_imported(tmp_path):
         "assert ds.chunk({'x': 2})['a'].chunks == ((2, 2),)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120, cwd=tmp_path)
+
+
+def test_nutpie_fits_import_no_arviz(tmp_path):
+    """``compare`` and ``transfer`` sample with nutpie on cached kernels and read its raw
+    draws: no ArviZ (nor scipy.stats, matplotlib, PyMC) is imported; the fit's InferenceData
+    is built, and ArviZ imported, when it is asked for, and it is the real ArviZ's."""
+    data = ROOT / "data" / "g1-pool-arms.metrics.csv"
+    code = (
+        "from saturation.cli import main\n"
+        f"assert main(['compare', '--metric', 'reward/avg_raw_reward', {str(data)!r}]) == 0\n"
+    )
+    heavy = _imported(code, tmp_path)
+    assert "nutpie" in heavy and "numba" in heavy
+    assert not {"arviz", "scipy.stats", "matplotlib", "pymc", "pytensor"} & set(heavy), heavy
+    code = (
+        "import sys\n"
+        "import numpy as np\n"
+        "from saturation.configs import SamplerConfig, SigmoidConfig\n"
+        "from saturation.models.sigmoid import fit_sigmoid\n"
+        "from saturation.simulate import SigmoidArmsSpec, simulate_sigmoid_arms\n"
+        "ds, _ = simulate_sigmoid_arms(SigmoidArmsSpec(n_steps=12, prompts_per_step=4, samples_per_prompt=4), seed=1)\n"
+        "fit = fit_sigmoid(ds, SigmoidConfig(likelihood='gaussian', sampler=SamplerConfig(draws=50, tune=50, chains=2)))\n"
+        "assert 'arviz' not in sys.modules\n"
+        "import arviz\n"
+        "assert type(arviz).__name__ == 'module' and hasattr(arviz, 'from_dict')\n"
+        "assert isinstance(fit.idata, arviz.InferenceData)\n"
+        "assert fit.idata.posterior['asymptote'].shape == (2, 50, 2)\n"
+        "assert sys.modules['nutpie.sample'].arviz.from_dict is arviz.from_dict  # the stand-in hands on the real one\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300, cwd=tmp_path)
+
+
+def test_deferred_inference_data_reads_replaces_and_converts_its_groups():
+    import numpy as np
+    import xarray as xr
+
+    from saturation._lazy import DeferredInferenceData, InferenceDataField, held_idata
+
+    post = xr.Dataset({"a": (("chain", "draw"), np.zeros((2, 3)))})
+    stats = xr.Dataset({"diverging": (("chain", "draw"), np.zeros((2, 3), dtype=bool))})
+    held = DeferredInferenceData(post, sample_stats=stats)
+    assert held.groups() == ["posterior", "sample_stats"] and "sample_stats" in held
+    assert held["sample_stats"] is stats and held.posterior is post
+    held.posterior = post.assign(b=post["a"] + 1)
+    assert list(held.posterior.data_vars) == ["a", "b"]
+    with pytest.raises(TypeError, match="posterior: a Dataset"):
+        held.posterior = np.zeros(3)
+    with pytest.raises(AttributeError):
+        held.no_such_group  # noqa: B018
+
+    class Fit:
+        idata = InferenceDataField()
+
+        def __init__(self, idata):
+            self.idata = idata
+
+    fit = Fit(held)
+    assert held_idata(fit) is held  # read as held: no conversion
+    real = fit.idata
+    assert type(real).__name__ == "InferenceData" and real.groups() == ["posterior", "sample_stats"]
+    xr.testing.assert_identical(real.posterior, held.posterior)
+    assert held_idata(fit) is real

@@ -154,21 +154,39 @@ def posterior_dataset(draws: dict[str, np.ndarray], coords: dict[str, Any], dims
 
 class DeferredInferenceData:
     """The groups of an InferenceData, held as xarray Datasets until an ``arviz.InferenceData``
-    is asked for (:meth:`to_inference_data`): the exact sampler's fit reads and extends its
-    groups as it would an InferenceData's (``posterior``, ``add_groups``, ``groups``, ``get``)
-    without importing ArviZ (more than a second); a fit object hands out the real one
-    (``PlateauFit.idata``), built from the same Datasets in the same order."""
+    is asked for (:meth:`to_inference_data`): a fit (the exact sampler's, or nutpie's draws
+    read by :func:`saturation.models.sampling.trace_groups`) reads, replaces and extends its
+    groups as it would an InferenceData's (``posterior``, ``idata[name]``, assignment,
+    ``add_groups``, ``groups``, ``get``) without importing ArviZ (more than a second); a fit
+    object hands out the real one (:class:`InferenceDataField`), built from the same
+    Datasets in the same order."""
 
-    def __init__(self, posterior: xr.Dataset) -> None:
+    def __init__(self, posterior: xr.Dataset, **groups: xr.Dataset) -> None:
         self._groups: dict[str, xr.Dataset] = {"posterior": posterior}
         #: the InferenceData's own attributes (``InferenceData.attrs``)
         self.attrs: dict[str, Any] = {}
+        self.add_groups(**groups)
 
     def __getattr__(self, name: str) -> xr.Dataset:
         groups = self.__dict__.get("_groups", {})
         if name in groups:
             return groups[name]
         raise AttributeError(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # a group is replaced as on an InferenceData (``idata.posterior = ...``)
+        if name in self.__dict__.get("_groups", {}):
+            if not isinstance(value, xr.Dataset):
+                raise TypeError(f"{name}: a Dataset is needed, got {type(value).__name__}")
+            self._groups[name] = value
+        else:
+            super().__setattr__(name, value)
+
+    def __getitem__(self, name: str) -> xr.Dataset:
+        return self._groups[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._groups
 
     def groups(self) -> list[str]:
         """The group names, in the order they were added."""
@@ -205,3 +223,78 @@ class DeferredInferenceData:
 def as_inference_data(idata: Any) -> Any:
     """``idata`` as an ``arviz.InferenceData`` (a :class:`DeferredInferenceData` is converted)."""
     return idata.to_inference_data() if isinstance(idata, DeferredInferenceData) else idata
+
+
+class InferenceDataField:
+    """A fit's ``idata`` field: groups held as a :class:`DeferredInferenceData` (no ArviZ
+    import while the fit is made and rendered) become an ``arviz.InferenceData`` the first
+    time the field is read. Set on the class after the dataclass is made (so the field keeps
+    no default): ``SigmoidFit.idata = InferenceDataField()``. The fit's own methods read
+    :func:`held_idata` where either kind will do."""
+
+    slot = "_idata"
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return self
+        value = obj.__dict__[self.slot]
+        if isinstance(value, DeferredInferenceData):
+            value = obj.__dict__[self.slot] = value.to_inference_data()
+        return value
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self.slot] = value
+
+
+def held_idata(fit: Any) -> Any:
+    """``fit``'s InferenceData as it is held (an :class:`InferenceDataField`'s value, not
+    converted): both kinds have ``attrs``, the groups as attributes and ``add_groups``.
+    An object without the field (a stand-in with a plain ``idata``) gives its ``idata``."""
+    held = getattr(fit, "__dict__", {}).get(InferenceDataField.slot)
+    return fit.idata if held is None else held
+
+
+class _InferenceDataAnnotation:
+    """What ``arviz.InferenceData`` stands for in nutpie's annotations while nutpie is
+    imported by :func:`import_nutpie` (never made, never checked against)."""
+
+
+class _ArvizUntilUsed(types.ModuleType):
+    """``arviz`` as nutpie's sampling module sees it (:func:`import_nutpie`): its annotations
+    name ``arviz.InferenceData`` while the module is imported; any other use imports ArviZ."""
+
+    def __init__(self) -> None:
+        super().__init__("arviz")
+        self.__dict__["_importing"] = True
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr == "InferenceData" and self.__dict__["_importing"]:
+            return _InferenceDataAnnotation
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        if sys.modules.get("arviz") is self:
+            del sys.modules["arviz"]
+        return getattr(importlib.import_module("arviz"), attr)
+
+
+def import_nutpie() -> Any:
+    """nutpie, imported without importing ArviZ (1.4 s: scipy.stats, matplotlib, numba
+    ufuncs), which ``nutpie.sample`` imports to convert its draws and names in annotations.
+
+    While nutpie is imported, ``sys.modules["arviz"]`` is a stand-in that answers the
+    annotations and imports the real ArviZ on any other use (then nothing is saved, and
+    nothing changes); it is removed from ``sys.modules`` afterwards, so every later
+    ``import arviz`` is the real one. Draws taken with ``return_raw_trace=True`` never use
+    ArviZ (:func:`saturation.models.sampling.trace_groups` reads them). When ArviZ or nutpie
+    is already imported, this is ``import nutpie``.
+    """
+    if "nutpie" in sys.modules or "arviz" in sys.modules:
+        return importlib.import_module("nutpie")
+    stand_in = _ArvizUntilUsed()
+    sys.modules["arviz"] = stand_in
+    try:
+        return importlib.import_module("nutpie")
+    finally:
+        stand_in.__dict__["_importing"] = False
+        if sys.modules.get("arviz") is stand_in:
+            del sys.modules["arviz"]

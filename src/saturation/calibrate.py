@@ -64,6 +64,7 @@ from scipy import stats
 
 from saturation import __version__, curves
 from saturation import schema as S
+from saturation._lazy import held_idata
 from saturation.cluster import map_tasks
 from saturation.configs import PassAtKPriors, PlateauConfig, TransferConfig
 from saturation.curves import hinge_through
@@ -279,7 +280,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
         **_convergence(fit.diagnostics),
     }
     if task["kind"] == "sbc":
-        post = fit.idata.posterior
+        post = held_idata(fit).posterior
         ranks, inside = {}, {}
         for p in SBC_PARAMS:
             ranks[p], inside[p] = _rank_and_cover(
@@ -335,7 +336,7 @@ def _run_levels_task(task: dict[str, Any], setting: PlateauSetting, rng: np.rand
     theta, y = _prior_draw(setting, rng)
     start = time.perf_counter()
     fit = _fit(y, setting, seed=int(task["seed"]) * 100_003 + int(task["sim"]), sbc=True)
-    post = fit.idata.posterior
+    post = held_idata(fit).posterior
     records = fit.levels()
     ranks, inside = {}, {}
     for lv in setting.levels:
@@ -563,7 +564,7 @@ def run_transfer_task(task: dict[str, Any]) -> dict[str, Any]:
             seed=int(task["seed"]) * 100_003 + int(task["sim"]),
             sampler=setting.sampler(),
         )
-    posterior = fit.idata["posterior"]
+    posterior = held_idata(fit)["posterior"]
     full = _transfer_draws(posterior, setting)
     thinned = _transfer_draws(posterior.isel(draw=slice(0, None, setting.thin)), setting)
     ranks, inside = {}, {}
@@ -762,7 +763,7 @@ def run_sigmoid_task(task: dict[str, Any]) -> dict[str, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         fit = sigmoid.fit_sigmoid(data, config, seed=int(task["seed"]) * 100_003 + int(task["sim"]))
-    full = _sigmoid_draws(fit.idata["posterior"], setting)
+    full = _sigmoid_draws(held_idata(fit)["posterior"], setting)
     ranks, inside = {}, {}
     for name in SIGMOID_CHECKED:  # ranks among the thinned draws, the HDI from all of them
         ranks[name], inside[name] = _rank_and_cover(

@@ -24,6 +24,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from saturation import schema as S
+from saturation._lazy import held_idata
 from saturation.files import write_atomic
 
 #: Okabe-Ito colours (colour-blind safe), in the order levels/arms/runs are drawn
@@ -337,7 +338,7 @@ def ppc_data(fit: Any, *, seed: int = 0) -> pd.DataFrame:
         raise ValueError("the posterior predictive check is implemented for the Gaussian likelihood")
     rng = np.random.default_rng(seed)
     mu = fit.curve_draws()  # (samples, levels, steps)
-    tau = fit.idata.posterior["tau"].stack(sample=("chain", "draw")).transpose("sample", ...).to_numpy()
+    tau = held_idata(fit).posterior["tau"].stack(sample=("chain", "draw")).transpose("sample", ...).to_numpy()
     sd = np.sqrt(fit.data.var_mean[None] + tau[:, :, None] ** 2)
     rep = mu + rng.standard_normal(mu.shape) * sd
     rows = []

@@ -32,6 +32,7 @@ import pandas as pd
 import xarray as xr
 
 from saturation import schema as S
+from saturation._lazy import held_idata
 from saturation.aggregate import aggregate
 from saturation.frequentist import split_ols
 from saturation.io import decompress, read_trials, write_atomic, write_table
@@ -757,7 +758,7 @@ def study_check_transfer(fit: Any, reference: dict[str, Any]) -> pd.DataFrame:
 
     tr = reference["transfer"]
     names = {"ungraded_rate": "ungraded_rate", "graded_only_reward": S.GRADED_ONLY, "all_rollout_reward": S.ALL_ROLLOUT}
-    pop, emp_all = fit.idata["posterior"], fit.data.empirical
+    pop, emp_all = held_idata(fit)["posterior"], fit.data.empirical
     first = slice(0, fit.to_dict()["first_steps"])
     rows = []
 

@@ -167,6 +167,16 @@ def test_hdi_1d_is_arvizs():
         hdi_1d(np.array([]))
 
 
+def test_hdi_columns_is_arvizs_per_column():
+    from saturation.models.sampling import hdi_columns
+
+    rng = np.random.default_rng(3)
+    x = np.column_stack([rng.normal(size=800), np.round(rng.normal(size=800), 1), rng.standard_t(2, size=800)])
+    assert np.array_equal(hdi_columns(x), np.asarray(az.hdi(x[None], hdi_prob=0.94)))
+    for s in _samples():  # one column: hdi_1d's interval
+        assert np.array_equal(hdi_columns(s[:, None])[0], az.hdi(s, hdi_prob=0.94))
+
+
 def test_kde_at_is_gaussian_kdes():
     from scipy import stats
 
@@ -295,3 +305,36 @@ def test_two_fits_with_two_priors_give_two_posteriors():
         means.append(float(fit.idata.posterior["log_kappa"].mean()))
     assert means[0] > 3.0  # the data's concentration
     assert abs(means[1]) < 0.05  # the second prior's, not the first fit's
+
+
+def test_trace_groups_are_nutpies_own_conversion():
+    """nutpie's raw draws read by ``trace_groups`` equal what ``nutpie.sample`` returns
+    through ArviZ for the same seed: every posterior and sample-statistic array, its
+    dimensions, coordinates and attributes (the creation time aside)."""
+    from dataclasses import replace
+
+    import xarray as xr
+
+    from saturation._lazy import import_nutpie
+    from saturation.configs import SigmoidConfig
+    from saturation.models import sigmoid_kernel
+    from saturation.models.sampling import trace_groups
+    from saturation.models.sigmoid import arm_steps, sigmoid_values
+    from saturation.simulate import SigmoidArmsSpec, simulate_sigmoid_arms
+
+    ds, _ = simulate_sigmoid_arms(SigmoidArmsSpec(n_steps=12, prompts_per_step=4, samples_per_prompt=4), seed=1)
+    config = SigmoidConfig(likelihood="gaussian")
+    used, values = sigmoid_values(replace(arm_steps(ds), binary=False), config)
+    compiled = sigmoid_kernel.compiled_model(values, used, config.priors, ["a", "b"], "arm")
+    nutpie = import_nutpie()
+    settings = {"draws": 30, "tune": 20, "chains": 3, "seed": 5, "progress_bar": False, "save_warmup": False}
+    raw = nutpie.sample(compiled, return_raw_trace=True, **settings)
+    ours = trace_groups(*raw.get_arrow_trace(), coords=compiled.coords)
+    theirs = nutpie.sample(compiled, **settings)
+    assert ours.groups() == theirs.groups() == ["posterior", "sample_stats"]
+    for group in ours.groups():
+        a, b = ours[group].copy(), theirs[group].copy()
+        a.attrs.pop("created_at"), b.attrs.pop("created_at")
+        xr.testing.assert_identical(a, b)
+    assert list(ours.posterior["asymptote_logit"].coords["arm"].values) == ["a", "b"]
+    assert int(ours.sample_stats["diverging"].sum()) == int(theirs.sample_stats["diverging"].sum())

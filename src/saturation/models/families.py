@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from saturation import schema as S
-from saturation._lazy import lazy
+from saturation._lazy import held_idata, lazy
 from saturation.models.persist import FitObject, TableView
 from saturation.models.plateau import StepData, loo_entries, loo_table
 from saturation.models.sampling import SamplerConfig, interval
@@ -255,6 +255,6 @@ def compare_curve_families(fit: Any, *, seed: int = 0, sampler: SamplerConfig | 
         method["sigmoid"] = "PSIS"
         tables[arm] = loo_table(elpd, method)
         expo[arm] = interval(arm_fits["exponential"].posterior["asymptote"].to_numpy().ravel())
-        sig[arm] = interval(fit.idata.posterior["asymptote"].isel({S.ARM: a}).to_numpy().ravel())
+        sig[arm] = interval(held_idata(fit).posterior["asymptote"].isel({S.ARM: a}).to_numpy().ravel())
         fits[arm] = arm_fits
     return FamilyComparison(tables, expo, sig, fits)

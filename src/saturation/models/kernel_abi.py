@@ -22,6 +22,8 @@ import numba
 import numpy as np
 import pandas as pd
 
+from saturation._lazy import import_nutpie
+
 #: ``int64 logp(n_dim, x*, grad*, logp*, user_data*)``: 0, or nonzero for an invalid point
 C_LOGP = numba.types.int64(
     numba.types.uint64,
@@ -74,7 +76,7 @@ def nutpie_model(
     callbacks ``logp`` and ``expand`` with the user data ``block``; ``variables`` are the
     expansion's (name, shape, dims) in its order. ``None`` when the installed nutpie does
     not have the interface this was written for (the caller then compiles its PyMC graph)."""
-    from nutpie import compile_pymc
+    compile_pymc = import_nutpie().compile_pymc  # nutpie without ArviZ (saturation._lazy)
 
     cls = getattr(compile_pymc, "CompiledPyMCModel", None)
     wanted = {"compiled_logp_func", "compiled_expand_func", "initial_point_func", "user_data", "shape_info"}

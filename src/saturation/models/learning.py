@@ -38,7 +38,7 @@ from scipy import special
 
 from saturation import curves
 from saturation import schema as S
-from saturation._lazy import lazy
+from saturation._lazy import held_idata, lazy
 from saturation.aggregate import select_phase
 from saturation.configs import (
     CardinalityConfig,
@@ -117,7 +117,7 @@ def trend_draws(
         sd, seed=seed, sampler=SamplerConfig(draws=draws, chains=chains), continuity="hinge", noise="independent"
     )
     curve = curve_draws(fit)[:, 0, :]
-    post = fit.idata.posterior.stack(sample=("chain", "draw")).transpose("sample", ...)
+    post = held_idata(fit).posterior.stack(sample=("chain", "draw")).transpose("sample", ...)
     out = {"start": curve[:, 0], "end": curve[:, -1], "curve": curve, "steps": np.asarray(sd.steps, dtype=float)}
     out.update({v: post[v].to_numpy()[:, 0] for v in ("changepoint", "early_slope", "late_slope")})
     return out, fit.diagnostics
@@ -732,7 +732,7 @@ def pass_at_k_prior_draw(n_steps: int, priors: PassAtKPriors, seed: int) -> dict
 
 def _sample_pass_at_k(
     values: dict[str, np.ndarray], steps: np.ndarray, priors: PassAtKPriors, seed: int, cfg: SamplerConfig
-) -> tuple[az.InferenceData, dict[str, Any]]:
+) -> tuple[Any, dict[str, Any]]:
     """The pass@k model's draws: with nutpie on the cached numba kernel
     (:mod:`saturation.models.pass_at_k_kernel`: no compile), else on the PyMC graph."""
     if cfg.sampler in ("auto", "nutpie") and "nutpie" in available_samplers():

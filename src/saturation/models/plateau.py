@@ -32,7 +32,7 @@ import xarray as xr
 
 from saturation import curves, progress
 from saturation import schema as S
-from saturation._lazy import DeferredInferenceData, lazy
+from saturation._lazy import InferenceDataField, held_idata, lazy
 from saturation.configs import PlateauConfig, PlateauPriors, SamplerConfig, VerdictRule
 from saturation.frequentist import davies_test
 from saturation.limits import (
@@ -150,25 +150,6 @@ COMPARED_MODELS = ("hinge", "linear", "exponential")
 
 
 # ====================================================================== fit
-class _InferenceDataField:
-    """``PlateauFit.idata``: the exact sampler's groups (a ``DeferredInferenceData``, no
-    ArviZ import) become an ``arviz.InferenceData`` the first time the field is read.
-    Attached after the dataclass is made (so the field keeps no default)."""
-
-    slot = "_idata"
-
-    def __get__(self, obj: Any, objtype: Any = None) -> Any:
-        if obj is None:
-            return self
-        value = obj.__dict__[self.slot]
-        if isinstance(value, DeferredInferenceData):
-            value = obj.__dict__[self.slot] = value.to_inference_data()
-        return value
-
-    def __set__(self, obj: Any, value: Any) -> None:
-        obj.__dict__[self.slot] = value
-
-
 #: the interval estimates of a level (``{"mean", "sd", "hdi"}`` each)
 LEVEL_INTERVALS = (
     "changepoint",
@@ -734,13 +715,7 @@ class ModelComparison(FitObject):
         return {f"alternative_{name}": idata for name, idata in self.fits.items() if name != "hinge"}
 
 
-PlateauFit.idata = _InferenceDataField()  # type: ignore[assignment]
-
-
-def _held_idata(fit: PlateauFit) -> Any:
-    """``fit``'s InferenceData as it is held: the exact sampler's groups stay unconverted
-    (no ArviZ import); both kinds have ``attrs``, ``posterior`` and ``add_groups``."""
-    return fit.__dict__[_InferenceDataField.slot]
+PlateauFit.idata = InferenceDataField()  # type: ignore[assignment]
 
 
 def _default_noise(config: PlateauConfig, series: bool) -> str:
@@ -1552,8 +1527,8 @@ def curve_draws(fit: PlateauFit, steps: Any = None) -> np.ndarray:
     """Posterior draws of the fitted metric mean at ``steps`` (default: the observed
     steps), each draw with its own change point: array (samples, levels, steps)."""
     t = np.atleast_1d(np.asarray(fit.data.steps if steps is None else steps, dtype=float))
-    p = _param_draws(fit.idata, fit.config.likelihood)
-    cps = fit.idata.posterior["changepoint"].stack(sample=("chain", "draw")).transpose("sample", ...).to_numpy()
+    p = _param_draws(held_idata(fit), fit.config.likelihood)
+    cps = held_idata(fit).posterior["changepoint"].stack(sample=("chain", "draw")).transpose("sample", ...).to_numpy()
     out = np.empty((cps.shape[0], cps.shape[1], len(t)))
     for j in range(cps.shape[1]):
         dj = p["jump"][:, j, None] if isinstance(p["jump"], np.ndarray) else 0.0

@@ -20,7 +20,7 @@ from scipy.special import ndtri
 
 from saturation import __version__, progress
 from saturation import schema as S
-from saturation._lazy import lazy
+from saturation._lazy import DeferredInferenceData, as_inference_data, import_nutpie, lazy, posterior_dataset
 from saturation.configs import SamplerConfig
 
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ def sample_model(
     display = progress.current()
     try:
         if sampler == "nutpie":
-            import nutpie
+            nutpie = import_nutpie()
 
             t0 = time.perf_counter()
             # the caller's key names the model; the fingerprint makes the reuse safe: a prior,
@@ -183,12 +183,13 @@ def sample_model(
     finally:
         if own is not None:
             own.close()
-    return _with_model_coords(idata, model), timings
+    # a real InferenceData: a PyMC model's callers go on with PyMC and ArviZ (imported already)
+    return _with_model_coords(as_inference_data(idata), model), timings
 
 
 def sample_compiled(
     compiled: Any, *, seed: int, config: SamplerConfig, coords: dict[str, Sequence[Any]]
-) -> tuple[az.InferenceData, dict[str, Any]]:
+) -> tuple[DeferredInferenceData, dict[str, Any]]:
     """Sample a model that needs no compiling with nutpie: ``compiled`` has the interface
     of ``nutpie.compile_pymc_model``'s result on code compiled once per machine (e.g.
     :func:`saturation.models.sigmoid_kernel.compiled_model`). Same display, timings and
@@ -207,7 +208,7 @@ def sample_compiled(
 
 def sample_compiled_parts(
     parts: Sequence[tuple[str, Any, SamplerConfig]], *, seed: int, coords: dict[str, Sequence[Any]]
-) -> tuple[az.InferenceData, dict[str, Any]]:
+) -> tuple[DeferredInferenceData, dict[str, Any]]:
     """Sample models that share no parameter one after the other (:func:`sample_compiled`
     each) and join their draws into one InferenceData: the posterior holds every part's
     variables, chain by chain (independent parts: any pairing of their chains is a draw of
@@ -229,19 +230,20 @@ def sample_compiled_parts(
     posterior = xr.merge(posteriors, combine_attrs="override")
     stats = xr.concat(stats_of, dim="part", combine_attrs="override")
     stats = stats.assign_coords(part=[name for name, _, _ in parts])
-    return az.InferenceData(posterior=posterior, sample_stats=stats), timings
+    return DeferredInferenceData(posterior, sample_stats=stats), timings
 
 
 def _nutpie_sample(
     compiled: Any, seed: int, config: SamplerConfig, display: progress.Progress | None
-) -> az.InferenceData:
-    """nutpie's draws of ``compiled`` with ``config``'s settings, its progress in ``display``."""
-    import nutpie
+) -> DeferredInferenceData:
+    """nutpie's draws of ``compiled`` with ``config``'s settings, its progress in ``display``:
+    the posterior and sample statistics, read by :func:`trace_groups` (no ArviZ import)."""
+    nutpie = import_nutpie()
 
     total = config.chains * (config.draws + config.tune)
     progress.stage("sample", total=total, unit="draws")
     with _nutpie_progress(display, config.chains):
-        return nutpie.sample(
+        raw = nutpie.sample(
             compiled,
             draws=config.draws,
             tune=config.tune,
@@ -252,7 +254,92 @@ def _nutpie_sample(
             save_warmup=False,
             target_accept=config.target_accept,
             low_rank_modified_mass_matrix=config.low_rank,
+            return_raw_trace=True,
         )
+    draws, stats = raw.get_arrow_trace()
+    return trace_groups(draws, stats, coords=compiled.coords)
+
+
+#: sample statistics nutpie stores only when asked (its ``store_*`` settings, all off here)
+#: and its own conversion leaves out when they are off
+UNSTORED_STATS = frozenset(
+    {
+        "gradient",
+        "unconstrained_draw",
+        "mass_matrix_inv",
+        "mass_matrix_eigvals",
+        "mass_matrix_stds",
+        "divergence_start",
+        "divergence_end",
+        "divergence_momentum",
+        "divergence_start_gradient",
+    }
+)
+
+
+def trace_groups(
+    draw_batches: Sequence[Any], stat_batches: Sequence[Any], *, coords: dict[str, Any]
+) -> DeferredInferenceData:
+    """The posterior and ``sample_stats`` groups of nutpie's raw trace (one Arrow record
+    batch of draws and one of statistics per chain, tuning draws first), as
+    ``nutpie.sample`` would return them without ``return_raw_trace`` (its conversion through
+    ``arviz.from_dict``, nutpie 0.16.8 nutpie/sample.py:57-152) but without importing ArviZ:
+    the tuning draws dropped, each variable (chain, draw, *shape) with the dimension names
+    of its Arrow field's metadata (``{name}_dim_{i}`` where it has none, as ArviZ names
+    them), ``coords`` for the named dimensions; a chain with fewer draws is padded with NaN
+    (float) or 0. Tested identical to nutpie's own conversion (``created_at`` aside).
+    """
+    if len(draw_batches) != len(stat_batches):
+        raise ValueError(f"{len(draw_batches)} chains of draws but {len(stat_batches)} of statistics")
+    n_tune = [int(np.asarray(stat.column("tuning")).sum()) for stat in stat_batches]
+    n_kept = max((b.num_rows - t for b, t in zip(draw_batches, n_tune, strict=True)), default=0)
+    groups = []
+    for batches, skip in ((draw_batches, frozenset()), (stat_batches, UNSTORED_STATS)):
+        values: dict[str, np.ndarray] = {}
+        dims: dict[str, list[str]] = {}
+        for chain, (batch, tune) in enumerate(zip(batches, n_tune, strict=True)):
+            kept = batch.slice(tune, batch.num_rows - tune)
+            for name in kept.column_names:
+                if name not in skip:
+                    _fill_column(values, dims, name, kept.column(name), chain, len(batches), n_kept)
+        extra = {d: coords[d] for names in dims.values() for d in names if d in coords}
+        extra |= {
+            d: np.arange(ary.shape[2 + i])
+            for name, ary in values.items()
+            for i, d in enumerate(dims[name])
+            if d not in coords
+        }
+        groups.append(posterior_dataset(values, coords=extra, dims=dims))
+    return DeferredInferenceData(groups[0], sample_stats=groups[1])
+
+
+def _fill_column(
+    values: dict[str, np.ndarray],
+    dims: dict[str, list[str]],
+    name: str,
+    column: Any,
+    chain: int,
+    n_chains: int,
+    n_kept: int,
+) -> None:
+    """Chain ``chain``'s draws of one Arrow column into ``values[name]`` (chain, draw, *shape)."""
+    import pyarrow
+
+    meta = column.field.metadata or {}
+    shape = [int(v) for v in meta[b"shape"].decode().split(",")] if meta.get(b"shape") else []
+    named = meta[b"dims"].decode().split(",") if meta.get(b"dims") else []
+    column = pyarrow.array(column)
+    missing = np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    if hasattr(column, "flatten"):
+        column = column.flatten()
+    flat = column.to_numpy(zero_copy_only=False)
+    if name not in values:
+        dtype = np.dtype(column.type.to_pandas_dtype())
+        fill = np.nan if dtype in (np.float64, np.float32) else 0
+        values[name] = np.full((n_chains, n_kept, *shape), fill, dtype=dtype)
+        dims[name] = named or [f"{name}_dim_{i}" for i in range(len(shape))]
+    present = ~missing
+    values[name][chain, : len(missing)][present] = flat.reshape((int(present.sum()), *shape))
 
 
 def _with_model_coords(idata: az.InferenceData, model: pm.Model) -> az.InferenceData:
@@ -262,7 +349,7 @@ def _with_model_coords(idata: az.InferenceData, model: pm.Model) -> az.Inference
     return _with_coords(idata, {name: vals for name, vals in model.coords.items() if vals is not None})
 
 
-def _with_coords(idata: az.InferenceData, coords: dict[str, Sequence[Any]]) -> az.InferenceData:
+def _with_coords(idata: Any, coords: dict[str, Sequence[Any]]) -> Any:
     """``idata`` with each group's dimensions of the same length labelled by ``coords``."""
     for group in idata.groups():
         ds = idata[group]
@@ -537,6 +624,20 @@ def hdi_1d(x: np.ndarray, prob: float = S.HDI_PROB) -> np.ndarray:
         raise ValueError("Too few elements for interval calculation. ")
     i = np.argmin(width)
     return np.array([ary[i], ary[i + inc]])
+
+
+def hdi_columns(x: np.ndarray, prob: float = S.HDI_PROB) -> np.ndarray:
+    """:func:`hdi_1d` of every column of ``x`` (draws, k) at once: (k, 2), each row the
+    narrowest interval holding ``prob`` of that column's draws (the first of equally narrow
+    ones, as ``arviz.hdi`` of a (1, draws, k) array picks); tested equal to it."""
+    ary = np.sort(np.asarray(x, dtype=np.float64), axis=0)
+    n = ary.shape[0]
+    inc = int(np.floor(prob * n))
+    if n - inc <= 0:
+        raise ValueError("Too few elements for interval calculation. ")
+    i = np.argmin(ary[inc:] - ary[: n - inc], axis=0)
+    cols = np.arange(ary.shape[1])
+    return np.stack([ary[i, cols], ary[i + inc, cols]], axis=-1)
 
 
 def kde_at(x: np.ndarray, point: float) -> float:

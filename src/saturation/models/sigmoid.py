@@ -20,7 +20,7 @@ import xarray as xr
 
 from saturation import curves
 from saturation import schema as S
-from saturation._lazy import lazy
+from saturation._lazy import InferenceDataField, held_idata, lazy
 from saturation.aggregate import phase_summary, select_phase
 from saturation.configs import (
     DEFAULT_COMPUTE,
@@ -39,6 +39,8 @@ from saturation.models.sampling import (
     SamplerConfig,
     available_samplers,
     diagnostics,
+    hdi_1d,
+    hdi_columns,
     interval,
     sample_compiled,
     sample_model,
@@ -816,9 +818,9 @@ class SigmoidFit(FitObject):
             raise ValueError("the pointwise log likelihood is that of the Gaussian sigmoid fit")
         data = self.data
         obs = data.n[a] > 0
-        post = self.idata.posterior
+        post = held_idata(self).posterior
         chains, draws = post.sizes["chain"], post.sizes["draw"]
-        mu = curve_draws(self.idata, data.x_of(a, data.steps[obs]))[:, a, :]  # (samples, steps): chains first
+        mu = curve_draws(held_idata(self), data.x_of(a, data.steps[obs]))[:, a, :]  # (samples, steps): chains first
         tau = post["tau"].isel({S.ARM: a}).to_numpy().reshape(-1, 1)
         ll = curves.normal_logpdf(np, data.mean[a, obs][None], mu, data.var_mean[a, obs][None] + tau**2)
         log_lik = xr.Dataset(
@@ -865,6 +867,9 @@ class SigmoidFit(FitObject):
             )
         out.update({f"forecast:{arm}": forecast_sentence(arm, f) for arm, f in est["forecast"].items()})
         return out
+
+
+SigmoidFit.idata = InferenceDataField()  # type: ignore[assignment]
 
 
 def _fmt(e: dict[str, Any]) -> str:
@@ -981,7 +986,7 @@ def fit_sigmoid(
     return SigmoidFit(idata, config, data, estimands, diag, timings, seed)
 
 
-def _sample(data: ArmSteps, config: SigmoidConfig, seed: int) -> tuple[az.InferenceData, dict[str, Any], str]:
+def _sample(data: ArmSteps, config: SigmoidConfig, seed: int) -> tuple[Any, dict[str, Any], str]:
     """The fit's draws, timings and likelihood. With nutpie, the unpaired likelihoods are
     sampled on the cached numba kernel (:mod:`saturation.models.sigmoid_kernel`: no compile);
     the paired one, and other samplers, on the PyMC graph."""
@@ -989,8 +994,8 @@ def _sample(data: ArmSteps, config: SigmoidConfig, seed: int) -> tuple[az.Infere
     if used != "binomial-paired" and config.sampler.sampler in ("auto", "nutpie") and "nutpie" in available_samplers():
         direct = sigmoid_kernel.compiled_model(values, used, config.priors, data.arms, S.ARM)
         if direct is not None:
-            idata, timings = sample_compiled(direct, seed=seed, config=config.sampler, coords={S.ARM: data.arms})
-            return idata, timings, used
+            held, timings = sample_compiled(direct, seed=seed, config=config.sampler, coords={S.ARM: data.arms})
+            return held, timings, used
     model, used, values = build_sigmoid_model(data, config)
     # the data are pm.Data: fits of the same shape (arms, observed cells) reuse one compiled model
     key: tuple[Any, ...] = ("sigmoid", used, len(data.arms), len(values["x"]))
@@ -1401,14 +1406,14 @@ def backtest_sigmoid(
     part = truncate(data, fit_steps)
     fit = fit_sigmoid(part, config, seed=seed, instance_effects=config.paired)
     held_out = (data.n > 0) & (part.n == 0)
-    reps = predict_steps(fit.idata, data, fit.estimands["likelihood"], seed, where=held_out)
+    reps = predict_steps(held_idata(fit), data, fit.estimands["likelihood"], seed, where=held_out)
     if config.paired:  # the instance effects' draws were kept for the predictive only
-        fit.idata.posterior = fit.idata.posterior.drop_vars("instance_z")
+        held_idata(fit).posterior = held_idata(fit).posterior.drop_vars("instance_z")
     rows = []
     for a, arm in enumerate(data.arms):
         seen = np.nonzero(part.n[a] > 0)[0]
         for j in np.nonzero(held_out[a])[0]:
-            lo, hi = (float(v) for v in az.hdi(reps[:, a, j], hdi_prob=S.HDI_PROB))
+            lo, hi = (float(v) for v in hdi_1d(reps[:, a, j]))
             obs = float(data.mean[a, j])
             rows.append(
                 {
@@ -1462,8 +1467,8 @@ def saturation_frame(fit: SigmoidFit, *, horizon: int | None = None) -> pd.DataF
     for a, (arm, j) in enumerate(zip(data.arms, _last_index(data), strict=True)):
         steps = np.arange(data.steps[0], data.steps[j] + horizon + 1)
         x = data.x_of(a, steps)
-        draws = curve_draws(fit.idata, x)[:, a, :]
-        hdi = np.asarray(az.hdi(draws[None], hdi_prob=S.HDI_PROB))  # (1 chain, draws, steps) -> (steps, 2)
+        draws = curve_draws(held_idata(fit), x)[:, a, :]
+        hdi = hdi_columns(draws)  # (draws, steps) -> (steps, 2)
         observed = dict(zip(data.steps[data.n[a] > 0], data.mean[a][data.n[a] > 0], strict=True))
         asym = fit.estimands["arms"][arm]["asymptote"]
         for i, t in enumerate(steps):

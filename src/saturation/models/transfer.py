@@ -47,7 +47,7 @@ import xarray as xr
 
 from saturation import curves
 from saturation import schema as S
-from saturation._lazy import lazy
+from saturation._lazy import InferenceDataField, held_idata, lazy
 from saturation.aggregate import phase_summary, select_phase
 from saturation.configs import SamplerConfig, TransferConfig, TransferPriors, transfer_sampler
 from saturation.limits import config_or_keywords
@@ -55,6 +55,7 @@ from saturation.models.persist import FigureView, FitObject, TableView
 from saturation.models.sampling import (
     available_samplers,
     diagnostics,
+    hdi_1d,
     interval,
     sample_compiled_parts,
     sample_model,
@@ -744,6 +745,9 @@ class TransferFit(FitObject):
         }
 
 
+TransferFit.idata = InferenceDataField()  # type: ignore[assignment]
+
+
 def fit_transfer(
     ds: xr.Dataset | TransferData,
     config: TransferConfig | None = None,
@@ -850,9 +854,7 @@ def fit_transfer(
 REWARD_TARGET_ACCEPT = 0.95
 
 
-def _sample(
-    data: TransferData, config: TransferConfig, seed: int
-) -> tuple[az.InferenceData, dict[str, Any], np.ndarray]:
+def _sample(data: TransferData, config: TransferConfig, seed: int) -> tuple[Any, dict[str, Any], np.ndarray]:
     """The fit's draws, timings and interpolation basis. With nutpie, integrated task effects
     are sampled on the cached numba kernel (:mod:`saturation.models.transfer_kernel`: no
     compile); sampled task effects, and other samplers, on the PyMC graph."""
@@ -881,8 +883,8 @@ def _sample(
             for part in PARTS
         ]
         if all(model is not None for _, model, _ in direct):
-            idata, timings = sample_compiled_parts(direct, seed=seed, coords=coords)
-            return idata, timings, basis
+            held, timings = sample_compiled_parts(direct, seed=seed, coords=coords)
+            return held, timings, basis
     model, values = build_transfer_model(data, config)
     key = (
         "transfer",
@@ -978,7 +980,7 @@ def _estimands(idata: az.InferenceData, data: TransferData, config: TransferConf
             row[arm] = {
                 q: {
                     "mean": float(pop[q][:, a_i, j].mean()),
-                    "hdi": [float(v) for v in az.hdi(pop[q][:, a_i, j], hdi_prob=S.HDI_PROB)],
+                    "hdi": [float(v) for v in hdi_1d(pop[q][:, a_i, j])],
                 }
                 for q in QUANTITIES
             }
@@ -1014,7 +1016,7 @@ def transfer_frame(fit: TransferFit) -> pd.DataFrame:
         ``empirical``, ``mean``, ``hdi_low``, ``hdi_high``, ``gap_mean``, ``gap_hdi_low``,
         ``gap_hdi_high`` (NaN for the reference arm).
     """
-    pop = population_curves(fit.idata)
+    pop = population_curves(held_idata(fit))
     ref = fit.data.arms.index(fit.config.reference)
     rows = []
     for a_i, arm in enumerate(fit.data.arms):
@@ -1023,7 +1025,7 @@ def transfer_frame(fit: TransferFit) -> pd.DataFrame:
                 continue
             for q in QUANTITIES:
                 draws = pop[q][:, a_i, j]
-                hdi = az.hdi(draws, hdi_prob=S.HDI_PROB)
+                hdi = hdi_1d(draws)
                 row = {
                     "arm": arm,
                     "step": step,
@@ -1038,7 +1040,7 @@ def transfer_frame(fit: TransferFit) -> pd.DataFrame:
                 }
                 if a_i != ref and fit.data.observed[ref, j]:
                     gap = draws - pop[q][:, ref, j]
-                    ghdi = az.hdi(gap, hdi_prob=S.HDI_PROB)
+                    ghdi = hdi_1d(gap)
                     row.update(gap_mean=float(gap.mean()), gap_hdi_low=float(ghdi[0]), gap_hdi_high=float(ghdi[1]))
                 rows.append(row)
     return pd.DataFrame(rows)
