@@ -37,7 +37,7 @@ LAYERS = [
         "summary",
         "progress",
         "cluster",
-        "frequentist",
+        "mathfn",
         "streams",
         "models.marginal",
         "arms",
@@ -49,6 +49,7 @@ LAYERS = [
     [
         "aggregate",
         "configs",
+        "frequentist",
         "localization",
         "validate",
         "models._exact",

@@ -9,6 +9,7 @@ identical output.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -16,7 +17,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import xarray as xr
-from scipy import special
 
 from saturation import curves
 from saturation import schema as S
@@ -29,6 +29,8 @@ Knots = tuple[tuple[float, float], ...]
 def _poisson_pmf(k: np.ndarray, mu: float) -> np.ndarray:
     """Poisson pmf, scipy.stats.poisson's own formula (exp(xlogy(k, mu) - gammaln(k + 1) -
     mu)) without importing scipy.stats (0.5 s at start-up)."""
+    from scipy import special  # on use: importing this module stays light
+
     return np.exp(special.xlogy(k, mu) - special.gammaln(k + 1) - mu)
 
 
@@ -194,13 +196,21 @@ def _answer_tables(n_gold_mean: float, fp_prob: np.ndarray, fp_extra: float) -> 
 
 
 _G = np.arange(_NMAX + 1)
-_LOG_CHOOSE = np.where(
-    _G[None, :] <= _G[:, None],
-    special.gammaln(_G[:, None] + 1)
-    - special.gammaln(_G[None, :] + 1)
-    - special.gammaln(np.maximum(_G[:, None] - _G[None, :], 0) + 1),
-    -np.inf,
-)  # (G, tp)
+
+
+@functools.cache
+def _log_choose() -> np.ndarray:
+    """log C(G, tp) for G, tp in 0.._NMAX (-inf where tp > G): (G, tp), made on first use
+    (scipy.special is imported here, not by every command that imports this module)."""
+    from scipy import special
+
+    return np.where(
+        _G[None, :] <= _G[:, None],
+        special.gammaln(_G[:, None] + 1)
+        - special.gammaln(_G[None, :] + 1)
+        - special.gammaln(np.maximum(_G[:, None] - _G[None, :], 0) + 1),
+        -np.inf,
+    )
 
 
 def _expected(loc: np.ndarray, sd: float, tables: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -211,7 +221,7 @@ def _expected(loc: np.ndarray, sd: float, tables: dict[str, np.ndarray]) -> dict
     g = _G[None, None, :, None].astype(float)
     t = _G[None, None, None, :].astype(float)
     # binomial pmf of tp given G and r: (s, j, G, tp)
-    pmf = np.exp(_LOG_CHOOSE[None, None] + t * log_r + np.maximum(g - t, 0) * log_1mr)
+    pmf = np.exp(_log_choose()[None, None] + t * log_r + np.maximum(g - t, 0) * log_1mr)
     w = np.einsum("sjgt,g,j->sgt", pmf, tables["gold_pmf"], _GH_W)
     out = {k: np.einsum("sgt,sgt->s", w, tables[k]) for k in (S.F1, S.PRECISION, S.RECALL, S.N_PRED)}
     out[S.N_TP] = np.einsum("sgt,t->s", w, _G.astype(float))
@@ -607,6 +617,8 @@ def simulate_transfer(spec: TransferSpec | None = None, seed: int = 0) -> tuple[
     """
     spec = spec or TransferSpec()
     rng = np.random.default_rng(seed)
+    from scipy import special  # on use: importing this module stays light
+
     per_step = spec.prompts_per_step * spec.samples_per_prompt
     truth_curves = transfer_truth_curves(spec)
     n_steps_max = truth_curves.sizes[S.STEP]
@@ -629,8 +641,11 @@ def simulate_transfer(spec: TransferSpec | None = None, seed: int = 0) -> tuple[
         loc_g = curves.logitnormal_location(g_curve, sd_g)
         step_noise_u = spec.step_sd * rng.standard_normal(n_steps_max)
         step_noise_g = spec.step_sd * rng.standard_normal(n_steps_max)
-        p_u = curves.expit(loc_u[step_i] + spec.ungraded_task_sd * task_ungraded[inst_idx] + step_noise_u[step_i])
-        mu = curves.expit(loc_g[step_i] + spec.task_sd * task_reward[inst_idx] + step_noise_g[step_i])
+        # SciPy's expit, bit for bit: the rewards are Beta draws of mu, whose last bits reach the
+        # embedded SWE-Gym replica (curves.expit's NumPy exp differs from libm's in the last bit;
+        # tests/test_replica.py regenerates the committed files)
+        p_u = special.expit(loc_u[step_i] + spec.ungraded_task_sd * task_ungraded[inst_idx] + step_noise_u[step_i])
+        mu = special.expit(loc_g[step_i] + spec.task_sd * task_reward[inst_idx] + step_noise_g[step_i])
         ungraded = rng.random(n) < p_u
         phi = spec.reward_concentration
         reward = np.clip(rng.beta(mu * phi, (1 - mu) * phi), 0.0, 1.0)

@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy import special
 
 from saturation import curves
 from saturation import schema as S
 from saturation._lazy import DeferredInferenceData, lazy, posterior_dataset
+from saturation.mathfn import ndtr
 
 if TYPE_CHECKING:
     import arviz as az
@@ -956,7 +956,7 @@ def sample_either_shape(
     jump = sample_gaussian_exact(jump=True, **common)
     log_bf = jump[2] - hinge[2]
     weight_bf = np.full(len(levels), log_bf.sum()) if pooled else log_bf
-    p_jump = special.expit(weight_bf)
+    p_jump = curves.expit(weight_bf)
     weight = p_jump if gate is None else np.where(weight_bf >= np.log(gate), p_jump, 0.0)
     rng = np.random.default_rng([seed, 20261205])
     n_draws = chains * draws
@@ -1187,7 +1187,7 @@ def logistic_approach(
     span = max(t1 - t0, 1.0)
     u_lo, u_hi = log_width_bounds
     a, b = (u_lo - log_width_mu) / log_width_sd, (u_hi - log_width_mu) / log_width_sd
-    log_norm = -0.5 * np.log(2.0 * np.pi) - np.log(log_width_sd) - np.log(special.ndtr(b) - special.ndtr(a))
+    log_norm = -0.5 * np.log(2.0 * np.pi) - np.log(log_width_sd) - np.log(ndtr(b) - ndtr(a))
     log_norm -= np.log(span) if t1 > t0 else 0.0  # the midpoint's uniform density
 
     built: list[tuple[np.ndarray, Level | DependentLevel]] = []

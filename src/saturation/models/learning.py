@@ -34,11 +34,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 import xarray as xr
-from scipy import special
 
 from saturation import curves
 from saturation import schema as S
-from saturation._lazy import held_idata, lazy
+from saturation._lazy import InferenceDataField, held_idata, lazy
 from saturation.aggregate import select_phase
 from saturation.configs import (
     CardinalityConfig,
@@ -353,6 +352,9 @@ class Diagnosis(FitObject):
     def __repr__(self) -> str:
         head = f"Diagnosis({self.name}, {len(self.sentences)} unit(s); {convergence_words(self.diagnostics)})"
         return short_repr(head, [f"{unit}: {v}" for unit, v in self.sentences.items()])
+
+
+Diagnosis.idata = InferenceDataField()  # type: ignore[assignment]
 
 
 def diagnose_cardinality(
@@ -831,7 +833,7 @@ def fit_pass_at_k(
     ends = {}
     for name, xv in (("start", 0.0), ("end", 1.0)):
         logit_mu, log_kappa = pass_at_k_predictors({v: post[v] for v in PASS_AT_K_PARAMS}, xv, 0.0)
-        m = special.expit(logit_mu)
+        m = curves.expit(logit_mu)
         ends[f"pass1_{name}"] = m
         ends[f"passk_{name}"] = m.copy(data=np.asarray(curves.pass_at_k_beta(m.values, np.exp(log_kappa.values), k)))
     for name, value in ends.items():  # the reported curve ends, per draw, with the posterior

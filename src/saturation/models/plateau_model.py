@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 import xarray as xr
-from scipy import special
 
 from saturation import curves
 from saturation import schema as S
@@ -48,12 +47,14 @@ if TYPE_CHECKING:
     import pymc as pm
     import pytensor
     import pytensor.tensor as pt
-    from scipy import stats
+    from scipy import special, stats
 else:  # imported on first use: the exact Gaussian path needs none of them (ARCHITECTURE.md)
-    az, pm, pytensor, pt, stats = map(lazy, ("arviz", "pymc", "pytensor", "pytensor.tensor", "scipy.stats"))
+    az, pm, pytensor, pt, special, stats = map(
+        lazy, ("arviz", "pymc", "pytensor", "pytensor.tensor", "scipy.special", "scipy.stats")
+    )
 
 
-NP_OPS = SimpleNamespace(log=np.log, gammaln=special.gammaln, cumsum=np.cumsum, exp=np.exp)
+NP_OPS = SimpleNamespace(log=np.log, gammaln=lambda x: special.gammaln(x), cumsum=np.cumsum, exp=np.exp)
 
 
 PT_OPS: Any = pt  # PyTensor's log, gammaln, cumsum and exp: the names NP_OPS gives (pt is looked up on first use)

@@ -16,12 +16,12 @@ from dataclasses import asdict, is_dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy.special import ndtri
 
 from saturation import __version__, progress
 from saturation import schema as S
 from saturation._lazy import DeferredInferenceData, as_inference_data, import_nutpie, lazy, posterior_dataset
 from saturation.configs import SamplerConfig
+from saturation.mathfn import ndtri
 
 if TYPE_CHECKING:
     import arviz as az
@@ -645,21 +645,25 @@ def kde_at(x: np.ndarray, point: float) -> float:
     ``scipy.stats.gaussian_kde(x)(point)[0]`` computed the same way, operation for operation
     (scipy 1.17 ``stats/_kde.py`` and ``_stats.pyx::gaussian_kernel_estimate``: weights 1/n,
     ``np.cov`` with them, scipy.linalg's Cholesky factor and triangular solves, the kernel
-    terms summed in draw order with libm's exp), without importing scipy.stats (half a
-    second); tested equal to it."""
-    from scipy import linalg  # light (scipy.special's company); the calls gaussian_kde makes
-
+    terms summed in draw order with libm's exp), without importing SciPy: in one dimension
+    the Cholesky factor of the 1 x 1 covariance is its square root, and the triangular
+    solves multiply the draws by its reciprocal and divide the single point by it, as the
+    OpenBLAS of SciPy's wheels does (the other way round differs in the last bit); tested
+    equal to it."""
     data = np.atleast_2d(np.asarray(x, dtype=float))
     if data.shape[0] != 1 or data.size < 2:
         raise ValueError("kde_at needs a 1-D sample of two or more draws")
     n = data.shape[1]
     weights = np.ones(n) / n
     factor = np.power(1 / np.vecdot(weights, weights), -1.0 / 5)  # Scott: neff ** (-1 / (d + 4))
-    cov = np.atleast_2d(np.cov(data, rowvar=True, bias=False, aweights=weights))
-    cho = (linalg.cholesky(cov, lower=True) * factor).astype(np.float64)
-    pts = np.asarray(linalg.solve_triangular(cho, data, lower=True)[0], dtype=np.float64).tolist()
-    at = float(linalg.solve_triangular(cho, np.atleast_2d(np.asarray(point, dtype=float)), lower=True)[0, 0])
-    norm = math.pow(2 * math.pi, -1 / 2.0) / float(cho[0, 0])
+    cov = float(np.cov(data, rowvar=True, bias=False, aweights=weights))
+    if not cov > 0:
+        raise ValueError("kde_at needs draws that are not all equal")  # scipy: a singular covariance
+    cho = float(np.sqrt(cov) * factor)
+    inv = 1.0 / cho
+    pts = (data[0] * inv).tolist()
+    at = float(point) / cho  # one value: divided (OpenBLAS's path for a single right-hand side)
+    norm = math.pow(2 * math.pi, -1 / 2.0) / cho
     total = 0.0
     for w, p in zip(weights.tolist(), pts, strict=True):
         r = p - at
