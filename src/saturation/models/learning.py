@@ -37,7 +37,7 @@ import xarray as xr
 
 from saturation import curves
 from saturation import schema as S
-from saturation._lazy import InferenceDataField, held_idata, lazy
+from saturation._lazy import DeferredInferenceData, InferenceDataField, held_idata, lazy, posterior_dataset
 from saturation.aggregate import select_phase
 from saturation.configs import (
     CardinalityConfig,
@@ -55,6 +55,7 @@ from saturation.models.sampling import (
     SamplerConfig,
     available_samplers,
     diagnostics,
+    hdi_columns,
     interval,
     merge_diagnostics,
     sample_compiled,
@@ -153,7 +154,9 @@ def _diagnosis(
         v: np.stack([trends[n][v] for n in names], axis=-1).reshape(chains, -1, len(names))
         for v in ("start", "end", "changepoint", "early_slope", "late_slope")
     }
-    idata = az.from_dict(posterior=post, coords={"series": names}, dims={v: ["series"] for v in post})
+    idata: Any = DeferredInferenceData(
+        posterior_dataset(post, coords={"series": names}, dims={v: ["series"] for v in post})
+    )
     stamp_attrs(idata, name, {**config, "sampler": "exact"}, {"series": names}, diag)
     warn_if_not_converged(diag, f"{name} diagnosis")
     bands = {n: _band(trends[n]) for n in names if "curve" in trends[n]}
@@ -162,7 +165,7 @@ def _diagnosis(
 
 def _band(trend: dict[str, np.ndarray]) -> pd.DataFrame:
     """The fitted trend per step: mean and 94 % HDI (``schema.HDI_PROB``)."""
-    hdi = np.asarray(az.hdi(trend["curve"][None], hdi_prob=S.HDI_PROB))  # (steps, 2)
+    hdi = hdi_columns(trend["curve"])  # (draws, steps) -> (steps, 2)
     return pd.DataFrame(
         {"step": trend["steps"], "mean": trend["curve"].mean(axis=0), "hdi_low": hdi[:, 0], "hdi_high": hdi[:, 1]}
     )
