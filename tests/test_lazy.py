@@ -160,3 +160,20 @@ def test_deferred_inference_data_reads_replaces_and_converts_its_groups():
     assert type(real).__name__ == "InferenceData" and real.groups() == ["posterior", "sample_stats"]
     xr.testing.assert_identical(real.posterior, held.posterior)
     assert held_idata(fit) is real
+
+
+def test_the_arviz_stand_in_answers_only_nutpies_annotations():
+    """Outside nutpie's own module code, even while nutpie is being imported, the stand-in
+    hands out the real ArviZ (another thread importing ArviZ then is not fooled)."""
+    import arviz
+
+    from saturation._lazy import _ArvizUntilUsed
+
+    stand_in = _ArvizUntilUsed()  # as during the import window
+    assert stand_in.InferenceData is arviz.InferenceData
+    assert stand_in.from_dict is arviz.from_dict
+    nutpies = {"__name__": "nutpie.sample", "stand_in": stand_in}
+    placeholder = eval("stand_in.InferenceData", nutpies)  # evaluated as in nutpie.sample
+    assert placeholder is not arviz.InferenceData and placeholder.__name__ == "_InferenceDataAnnotation"
+    stand_in.__dict__["_importing"] = False  # after the window: the real class for nutpie too
+    assert eval("stand_in.InferenceData", nutpies) is arviz.InferenceData

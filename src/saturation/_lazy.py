@@ -261,14 +261,18 @@ class _InferenceDataAnnotation:
 
 class _ArvizUntilUsed(types.ModuleType):
     """``arviz`` as nutpie's sampling module sees it (:func:`import_nutpie`): its annotations
-    name ``arviz.InferenceData`` while the module is imported; any other use imports ArviZ."""
+    name ``arviz.InferenceData`` while the module is imported; any other use, or a use from
+    outside nutpie, imports ArviZ."""
 
     def __init__(self) -> None:
         super().__init__("arviz")
         self.__dict__["_importing"] = True
 
     def __getattr__(self, attr: str) -> Any:
-        if attr == "InferenceData" and self.__dict__["_importing"]:
+        # the placeholder only for nutpie's own module code (another thread's ``import arviz``
+        # in these milliseconds gets the real class)
+        caller = str(sys._getframe(1).f_globals.get("__name__", ""))
+        if attr == "InferenceData" and self.__dict__["_importing"] and caller.split(".")[0] == "nutpie":
             return _InferenceDataAnnotation
         if attr.startswith("__") and attr.endswith("__"):
             raise AttributeError(attr)
