@@ -872,10 +872,13 @@ def test_plateau_metric_names_the_logged_keys_when_missing(tmp_path, capsys):
     assert str(metrics) in err and "val/acc" in err and err.count("\n") == 1
 
 
-def _console(code: str, *args: str, tmp_path) -> tuple[int, str, str]:
+def _console(setup: str, *args: str, tmp_path) -> tuple[int, str, str]:
+    """Run ``setup``, then the console script (``saturation.cli.run``) with ``args``, in a
+    fresh interpreter: its exit code, stdout and stderr."""
     import subprocess
     import sys
 
+    code = setup + "from saturation.cli import run\nrun()\n"
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     return out.returncode, out.stdout, out.stderr
 
@@ -884,12 +887,7 @@ def test_console_script_exits_with_mains_code_after_the_exit_handlers(tmp_path):
     """``run`` (the console script) ends the process without the interpreter's teardown, but
     only after the output is flushed and the atexit handlers ran; the exit code is main's."""
     marker = tmp_path / "handler-ran"
-    code = (
-        "import atexit, pathlib\n"
-        f"atexit.register(lambda: pathlib.Path({str(marker)!r}).write_text('yes'))\n"
-        "from saturation.cli import run\n"
-        "run()\n"
-    )
+    code = f"import atexit, pathlib\natexit.register(lambda: pathlib.Path({str(marker)!r}).write_text('yes'))\n"
     rc, out, err = _console(code, "describe", tmp_path=tmp_path)
     assert rc == 0 and marker.read_text() == "yes"
     assert out.rstrip().splitlines()[-1] and "trials" in out  # the whole summary, flushed
@@ -904,8 +902,6 @@ def test_console_script_waits_for_a_running_thread(tmp_path):
     code = (
         "import pathlib, threading, time\n"
         f"threading.Thread(target=lambda: (time.sleep(1), pathlib.Path({str(marker)!r}).write_text('done'))).start()\n"
-        "from saturation.cli import run\n"
-        "run()\n"
     )
     rc, _, _ = _console(code, "--version", tmp_path=tmp_path)
     assert rc == 0 and marker.read_text() == "done"

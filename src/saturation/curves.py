@@ -144,7 +144,7 @@ def expit(x: Any) -> Any:
     """The logistic function :math:`1 / (1 + e^{-x})`, elementwise, without importing SciPy
     (0.1-0.2 s at start-up): ``scipy.special.expit``'s formula, equal to it within 4e-16
     (below x = -709, where :math:`e^{-x}` overflows, 0 instead of a subnormal number);
-    ``tests/test_curves.py`` checks it."""
+    ``tests/test_mathfn.py`` checks it."""
     x = x if hasattr(x, "__array_ufunc__") else np.asarray(x, dtype=float)  # a DataArray stays one
     with np.errstate(over="ignore"):
         return 1.0 / (1.0 + np.exp(-x))

@@ -1527,8 +1527,9 @@ def curve_draws(fit: PlateauFit, steps: Any = None) -> np.ndarray:
     """Posterior draws of the fitted metric mean at ``steps`` (default: the observed
     steps), each draw with its own change point: array (samples, levels, steps)."""
     t = np.atleast_1d(np.asarray(fit.data.steps if steps is None else steps, dtype=float))
-    p = _param_draws(held_idata(fit), fit.config.likelihood)
-    cps = held_idata(fit).posterior["changepoint"].stack(sample=("chain", "draw")).transpose("sample", ...).to_numpy()
+    held = held_idata(fit)
+    p = _param_draws(held, fit.config.likelihood)
+    cps = held.posterior["changepoint"].stack(sample=("chain", "draw")).transpose("sample", ...).to_numpy()
     out = np.empty((cps.shape[0], cps.shape[1], len(t)))
     for j in range(cps.shape[1]):
         dj = p["jump"][:, j, None] if isinstance(p["jump"], np.ndarray) else 0.0

@@ -615,21 +615,15 @@ def warn_if_not_converged(diag: dict[str, Any], what: str) -> None:
 def hdi_1d(x: np.ndarray, prob: float = S.HDI_PROB) -> np.ndarray:
     """The narrowest interval holding ``prob`` of the draws ``x`` (1-D): ``arviz.hdi``'s
     algorithm for one variable (arviz 0.23 ``stats/stats.py::_hdi``, not circular, NaN not
-    skipped), without importing ArviZ (a second and more); tested equal to it."""
-    ary = np.sort(np.asarray(x).flatten())
-    n = len(ary)
-    inc = int(np.floor(prob * n))
-    width = np.subtract(ary[inc:], ary[: n - inc], dtype=np.float64)
-    if len(width) == 0:
-        raise ValueError("Too few elements for interval calculation. ")
-    i = np.argmin(width)
-    return np.array([ary[i], ary[i + inc]])
+    skipped), without importing ArviZ (a second and more); tested equal to it. All of
+    ``x``'s values are one sample (:func:`hdi_columns` of them as one column)."""
+    return hdi_columns(np.asarray(x).reshape(-1, 1), prob)[0]
 
 
 def hdi_columns(x: np.ndarray, prob: float = S.HDI_PROB) -> np.ndarray:
-    """:func:`hdi_1d` of every column of ``x`` (draws, k) at once: (k, 2), each row the
-    narrowest interval holding ``prob`` of that column's draws (the first of equally narrow
-    ones, as ``arviz.hdi`` of a (1, draws, k) array picks); tested equal to it."""
+    """The narrowest interval holding ``prob`` of each column's draws, for every column of
+    ``x`` (draws, k) at once: (k, 2) (the first of equally narrow ones, as ``arviz.hdi``
+    of a (1, draws, k) array picks); tested equal to it."""
     ary = np.sort(np.asarray(x, dtype=np.float64), axis=0)
     n = ary.shape[0]
     inc = int(np.floor(prob * n))

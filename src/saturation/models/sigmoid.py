@@ -1408,7 +1408,8 @@ def backtest_sigmoid(
     held_out = (data.n > 0) & (part.n == 0)
     reps = predict_steps(held_idata(fit), data, fit.estimands["likelihood"], seed, where=held_out)
     if config.paired:  # the instance effects' draws were kept for the predictive only
-        held_idata(fit).posterior = held_idata(fit).posterior.drop_vars("instance_z")
+        held = held_idata(fit)
+        held.posterior = held.posterior.drop_vars("instance_z")
     rows = []
     for a, arm in enumerate(data.arms):
         seen = np.nonzero(part.n[a] > 0)[0]
