@@ -162,6 +162,38 @@ def test_deferred_inference_data_reads_replaces_and_converts_its_groups():
     assert held_idata(fit) is real
 
 
+def test_a_deferred_group_is_made_once_when_first_read_and_keeps_its_place():
+    import numpy as np
+    import xarray as xr
+
+    from saturation._lazy import DeferredInferenceData
+    from saturation.models.sampling import stamp_attrs
+
+    post = xr.Dataset({"a": (("chain", "draw"), np.zeros((2, 3)))})
+    calls = []
+
+    def make():
+        calls.append(1)
+        return xr.Dataset({"y": (("chain", "draw"), np.ones((2, 3)))})
+
+    held = DeferredInferenceData(post)
+    held.add_deferred_group("log_likelihood", make)
+    held.add_groups(observed_data=xr.Dataset({"y": ("step", np.ones(3))}))
+    with pytest.raises(ValueError, match="already exists"):
+        held.add_deferred_group("log_likelihood", make)
+    stamp_attrs(held, "m", {"k": 1}, {}, {"converged": True})
+    assert held.groups() == ["posterior", "log_likelihood", "observed_data"] and "log_likelihood" in held
+    assert calls == [] and held.posterior.attrs["model"] == "m"  # stamped, not made
+    ll = held.log_likelihood
+    assert calls == [1] and ll.attrs["model"] == "m" and float(ll["y"].sum()) == 6.0
+    assert held["log_likelihood"] is ll and held.get("log_likelihood") is ll and calls == [1]
+    real = held.to_inference_data()
+    assert real.groups() == ["posterior", "log_likelihood", "observed_data"] and calls == [1]
+    fresh = DeferredInferenceData(post)
+    fresh.add_deferred_group("log_likelihood", make)
+    assert fresh.to_inference_data().groups() == ["posterior", "log_likelihood"] and calls == [1, 1]
+
+
 def test_the_arviz_stand_in_answers_only_nutpies_annotations():
     """Outside nutpie's own module code, even while nutpie is being imported, the stand-in
     hands out the real ArviZ (another thread importing ArviZ then is not fooled)."""

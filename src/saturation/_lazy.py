@@ -19,6 +19,7 @@ import importlib
 import importlib.metadata
 import sys
 import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -159,18 +160,26 @@ class DeferredInferenceData:
     groups as it would an InferenceData's (``posterior``, ``idata[name]``, assignment,
     ``add_groups``, ``groups``, ``get``) without importing ArviZ (more than a second); a fit
     object hands out the real one (:class:`InferenceDataField`), built from the same
-    Datasets in the same order."""
+    Datasets in the same order. A group may be added as a function that makes it
+    (:meth:`add_deferred_group`): it is made the first time it is read, so a command that
+    never reads it (the plateau fit's pointwise log-likelihood, read only by LOO and by a
+    saved InferenceData) never pays for it."""
 
     def __init__(self, posterior: xr.Dataset, **groups: xr.Dataset) -> None:
-        self._groups: dict[str, xr.Dataset] = {"posterior": posterior}
+        self._groups: dict[str, xr.Dataset | Callable[[], xr.Dataset]] = {"posterior": posterior}
         #: the InferenceData's own attributes (``InferenceData.attrs``)
         self.attrs: dict[str, Any] = {}
         self.add_groups(**groups)
 
+    def _group(self, name: str) -> xr.Dataset:
+        value = self._groups[name]
+        if not isinstance(value, xr.Dataset):  # a deferred group: made once, on first read
+            value = self._groups[name] = value()
+        return value
+
     def __getattr__(self, name: str) -> xr.Dataset:
-        groups = self.__dict__.get("_groups", {})
-        if name in groups:
-            return groups[name]
+        if name in self.__dict__.get("_groups", {}):
+            return self._group(name)
         raise AttributeError(name)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -183,7 +192,7 @@ class DeferredInferenceData:
             super().__setattr__(name, value)
 
     def __getitem__(self, name: str) -> xr.Dataset:
-        return self._groups[name]
+        return self._group(name)
 
     def __contains__(self, name: object) -> bool:
         return name in self._groups
@@ -194,7 +203,7 @@ class DeferredInferenceData:
 
     def get(self, name: str, default: Any = None) -> Any:
         """The group ``name``, or ``default``."""
-        return self._groups.get(name, default)
+        return self._group(name) if name in self._groups else default
 
     def add_groups(self, **groups: xr.Dataset) -> None:
         """Add Dataset groups (as ``InferenceData.add_groups`` with Datasets: empty ones skipped)."""
@@ -206,18 +215,44 @@ class DeferredInferenceData:
             if ds:
                 self._groups[name] = ds
 
+    def add_deferred_group(self, name: str, make: Callable[[], xr.Dataset]) -> None:
+        """Add the group ``name`` as the function ``make`` that makes it (deterministically:
+        it is called at most once, when the group is first read); it holds its place in the
+        group order."""
+        if name in self._groups:
+            raise ValueError(f"[{name!r}] group(s) already exists.")
+        self._groups[name] = make
+
+    def update_group_attrs(self, attrs: dict[str, Any]) -> None:
+        """Update every group's attrs with ``attrs`` (a deferred group's when it is made)."""
+        for name, value in self._groups.items():
+            if isinstance(value, xr.Dataset):
+                value.attrs.update(attrs)
+            else:
+                self._groups[name] = _stamped(value, dict(attrs))
+
     def to_inference_data(self) -> az.InferenceData:
         """The ``arviz.InferenceData`` of these groups (ArviZ imported here)."""
         import arviz as az  # deferred: the point of this class
 
-        groups = dict(self._groups)
+        groups = {name: self._group(name) for name in self._groups}
         idata = az.InferenceData(posterior=groups.pop("posterior"), attrs=self.attrs or None)
         for name, ds in groups.items():
-            idata.add_groups({name: ds})
+            if ds:  # a deferred group that came out empty is skipped, as add_groups skips one
+                idata.add_groups({name: ds})
         return idata
 
     def __repr__(self) -> str:
         return f"DeferredInferenceData(groups={self.groups()})"
+
+
+def _stamped(make: Callable[[], xr.Dataset], attrs: dict[str, Any]) -> Callable[[], xr.Dataset]:
+    def stamped() -> xr.Dataset:
+        ds = make()
+        ds.attrs.update(attrs)
+        return ds
+
+    return stamped
 
 
 def as_inference_data(idata: Any) -> Any:

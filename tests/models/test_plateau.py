@@ -269,6 +269,29 @@ def test_exact_marginal_likelihood_matches_the_multivariate_normal():
             assert logml[g, c] == pytest.approx(ref, abs=1e-8)
 
 
+@pytest.mark.parametrize("p", [1, 3, 4])
+def test_small_cholesky_and_its_solves_are_numpys(p):
+    """The entry-by-entry Cholesky factor and triangular solves the exact draws use, against
+    numpy.linalg on many random positive-definite matrices."""
+    from saturation.models._exact import back_solve, forward_solve, small_cholesky
+
+    rng = np.random.default_rng(p)
+    m = rng.normal(size=(500, p, p))
+    a = m @ m.transpose(0, 2, 1) + 0.1 * np.eye(p)
+    b = rng.normal(size=(500, p))
+    chol = small_cholesky(a)
+    full = np.zeros_like(a)
+    for i in range(p):
+        for j in range(i + 1):
+            full[:, i, j] = chol[i][j]
+    np.testing.assert_allclose(full, np.linalg.cholesky(a), rtol=1e-10, atol=1e-12)
+    x = back_solve(chol, forward_solve(chol, b))  # A^-1 b = L^-T L^-1 b
+    np.testing.assert_allclose(x, np.linalg.solve(a, b[..., None])[..., 0], rtol=1e-9, atol=1e-10)
+    z = rng.normal(size=(500, p))
+    lt_inv_z = back_solve(chol, list(z.T))  # L^-T z: covariance A^-1 when z is standard normal
+    np.testing.assert_allclose(np.einsum("dji,dj->di", full, lt_inv_z), z, rtol=1e-9, atol=1e-10)
+
+
 @pytest.mark.parametrize("jump", [False, True])
 def test_hinge_segment_sums_equal_the_design_matrix_algebra(jump):
     """The linear-in-candidates marginal likelihood (segment sums) equals the design-matrix
@@ -1133,6 +1156,36 @@ def test_a_plateau_keeps_its_verdict_with_the_end_window():
     y = np.where(t < 40, 0.3 + 0.3 * t / 40, 0.6) + np.random.default_rng(5).normal(0, 0.01, 91)
     e = fit_plateau(_series(y, t), response="m", seed=1).estimands["levels"]["m"]
     assert e["verdict"] == "plateaued" and e["p_end_gain_beyond_rope"] < 0.95 and e["p_end_loss_beyond_rope"] < 0.95
+
+
+def test_the_exact_fits_pointwise_log_likelihood_is_made_when_first_read(small_plateau):
+    """The exact fit holds its pointwise log-likelihood as a deferred group (no command that
+    never reads it pays for it); read, it is each draw's Gaussian log density at its drawn
+    change point, as the draws' own curve and noise give it."""
+    from saturation import curves
+    from saturation._lazy import held_idata
+
+    fit = fit_plateau(small_plateau[0], seed=0)
+    held = held_idata(fit)
+    assert callable(held._groups["log_likelihood"])  # not made yet
+    ll = held.log_likelihood["y"]
+    assert not callable(held._groups["log_likelihood"])
+    post = held.posterior
+    sd = fit.data
+    j = 0
+    mu = curves.hinge_through(
+        sd.steps[None, :],
+        post["changepoint"][..., j].to_numpy().reshape(-1, 1),
+        post["start"][..., j].to_numpy().reshape(-1, 1),
+        post["value_at_changepoint"][..., j].to_numpy().reshape(-1, 1),
+        post["late_slope"][..., j].to_numpy().reshape(-1, 1),
+        post["jump"][..., j].to_numpy().reshape(-1, 1) if "jump" in post else 0.0,
+        float(sd.steps[0]),
+    )
+    var = sd.var_mean[j][None, :] + post["tau"][..., j].to_numpy().reshape(-1, 1) ** 2
+    want = -0.5 * (np.log(2 * np.pi * var) + (sd.y[j][None, :] - mu) ** 2 / var)
+    np.testing.assert_allclose(ll[..., j, :].to_numpy().reshape(want.shape), want, rtol=1e-10, atol=1e-12)
+    assert held.log_likelihood.attrs["model"] == "plateau"  # stamped when made
 
 
 def test_trials_weigh_in_a_jump_only_when_decisively_better():

@@ -195,23 +195,48 @@ def hinge_normal_stats(
     return -0.5 * (np.log(2 * np.pi * v).sum(-1)[:, None] - np.log(p0).sum(-1) + logdet + rwr - quad)
 
 
-def small_cholesky_terms(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    r""":math:`\log|A|` and :math:`b^\top A^{-1} b` for many small positive-definite
-    matrices ``a`` (..., p, p) and vectors ``b`` (..., p): the Cholesky factor and the
-    forward solve written out entry by entry, each step one vectorised operation over all
-    the matrices (p <= 4 here: about 30 array operations instead of a LAPACK call per
-    matrix, 50x faster for 45,000 3 x 3 matrices). Equal to ``numpy.linalg`` to rounding."""
+def small_cholesky(a: np.ndarray) -> list[list[np.ndarray]]:
+    """The lower Cholesky factors of many small positive-definite matrices ``a`` (..., p, p),
+    written out entry by entry (``chol[i][j]``, j <= i, each (...)): each step one vectorised
+    operation over all the matrices (p <= 4 here: a LAPACK call per matrix costs 50x more
+    for tens of thousands of 3 x 3 matrices). Equal to ``numpy.linalg.cholesky`` to rounding."""
     p = a.shape[-1]
-    chol: dict[tuple[int, int], np.ndarray] = {}
+    chol: list[list[np.ndarray]] = [[] for _ in range(p)]
     for i in range(p):
         for j in range(i + 1):
-            rest = a[..., i, j] - sum((chol[i, k] * chol[j, k] for k in range(j)), start=np.zeros(a.shape[:-2]))
-            chol[i, j] = np.sqrt(rest) if i == j else rest / chol[j, j]
+            rest = a[..., i, j] - sum((chol[i][k] * chol[j][k] for k in range(j)), start=np.zeros(a.shape[:-2]))
+            chol[i].append(np.sqrt(rest) if i == j else rest / chol[j][j])
+    return chol
+
+
+def forward_solve(chol: list[list[np.ndarray]], b: np.ndarray) -> list[np.ndarray]:
+    """:math:`z = L^{-1} b` for :func:`small_cholesky` factors and vectors ``b`` (..., p)."""
     z: list[np.ndarray] = []
-    for i in range(p):
-        rest = b[..., i] - sum((chol[i, k] * z[k] for k in range(i)), start=np.zeros(b.shape[:-1]))
-        z.append(rest / chol[i, i])
-    logdet = 2 * sum((np.log(chol[i, i]) for i in range(p)), start=np.zeros(a.shape[:-2]))
+    for i in range(len(chol)):
+        rest = b[..., i] - sum((chol[i][k] * z[k] for k in range(i)), start=np.zeros(b.shape[:-1]))
+        z.append(rest / chol[i][i])
+    return z
+
+
+def back_solve(chol: list[list[np.ndarray]], z: list[np.ndarray]) -> np.ndarray:
+    r""":math:`x = L^{-\top} z` (..., p) for :func:`small_cholesky` factors and ``z`` as
+    :func:`forward_solve` returns it."""
+    p = len(chol)
+    x: list[np.ndarray] = [np.empty(0)] * p
+    for i in reversed(range(p)):
+        rest = z[i] - sum((chol[k][i] * x[k] for k in range(i + 1, p)), start=np.zeros(z[i].shape))
+        x[i] = rest / chol[i][i]
+    return np.stack(x, axis=-1)
+
+
+def small_cholesky_terms(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r""":math:`\log|A|` and :math:`b^\top A^{-1} b` for many small positive-definite
+    matrices ``a`` (..., p, p) and vectors ``b`` (..., p), from :func:`small_cholesky` and
+    :func:`forward_solve` (about 30 array operations instead of a LAPACK call per matrix).
+    Equal to ``numpy.linalg`` to rounding."""
+    chol = small_cholesky(a)
+    z = forward_solve(chol, b)
+    logdet = 2 * sum((np.log(chol[i][i]) for i in range(len(chol))), start=np.zeros(a.shape[:-2]))
     return logdet, sum((z_i * z_i for z_i in z), start=np.zeros(b.shape[:-1]))
 
 
@@ -507,10 +532,11 @@ class Level:
             a = xw @ x
             b = (xw @ r[:, :, None])[:, :, 0]
         a += p0[:, :, None] * np.eye(p0.shape[1])
-        chol = np.linalg.cholesky(a)
-        mean = self.m0 + np.linalg.solve(a, b[..., None])[..., 0]
+        # beta = m0 + A^-1 b + L^-T z = m0 + L^-T (L^-1 b + z), A = L L'
+        chol = small_cholesky(a)
+        w = forward_solve(chol, b)
         z = rng.standard_normal(b.shape)
-        beta = mean + np.linalg.solve(chol.transpose(0, 2, 1), z[..., None])[..., 0]
+        beta = self.m0 + back_solve(chol, [w_i + z[:, i] for i, w_i in enumerate(w)])
         return tau, beta
 
 
@@ -522,16 +548,21 @@ def _conditional_sums(
     weighted in one matrix product of their weights with the design's :func:`step_products`
     (a gathered (D, T, p) design per draw cost most of the draws' time)."""
     n_p = x.shape[2]
+    if not len(c_idx):  # a part of the model no draw was taken from
+        return np.empty((0, n_p, n_p)), np.empty((0, n_p))
     pairs = [(p_, q_) for p_ in range(n_p) for q_ in range(p_, n_p)]
+    # the draws grouped by design (a stable sort: each group's draws in their order)
+    order = np.argsort(c_idx, kind="stable")
+    by_design = c_idx[order]
+    starts = np.flatnonzero(np.r_[True, by_design[1:] != by_design[:-1]])
+    sums = np.empty((len(c_idx), len(pairs) + n_p + 1))
+    for lo, hi in zip(starts, np.r_[starts[1:], len(c_idx)], strict=True):
+        c = by_design[lo]
+        sums[order[lo:hi]] = w[order[lo:hi]] @ step_products(y, x[c : c + 1], m0)  # (Dc, K): pairs, x r, r r
     a = np.empty((len(c_idx), n_p, n_p))
-    b = np.empty((len(c_idx), n_p))
-    for c in np.unique(c_idx):
-        sel = np.flatnonzero(c_idx == c)
-        sums = w[sel] @ step_products(y, x[c : c + 1], m0)  # (Dc, K): pairs, x r, r r
-        for k, (p_, q_) in enumerate(pairs):
-            a[sel, p_, q_] = a[sel, q_, p_] = sums[:, k]
-        b[sel] = sums[:, len(pairs) : len(pairs) + n_p]
-    return a, b
+    for k, (p_, q_) in enumerate(pairs):
+        a[:, p_, q_] = a[:, q_, p_] = sums[:, k]
+    return a, sums[:, len(pairs) : len(pairs) + n_p]
 
 
 def loo_from_cells(
@@ -854,12 +885,39 @@ def sample_gaussian_exact(
     (c0, c), done one spread value at a time (memory C x C).
     """
     t_start = time.perf_counter()
-    rng = np.random.default_rng([seed, 20261130])
+    lv = exact_levels(y, var_mean, steps, grid, priors, jump, noise_prior)
+    return draw_exact(
+        lv,
+        grid=grid,
+        jump=jump,
+        pooled=pooled,
+        spread_sd=spread_sd,
+        levels=levels,
+        chains=chains,
+        draws=draws,
+        seed=seed,
+        evidence_weight=evidence_weight,
+        noise_prior=noise_prior,
+        t_start=t_start,
+    )
+
+
+def exact_levels(
+    y: np.ndarray,
+    var_mean: np.ndarray,
+    steps: np.ndarray,
+    grid: np.ndarray,
+    priors: dict[str, np.ndarray],
+    jump: bool,
+    noise_prior: RhoPrior | None,
+) -> list[Level | DependentLevel]:
+    """Each level's exact posterior over (change point, tau[, rho]) cells with its evidence
+    (:class:`Level`, or :class:`DependentLevel` under AR(1) noise): what
+    :func:`sample_gaussian_exact` computes before it draws."""
     t0 = float(steps[0])
     x = design(steps, grid, t0, jump)
-    n_draws = chains * draws
     lv: list[Level | DependentLevel] = []
-    for j in range(len(levels)):
+    for j in range(len(y)):
         prior = curve_prior(priors, j, jump)
         hinge = (steps, grid, jump, t0)
         tau_sd = float(priors["tau_sd"][j])
@@ -868,6 +926,28 @@ def sample_gaussian_exact(
             if noise_prior is None
             else DependentLevel(y[j], var_mean[j], x, *prior, tau_sd, steps, hinge=hinge, noise_prior=noise_prior)
         )
+    return lv
+
+
+def draw_exact(
+    lv: list[Level | DependentLevel],
+    *,
+    grid: np.ndarray,
+    jump: bool,
+    pooled: bool,
+    spread_sd: float,
+    levels: list[str],
+    chains: int,
+    draws: int,
+    seed: int,
+    evidence_weight: float,
+    noise_prior: RhoPrior | None,
+    t_start: float,
+) -> tuple[DeferredInferenceData, dict[str, Any], np.ndarray, dict[str, np.ndarray]]:
+    """The draws of :func:`sample_gaussian_exact` from its levels (:func:`exact_levels`);
+    returns what it returns (the timings from ``t_start``)."""
+    rng = np.random.default_rng([seed, 20261130])
+    n_draws = chains * draws
     post: dict[str, np.ndarray] = {}
     log_m = np.stack([level.log_m for level in lv])  # (L, C)
     if pooled:
@@ -951,13 +1031,25 @@ def sample_either_shape(
     ``weight`` (the probability each draw is taken from the jump: ``p_jump``, or 0 below the
     gate) and ``log_bf_jump_vs_hinge`` per level.
     """
+    t_start = time.perf_counter()
+    data = {k: kwargs.pop(k) for k in ("y", "var_mean", "steps", "priors")}
+    noise = kwargs.get("noise_prior")
     common = {"levels": levels, "chains": chains, "draws": draws, "seed": seed, "pooled": pooled, **kwargs}
-    hinge = sample_gaussian_exact(jump=False, **common)
-    jump = sample_gaussian_exact(jump=True, **common)
-    log_bf = jump[2] - hinge[2]
+    common.setdefault("evidence_weight", 1.0)
+    common.setdefault("noise_prior", None)
+    lv_hinge = exact_levels(**data, grid=kwargs["grid"], jump=False, noise_prior=noise)
+    lv_jump = exact_levels(**data, grid=kwargs["grid"], jump=True, noise_prior=noise)
+    log_bf = np.array([b.log_evidence for b in lv_jump]) - np.array([a.log_evidence for a in lv_hinge])
     weight_bf = np.full(len(levels), log_bf.sum()) if pooled else log_bf
     p_jump = curves.expit(weight_bf)
     weight = p_jump if gate is None else np.where(weight_bf >= np.log(gate), p_jump, 0.0)
+    shape = {"p_jump": p_jump, "weight": weight, "log_bf_jump_vs_hinge": log_bf}
+    hinge = draw_exact(lv_hinge, jump=False, t_start=t_start, **common)
+    if not weight.any():  # no draw is taken from the jump: the hinge's draws (jump 0) are the mixture's
+        post = hinge[0].posterior
+        post["jump"] = (post["late_slope"].dims, np.zeros(post["late_slope"].shape))
+        return (*hinge, shape)
+    jump = draw_exact(lv_jump, jump=True, t_start=time.perf_counter(), **common)
     rng = np.random.default_rng([seed, 20261205])
     n_draws = chains * draws
     u = rng.random((n_draws, 1)) if pooled else rng.random((n_draws, len(levels)))
@@ -980,8 +1072,8 @@ def sample_either_shape(
     }
     # the evidence of what was drawn: the mixture where it was averaged, else the hinge's
     evidence = np.where(weight > 0, np.logaddexp(hinge[2], jump[2]) - np.log(2.0), hinge[2])
-    timings = {"compile": 0.0, "sample": hinge[1]["sample"] + jump[1]["sample"], "sampler": "exact"}
-    return idata, timings, evidence, cps, {"p_jump": p_jump, "weight": weight, "log_bf_jump_vs_hinge": log_bf}
+    timings = {"compile": 0.0, "sample": time.perf_counter() - t_start, "sampler": "exact"}
+    return idata, timings, evidence, cps, shape
 
 
 # ====================================================================== no-change-point curves

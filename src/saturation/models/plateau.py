@@ -23,6 +23,7 @@ conditional :math:`p(c\\mid\\theta, y)` and averaged (Rao-Blackwellised).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,7 @@ import xarray as xr
 
 from saturation import curves, progress
 from saturation import schema as S
-from saturation._lazy import InferenceDataField, held_idata, lazy
+from saturation._lazy import DeferredInferenceData, InferenceDataField, held_idata, lazy
 from saturation.configs import PlateauConfig, PlateauPriors, SamplerConfig, VerdictRule
 from saturation.frequentist import davies_test
 from saturation.limits import (
@@ -1210,12 +1211,18 @@ def _estimands(
         cps, mass, pointwise = _changepoint_draws(p, obs, data, config, grid, pri, rng, spread_draws, w_ev)
     else:
         cps, mass = grid[exact_cps["index"]], exact_cps["mass"]
-        pointwise = np.concatenate(  # in slices of draws: the intermediates stay small
-            [
-                _pointwise(p, obs, data, config, cps[lo : lo + 500], slice(lo, lo + 500))
-                for lo in range(0, len(cps), 500)
-            ]
-        )
+
+        def exact_pointwise(cps: np.ndarray = cps) -> np.ndarray:
+            return np.concatenate(  # in slices of draws: the intermediates stay small
+                [
+                    _pointwise(p, obs, data, config, cps[lo : lo + 500], slice(lo, lo + 500))
+                    for lo in range(0, len(cps), 500)
+                ]
+            )
+
+        # no draw is taken here: made when the log_likelihood group is first read (LOO, a
+        # saved InferenceData), if it is held deferred
+        pointwise = exact_pointwise if isinstance(idata, DeferredInferenceData) else exact_pointwise()
     jump = p["jump"] if isinstance(p["jump"], np.ndarray) else np.zeros_like(p["start"])
     out: dict[str, Any] = {"levels": {}}
     early_draws = np.empty_like(cps)
@@ -1485,11 +1492,13 @@ def _add_derived(
     grid: np.ndarray,
     cps: np.ndarray,
     early_draws: np.ndarray,
-    pointwise: np.ndarray,
+    pointwise: np.ndarray | Callable[[], np.ndarray],
     mass: np.ndarray,
 ) -> None:
     """Add the drawn change points and early slopes to the posterior, the pointwise
-    log-likelihood and the change-point mass as groups of ``idata``."""
+    log-likelihood and the change-point mass as groups of ``idata``; ``pointwise`` given as
+    the function that computes it is added as a deferred group (``idata`` then a
+    :class:`~saturation._lazy.DeferredInferenceData`)."""
     t = data.steps
     n_levels = len(data.levels)
     shape = (idata.posterior.sizes["chain"], idata.posterior.sizes["draw"])
@@ -1499,12 +1508,20 @@ def _add_derived(
     }
     for name, arr in derived.items():
         idata.posterior[name] = (("chain", "draw", S.LEVEL), arr.reshape(*shape, n_levels))
-    ll_da = xr.DataArray(
-        pointwise.reshape(*shape, n_levels, len(t)),
-        dims=("chain", "draw", S.LEVEL, S.STEP),
-        coords={S.LEVEL: data.levels, S.STEP: t},
-    )
-    idata.add_groups(log_likelihood=xr.Dataset({"y": ll_da}))
+
+    def log_likelihood() -> xr.Dataset:
+        values = pointwise() if callable(pointwise) else pointwise
+        ll_da = xr.DataArray(
+            values.reshape(*shape, n_levels, len(t)),
+            dims=("chain", "draw", S.LEVEL, S.STEP),
+            coords={S.LEVEL: data.levels, S.STEP: t},
+        )
+        return xr.Dataset({"y": ll_da})
+
+    if callable(pointwise):
+        idata.add_deferred_group("log_likelihood", log_likelihood)
+    else:
+        idata.add_groups(log_likelihood=log_likelihood())
     idata.add_groups(
         changepoint_mass=xr.Dataset(
             {"probability": ((S.LEVEL, "candidate"), mass)}, coords={S.LEVEL: data.levels, "candidate": grid}

@@ -453,33 +453,42 @@ def average_ranks(x: np.ndarray) -> np.ndarray:
     ``scipy.stats.rankdata(x, method="average", axis=0)`` (the ranks are halves of
     integers, so exact), without importing scipy.stats; tested equal to it."""
     x = np.asarray(x)
-    order = np.argsort(x, axis=0, kind="mergesort")
-    s = np.take_along_axis(x, order, axis=0)
-    n = x.shape[0]
-    # laid out as rankdata's (a transposed (K, N) array): the FFTs downstream then add in
-    # the same order and the ESS comes out bit for bit the same
-    out = np.empty(x.shape[::-1], dtype=np.float64).T
-    for k in range(x.shape[1]):
-        col = s[:, k]
-        # starts of runs of equal values (NaN: each its own run, as rankdata's NaNs are propagated below)
-        new = np.r_[True, col[1:] != col[:-1]]
-        starts = np.flatnonzero(new)
-        ends = np.r_[starts[1:], n]
-        avg = (starts + 1 + ends) / 2.0  # mean of the ranks starts+1 .. ends
-        ranks = np.repeat(avg, ends - starts)
-        out[order[:, k], k] = ranks
-    nan = np.isnan(x) if np.issubdtype(x.dtype, np.floating) else np.zeros(x.shape, bool)
-    out[:, nan.any(axis=0)] = np.nan  # rankdata's nan_policy "propagate": a column with NaN is all NaN
-    return out
+    # worked along rows of the transpose (contiguous), and returned laid out as rankdata's
+    # (a transposed (K, N) array): the FFTs downstream then add in the same order and the
+    # ESS comes out bit for bit the same
+    xt = np.ascontiguousarray(x.T)
+    k, n = xt.shape
+    order = np.argsort(xt, axis=1)  # ties get one average rank: their order does not matter
+    s = np.take_along_axis(xt, order, axis=1)
+    pos = np.broadcast_to(np.arange(n), (k, n))
+    # each sorted value's run of equal values (NaN: each its own run, as rankdata's NaNs
+    # are propagated below): its first position and one past its last
+    new = np.ones((k, n), dtype=bool)
+    new[:, 1:] = s[:, 1:] != s[:, :-1]
+    first = np.maximum.accumulate(np.where(new, pos, 0), axis=1)
+    last = np.ones((k, n), dtype=bool)
+    last[:, :-1] = new[:, 1:]
+    end = np.minimum.accumulate(np.where(last, pos, n)[:, ::-1], axis=1)[:, ::-1] + 1
+    out = np.empty((k, n), dtype=np.float64)
+    np.put_along_axis(out, order, (first + 1 + end) / 2.0, axis=1)  # mean of ranks first+1 .. end
+    nan = np.isnan(xt) if np.issubdtype(xt.dtype, np.floating) else np.zeros(xt.shape, bool)
+    out[nan.any(axis=1)] = np.nan  # rankdata's nan_policy "propagate": a column with NaN is all NaN
+    return out.T
 
 
 def _z_scale(x: np.ndarray) -> np.ndarray:
     """Rank-normalise every variable over all its (pooled) draws: average ranks of ties,
-    Blom offset 3/8, normal quantiles."""
+    Blom offset 3/8, normal quantiles (the ranks are halves of integers: the quantile of
+    each possible rank computed once and looked up)."""
 
     flat = x.reshape(-1, x.shape[-1])
     rank = average_ranks(flat)
-    return ndtri((rank - 0.375) / (flat.shape[0] + 0.25)).reshape(x.shape)
+    n = flat.shape[0]
+    table = ndtri((np.arange(2 * n + 1) / 2.0 - 0.375) / (n + 0.25))  # at rank = i / 2
+    z = np.full(rank.shape, np.nan)
+    ok = np.isfinite(rank)
+    z[ok] = table[(2.0 * rank[ok]).astype(np.intp)]
+    return z.reshape(x.shape)
 
 
 def _rhat_basic(x: np.ndarray) -> np.ndarray:
@@ -490,13 +499,31 @@ def _rhat_basic(x: np.ndarray) -> np.ndarray:
         return np.sqrt((between / within + n - 1) / n)
 
 
+def _smooth_length(n: int) -> int:
+    """The smallest 5-smooth number (2^a 3^b 5^c) at least ``n``."""
+    best = 1 << max(int(n - 1).bit_length(), 0)
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            m = p35
+            while m < n:
+                m *= 2
+            best = min(best, m)
+            p35 *= 3
+        p5 *= 5
+    return best
+
+
 def _ess_basic(x: np.ndarray) -> np.ndarray:
     """ESS of (chain, draw, K) with Geyer's initial positive and monotone sequences."""
     n_chain, n, k = x.shape
-    centred = x - x.mean(axis=1, keepdims=True)
-    m = 1 << int(np.ceil(np.log2(2 * n)))
-    f = np.fft.rfft(centred, n=m, axis=1)
-    acov = np.fft.irfft(f * np.conjugate(f), n=m, axis=1)[:, :n] / n
+    # each chain's autocovariance by FFT along contiguous rows, zero-padded to a 5-smooth
+    # length of at least 2n (no wrap-around; pocketfft is fastest on such lengths)
+    centred = np.ascontiguousarray((x - x.mean(axis=1, keepdims=True)).transpose(0, 2, 1))  # (chain, K, draw)
+    m = _smooth_length(2 * n)
+    f = np.fft.rfft(centred, n=m, axis=2)
+    acov = np.fft.irfft(f * np.conjugate(f), n=m, axis=2)[:, :, :n].transpose(0, 2, 1) / n
     mean_var = acov[:, 0].mean(axis=0) * n / (n - 1.0)
     var_plus = mean_var * (n - 1.0) / n
     if n_chain > 1:
@@ -694,6 +721,9 @@ def stamp_attrs(
     }
     if timings is not None:
         attrs["timings"] = json.dumps(timings, default=str)
+    if isinstance(idata, DeferredInferenceData):  # a deferred group stamped when it is made
+        idata.update_group_attrs(attrs)
+        return
     for group in idata.groups():
         getattr(idata, group).attrs.update(attrs)
 
