@@ -14,7 +14,7 @@ over the tool's.
 
 saturation runs ``saturation plateau FILE --levels entity --continuity hinge --json -`` (the
 exact sampler, 4 chains) at each ``--draws`` value per chain; the default command
-(``--continuity auto``: the hinge and the jump) is timed too. The peers are the runners in
+(``--continuity auto``: the hinge and the jump; its default draws, 4 x 5000) is timed too. The peers are the runners in
 ``--peers-dir`` (``README.md`` there: R's mcp, brms and segmented; plain PyMC, NumPyro,
 ruptures and Rbeast in ``--peer-python``'s environment), each at its own default of 4 x
 (1000 + 1000) draws; segmented and ruptures give no posterior (no ESS). The machine's load
@@ -82,6 +82,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from saturation import io, replica
+    from saturation.limits import EXACT_DRAWS
 
     peers_dir = Path(args.peers_dir)
     rscript = shutil.which("Rscript")
@@ -95,7 +96,7 @@ def main() -> int:
             # the peers' model: a hinge with independent step noise
             same = ["--continuity", "hinge", "--noise", "independent", "--draws", str(d)]
             commands[f"saturation, hinge, 4 x {d}"] = [*base, *same]
-        commands["saturation, default (hinge and jump, independent or AR(1) step noise), 4 x 1000"] = base
+        commands[f"saturation, default (hinge and jump, independent or AR(1) noise), 4 x {EXACT_DRAWS}"] = base
         for name in args.peers.split(","):
             kind, script = PEERS[name]
             if kind == "R":

@@ -883,6 +883,10 @@ def _add_sampler_args(p: argparse.ArgumentParser, model: str, defaults: Any = (1
     p.add_argument(
         "--seed", type=int, default=0, help="seeds the sampler: same seed and data, same numbers (default 0)"
     )
+    if model == "plateau":
+        from saturation.limits import EXACT_DRAWS
+
+        draws = f"{EXACT_DRAWS} for the exact sampler's independent draws, {draws} for NUTS"
     p.add_argument("--draws", type=_positive, metavar="N", help=f"draws per chain (default {draws})")
     unused = "; unused by the exact draws" if model == "plateau" else ""
     p.add_argument("--tune", type=_non_negative, metavar="N", help=f"tuning draws per chain (default {tune}{unused})")

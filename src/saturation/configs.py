@@ -22,6 +22,7 @@ from saturation.limits import (
     DEFAULT_CHAINS,
     DEFAULT_DRAWS,
     DEFAULT_TUNE,
+    EXACT_DRAWS,
     prior_problems,
     rope_problems,
     sampler_problems,
@@ -50,8 +51,11 @@ class SamplerConfig:
 
     Parameters
     ----------
-    draws : int
-        Draws per chain kept.
+    draws : int, optional
+        Draws per chain kept; None (the default): the sampler's own default,
+        :data:`~saturation.limits.EXACT_DRAWS` (5,000) for the exact sampler's independent
+        draws, :data:`~saturation.limits.DEFAULT_DRAWS` (1,000) for NUTS
+        (:meth:`draws_for`).
     tune : int
         Tuning (warm-up) draws per chain (unused by the exact sampler).
     chains : int
@@ -66,13 +70,35 @@ class SamplerConfig:
         nutpie only: adapt a low-rank mass matrix (for strongly correlated posteriors).
     """
 
-    draws: int = DEFAULT_DRAWS
+    draws: int | None = None
     tune: int = DEFAULT_TUNE
     chains: int = DEFAULT_CHAINS
     sampler: str = "auto"
     target_accept: float = 0.95
     progress: bool = False
     low_rank: bool = False
+
+    def draws_for(self, exact: bool) -> int:
+        """Draws per chain: ``draws`` when given, else the default of the sampler that draws
+        (``exact``: the exact Gaussian plateau sampler; else NUTS).
+
+        Parameters
+        ----------
+        exact : bool
+            Whether the exact sampler draws the fit.
+
+        Returns
+        -------
+        int
+            Draws per chain.
+        """
+        if self.draws is not None:
+            return self.draws
+        return EXACT_DRAWS if exact else DEFAULT_DRAWS
+
+    def resolved(self, exact: bool) -> SamplerConfig:
+        """These settings with ``draws`` filled in (:meth:`draws_for`): what a fit records."""
+        return self if self.draws is not None else replace(self, draws=self.draws_for(exact))
 
     def problems(self) -> list[str]:
         """Every setting out of its range (:func:`saturation.limits.sampler_problems`).
@@ -82,7 +108,13 @@ class SamplerConfig:
         list of str
             One line per problem.
         """
-        return sampler_problems(draws=self.draws, tune=self.tune, chains=self.chains, target_accept=self.target_accept)
+        return sampler_problems(
+            # not given: checked at the larger of the two defaults (chains x draws is bounded)
+            draws=max(DEFAULT_DRAWS, EXACT_DRAWS) if self.draws is None else self.draws,
+            tune=self.tune,
+            chains=self.chains,
+            target_accept=self.target_accept,
+        )
 
     def validate(self) -> None:
         """Raise ValueError naming every setting out of its range."""

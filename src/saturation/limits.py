@@ -12,8 +12,11 @@ import math
 import os
 from typing import Any
 
-#: the sampler's defaults (``configs.SamplerConfig``'s fields read these)
+#: the sampler's defaults (``configs.SamplerConfig``'s fields read these): draws per chain of
+#: NUTS, and of the exact Gaussian plateau sampler, whose draws are independent and cost
+#: about 10 us each (4 x 5,000 add about 0.2 s to a three-level fit: docs/performance.md)
 DEFAULT_DRAWS = 1000
+EXACT_DRAWS = 5000
 DEFAULT_TUNE = 1000
 DEFAULT_CHAINS = 4
 #: chains x draws at most: the draws are held in memory (a plateau fit of three levels over

@@ -186,7 +186,8 @@ def analysis_config(spec: Spec) -> PlateauConfig | TransferConfig | CardinalityC
         keys = {k: v for k, v in m.items() if k not in ("arm_attrs", "match", "arms")}
         arms = tuple(m["arms"]) if m.get("arms") else None
         return SigmoidConfig(**keys, arms=arms, arm_attrs=arm_attrs, match=match, sampler=sampler)
-    draws = {"draws": sampler.draws, "chains": sampler.chains}
+    # the trend fits' own default draws unless the spec gives them
+    draws = {"chains": sampler.chains, **({"draws": sampler.draws} if sampler.draws is not None else {})}
     if spec.kind == "diagnose":
         levels = tuple(m["levels"]) if m.get("levels") else None
         return CardinalityConfig(levels=levels, run=m.get("run"), **draws)

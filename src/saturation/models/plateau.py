@@ -742,7 +742,7 @@ def _sample_exact(
         "spread_sd": config.priors.spread_sd,
         "levels": sd.levels,
         "chains": config.sampler.chains,
-        "draws": config.sampler.draws,
+        "draws": config.sampler.draws_for(exact=True),
         "seed": seed,
         "evidence_weight": evidence_weight(sd, config),
         "noise_prior": noise_prior(config),
@@ -870,6 +870,7 @@ def fit_plateau(
     sd = data if isinstance(data, StepData) else step_data(data, response=response, levels=levels, run=run)
     series = bool(sd.summary.get("series"))
     exact = config.exact
+    config = replace(config, sampler=config.sampler.resolved(exact))  # the draws it takes, recorded
     if config.noise is None:
         config = replace(config, noise=_default_noise(config, series))
     if config.continuity is None:
@@ -888,7 +889,7 @@ def fit_plateau(
             len(grid),
             len(sd.levels),
             chains=config.sampler.chains,
-            draws=config.sampler.draws,
+            draws=config.sampler.draws_for(exact=False),
             tune=config.sampler.tune,
             likelihood=config.likelihood,
         )

@@ -683,7 +683,7 @@ def fit_alternative(
             log_scale_sd=ALTERNATIVE_LOG_SCALE_SD,
             levels=data.levels,
             chains=sampler.chains,
-            draws=sampler.draws,
+            draws=sampler.draws_for(exact=True),
             seed=seed,
             asymptote_bounds=asymptote_bounds if kind == "exponential" else None,
         )

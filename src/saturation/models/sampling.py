@@ -166,7 +166,7 @@ def sample_model(
             with model:
                 pm.set_data(data)
                 idata = pm.sample(
-                    draws=config.draws,
+                    draws=config.draws_for(exact=False),
                     tune=config.tune,
                     chains=config.chains,
                     random_seed=seed,
@@ -217,7 +217,7 @@ def sample_compiled_parts(
     chains and draws for all); part ``k`` is seeded from (``seed``, ``k``)."""
     import xarray as xr
 
-    if len({(c.chains, c.draws) for _, _, c in parts}) > 1:
+    if len({(c.chains, c.draws_for(exact=False)) for _, _, c in parts}) > 1:
         raise ValueError("the parts of one posterior need the same chains and draws")
     idatas, timings = [], {"compile": 0.0, "sample": 0.0, "sampler": "nutpie"}
     for k, (_, compiled, config) in enumerate(parts):
@@ -240,12 +240,12 @@ def _nutpie_sample(
     the posterior and sample statistics, read by :func:`trace_groups` (no ArviZ import)."""
     nutpie = import_nutpie()
 
-    total = config.chains * (config.draws + config.tune)
+    total = config.chains * (config.draws_for(exact=False) + config.tune)
     progress.stage("sample", total=total, unit="draws")
     with _nutpie_progress(display, config.chains):
         raw = nutpie.sample(
             compiled,
-            draws=config.draws,
+            draws=config.draws_for(exact=False),
             tune=config.tune,
             chains=config.chains,
             seed=seed,
