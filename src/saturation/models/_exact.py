@@ -1002,13 +1002,20 @@ def draw_exact(
 
 def sample_either_shape(
     *,
+    y: np.ndarray,
+    var_mean: np.ndarray,
+    steps: np.ndarray,
+    grid: np.ndarray,
+    priors: dict[str, np.ndarray],
     levels: list[str],
     chains: int,
     draws: int,
     seed: int,
     pooled: bool,
+    spread_sd: float,
     gate: float | None = None,
-    **kwargs: Any,
+    evidence_weight: float = 1.0,
+    noise_prior: RhoPrior | None = None,
 ) -> tuple[DeferredInferenceData, dict[str, Any], np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
     r"""Independent draws of the hinge and the jump averaged by their exact evidence.
 
@@ -1032,13 +1039,19 @@ def sample_either_shape(
     gate) and ``log_bf_jump_vs_hinge`` per level.
     """
     t_start = time.perf_counter()
-    data = {k: kwargs.pop(k) for k in ("y", "var_mean", "steps", "priors")}
-    noise = kwargs.get("noise_prior")
-    common = {"levels": levels, "chains": chains, "draws": draws, "seed": seed, "pooled": pooled, **kwargs}
-    common.setdefault("evidence_weight", 1.0)
-    common.setdefault("noise_prior", None)
-    lv_hinge = exact_levels(**data, grid=kwargs["grid"], jump=False, noise_prior=noise)
-    lv_jump = exact_levels(**data, grid=kwargs["grid"], jump=True, noise_prior=noise)
+    lv_hinge = exact_levels(y, var_mean, steps, grid, priors, False, noise_prior)
+    lv_jump = exact_levels(y, var_mean, steps, grid, priors, True, noise_prior)
+    common: dict[str, Any] = {
+        "grid": grid,
+        "pooled": pooled,
+        "spread_sd": spread_sd,
+        "levels": levels,
+        "chains": chains,
+        "draws": draws,
+        "seed": seed,
+        "evidence_weight": evidence_weight,
+        "noise_prior": noise_prior,
+    }
     log_bf = np.array([b.log_evidence for b in lv_jump]) - np.array([a.log_evidence for a in lv_hinge])
     weight_bf = np.full(len(levels), log_bf.sum()) if pooled else log_bf
     p_jump = curves.expit(weight_bf)
