@@ -600,7 +600,7 @@ def test_exact_loo_equals_deleting_each_step_and_recomputing_the_evidence():
     against log p(y) - log p(y_-i) with every evidence recomputed, for all three curves."""
     from scipy import special
 
-    from saturation.models._exact import Level, alternative_level, design, design_exponential
+    from saturation.models._exact import Level, alternative_level, curve_prior, design, design_exponential
 
     ds, _ = _sim(LevelSpec("file", 0.55, 0.02, 0.0, 18.0), seed=5, n_steps=30)
     sd = step_data(ds)
@@ -609,7 +609,7 @@ def test_exact_loo_equals_deleting_each_step_and_recomputing_the_evidence():
     grid = candidate_grid(t, config.priors.min_segment)
     pri = plateau.resolve_priors(config.priors, sd, grid=grid)
     x = design(t, grid, t[0], False)
-    prior = (*plateau_model.curve_prior(pri, 0, False), float(pri["tau_sd"][0]))
+    prior = (*curve_prior(pri, 0, False), float(pri["tau_sd"][0]))
 
     def hinge(keep):
         return Level(y[keep], v[keep], x[:, keep], *prior, hinge=(t[keep], grid, False, t[0])).log_evidence
@@ -653,6 +653,7 @@ def test_exact_loo_under_ar1_noise_equals_deleting_each_step_and_recomputing_the
         Level,
         RhoPrior,
         alternative_level,
+        curve_prior,
         design,
         design_exponential,
     )
@@ -669,7 +670,7 @@ def test_exact_loo_under_ar1_noise_equals_deleting_each_step_and_recomputing_the
     grid = candidate_grid(t, config.priors.min_segment)
     pri = plateau.resolve_priors(config.priors, sd, grid=grid)
     x = design(t, grid, t[0], False)
-    prior = (*plateau_model.curve_prior(pri, 0, False), float(pri["tau_sd"][0]))
+    prior = (*curve_prior(pri, 0, False), float(pri["tau_sd"][0]))
     everything = np.ones(n, dtype=bool)
 
     def hinge(keep):

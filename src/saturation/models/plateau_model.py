@@ -26,12 +26,9 @@ from saturation.models._exact import (
     AR1_PRIOR,
     AUTO_NOISE_PRIOR,
     LOO_TAU_STRIDE,
-    DependentLevel,
-    Level,
     RhoPrior,
     alternative_level,
-    curve_prior,
-    design,
+    exact_levels,
     sample_alternative_exact,
 )
 from saturation.models.plateau_data import BOUNDED_STATS, StepData, step_data
@@ -771,25 +768,9 @@ def noise_prior(config: PlateauConfig) -> RhoPrior | None:
 
 
 def exact_loo(data: StepData, kind: str, config: PlateauConfig | None = None) -> np.ndarray:
-    """Exact leave-one-out predictive densities of the Gaussian curves whose parameters are
-    integrated analytically, under ``config``'s step-noise model (:func:`exact_loo_lppd`,
-    which also returns the lppd).
-
-    Parameters
-    ----------
-    data : StepData
-        Per-step inputs.
-    kind : {"hinge", "linear", "exponential"}
-        The model.
-    config : PlateauConfig, optional
-        Settings of the hinge (known break, continuity, priors, noise) and the priors and
-        noise of the alternatives; default :class:`PlateauConfig` (independent noise).
-
-    Returns
-    -------
-    numpy.ndarray
-        (levels, steps) pointwise log predictive densities :math:`\\log p(y_i \\mid y_{-i})`.
-    """
+    """The pointwise exact leave-one-out log predictive densities :math:`\\log p(y_i \\mid
+    y_{-i})`, (levels, steps): the first of :func:`exact_loo_lppd`'s results (same
+    parameters)."""
     return exact_loo_lppd(data, kind, config)[0]
 
 
@@ -828,7 +809,6 @@ def exact_loo_lppd(data: StepData, kind: str, config: PlateauConfig | None = Non
     if config.likelihood != "gaussian":
         raise ValueError("exact LOO needs the Gaussian likelihood")
     t = data.steps
-    t0 = float(t[0])
     noise = noise_prior(config)
     loo, lppd = np.empty(data.y.shape), np.empty(data.y.shape)
     if kind == "hinge":
@@ -841,20 +821,9 @@ def exact_loo_lppd(data: StepData, kind: str, config: PlateauConfig | None = Non
         # log p(y_i | y_-i) = logaddexp(E_h, E_j) - logaddexp(E_h - l_h, E_j - l_j);
         # the lppd: each shape's by its posterior weight
         shapes = (False, True) if config.continuity == "auto" else (config.continuity == "jump",)
+        by_shape = [exact_levels(data.y, data.var_mean, t, grid, pri, jump, noise) for jump in shapes]
         for j in range(len(data.levels)):
-            parts = []
-            for jump in shapes:
-                m0_, sd0_ = curve_prior(pri, j, jump)
-                x = design(t, grid, t0, jump)
-                hinge = (t, grid, jump, t0)
-                tau_sd = float(pri["tau_sd"][j])
-                y_j, v_j = data.y[j], data.var_mean[j]
-                level: Level | DependentLevel = (
-                    Level(y_j, v_j, x, m0_, sd0_, tau_sd, hinge=hinge)
-                    if noise is None
-                    else DependentLevel(y_j, v_j, x, m0_, sd0_, tau_sd, t, hinge=hinge, noise_prior=noise)
-                )
-                parts.append((level.log_evidence, *level.loo_lppd()))
+            parts = [(lv[j].log_evidence, *lv[j].loo_lppd()) for lv in by_shape]
             (e_h, l_h, m_h), (e_j, l_j, m_j) = parts[0], parts[-1]
             gated = config.jump_gate is not None and e_j - e_h < np.log(config.jump_gate)
             if len(parts) == 1 or gated:  # one shape, or the hinge alone below the gate

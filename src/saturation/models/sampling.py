@@ -27,8 +27,9 @@ if TYPE_CHECKING:
     import arviz as az
     import pymc as pm
     from pymc import initial_point as pymc_initial_point
-else:  # imported on first use: the exact draws need none of them (ARCHITECTURE.md)
-    az, pm, pymc_initial_point = map(lazy, ("arviz", "pymc", "pymc.initial_point"))
+else:  # imported on first use: the exact draws need none of them (ARCHITECTURE.md); ArviZ
+    # names only annotations here
+    pm, pymc_initial_point = map(lazy, ("pymc", "pymc.initial_point"))
 
 #: Convergence thresholds reported with every fit.
 RHAT_MAX = 1.01
@@ -693,9 +694,10 @@ def kde_at(x: np.ndarray, point: float) -> float:
 
 
 def interval(x: Any) -> dict[str, Any]:
-    """Posterior mean, sd and 94 % HDI (``schema.HDI_PROB``) of a 1-D sample."""
+    """Posterior mean, sd and 94 % HDI (``schema.HDI_PROB``) of the draws ``x``, all of its
+    values one sample (a (chain, draw) array pooled)."""
     x = np.asarray(x, dtype=float)
-    hdi = hdi_1d(x) if x.ndim <= 1 else np.asarray(az.hdi(x, hdi_prob=S.HDI_PROB))
+    hdi = hdi_1d(x)
     return {"mean": float(np.mean(x)), "sd": float(np.std(x, ddof=1)), "hdi": [float(hdi[0]), float(hdi[1])]}
 
 
