@@ -560,6 +560,36 @@ def test_unit_information_late_slope_prior():
     assert np.all(fixed == 0.002)
 
 
+def test_the_exact_elpd_result_is_what_psis_gives_with_the_exact_values_in():
+    """elpd_exact builds ArviZ's ELPD result without PSIS: the same ELPD, se, p_loo, pointwise
+    values and sizes as ArviZ's PSIS result with the exact pointwise values put in, no Pareto
+    k, no warning; az.compare takes it beside a PSIS result."""
+    from scipy import special
+
+    ds, _ = _sim(LevelSpec("file", 0.55, 0.015, 0.0, 20.0), seed=11)
+    sd = step_data(ds)
+    fit = fit_plateau(sd, seed=1, sampler=SamplerConfig(draws=500), noise="independent")
+    loo_i, lppd_i = plateau_model.exact_loo_lppd(sd, "hinge", fit.config)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto", category=UserWarning)
+        psis = az.loo(fit.idata, pointwise=True)
+    for lppd in (None, lppd_i):
+        got = plateau_model.elpd_exact(fit.idata, loo_i, lppd)
+        ll = fit.idata.log_likelihood["y"].to_numpy().reshape(2000, -1)
+        want_lppd = special.logsumexp(ll, axis=0) - np.log(2000) if lppd is None else lppd.ravel()
+        assert got["elpd_loo"] == pytest.approx(loo_i.sum(), rel=1e-12)
+        assert got["se"] == pytest.approx(np.sqrt(loo_i.size * np.var(loo_i)), rel=1e-12)
+        assert got["p_loo"] == pytest.approx(want_lppd.sum() - loo_i.sum(), rel=1e-10)
+        assert got["n_samples"] == 2000 and got["n_data_points"] == loo_i.size and got["warning"] is False
+        assert got["loo_i"].dims == psis["loo_i"].dims and np.array_equal(got["loo_i"].to_numpy(), loo_i.reshape(1, -1))
+        assert "pareto_k" not in got and got["scale"] == psis["scale"]
+    with warnings.catch_warnings():  # ArviZ's own pandas deprecation
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.filterwarnings("ignore", message=".*inplace.*")
+        table = az.compare({"exact": got, "psis": psis}, ic="loo")
+    assert set(table.index) == {"exact", "psis"}
+
+
 def test_exact_loo_matches_psis_where_pareto_k_is_small():
     ds, _ = _sim(LevelSpec("file", 0.55, 0.015, 0.0, 20.0), seed=11)
     sd = step_data(ds)

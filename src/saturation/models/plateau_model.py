@@ -6,7 +6,6 @@ approach: :func:`fit_alternative`, exact leave-one-out :func:`exact_loo`)."""
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import asdict
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -853,27 +852,35 @@ def exact_loo_lppd(data: StepData, kind: str, config: PlateauConfig | None = Non
 
 
 def elpd_exact(idata: az.InferenceData, loo_i: np.ndarray, lppd_i: np.ndarray | None = None) -> Any:
-    """ArviZ's PSIS-LOO result with the pointwise values replaced by exact ones (the
-    Pareto k of the PSIS estimate are kept for reference; the warning is cleared).
-    ``p_loo`` is the lppd minus the ELPD, the lppd from ``lppd_i`` (the exact conditional
-    densities' posterior means, :func:`exact_loo_lppd`) or, without it, from the draws'
-    pointwise log likelihood (independent step noise: under AR(1) noise the draws'
+    """ArviZ's ELPD result (an ``ELPDData``, as ``az.loo(idata, pointwise=True)`` returns it)
+    of the exact pointwise LOO values ``loo_i`` (levels, steps), for ``az.compare``: no PSIS is
+    run, so there are no Pareto k (they would describe an estimate that is not used) and no
+    warning. ``p_loo`` is the lppd minus the ELPD, the lppd from ``lppd_i`` (the exact
+    conditional densities' posterior means, :func:`exact_loo_lppd`) or, without it, from the
+    draws' pointwise log likelihood (independent step noise: under AR(1) noise the draws'
     pointwise likelihood is not the density LOO leaves a step out of)."""
-    with warnings.catch_warnings():  # the PSIS estimate is replaced: its Pareto-k warning does not apply
-        warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto", category=UserWarning)
-        res = az.loo(idata, pointwise=True)
-    flat = loo_i.reshape(-1)
+    ll = idata.log_likelihood["y"]
+    n_samples = int(ll.sizes["chain"] * ll.sizes["draw"])
+    flat = np.asarray(loo_i, dtype=float).reshape(-1)
     if lppd_i is None:
-        ll = idata.log_likelihood["y"].stack(__sample__=("chain", "draw")).transpose("__sample__", ...).to_numpy()
-        lppd = special.logsumexp(ll.reshape(ll.shape[0], -1), axis=0) - np.log(ll.shape[0])
+        draws = ll.stack(__sample__=("chain", "draw")).transpose("__sample__", ...).to_numpy()
+        lppd = special.logsumexp(draws.reshape(n_samples, -1), axis=0) - np.log(n_samples)
     else:
-        lppd = lppd_i.reshape(-1)
-    res["loo_i"] = res["loo_i"].copy(data=loo_i.reshape(res["loo_i"].shape))
-    res["elpd_loo"] = float(flat.sum())
-    res["se"] = float(np.sqrt(flat.size * np.var(flat)))
-    res["p_loo"] = float(lppd.sum() - flat.sum())
-    res["warning"] = False
-    return res
+        lppd = np.asarray(lppd_i, dtype=float).reshape(-1)
+    pointwise = ll.isel(chain=0, draw=0, drop=True)
+    return az.ELPDData(
+        data=[
+            float(flat.sum()),
+            float(np.sqrt(flat.size * np.var(flat))),
+            float(lppd.sum() - flat.sum()),
+            n_samples,
+            flat.size,
+            False,
+            pointwise.copy(data=flat.reshape(pointwise.shape)).rename("loo_i"),
+            "log",
+        ],
+        index=["elpd_loo", "se", "p_loo", "n_samples", "n_data_points", "warning", "loo_i", "scale"],
+    )
 
 
 def asymptote_bounds(
