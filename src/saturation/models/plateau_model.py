@@ -767,9 +767,19 @@ def noise_prior(config: PlateauConfig) -> RhoPrior | None:
 
 
 def exact_loo(data: StepData, kind: str, config: PlateauConfig | None = None) -> np.ndarray:
-    """The pointwise exact leave-one-out log predictive densities :math:`\\log p(y_i \\mid
-    y_{-i})`, (levels, steps): the first of :func:`exact_loo_lppd`'s results (same
-    parameters)."""
+    """The pointwise exact leave-one-out log predictive densities: the first of
+    :func:`exact_loo_lppd`'s results.
+
+    Parameters
+    ----------
+    data, kind, config
+        As :func:`exact_loo_lppd`.
+
+    Returns
+    -------
+    numpy.ndarray
+        (levels, steps) :math:`\\log p(y_i \\mid y_{-i})`.
+    """
     return exact_loo_lppd(data, kind, config)[0]
 
 
