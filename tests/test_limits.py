@@ -61,6 +61,9 @@ def test_a_wide_rope_is_fine_on_a_wide_metric():
         (["plateau", "--rope", "5"], "at least half the metric's range"),
         (["plateau", "--draws", "1000000"], "exceeds 100,000"),
         (["plateau", "--chains", "1"], "chains must be"),
+        # the exact sampler's default draws (5,000 a chain) bound the chains when --draws is not given
+        (["plateau", "--chains", "32"], "160,000 exceeds 100,000 (the draws are kept in memory"),
+        (["plateau", "--chains", "32"], "(--draws not given: 5000 a chain)"),
         (["plateau", "--seed", "-1"], "seed must be"),
         (["transfer", "--chains", "1"], "chains must be"),
         (["compare", "x.csv", "--draws", "1000000"], "exceeds 100,000"),
