@@ -224,3 +224,18 @@ def test_a_fit_refuses_its_settings_given_twice():
             fn(None, config, **kw)
     config_or_keywords(fit_plateau, PlateauConfig(), {"rope": 0.01, "rope_relative": 0.2, "noise": None})
     config_or_keywords(fit_plateau, None, {"rope": 0.5})
+
+
+def test_draws_not_given_are_checked_at_the_default_and_said_so():
+    """chains x draws with the draws not given: checked at the default a fit would take
+    (SamplerConfig: the exact sampler's 5,000), and the message says the draws were not given."""
+    from saturation.configs import SamplerConfig
+
+    (problem,) = SamplerConfig(chains=32).problems()
+    assert problem.startswith("chains x draws = 160,000 exceeds 100,000") and problem.endswith(
+        "(draws not given: 5000 a chain)"
+    )
+    assert SamplerConfig(chains=20).problems() == []
+    assert sampler_problems(chains=32) == []  # no default given: the product is not checked
+    (cli,) = sampler_problems(chains=64, default_draws=2000, draws_name="--draws")
+    assert cli.startswith("chains x draws = 128,000") and cli.endswith("(--draws not given: 2000 a chain)")

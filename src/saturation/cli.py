@@ -596,14 +596,12 @@ def _check_ranges(args: argparse.Namespace) -> None:
     from saturation.limits import DEFAULT_CHAINS, DEFAULT_DRAWS, EXACT_DRAWS, rope_problems, sampler_problems
 
     given = {k: getattr(args, k) for k in ("draws", "tune", "chains", "seed") if getattr(args, k, None) is not None}
-    default_draws = ""
-    if "draws" in given or "chains" in given:  # their product is bounded: the other at its default
-        # (plateau: the larger of the exact sampler's and NUTS's, as SamplerConfig checks it)
-        draws = max(DEFAULT_DRAWS, EXACT_DRAWS) if getattr(args, "command", None) == "plateau" else DEFAULT_DRAWS
-        if "draws" not in given:
-            default_draws = f" (--draws not given: {draws} a chain)"
-        given = {"draws": draws, "chains": DEFAULT_CHAINS, **given}
-    problems = [p + (default_draws if p.startswith("chains x draws") else "") for p in sampler_problems(**given)]
+    if "draws" in given:  # chains x draws is bounded: the chains at their default when not given
+        given.setdefault("chains", DEFAULT_CHAINS)
+    # draws not given: the product at the command's default (plateau: the larger of the exact
+    # sampler's and NUTS's, as SamplerConfig checks it)
+    default = max(DEFAULT_DRAWS, EXACT_DRAWS) if getattr(args, "command", None) == "plateau" else DEFAULT_DRAWS
+    problems = sampler_problems(**given, default_draws=default, draws_name="--draws")
     if getattr(args, "rope", None) is not None and hasattr(args, "rope_relative"):
         problems += rope_problems(args.rope, args.rope_relative or None, getattr(args, "metric_max", None))
     if problems:

@@ -109,8 +109,9 @@ class SamplerConfig:
             One line per problem.
         """
         return sampler_problems(
-            # not given: checked at the larger of the two defaults (chains x draws is bounded)
-            draws=max(DEFAULT_DRAWS, EXACT_DRAWS) if self.draws is None else self.draws,
+            draws=self.draws,
+            # not given: chains x draws checked at the larger of the two samplers' defaults
+            default_draws=max(DEFAULT_DRAWS, EXACT_DRAWS),
             tune=self.tune,
             chains=self.chains,
             target_accept=self.target_accept,

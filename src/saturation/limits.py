@@ -116,6 +116,8 @@ def sampler_problems(
     chains: Any = None,
     target_accept: Any = None,
     seed: Any = None,
+    default_draws: int | None = None,
+    draws_name: str = "draws",
 ) -> list[str]:
     """What is wrong with these sampler settings (``None``: not given, not checked).
 
@@ -127,6 +129,11 @@ def sampler_problems(
         NUTS target acceptance rate.
     seed : int, optional
         The random seed.
+    default_draws : int, optional
+        The draws per chain a fit takes when ``draws`` is not given: chains x draws is then
+        checked at it, and its message says so.
+    draws_name : str, default "draws"
+        How the draws setting is named where it is given (``--draws`` on the command line).
 
     Returns
     -------
@@ -141,11 +148,14 @@ def sampler_problems(
         out.append(f"tune must be a whole number in [0, {MAX_TUNE:,}], got {tune!r}")
     if chains is not None and (not _is_int(chains) or not 2 <= chains <= MAX_CHAINS):
         out.append(f"chains must be a whole number in [2, {MAX_CHAINS}] (R-hat compares chains), got {chains!r}")
-    if _is_int(draws) and _is_int(chains) and draws >= 1 and chains >= 1 and draws * chains > MAX_TOTAL_DRAWS:
-        gib = draws * chains * BYTES_PER_DRAW / 2**30
+    total, not_given = draws, ""
+    if draws is None and default_draws is not None:
+        total, not_given = default_draws, f" ({draws_name} not given: {default_draws} a chain)"
+    if _is_int(total) and _is_int(chains) and total >= 1 and chains >= 1 and total * chains > MAX_TOTAL_DRAWS:
+        gib = total * chains * BYTES_PER_DRAW / 2**30
         out.append(
-            f"chains x draws = {chains * draws:,} exceeds {MAX_TOTAL_DRAWS:,} (the draws are kept in memory: about "
-            f"{gib:.1f} GiB for a three-level plateau fit, more for larger models)"
+            f"chains x draws = {chains * total:,} exceeds {MAX_TOTAL_DRAWS:,} (the draws are kept in memory: about "
+            f"{gib:.1f} GiB for a three-level plateau fit, more for larger models){not_given}"
         )
     if target_accept is not None and (not _is_real(target_accept) or not 0 < target_accept < 1):
         out.append(f"target_accept must lie strictly between 0 and 1, got {target_accept!r}")

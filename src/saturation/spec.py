@@ -393,7 +393,7 @@ def validate_spec(raw: dict[str, Any], path: Path) -> Spec:
         _check_series(where, raw["model"], problems)
     sampler = raw.get("sampler", {}) if isinstance(raw.get("sampler"), dict) else {}
     # only values of the right type: a wrong type was reported above, once
-    ranges = {
+    ranges: dict[str, Any] = {
         k: v
         for k, v in sampler.items()
         if k in ("draws", "tune", "chains", "target_accept", "seed")
