@@ -15,10 +15,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from saturation.report import run_report
-
 
 def main() -> None:
+    # as the command line runs: BLAS on one thread (set before NumPy is imported)
+    from saturation.limits import single_thread_blas
+
+    single_thread_blas()
+    from saturation.report import run_report
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--specs", nargs="*", default=None)
     ap.add_argument("--skip-warm", action="store_true")

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import pytest
+from saturation.limits import single_thread_blas
 
-from saturation import schema as S
-from saturation.models.transfer import TransferConfig, TransferFit
-from saturation.simulate import ArmSpec, LevelSpec, PlateauSpec, TransferSpec, simulate_plateau
+# as the command line runs (before NumPy is imported): the suite's workers share the cores
+single_thread_blas()
+
+import pytest  # noqa: E402
+
+from saturation import schema as S  # noqa: E402
+from saturation.models.transfer import TransferConfig, TransferFit  # noqa: E402
+from saturation.simulate import ArmSpec, LevelSpec, PlateauSpec, TransferSpec, simulate_plateau  # noqa: E402
 
 
 @pytest.fixture(scope="session")

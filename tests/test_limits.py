@@ -239,3 +239,44 @@ def test_draws_not_given_are_checked_at_the_default_and_said_so():
     assert sampler_problems(chains=32) == []  # no default given: the product is not checked
     (cli,) = sampler_problems(chains=64, default_draws=2000, draws_name="--draws")
     assert cli.startswith("chains x draws = 128,000") and cli.endswith("(--draws not given: 2000 a chain)")
+
+
+def _blas_probe(code: str, env: dict[str, str] | None = None) -> str:
+    """Run ``code`` in a fresh interpreter (the BLAS library reads its thread count once,
+    when NumPy is first imported) without any BLAS thread variable unless ``env`` sets one."""
+    import os
+    import subprocess
+    import sys
+
+    from saturation.limits import BLAS_THREAD_VARIABLES
+
+    clean = {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARIABLES and k != "OMP_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", code], env={**clean, **(env or {})}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+POOLS = (
+    "import numpy, threadpoolctl; "
+    "print(sorted({p['num_threads'] for p in threadpoolctl.threadpool_info() if p['user_api'] == 'blas'}))"
+)
+
+
+def test_the_command_line_runs_blas_on_one_thread_before_numpy_is_imported():
+    # what the console script does before any command: the variables are set while NumPy is not loaded yet
+    probe = (
+        "import os, sys; import saturation.cli as c; "
+        "c.main = lambda: print(os.environ['OPENBLAS_NUM_THREADS'], 'numpy' in sys.modules) or 0; c.run()"
+    )
+    assert _blas_probe(probe) == "1 False"
+    # and then NumPy's BLAS has one thread (two or more without it on a multi-core machine)
+    assert _blas_probe("from saturation.limits import single_thread_blas; single_thread_blas(); " + POOLS) == "[1]"
+
+
+def test_a_blas_thread_count_the_user_set_is_kept():
+    code = "from saturation.limits import single_thread_blas; print(single_thread_blas()); " + POOLS
+    mine = {"OPENBLAS_NUM_THREADS": "2"}
+    assert _blas_probe(code, mine).splitlines() == ["True", _blas_probe(POOLS, mine)]
+    # too late once NumPy is loaded: said, not pretended
+    late = "import numpy; from saturation.limits import single_thread_blas; print(single_thread_blas())"
+    assert _blas_probe(late) == "False"

@@ -1537,8 +1537,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> NoReturn:
-    """The ``saturation`` console script: :func:`main`, then the process ends without the
-    interpreter's teardown when nothing needs it.
+    """The ``saturation`` console script: :func:`main` with the BLAS library on one thread
+    (:func:`saturation.limits.single_thread_blas`, unless the environment sets its thread
+    count), then the process ends without the interpreter's teardown when nothing needs it.
 
     Freeing every module and object at exit costs 0.1-0.2 s of a command that answers in
     about 1.5 s (``docs/performance.md``). After ``main`` returns, the standard streams are
@@ -1549,6 +1550,9 @@ def run() -> NoReturn:
     ordinary exit (which waits for it) is used instead, as it is when a stream cannot be
     flushed.
     """
+    from saturation.limits import single_thread_blas
+
+    single_thread_blas()
     code = main()
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         sys.exit(code)
@@ -1605,4 +1609,4 @@ def _error_of(exc: Exception, validation: type, spec: type, output: type = _NotR
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from typing import Any
 
 #: the sampler's defaults (``configs.SamplerConfig``'s fields read these): draws per chain of
@@ -48,6 +49,34 @@ MAX_FIT_SECONDS = int(v) if (v := os.environ.get("SATURATION_MAX_FIT_SECONDS", "
 #: 100 steps 191 s with 27; the formula gives 22 s and 206 s)
 NUTS_SECONDS_PER_CELL = 0.2e-6
 NUTS_COMPILE_SECONDS = 10.0
+
+
+#: the environment variables that set the thread count of the BLAS libraries NumPy may be
+#: built with (OpenBLAS, as in NumPy's wheels; MKL; Apple's Accelerate; BLIS)
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS")
+
+
+def single_thread_blas() -> bool:
+    """Run the BLAS library on one thread unless the environment says otherwise.
+
+    Sets each of :data:`BLAS_THREAD_VARIABLES` to 1 where it is not set. The BLAS calls of
+    an analysis are on small matrices (tens to a few thousand rows), which one thread does
+    as fast; OpenBLAS's idle worker threads spin after each call, and the chains, the dask
+    workers and the two sampled parts already use the cores. Measured on the default
+    report (2 cores): 109.6 -> 92.5 CPU-s at the same wall time; ``saturation plateau``
+    1.44-1.54 -> 1.32-1.38 s (docs/performance.md). The command line calls this before it
+    imports NumPy; a user who sets a variable (``OPENBLAS_NUM_THREADS=2 saturation ...``)
+    keeps it.
+
+    Returns
+    -------
+    bool
+        Whether it can take effect: False when NumPy was imported already (the BLAS library
+        read its thread count then).
+    """
+    for name in BLAS_THREAD_VARIABLES:
+        os.environ.setdefault(name, "1")
+    return "numpy" not in sys.modules
 
 
 def nuts_leapfrog_per_draw(steps: int) -> float:
