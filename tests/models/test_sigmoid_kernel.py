@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from saturation.configs import SigmoidConfig, SigmoidPriors
-from saturation.models import kernel_abi, sigmoid, sigmoid_kernel
+from saturation.models import sigmoid, sigmoid_kernel
 from saturation.models.sigmoid import arm_steps, build_sigmoid_model, sigmoid_values
 from saturation.simulate import SigmoidArmsSpec, simulate_sigmoid_arms
 
@@ -78,13 +78,6 @@ def test_gradient_is_the_derivative_of_the_value(likelihood):
             g = np.zeros_like(theta)
             numeric = (sigmoid_kernel.logp_grad(up, block, g) - sigmoid_kernel.logp_grad(down, block, g)) / (2 * h)
             assert grad[i] == pytest.approx(numeric, rel=1e-5, abs=1e-5)
-
-
-def test_digamma_is_scipys():
-    from scipy.special import digamma
-
-    x = np.concatenate([np.geomspace(1e-3, 1e4, 200), np.arange(1.0, 50.0)])
-    np.testing.assert_allclose([kernel_abi.digamma(v) for v in x], digamma(x), rtol=1e-12, atol=1e-12)
 
 
 def test_data_block_and_start():

@@ -32,7 +32,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from saturation.models.kernel_abi import C_EXPAND, C_LOGP, block_at, digamma, nutpie_model
+from saturation.models.kernel_abi import C_EXPAND, C_LOGP, block_at, lgamma_digamma, nutpie_model
 
 #: the scalar parameters, in the graph's order (sigma on its log scale)
 PARAMS = ("a0", "a1", "a2", "g0", "g1", "g2", "sigma")
@@ -82,17 +82,16 @@ def logp_grad(theta: np.ndarray, block: np.ndarray, grad: np.ndarray) -> float:
         t = int(t_of[g])
         k, m = kappa[t], mean[t]
         al, be = m * k, (1.0 - m) * k
-        total += w[g] * (
-            math.lgamma(s[g] + al)
-            + math.lgamma(n[g] - s[g] + be)
-            - math.lgamma(n[g] + k)
-            - math.lgamma(al)
-            - math.lgamma(be)
-            + math.lgamma(k)
-        )
-        common = digamma(k) - digamma(n[g] + k)
-        d_al = digamma(s[g] + al) - digamma(al) + common
-        d_be = digamma(n[g] - s[g] + be) - digamma(be) + common
+        lg_sa, dg_sa = lgamma_digamma(s[g] + al)
+        lg_fb, dg_fb = lgamma_digamma(n[g] - s[g] + be)
+        lg_nk, dg_nk = lgamma_digamma(n[g] + k)
+        lg_a, dg_a = lgamma_digamma(al)
+        lg_b, dg_b = lgamma_digamma(be)
+        lg_k, dg_k = lgamma_digamma(k)
+        total += w[g] * (lg_sa + lg_fb - lg_nk - lg_a - lg_b + lg_k)
+        common = dg_k - dg_nk
+        d_al = dg_sa - dg_a + common
+        d_be = dg_fb - dg_b + common
         d_logit[t] += w[g] * k * m * (1.0 - m) * (d_al - d_be)
         d_logk[t] += w[g] * (al * d_al + be * d_be)
     for t in range(n_steps):

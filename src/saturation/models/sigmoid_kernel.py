@@ -47,7 +47,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from saturation.models.kernel_abi import C_EXPAND, C_LOGP, block_at, digamma, nutpie_model
+from saturation.models.kernel_abi import C_EXPAND, C_LOGP, block_at, lgamma_digamma, nutpie_model
 
 #: the likelihood codes the kernel reads from its data block
 GAUSSIAN, BETA_BINOMIAL = 0, 1
@@ -158,12 +158,16 @@ def logp_grad(theta: np.ndarray, block: np.ndarray, grad: np.ndarray) -> float:
             be = (1.0 - mu) * kappa
             if a != last_a or m != last_m:
                 last_a, last_m = a, m
-                lg_km = math.lgamma(kappa) - math.lgamma(m + kappa)
-                common = digamma(kappa) - digamma(m + kappa)
-            total += lchoose[c] + math.lgamma(k + al) + math.lgamma(m - k + be) - math.lgamma(al) - math.lgamma(be)
-            total += lg_km
-            d_al = digamma(k + al) - digamma(al) + common
-            d_be = digamma(m - k + be) - digamma(be) + common
+                lg_k, dg_k = lgamma_digamma(kappa)
+                lg_mk, dg_mk = lgamma_digamma(m + kappa)
+                lg_km, common = lg_k - lg_mk, dg_k - dg_mk
+            lg_ka, dg_ka = lgamma_digamma(k + al)
+            lg_fb, dg_fb = lgamma_digamma(m - k + be)
+            lg_a, dg_a = lgamma_digamma(al)
+            lg_b, dg_b = lgamma_digamma(be)
+            total += lchoose[c] + lg_ka + lg_fb - lg_a - lg_b + lg_km
+            d_al = dg_ka - dg_a + common
+            d_be = dg_fb - dg_b + common
             dmu = kappa * (d_al - d_be)
             grad[4 * n_arms + a] += kappa * (mu * d_al + (1.0 - mu) * d_be)
         if inside:
