@@ -40,6 +40,7 @@ LAYERS = [
         "mathfn",
         "streams",
         "models.marginal",
+        "models.ahead",
         "arms",
         "limits",
         "_lazy",

@@ -545,3 +545,19 @@ def test_markdown_text_escapes_markup_and_keeps_comparisons_readable():
     assert markdown_text("</b><!-- x --><?php <http://x.y>") == "&lt;/b>&lt;!-- x -->&lt;?php &lt;http://x.y>"
     assert markdown_text("&amp; &#60; a & b") == "&amp;amp; &amp;#60; a & b"
     assert markdown_text("> quote") == "\\> quote" and markdown_text("# head") == "\\# head"
+
+
+def test_kernels_of_later_analyses_are_compiled_ahead_only_behind_a_first_one_without():
+    from types import SimpleNamespace as NS
+
+    from saturation.report import kernels_ahead
+
+    kinds = ["plateau", "diagnose", "transfer", "transfer", "compare", "plateau"]
+    assert kernels_ahead([NS(kind=k) for k in kinds]) == [
+        "saturation.models.pass_at_k_kernel",
+        "saturation.models.transfer_kernel",
+        "saturation.models.sigmoid_kernel",
+    ]
+    assert kernels_ahead([NS(kind="transfer"), NS(kind="compare")]) == []  # its sampler uses every core
+    assert kernels_ahead([NS(kind="plateau"), NS(kind="plateau")]) == []
+    assert kernels_ahead([]) == []

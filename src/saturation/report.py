@@ -38,6 +38,7 @@ from saturation.cluster import map_tasks
 from saturation.files import inside
 from saturation.io import OutputError, safe_name, write_atomic, write_netcdf
 from saturation.models import fit_plateau, fit_transfer
+from saturation.models.ahead import CompileAhead
 from saturation.models.learning import CardinalityConfig, SeriesConfig, diagnose_cardinality, diagnose_series
 from saturation.models.plateau import COMPARED_MODELS, PlateauConfig
 from saturation.models.runs import fit_plateau_runs
@@ -332,6 +333,25 @@ RUNNERS: dict[str, Callable[..., dict[str, Any]]] = {
 
 
 # ------------------------------------------------------------------ running
+#: the cached numba kernels each kind of analysis imports when it fits (models.ahead)
+KERNELS: dict[str, tuple[str, ...]] = {
+    "diagnose": ("saturation.models.pass_at_k_kernel",),
+    "series": ("saturation.models.pass_at_k_kernel",),
+    "transfer": ("saturation.models.transfer_kernel",),
+    "compare": ("saturation.models.sigmoid_kernel",),
+}
+
+
+def kernels_ahead(specs: Sequence[Spec]) -> list[str]:
+    """The kernel modules the analyses after the first one will import, in the order they
+    will need them: compiled in a second process while the first analysis runs on one core
+    (:class:`~saturation.models.ahead.CompileAhead`). None when the first analysis needs a
+    kernel itself (its sampler then uses every core: nothing to overlap with)."""
+    if not specs or KERNELS.get(specs[0].kind):
+        return []
+    return list(dict.fromkeys(m for spec in specs[1:] for m in KERNELS.get(spec.kind, ())))
+
+
 def _reference(spec: Spec) -> tuple[dict[str, Any] | None, str]:
 
     ref = spec.data.get("reference")
@@ -480,9 +500,17 @@ def user_data(data: str | Path | None) -> bool:
     return data is not None and not str(data).startswith(EMBEDDED)
 
 
-def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, force: bool = False) -> Section:
+def run_analysis(
+    spec: Spec,
+    out_dir: Path,
+    *,
+    data: str | Path | None = None,
+    force: bool = False,
+    before_fit: Callable[[Spec], None] | None = None,
+) -> Section:
     """Run one analysis (or reuse its cached outputs) and write its files under
-    ``out_dir/<safe name>`` (:func:`saturation.io.safe_name`).
+    ``out_dir/<safe name>`` (:func:`saturation.io.safe_name`). ``before_fit`` is called
+    with the spec when the analysis is about to be fitted (not when its cache is reused).
 
     The cache record (``section.json``) is reused only when it passes its schema, every file
     it names lies inside the analysis' directory, each file still has the sha256 recorded
@@ -521,6 +549,8 @@ def run_analysis(spec: Spec, out_dir: Path, *, data: str | Path | None = None, f
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         progress_.stage("fit")
+        if before_fit is not None:
+            before_fit(spec)
         res = RUNNERS[spec.kind](spec, ds, reference, out)
     caught_msgs = list(
         dict.fromkeys(
@@ -798,22 +828,32 @@ def _run_report(
                 log(text)
 
         if scheduler is None:
-            for spec in loaded:
-                bar.set_item(spec.name)
-                try:
-                    sections.append(run_analysis(spec, out, data=data, force=force))
-                except OutputError:
-                    raise  # an output that would replace an input: nothing of the report may be written
-                except (ValueError, KeyError, TypeError, OSError, IndexError) as err:
-                    # one analysis that cannot run on these data does not take the others down:
-                    # it is listed with its reason (skipped on the user's data, failed on the
-                    # data its spec names)
-                    failures.append(_failure(spec.name, err, skipped=user_data(data) or spec.name in skippable))
-                    if log:
-                        log(f"  {spec.name}: {failures[-1]['status'].upper()} ({failures[-1]['error']})")
-                else:
-                    logged(sections[-1])
-                bar.update()
+            # the kernels of later analyses compile in a second process while the first runs
+            with CompileAhead(kernels_ahead(loaded)) as ahead:
+                for spec in loaded:
+                    bar.set_item(spec.name)
+                    try:
+                        sections.append(
+                            run_analysis(
+                                spec,
+                                out,
+                                data=data,
+                                force=force,
+                                before_fit=lambda s: ahead.wait_for(KERNELS.get(s.kind, ())),
+                            )
+                        )
+                    except OutputError:
+                        raise  # an output that would replace an input: nothing of the report may be written
+                    except (ValueError, KeyError, TypeError, OSError, IndexError) as err:
+                        # one analysis that cannot run on these data does not take the others down:
+                        # it is listed with its reason (skipped on the user's data, failed on the
+                        # data its spec names)
+                        failures.append(_failure(spec.name, err, skipped=user_data(data) or spec.name in skippable))
+                        if log:
+                            log(f"  {spec.name}: {failures[-1]['status'].upper()} ({failures[-1]['error']})")
+                    else:
+                        logged(sections[-1])
+                    bar.update()
         else:
             bar.set_item(f"{len(loaded)} analyses on the cluster")
             tasks = [
