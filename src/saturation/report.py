@@ -333,10 +333,12 @@ RUNNERS: dict[str, Callable[..., dict[str, Any]]] = {
 
 
 # ------------------------------------------------------------------ running
-#: the cached numba kernels each kind of analysis imports when it fits (models.ahead)
+#: the cached numba kernels each kind of analysis imports when it fits (models.ahead): a
+#: transfer with integrated task effects and an unpaired saturation-curve comparison (the
+#: sampled task effects and paired arms are fitted on the PyMC graph; then the kernel was
+#: loaded for nothing, on the idle core). No report analysis fits pass@k (``saturation
+#: diagnose --groups`` does)
 KERNELS: dict[str, tuple[str, ...]] = {
-    "diagnose": ("saturation.models.pass_at_k_kernel",),
-    "series": ("saturation.models.pass_at_k_kernel",),
     "transfer": ("saturation.models.transfer_kernel",),
     "compare": ("saturation.models.sigmoid_kernel",),
 }

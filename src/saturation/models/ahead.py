@@ -3,7 +3,7 @@
 The hand-written kernels (:mod:`saturation.models.transfer_kernel`,
 :mod:`saturation.models.sigmoid_kernel`, :mod:`saturation.models.pass_at_k_kernel`) are
 compiled once per machine and loaded from numba's on-disk cache after that. The first
-report on a machine compiles them (about 13 CPU-s, 9.5 s of it the transfer kernel) while
+report on a machine compiles them (about 11 CPU-s, 9.5 s of it the transfer kernel) while
 its first analyses run on one core. numba's compiler holds the GIL, so a thread does not
 help (the first sections slowed down as much as the compile saved); a second process does:
 it imports the modules in the order the analyses will need them, which compiles them into
