@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
+from saturation import schema as S
 from saturation.limits import single_thread_blas
+from saturation.models.transfer import TransferConfig, TransferFit
+from saturation.simulate import ArmSpec, LevelSpec, PlateauSpec, TransferSpec, simulate_plateau
 
-# as the command line runs (before NumPy is imported): the suite's workers share the cores
+# as the command line runs: BLAS on one thread. The variables reach the pytest-xdist workers,
+# started after this file is read, before their NumPy is imported, where the suite runs with
+# ``-n auto``; in this process NumPy is already loaded (zarr's pytest plugin imports it), so
+# here they change nothing
 single_thread_blas()
-
-import pytest  # noqa: E402
-
-from saturation import schema as S  # noqa: E402
-from saturation.models.transfer import TransferConfig, TransferFit  # noqa: E402
-from saturation.simulate import ArmSpec, LevelSpec, PlateauSpec, TransferSpec, simulate_plateau  # noqa: E402
 
 
 @pytest.fixture(scope="session")

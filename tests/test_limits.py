@@ -277,6 +277,9 @@ def test_a_blas_thread_count_the_user_set_is_kept():
     code = "from saturation.limits import single_thread_blas; print(single_thread_blas()); " + POOLS
     mine = {"OPENBLAS_NUM_THREADS": "2"}
     assert _blas_probe(code, mine).splitlines() == ["True", _blas_probe(POOLS, mine)]
+    # an OpenMP thread count the user set is theirs too (OpenBLAS built with OpenMP reads it)
+    omp = "import os; from saturation.limits import single_thread_blas; single_thread_blas(); "
+    assert _blas_probe(omp + "print(os.environ.get('OPENBLAS_NUM_THREADS'))", {"OMP_NUM_THREADS": "2"}) == "None"
     # too late once NumPy is loaded: said, not pretended
     late = "import numpy; from saturation.limits import single_thread_blas; print(single_thread_blas())"
     assert _blas_probe(late) == "False"

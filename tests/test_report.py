@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from dataclasses import replace
 from html import escape as html_escape
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from saturation.cli import main
 from saturation.io import write_table
 from saturation.report import run_report
 from saturation.simulate import simulate_transfer
+from saturation.spec import load_spec
 from saturation.tables import markdown_text, table_latex, table_markdown
 
 TINY = "[sampler]\ndraws = 200\nchains = 2\nseed = 3\n"
@@ -547,16 +549,31 @@ def test_markdown_text_escapes_markup_and_keeps_comparisons_readable():
     assert markdown_text("> quote") == "\\> quote" and markdown_text("# head") == "\\# head"
 
 
-def test_kernels_of_later_analyses_are_compiled_ahead_only_behind_a_first_one_without():
-    from types import SimpleNamespace as NS
+def test_before_fit_is_called_when_an_analysis_fits_not_when_its_cache_is_reused(tmp_path):
+    from saturation.report import run_analysis
 
-    from saturation.report import kernels_ahead
+    log = _verl_log(tmp_path / "train.log", 40)
+    out = tmp_path / "r"
+    run_report([log], out=out, progress=False)  # plans the specs (out/specs) and fits them
+    spec = load_spec(sorted((out / "specs").glob("*.toml"))[0])
+    seen: list[str] = []
+    assert run_analysis(spec, out, before_fit=lambda s: seen.append(s.name)).cached and seen == []
+    assert not run_analysis(spec, out, force=True, before_fit=lambda s: seen.append(s.name)).cached
+    assert seen == [spec.name]
 
-    kinds = ["plateau", "diagnose", "transfer", "transfer", "compare", "plateau"]
-    assert kernels_ahead([NS(kind=k) for k in kinds]) == [
-        "saturation.models.transfer_kernel",
-        "saturation.models.sigmoid_kernel",
-    ]
-    assert kernels_ahead([NS(kind="transfer"), NS(kind="compare")]) == []  # its sampler uses every core
-    assert kernels_ahead([NS(kind="plateau"), NS(kind="diagnose"), NS(kind="series")]) == []
-    assert kernels_ahead([]) == []
+
+def test_the_kernels_of_the_shipped_analyses():
+    from saturation.report import kernels_ahead, kernels_of
+    from saturation.spec import default_spec_dir, load_specs
+
+    specs = load_specs([default_spec_dir()])
+    used = {s.name: kernels_of(s) for s in specs}
+    assert used["swegym-transfer"] == ("saturation.models.transfer_kernel",)
+    assert used["r2egym-tools"] == ("saturation.models.sigmoid_kernel",)
+    assert used["swesmith-plateau"] == used["learning-diagnostics"] == used["code-contests"] == ()
+    assert kernels_ahead(specs) == ["saturation.models.transfer_kernel", "saturation.models.sigmoid_kernel"]
+    assert kernels_ahead([s for s in specs if s.name != "swesmith-plateau"][-3:]) == []  # a compare first
+    # sampled task effects and paired arms are fitted on the PyMC graph: no kernel to wait for
+    transfer = next(s for s in specs if s.name == "swegym-transfer")
+    sampled = replace(transfer, model={**transfer.model, "task_effects": "sampled"})
+    assert kernels_of(sampled) == ()

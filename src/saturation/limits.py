@@ -59,14 +59,15 @@ BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXI
 def single_thread_blas() -> bool:
     """Run the BLAS library on one thread unless the environment says otherwise.
 
-    Sets each of :data:`BLAS_THREAD_VARIABLES` to 1 where it is not set. The BLAS calls of
+    Sets each of :data:`BLAS_THREAD_VARIABLES` to 1, unless the environment sets one of them
+    or ``OMP_NUM_THREADS`` (which OpenBLAS built with OpenMP reads, after its own variable):
+    then the user's choice is left as it is. The BLAS calls of
     an analysis are on small matrices (tens to a few thousand rows), which one thread does
     as fast; OpenBLAS's idle worker threads spin after each call, and the chains, the dask
     workers and the two sampled parts already use the cores. Measured on the default
     report (2 cores): 109.6 -> 92.5 CPU-s at the same wall time; ``saturation plateau``
     1.44-1.54 -> 1.32-1.38 s (docs/performance.md). The command line calls this before it
-    imports NumPy; a user who sets a variable (``OPENBLAS_NUM_THREADS=2 saturation ...``)
-    keeps it.
+    imports NumPy.
 
     Returns
     -------
@@ -74,8 +75,9 @@ def single_thread_blas() -> bool:
         Whether it can take effect: False when NumPy was imported already (the BLAS library
         read its thread count then).
     """
-    for name in BLAS_THREAD_VARIABLES:
-        os.environ.setdefault(name, "1")
+    if not any(os.environ.get(name) for name in (*BLAS_THREAD_VARIABLES, "OMP_NUM_THREADS")):
+        for name in BLAS_THREAD_VARIABLES:
+            os.environ[name] = "1"
     return "numpy" not in sys.modules
 
 

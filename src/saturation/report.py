@@ -333,25 +333,32 @@ RUNNERS: dict[str, Callable[..., dict[str, Any]]] = {
 
 
 # ------------------------------------------------------------------ running
-#: the cached numba kernels each kind of analysis imports when it fits (models.ahead): a
-#: transfer with integrated task effects and an unpaired saturation-curve comparison (the
-#: sampled task effects and paired arms are fitted on the PyMC graph; then the kernel was
-#: loaded for nothing, on the idle core). No report analysis fits pass@k (``saturation
-#: diagnose --groups`` does)
-KERNELS: dict[str, tuple[str, ...]] = {
-    "transfer": ("saturation.models.transfer_kernel",),
-    "compare": ("saturation.models.sigmoid_kernel",),
-}
+def kernels_of(spec: Spec) -> tuple[str, ...]:
+    """The cached numba kernel modules the analysis imports when it fits (models.ahead): a
+    transfer with integrated task effects and an unpaired saturation-curve comparison, on
+    nutpie (``sampler`` "auto" or "nutpie"; without nutpie installed the fit falls back to
+    the PyMC graph and the kernel was loaded for nothing, on the idle core). Sampled task
+    effects and paired arms are fitted on the PyMC graph. No report analysis fits pass@k
+    (``saturation diagnose --groups`` does)."""
+    if spec.kind not in ("transfer", "compare"):
+        return ()
+    config = analysis_config(spec)
+    assert isinstance(config, TransferConfig | SigmoidConfig)
+    if config.sampler.sampler not in ("auto", "nutpie"):
+        return ()
+    if isinstance(config, TransferConfig):
+        return ("saturation.models.transfer_kernel",) if config.task_effects == "integrated" else ()
+    return () if config.paired else ("saturation.models.sigmoid_kernel",)
 
 
 def kernels_ahead(specs: Sequence[Spec]) -> list[str]:
-    """The kernel modules the analyses after the first one will import, in the order they
-    will need them: compiled in a second process while the first analysis runs on one core
-    (:class:`~saturation.models.ahead.CompileAhead`). None when the first analysis needs a
-    kernel itself (its sampler then uses every core: nothing to overlap with)."""
-    if not specs or KERNELS.get(specs[0].kind):
+    """The kernel modules the analyses after the first one will import (:func:`kernels_of`),
+    in the order they will need them: compiled in a second process while the first analysis
+    runs on one core (:class:`~saturation.models.ahead.CompileAhead`). Empty when the first
+    analysis needs a kernel itself (its sampler then uses every core: nothing to overlap)."""
+    if not specs or kernels_of(specs[0]):
         return []
-    return list(dict.fromkeys(m for spec in specs[1:] for m in KERNELS.get(spec.kind, ())))
+    return list(dict.fromkeys(m for spec in specs[1:] for m in kernels_of(spec)))
 
 
 def _reference(spec: Spec) -> tuple[dict[str, Any] | None, str]:
@@ -841,7 +848,7 @@ def _run_report(
                                 out,
                                 data=data,
                                 force=force,
-                                before_fit=lambda s: ahead.wait_for(KERNELS.get(s.kind, ())),
+                                before_fit=lambda s: ahead.wait_for(kernels_of(s)),
                             )
                         )
                     except OutputError:

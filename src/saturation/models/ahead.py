@@ -3,7 +3,7 @@
 The hand-written kernels (:mod:`saturation.models.transfer_kernel`,
 :mod:`saturation.models.sigmoid_kernel`, :mod:`saturation.models.pass_at_k_kernel`) are
 compiled once per machine and loaded from numba's on-disk cache after that. The first
-report on a machine compiles them (about 11 CPU-s, 9.5 s of it the transfer kernel) while
+report on a machine compiles the ones it uses (about 11 CPU-s, 9.5 s of it the transfer kernel) while
 its first analyses run on one core. numba's compiler holds the GIL, so a thread does not
 help (the first sections slowed down as much as the compile saved); a second process does:
 it imports the modules in the order the analyses will need them, which compiles them into
@@ -15,6 +15,7 @@ loads the kernels (about 1 CPU-s on the otherwise idle core). Nothing here impor
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -47,9 +48,13 @@ class CompileAhead:
         self._proc: subprocess.Popen[str] | None = None
         if not self.modules:
             return
+        # the same modules as this process would import: its search path, not the working
+        # directory's (``-P``)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-c", _PROGRAM, *self.modules],
+                [sys.executable, "-P", "-c", _PROGRAM, *self.modules],
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -66,7 +71,10 @@ class CompileAhead:
         if not wanted or proc is None or proc.stdout is None:
             return
         while any(m not in self.done for m in wanted):
-            line = proc.stdout.readline()
+            try:
+                line = proc.stdout.readline()
+            except (OSError, ValueError):  # an unreadable pipe is the process's failure, not the caller's
+                line = ""
             if not line:  # it ended (a failure included): the caller imports what is left itself
                 self.close()
                 return

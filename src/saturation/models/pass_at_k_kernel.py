@@ -114,7 +114,10 @@ def _c_logp(dim: int, x_: Any, out_: Any, logp_: Any, data_: Any) -> int:  # pra
     x = numba.carray(x_, (dim,))
     out = numba.carray(out_, (dim,))
     logp = numba.carray(logp_, (1,))
-    value = logp_grad(x, block, out)
+    try:  # as nutpie's own callback: an error far out in the tails is an invalid point
+        value = logp_grad(x, block, out)
+    except Exception:
+        return 1
     logp[0] = value
     for i in range(dim):
         if not math.isfinite(out[i]):
