@@ -44,7 +44,9 @@ from saturation.models.plateau import COMPARED_MODELS, PlateauConfig
 from saturation.models.runs import fit_plateau_runs
 from saturation.models.sampling import merge_diagnostics, nuisance_text
 from saturation.models.sigmoid import SigmoidConfig, fit_sigmoid
+from saturation.models.sigmoid import cached_kernel as sigmoid_kernel_of
 from saturation.models.transfer import TransferConfig
+from saturation.models.transfer import cached_kernel as transfer_kernel_of
 from saturation.plan import GENERIC, is_data, plan_report
 from saturation.plots import save_figure
 from saturation.progress import Progress
@@ -334,21 +336,16 @@ RUNNERS: dict[str, Callable[..., dict[str, Any]]] = {
 
 # ------------------------------------------------------------------ running
 def kernels_of(spec: Spec) -> tuple[str, ...]:
-    """The cached numba kernel modules the analysis imports when it fits (models.ahead): a
-    transfer with integrated task effects and an unpaired saturation-curve comparison, on
-    nutpie (``sampler`` "auto" or "nutpie"; without nutpie installed the fit falls back to
-    the PyMC graph and the kernel was loaded for nothing, on the idle core). Sampled task
-    effects and paired arms are fitted on the PyMC graph. No report analysis fits pass@k
-    (``saturation diagnose --groups`` does)."""
+    """The cached numba kernel modules the analysis imports when it fits (models.ahead): the
+    transfer's and the saturation curve's, as their fits decide (``cached_kernel`` of
+    :mod:`saturation.models.transfer` and :mod:`saturation.models.sigmoid`). No report
+    analysis fits pass@k (``saturation diagnose --groups`` does)."""
     if spec.kind not in ("transfer", "compare"):
         return ()
     config = analysis_config(spec)
     assert isinstance(config, TransferConfig | SigmoidConfig)
-    if config.sampler.sampler not in ("auto", "nutpie"):
-        return ()
-    if isinstance(config, TransferConfig):
-        return ("saturation.models.transfer_kernel",) if config.task_effects == "integrated" else ()
-    return () if config.paired else ("saturation.models.sigmoid_kernel",)
+    module = transfer_kernel_of(config) if isinstance(config, TransferConfig) else sigmoid_kernel_of(config)
+    return () if module is None else (module,)
 
 
 def kernels_ahead(specs: Sequence[Spec]) -> list[str]:

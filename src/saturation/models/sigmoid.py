@@ -986,12 +986,21 @@ def fit_sigmoid(
     return SigmoidFit(idata, config, data, estimands, diag, timings, seed)
 
 
+def cached_kernel(config: SigmoidConfig) -> str | None:
+    """The cached numba kernel module a fit with ``config`` samples on: unpaired arms with
+    nutpie (``sampler`` "auto" or "nutpie", nutpie installed); None: the PyMC graph (paired
+    arms, other samplers). The report compiles it ahead (``report.kernels_of``)."""
+    if config.paired or config.sampler.sampler not in ("auto", "nutpie") or "nutpie" not in available_samplers():
+        return None
+    return "saturation.models.sigmoid_kernel"
+
+
 def _sample(data: ArmSteps, config: SigmoidConfig, seed: int) -> tuple[Any, dict[str, Any], str]:
     """The fit's draws, timings and likelihood. With nutpie, the unpaired likelihoods are
     sampled on the cached numba kernel (:mod:`saturation.models.sigmoid_kernel`: no compile);
     the paired one, and other samplers, on the PyMC graph."""
     used, values = sigmoid_values(data, config)
-    if used != "binomial-paired" and config.sampler.sampler in ("auto", "nutpie") and "nutpie" in available_samplers():
+    if cached_kernel(config) is not None:  # unpaired: not "binomial-paired"
         direct = sigmoid_kernel.compiled_model(values, used, config.priors, data.arms, S.ARM)
         if direct is not None:
             held, timings = sample_compiled(direct, seed=seed, config=config.sampler, coords={S.ARM: data.arms})

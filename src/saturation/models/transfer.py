@@ -854,15 +854,25 @@ def fit_transfer(
 REWARD_TARGET_ACCEPT = 0.95
 
 
+def cached_kernel(config: TransferConfig) -> str | None:
+    """The cached numba kernel module a fit with ``config`` samples on: integrated task
+    effects with nutpie (``sampler`` "auto" or "nutpie", nutpie installed); None: the PyMC
+    graph (sampled task effects, other samplers). The report compiles it ahead
+    (``report.kernels_of``)."""
+    if (
+        config.task_effects != "integrated"
+        or config.sampler.sampler not in ("auto", "nutpie")
+        or "nutpie" not in available_samplers()
+    ):
+        return None
+    return "saturation.models.transfer_kernel"
+
+
 def _sample(data: TransferData, config: TransferConfig, seed: int) -> tuple[Any, dict[str, Any], np.ndarray]:
     """The fit's draws, timings and interpolation basis. With nutpie, integrated task effects
     are sampled on the cached numba kernel (:mod:`saturation.models.transfer_kernel`: no
     compile); sampled task effects, and other samplers, on the PyMC graph."""
-    if (
-        config.task_effects == "integrated"
-        and config.sampler.sampler in ("auto", "nutpie")
-        and "nutpie" in available_samplers()
-    ):
+    if cached_kernel(config) is not None:
         from saturation.models import transfer_kernel  # numba
 
         values = transfer_values(data, config)
