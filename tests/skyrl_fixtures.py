@@ -731,6 +731,62 @@ def wandb_expected(n_steps: int = 4, *, seed: int = 0) -> dict[int, dict[str, fl
     return out
 
 
+def hf_trainer_wandb_run_dir(root: Path, n_steps: int = 4, *, logging_steps: int = 5) -> tuple[Path, dict]:
+    """A run of a Hugging Face Trainer (TRL's GRPOTrainer) tracked by wandb, offline: in a
+    subprocess, the calls its callbacks make - ``WandbCallback.setup``'s
+    ``define_metric("train/global_step")`` and ``define_metric("*",
+    step_metric="train/global_step", step_sync=True)``, ``WandbCallback.on_log``'s
+    ``wandb.log({**rewrite_logs(logs), "train/global_step": state.global_step})`` every
+    ``logging_steps`` (transformers ``src/transformers/integrations/integration_utils.py``),
+    TRL's ``profiling_context`` ``wandb.log({"profiling/Time taken: GRPOTrainer.<name>":
+    duration})`` twice a step without a step (``trl/extras/profiling.py``) - plus a user's own
+    axis (``define_metric("story/*", step_metric="story/global_step")``). wandb's ``_step``
+    counts the calls (4 a logging step here), not the trainer's steps.
+
+    Returns the run's root and, per global step, the ``train/`` values logged."""
+    import os
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(7)
+    logs = {
+        str(logging_steps * k): {"train/reward": float(rng.uniform(0, 1)), "train/kl": float(rng.uniform(0, 0.1))}
+        for k in range(1, n_steps + 1)
+    }
+    script = (
+        "import json, sys, wandb\n"
+        "logs = json.loads(sys.argv[1])\n"
+        "run = wandb.init(project='huggingface')\n"
+        "wandb.define_metric('train/global_step')\n"
+        "wandb.define_metric('*', step_metric='train/global_step', step_sync=True)\n"
+        "wandb.define_metric('story/global_step')\n"
+        "wandb.define_metric('story/*', step_metric='story/global_step')\n"
+        "for i, (gs, values) in enumerate(sorted(logs.items(), key=lambda kv: int(kv[0]))):\n"
+        "    for call in range(2):\n"
+        "        wandb.log({'profiling/Time taken: GRPOTrainer._prepare_inputs': 0.5 + call})\n"
+        "    wandb.log({**values, 'train/global_step': int(gs)})\n"
+        "    wandb.log({'story/pnl_mean': float(i), 'story/global_step': i})\n"
+        "wandb.finish(exit_code=0)\n"
+    )
+    root.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "WANDB_MODE": "offline",
+        "WANDB_SILENT": "true",
+        "WANDB_DISABLE_GIT": "true",
+        "WANDB_CONSOLE": "off",
+    }
+    subprocess.run(
+        [sys.executable, "-c", script, json.dumps(logs)],
+        cwd=root,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return root, {int(k): v for k, v in logs.items()}
+
+
 # ------------------------------------------------------------------ dynamic sampling
 #: the launch command of a dynamic-sampling run (Hydra overrides echoed by ``set -x``)
 DS_OVERRIDES = OVERRIDES.replace("trainer.logger=console", "trainer.train_batch_size=16 trainer.logger=console")

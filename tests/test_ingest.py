@@ -458,6 +458,30 @@ def test_wandb_run_is_read_from_its_history_file(tmp_path):
     assert all("wandb" in p for p in acc["ignored"])  # wandb's debug logs are not console logs
 
 
+def test_wandb_run_of_a_hugging_face_trainer_is_read_on_its_global_step(tmp_path):
+    """The Trainer declares train/global_step as every metric's x-axis (define_metric) while
+    wandb's _step counts log calls: the values land on the trainer's steps, profiling values
+    logged several times a step are not read as restarts, and a key on the user's own axis
+    (story/*) is listed as not read."""
+    pytest.importorskip("wandb")
+    from saturation.wandb_history import read_wandb_run
+    from skyrl_fixtures import hf_trainer_wandb_run_dir
+
+    root, logged = hf_trainer_wandb_run_dir(tmp_path / "trl")
+    (run_dir,) = (root / "wandb").glob("offline-run-*")
+    log = read_wandb_run(run_dir)
+    assert log.step_axis == "train/global_step" and log.problems == []
+    # wandb's step_sync stores the last train/global_step in every row (0 before the first)
+    assert sorted(log.steps) == [0, *sorted(logged)] == [0, 5, 10, 15, 20]
+    assert list(log.steps[0]) == ["profiling/Time taken: GRPOTrainer._prepare_inputs"]
+    for step, values in logged.items():
+        assert {k: log.steps[step][k] for k in values} == values
+    assert log.restarts == 0 and log.conflicts > 0  # the second profiling call of a step keeps the first
+    assert "train/global_step" not in log.steps[5] and "story/global_step" not in log.steps[5]
+    not_read = "logged against story/global_step, not the run's step axis train/global_step"
+    assert log.non_numeric["story/pnl_mean"] == not_read
+
+
 def test_wandb_run_without_the_extra_says_what_to_install(tmp_path, monkeypatch):
     import builtins
 

@@ -154,10 +154,16 @@ def _print_run_accounting(acc: dict[str, Any]) -> None:
     for d in acc["dirs"]:
         _print(
             f"{d['dir']} (run {d['run']}): {d['trajectory_files']} trajectory files, {d['eval_dump_files']} "
-            f"eval dumps, {len(d['console_logs'])} console logs, {d['metrics_csvs']} metrics CSVs, "
+            f"eval dumps, {len(d['console_logs'])} console logs, {d['wandb_runs']} wandb runs, "
+            f"{d['metrics_csvs']} metrics CSVs, "
             f"{d['r2e_trajectory_files']} R2E-Gym eval files, {d['index_files']} index files, "
             f"{d['ignored_files']} ignored"
         )
+        for w in d.get("wandb_runs_read", []):
+            _print(
+                f"  wandb run {w['file']}: {w['lines']} records, {w['steps']} steps on its step axis "
+                f"{w['step_axis']}, {len(w['keys_not_read'])} keys not read (media, text or another step axis)"
+            )
         for name in d["ignored"][:10]:
             _print(f"  ignored (not a SkyRL file): {name}")
     _print(

@@ -128,6 +128,9 @@ class ConsoleLog:
     sampling_superseded: int = 0
     #: ``type`` of the YAML dump's ``dynamic_sampling`` mapping ("null" when off)
     yaml_dynamic_sampling: str | None = None
+    #: a wandb history's step axis: ``_step``, or the metric the run declared as its x-axis
+    #: (``train/global_step`` for the Hugging Face Trainer; :mod:`saturation.wandb_history`)
+    step_axis: str | None = None
 
     #: a run resumed from a checkpoint in the same log (SkyRL re-runs the steps after it):
     #: attempts seen after the first, steps the later attempt logged again, values replaced
@@ -137,7 +140,9 @@ class ConsoleLog:
     _last_step: int = -1
     _step_attempt: dict[int, int] = field(default_factory=dict)
 
-    def merge_step(self, step: int, values: dict[str, float], *, block: bool = True) -> None:
+    def merge_step(
+        self, step: int, values: dict[str, float], *, block: bool = True, repeats_restart: bool = True
+    ) -> None:
         """Merge a block's ``values`` into the step's metrics.
 
         A block of a step already logged that goes back (a step before the last one logged,
@@ -146,10 +151,13 @@ class ConsoleLog:
         replaces what earlier attempts logged for that step (counted in ``resumed_steps``,
         ``values_superseded``). Within one attempt, blocks of a step merge (async trainers log
         metrics and timings apart); a key already holding another value keeps the first and
-        counts a conflict. ``block=False``: counts derived after the scan, merged only."""
+        counts a conflict. ``block=False``: counts derived after the scan, merged only.
+        ``repeats_restart=False``: only a step before the last one starts a new attempt (a
+        tracker that logs a key several times a step, e.g. against wandb's ``train/global_step``)."""
         old = self.steps.get(step)
         if block and old is not None:
-            if step < self._last_step or (step == self._last_step and not old.keys().isdisjoint(values)):
+            repeat = repeats_restart and step == self._last_step and not old.keys().isdisjoint(values)
+            if step < self._last_step or repeat:
                 self.restarts += 1
             if self._step_attempt.get(step, 0) < self.restarts:
                 self.resumed_steps += 1
@@ -254,6 +262,8 @@ class ConsoleLog:
             "resumed_steps": self.resumed_steps,
             "values_superseded": self.values_superseded,
             "bytes": self.bytes_read,
+            "step_axis": self.step_axis,
+            "keys_not_read": dict(self.non_numeric),
         }
 
 

@@ -139,6 +139,8 @@ def read_wandb_run(run_dir: str | Path) -> ConsoleLog:
     """
     run_dir = Path(run_dir)
     out = ConsoleLog(str(run_dir))
+    rows: list[dict[str, Any]] = []
+    axes = StepAxes()
     files = sorted(run_dir.glob("run-*.wandb"))
     if not files:
         out.problems.append(f"{run_dir}: a wandb run directory without a run-*.wandb history file")
@@ -158,7 +160,11 @@ def read_wandb_run(run_dir: str | Path) -> ConsoleLog:
                     continue
                 kind = record.WhichOneof("record_type")
                 if kind == "history":
-                    _history(record, out)
+                    row = _history_row(record, out)
+                    if row is not None:
+                        rows.append(row)
+                elif kind == "metric":
+                    axes.define(record.metric)
                 elif kind in ("run", "config"):
                     items = record.run.config.update if kind == "run" else record.config.update
                     for item in items:
@@ -177,17 +183,101 @@ def read_wandb_run(run_dir: str | Path) -> ConsoleLog:
         except (OSError, ValueError) as exc:
             out.problems.append(f"{path}: unreadable ({exc})")
     out.config = {k: str(v) for k, v in config.items()}
+    _place_rows(rows, axes, out)
     return out
 
 
-def _history(record: Any, out: ConsoleLog) -> None:
+class StepAxes:
+    """The x-axes a run declared with ``wandb.define_metric(name, step_metric=...)`` (its
+    ``metric`` records): per metric name or glob (``"train/*"``, ``"*"``), the metric its
+    values are plotted against. The Hugging Face Trainer's ``WandbCallback`` declares
+    ``define_metric("*", step_metric="train/global_step", step_sync=True)`` and logs
+    ``train/global_step`` with every row (transformers
+    ``src/transformers/integrations/integration_utils.py``, ``WandbCallback.setup`` and
+    ``WandbCallback.on_log``), so TRL's trainers and others built on it count their steps
+    there, while wandb's own ``_step`` counts ``wandb.log`` calls."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        self.globs: dict[str, str] = {}
+
+    def define(self, metric: Any) -> None:
+        """Record one ``MetricRecord`` (a name or a glob with its ``step_metric``)."""
+        if not metric.step_metric:
+            return
+        if metric.name:
+            self.names[metric.name] = metric.step_metric
+        elif metric.glob_name:
+            self.globs[metric.glob_name] = metric.step_metric
+
+    @property
+    def default(self) -> str | None:
+        """The step metric of the glob ``"*"``: the run's step axis (None: wandb's ``_step``)."""
+        return self.globs.get("*")
+
+    def of(self, key: str) -> str | None:
+        """The step metric ``key`` is plotted against: its own declaration, else the most
+        specific glob that matches it (``prefix*``)."""
+        if key in self.names:
+            return self.names[key]
+        best, best_len = None, -1
+        for glob, step_metric in self.globs.items():
+            prefix = glob.rstrip("*")
+            if glob.endswith("*") and key.startswith(prefix) and len(prefix) > best_len:
+                best, best_len = step_metric, len(prefix)
+            elif glob == key:
+                return step_metric
+        return best
+
+
+def _place_rows(rows: list[dict[str, Any]], axes: StepAxes, out: ConsoleLog) -> None:
+    """Merge the history rows into ``out``'s steps. Without a declared step axis each row is
+    placed at its ``_step``. With one (``axes.default``), at the row's value of that metric,
+    or, as wandb's ``step_sync`` does, the last value logged before it; keys declared against
+    another step metric are not read (listed in ``non_numeric``), nor are values logged
+    before the first value of the axis (counted in ``problems``)."""
+    axis = axes.default
+    out.step_axis = axis or "_step"
+    steps_metrics = set(axes.names.values()) | set(axes.globs.values())
+    last: float | None = None
+    early = 0
+    for row in rows:
+        if axis is None:
+            _merge_row(_metric_values(row, out), row["_step"], out, repeats_restart=True)
+            continue
+        value = row.get(axis)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            last = value
+        kept: dict[str, Any] = {}
+        for key, v in row.items():
+            if key.startswith("_") or key in steps_metrics:
+                continue
+            other = axes.of(key.removesuffix("._type").split("._", 1)[0])
+            if other != axis:
+                out.non_numeric.setdefault(key, f"logged against {other or '_step'}, not the run's step axis {axis}")
+            else:
+                kept[key] = v
+        if kept and not _merge_row(_metric_values(kept, out), last, out, repeats_restart=False):
+            early += 1
+    if early:
+        out.problems.append(f"{out.path}: {early} history row(s) logged before the first {axis} (not placed on a step)")
+
+
+def _history_row(record: Any, out: ConsoleLog) -> dict[str, Any] | None:
+    """One history record's items by key (``_step`` included); None (a problem) without a step."""
     row: dict[str, Any] = {}
     for item in record.history.item:
         row[item.key or ".".join(item.nested_key)] = _item_value(item)
     step = row.get("_step", record.history.step.num if record.history.HasField("step") else None)
     if not isinstance(step, int | float) or isinstance(step, bool):
         out.problems.append(f"{out.path}: history row without a step")
-        return
+        return None
+    row["_step"] = step
+    return row
+
+
+def _metric_values(row: dict[str, Any], out: ConsoleLog) -> dict[str, float]:
+    """A row's numeric values by key; media and text listed in ``out.non_numeric``."""
     # a logged wandb object (a Table, an image) arrives flattened: ``key._type`` ("table-file")
     # beside ``key.ncols``, ``key.nrows``, ``key.size``, ... - numbers that are not metrics
     media = {k.removesuffix("._type"): v for k, v in row.items() if k.endswith("._type")}
@@ -204,12 +294,21 @@ def _history(record: Any, out: ConsoleLog) -> None:
             values[key] = float(value)
         else:
             out.non_numeric.setdefault(key, repr(value)[:80])
+    return values
+
+
+def _merge_row(values: dict[str, float], step: float | None, out: ConsoleLog, *, repeats_restart: bool) -> bool:
+    """A row's metric values merged at ``step``; False when the row holds values but no step
+    (logged before the first value of the run's step axis)."""
     out.block_lines += 1
     if not values:  # only tables or text (SkyRL's ``error/tracebacks``, logged without a step): no step
         out.records_without_metrics += 1
-        return
+        return True
+    if step is None:
+        return False
     out.blocks += 1
-    out.merge_step(int(step), values)
+    out.merge_step(int(step), values, repeats_restart=repeats_restart)
+    return True
 
 
-__all__ = ["INSTALL_HINT", "HistoryTruncated", "raw_records", "read_wandb_run", "require_wandb"]
+__all__ = ["INSTALL_HINT", "HistoryTruncated", "StepAxes", "raw_records", "read_wandb_run", "require_wandb"]
