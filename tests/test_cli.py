@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from saturation import schema as S
@@ -862,6 +863,26 @@ def test_plateau_on_a_logged_series_finds_a_knee_between_sparse_points(tmp_path,
     assert b["verdict"] == "slowed" and b["p_late_positive"] > 0.95
     printed = capsys.readouterr().out
     assert "run a, metric val/acc (31 logged steps)" in printed
+
+
+def test_plateau_on_a_long_logged_series_fits_bin_means_and_says_so(tmp_path, capsys):
+    """A series of 1,501 logged points (a PPO run's episode reward ran for minutes and 10 GB
+    unbinned) is fitted on 500 bin means; the output and the JSON say so, and the knee is
+    still located."""
+    rng = np.random.default_rng(3)
+    steps = np.arange(1, 1502)
+    y = np.minimum(steps, 600) / 1000.0 + rng.normal(0.0, 0.01, steps.size)
+    metrics = tmp_path / "long.csv"
+    metrics.write_text("step,reward\n" + "".join(f"{t},{v:.5f}\n" for t, v in zip(steps, y, strict=True)))
+    out = tmp_path / "p.json"
+    assert main(["plateau", str(metrics), "--metric", "reward", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "(1501 logged steps, fitted as the means of 500 runs of 3-4 consecutive points)" in printed
+    (run,) = json.loads(out.read_text())["runs"].values()
+    assert run["data"]["binned"] == {"points": 1501, "bins": 500, "points_per_bin": [3, 4]}
+    (level,) = run["levels"].values()
+    lo, hi = level["changepoint"]["hdi"]
+    assert lo - 10 <= 600 <= hi + 10 and level["verdict"] == "plateaued"
 
 
 def test_plateau_metric_names_the_logged_keys_when_missing(tmp_path, capsys):

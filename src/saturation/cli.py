@@ -697,7 +697,14 @@ def _cmd_plateau_series(args: argparse.Namespace) -> int:
     config = replace(_plateau_config(args), response=var)
     fits = {run: fit_plateau(series, config, run=run, seed=args.seed) for run in runs}
     for run, fit in fits.items():
-        _print(f"run {run}, metric {args.metric} ({len(fit.data.steps)} logged steps):")
+        binned = fit.data.summary.get("binned")
+        logged = (
+            f"{binned['points']} logged steps, fitted as the means of {binned['bins']} runs of "
+            f"{'-'.join(map(str, sorted(set(binned['points_per_bin']))))} consecutive points"
+            if binned
+            else f"{len(fit.data.steps)} logged steps"
+        )
+        _print(f"run {run}, metric {args.metric} ({logged}):")
         _show(fit)
         _print_diagnostics(fit.diagnostics, fit.timings)
     if args.json:

@@ -1479,3 +1479,43 @@ def test_a_smooth_approach_and_a_break_are_named_apart():
     e = hinge.estimands["levels"]["m"]
     assert e["curve_shape"] == "break" and e["bf_smooth_vs_break"] < 1e-2, e
     assert hinge.table()["shape"].tolist() == ["break"]
+
+
+def test_step_axis_candidates_are_capped_at_the_logged_steps_and_their_midpoints():
+    """More whole steps than MAX_CANDIDATES (a metric logged every 128 steps): the candidates
+    are the logged steps and the midpoints between them, thinned evenly; every candidate is a
+    whole step inside the searchable range; a short grid is every whole step."""
+    from saturation.models.plateau_model import MAX_CANDIDATES
+
+    steps = 128.0 * np.arange(1, 301)
+    grid = candidate_grid(steps, 5, on_step_axis=True)
+    assert len(grid) <= MAX_CANDIDATES and np.all(grid == np.floor(grid)) and np.all(np.diff(grid) > 0)
+    mids = np.floor((steps[:-1] + steps[1:]) / 2)
+    assert np.isin(grid, np.concatenate([steps, mids])).all()
+    assert grid[0] >= steps[1] + 1 and grid[-1] <= steps[-2]
+    assert np.isin(steps[2:-2], grid).mean() > 0.9  # the logged steps are kept (thinned evenly)
+    dense = candidate_grid(np.arange(1.0, 101.0), 5, on_step_axis=True)
+    assert np.array_equal(dense, np.arange(6.0, 97.0))
+
+
+def test_a_long_series_is_fitted_on_the_means_of_runs_of_consecutive_points():
+    """bin_series: equal-count runs (sizes differ by at most one), each at the mean of its
+    steps and values; the series' step data says how it was binned."""
+    import xarray as xr
+
+    from saturation.models.plateau_data import MAX_SERIES_POINTS, bin_series
+
+    steps, values = np.arange(1.0, 1004.0), np.linspace(0.0, 1.0, 1003)
+    bs, bv, sizes = bin_series(steps, values, max_points=10)
+    assert sizes.sum() == 1003 and set(sizes) == {100, 101} and len(bs) == 10
+    edges = np.concatenate([[0], np.cumsum(sizes)])
+    for i in range(10):
+        assert bs[i] == pytest.approx(steps[edges[i] : edges[i + 1]].mean())
+        assert bv[i] == pytest.approx(values[edges[i] : edges[i + 1]].mean())
+    same = bin_series(steps[:10], values[:10], max_points=10)
+    assert np.array_equal(same[0], steps[:10]) and np.array_equal(same[2], np.ones(10))
+    n = MAX_SERIES_POINTS * 3 + 7
+    series = xr.Dataset({"reward": ("step", np.sin(np.arange(n) / 300.0))}, coords={"step": np.arange(1, n + 1)})
+    sd = step_data(series, response="reward")
+    assert len(sd.steps) == MAX_SERIES_POINTS
+    assert sd.summary["binned"] == {"points": n, "bins": MAX_SERIES_POINTS, "points_per_bin": [3, 4]}

@@ -440,7 +440,7 @@ class PlateauFit(FitObject):
                 "steps": self.data.summary["steps"],
                 "response": self.data.response,
                 "synthetic": self.data.summary.get("synthetic", ""),
-                **{k: self.data.summary[k] for k in ("phase", "phases_left_out") if k in self.data.summary},
+                **{k: self.data.summary[k] for k in ("phase", "phases_left_out", "binned") if k in self.data.summary},
             },
             "model": {
                 "description": self.describe_model(),

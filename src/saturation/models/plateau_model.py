@@ -160,9 +160,10 @@ def _data_priors(priors: PlateauPriors, data: StepData) -> dict[str, np.ndarray]
 MIN_SEGMENT_POINTS = 2
 
 
-#: at most this many candidates (a longer run is searched on an even lattice of steps plus
-#: its logged steps: memory and time grow with candidates x steps)
-MAX_CANDIDATES = 2000
+#: at most this many candidates on the step axis: memory and time grow with candidates x
+#: steps (the AR(1) noise model rotates every candidate's design). A longer grid keeps the
+#: logged steps and the midpoints between them, thinned evenly to this many.
+MAX_CANDIDATES = 600
 
 
 def candidate_grid(steps: np.ndarray, min_segment: int, *, on_step_axis: bool = False) -> np.ndarray:
@@ -175,8 +176,9 @@ def candidate_grid(steps: np.ndarray, min_segment: int, *, on_step_axis: bool = 
     steps of the run (c - t_first >= min_segment, t_last + 1 - c >= min_segment) and hold at
     least :data:`MIN_SEGMENT_POINTS` logged points, so that a knee between two sparse logged
     points (a validation metric every 10 steps) is representable. On a series logged at
-    every step both grids are the same. More than :data:`MAX_CANDIDATES` candidates are
-    thinned to an even lattice plus the logged steps.
+    every step both grids are the same. When there are more than :data:`MAX_CANDIDATES`
+    whole steps, the candidates are the logged steps and the whole steps midway between
+    two logged steps, thinned evenly (every k-th) to at most :data:`MAX_CANDIDATES`.
     """
     steps = np.asarray(steps, dtype=float)
     if not on_step_axis:
@@ -195,8 +197,11 @@ def candidate_grid(steps: np.ndarray, min_segment: int, *, on_step_axis: bool = 
         )
     grid = np.arange(np.ceil(lo), np.floor(hi) + 1.0)
     if len(grid) > MAX_CANDIDATES:
-        lattice = np.round(np.linspace(grid[0], grid[-1], MAX_CANDIDATES))
-        grid = np.unique(np.concatenate([lattice, steps[(steps >= grid[0]) & (steps <= grid[-1])]]))
+        mids = np.floor((steps[:-1] + steps[1:]) / 2.0)
+        pool = np.unique(np.concatenate([steps, mids]))
+        pool = pool[(pool >= grid[0]) & (pool <= grid[-1]) & (pool == np.floor(pool))]
+        keep = np.unique(np.round(np.linspace(0, len(pool) - 1, min(len(pool), MAX_CANDIDATES))).astype(int))
+        grid = pool[keep]
     return grid
 
 
