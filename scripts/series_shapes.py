@@ -45,6 +45,7 @@ def classes() -> dict[str, tuple[np.ndarray, np.ndarray, tuple[str, ...], float 
     creep = np.where(t435 < 60, creep, logistic(60.0, 0.1, 0.64, 25, 7) + 0.0003 * (t435 - 60))
     t91 = np.arange(91.0)
     t200 = np.arange(0.0, 201.0, 10.0)
+    t2000 = np.arange(2000.0)
     collapse = np.where(t91 < 30, 0.2 + 0.4 * t91 / 30, np.where(t91 < 60, 0.6, 0.6 - 0.004 * (t91 - 60)))
     return {
         "creep after an S-shaped rise (435 steps)": (t435, creep, ("slowed", "still rising"), None),
@@ -66,6 +67,19 @@ def classes() -> dict[str, tuple[np.ndarray, np.ndarray, tuple[str, ...], float 
         "already saturated at 0.945 (resumed at 101)": (np.arange(101.0, 301.0), np.full(200, 0.945), ("flat",), None),
         "hinge then flat (control)": (t91, np.where(t91 < 40, 0.3 + 0.3 * t91 / 40, 0.6), ("plateaued",), 40.0),
         "rising line (control)": (t91, 0.3 + 0.003 * t91, ("no change point", "still rising"), None),
+        # longer than MAX_SERIES_POINTS: fitted on 500 bin means of 4 points
+        "hinge then flat, 2,000 steps (binned)": (
+            t2000,
+            np.where(t2000 < 800, 0.3 + 0.3 * t2000 / 800, 0.6),
+            ("plateaued",),
+            800.0,
+        ),
+        "rising line, 2,000 steps (binned, control)": (
+            t2000,
+            0.3 + 0.00015 * t2000,
+            ("no change point", "still rising"),
+            None,
+        ),
     }
 
 
