@@ -929,3 +929,39 @@ def test_console_script_waits_for_a_running_thread(tmp_path):
     marker.unlink()
     rc, _, _ = _console(code, "plateau", "--level", "no-such-level", tmp_path=tmp_path)
     assert rc == 2 and marker.read_text() == "done"
+
+
+def test_warnings_are_shown_without_the_source_line_that_raised_them(tmp_path, capsys):
+    """A warning during a command is its text (a multi-line convergence banner as it is, a
+    one-line warning after "warning:"), never "cli.py:1050: ConvergenceWarning" and the
+    source line; the formatter is restored when the command returns."""
+    import warnings
+
+    from saturation import cli
+
+    before = warnings.formatwarning
+    banner = "\n!!!!\nfit DID NOT CONVERGE: R-hat max 1.5\n!!!!"
+    assert cli._format_warning(UserWarning(banner), UserWarning, "cli.py", 1050) == banner + "\n"
+    assert cli._format_warning(RuntimeWarning("x\x1b[31m"), RuntimeWarning, "a.py", 3) == "warning: x\\x1b[31m\n"
+    seen = []
+
+    def command(args):
+        seen.append(warnings.formatwarning)
+        return 0
+
+    parser = cli.build_parser
+    try:
+        cli.build_parser = lambda: _with_command(parser(), command)
+        assert cli.main(["describe"]) == 0
+    finally:
+        cli.build_parser = parser
+    assert seen == [cli._format_warning] and warnings.formatwarning is before
+
+
+def _with_command(parser, command):
+    """``parser`` whose ``describe`` runs ``command``."""
+    parser.set_defaults(func=command)
+    for action in parser._subparsers._group_actions:
+        for sub in action.choices.values():
+            sub.set_defaults(func=command)
+    return parser

@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -1535,6 +1536,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {_shown(str(err))}", file=sys.stderr)
         return EXIT_USAGE
     args.debug = debug
+    shown_as = warnings.formatwarning
+    if not debug:  # a warning as its message alone, not the source line that raised it
+        warnings.formatwarning = _format_warning
     try:
         _check_ranges(args)
         return int(args.func(args))
@@ -1547,6 +1551,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         code, message = _error_of(exc, *_error_classes())
         print(f"error: {_shown(message)}", file=sys.stderr)
         return code
+    finally:
+        warnings.formatwarning = shown_as
+
+
+def _format_warning(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None
+) -> str:
+    """A warning as the command line shows it: its text (a convergence warning is its own
+    banner), ``warning:`` before a one-line one; never the file, line and source that
+    raised it (``--debug`` shows those)."""
+    text = _shown(str(message))
+    return f"{text}\n" if "\n" in text.strip() else f"warning: {text.strip()}\n"
 
 
 def run() -> NoReturn:

@@ -52,11 +52,23 @@ def interval_digits(low: float, high: float) -> int:
     return 3
 
 
+def shows_median(e: dict[str, Any]) -> bool:
+    """Whether an interval is shown by its median: it asks for it (``"center": "median"``, a
+    ratio), or its mean lies outside its own HDI (a skewed or heavy-tailed posterior, whose
+    mean would read as a mistake beside its interval)."""
+    if e.get("median") is None:
+        return False
+    low, high = e["hdi"]
+    return e.get("center") == "median" or not (low <= e["mean"] <= high)
+
+
 def format_interval(e: dict[str, Any] | None, digits: int = 3) -> str:
-    """``"mean [low, high]"`` of an interval dict (``{"mean", "hdi"}``); ``"-"`` when missing."""
+    """``"mean [low, high]"`` of an interval dict (``{"mean", "hdi"}``), or ``"median m [low,
+    high]"`` when :func:`shows_median`; ``"-"`` when missing."""
     if not e or e.get("mean") is None:
         return "-"
-    return f"{e['mean']:.{digits}f} [{e['hdi'][0]:.{digits}f}, {e['hdi'][1]:.{digits}f}]"
+    point = f"median {e['median']:.{digits}f}" if shows_median(e) else f"{e['mean']:.{digits}f}"
+    return f"{point} [{e['hdi'][0]:.{digits}f}, {e['hdi'][1]:.{digits}f}]"
 
 
 def convergence_words(diag: dict[str, Any] | None) -> str:
@@ -103,7 +115,9 @@ def interval_cell(e: dict[str, Any] | None) -> Interval | None:
     :func:`~saturation.summary.interval_digits` (the same in every format)."""
     if not e or e.get("mean") is None:
         return None
-    return Interval(mean=float(e["mean"]), hdi=[float(e["hdi"][0]), float(e["hdi"][1])])
+    cell = Interval(mean=float(e["mean"]), hdi=[float(e["hdi"][0]), float(e["hdi"][1])])
+    cell.update({k: e[k] for k in ("median", "center") if e.get(k) is not None})
+    return cell
 
 
 def cell_text(value: Any, digits: int = 4, missing: str = "") -> str:
@@ -163,7 +177,7 @@ def interval_rows(tree: dict[str, Any], units: tuple[str, ...]) -> list[dict[str
     Parameters
     ----------
     tree : dict
-        Nested estimands (``{"arms": {"t2": {"asymptote": {"mean", "sd", "hdi"}}}}``).
+        Nested estimands (``{"arms": {"t2": {"asymptote": {"mean", "median", "sd", "hdi"}}}}``).
     units : tuple of str
         Column names of the leading keys (``("part", "arm")``).
 

@@ -111,7 +111,7 @@ def test_outputs_and_attrs():
     assert set(out["diagnostics"]) >= {"rhat_max", "ess_bulk_min", "divergences", "converged"}
     lvl = out["levels"]["file"]
     for key in ("changepoint", "early_slope", "late_slope", "start", "end", "headroom_to_max"):
-        assert set(lvl[key]) == {"mean", "sd", "hdi"}
+        assert set(lvl[key]) == {"mean", "median", "sd", "hdi"}
     assert set(lvl["p_plateaued_by_step"]) == {str(s) for s in range(40)}
     table = fit.summary()
     assert table.attrs["converged"] == fit.diagnostics["converged"]

@@ -58,7 +58,7 @@ class FamilyComparison(FitObject):
         Per arm, ``az.compare``'s table of the three families (ELPD, SE, stacking weight,
         ``loo_method``, ``caveat``).
     exponential_asymptote : dict
-        Per arm, the exponential approach's asymptote ``{"mean", "sd", "hdi"}``.
+        Per arm, the exponential approach's asymptote ``{"mean", "median", "sd", "hdi"}``.
     sigmoid_asymptote : dict
         Per arm, the Gaussian sigmoid's asymptote (the fit the weights refer to).
     fits : dict

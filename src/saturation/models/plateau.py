@@ -151,7 +151,7 @@ COMPARED_MODELS = ("hinge", "linear", "exponential")
 
 
 # ====================================================================== fit
-#: the interval estimates of a level (``{"mean", "sd", "hdi"}`` each)
+#: the interval estimates of a level (``{"mean", "median", "sd", "hdi"}`` each)
 LEVEL_INTERVALS = (
     "changepoint",
     "start",
@@ -1466,7 +1466,7 @@ def _level_estimands(
         "p_flat": float(np.mean(flat)),
         "early_gain": interval(early_gain),
         "late_gain_upper": float(late_gain_iv["hdi"][1]),
-        "slowdown_ratio": interval(ratio) if ratio.size > 1 else None,
+        "slowdown_ratio": interval(ratio, center="median") if ratio.size > 1 else None,
         # slower than the rise's average rate up to just after the break (a jump included)
         "p_slowed": float(np.mean(b2 < config.rule.slow_ratio * rise / (c - t0))),
         "p_late_positive": float(np.mean(b2 > 0)),

@@ -693,12 +693,22 @@ def kde_at(x: np.ndarray, point: float) -> float:
     return total
 
 
-def interval(x: Any) -> dict[str, Any]:
-    """Posterior mean, sd and 94 % HDI (``schema.HDI_PROB``) of the draws ``x``, all of its
-    values one sample (a (chain, draw) array pooled)."""
+def interval(x: Any, *, center: str = "mean") -> dict[str, Any]:
+    """Posterior mean, median, sd and 94 % HDI (``schema.HDI_PROB``) of the draws ``x``, all
+    of its values one sample (a (chain, draw) array pooled). ``center="median"`` (a ratio,
+    whose mean may not exist) marks the median as the point to show (``"center"``;
+    :func:`saturation.summary.format_interval`)."""
     x = np.asarray(x, dtype=float)
     hdi = hdi_1d(x)
-    return {"mean": float(np.mean(x)), "sd": float(np.std(x, ddof=1)), "hdi": [float(hdi[0]), float(hdi[1])]}
+    out = {
+        "mean": float(np.mean(x)),
+        "median": float(np.median(x)),
+        "sd": float(np.std(x, ddof=1)),
+        "hdi": [float(hdi[0]), float(hdi[1])],
+    }
+    if center == "median":
+        out["center"] = "median"
+    return out
 
 
 def stamp_attrs(

@@ -220,7 +220,8 @@ def series_arm_steps(
         a, j = (int(i[0]) for i in np.nonzero(bad))
         raise ValueError(
             f"{metric}: the saturation curve is a rate in [0, 1]; arm {arms[a]} has {values[a, j]:g} "
-            f"at step {int(steps[j])}"
+            f"at step {int(steps[j])}: compare a metric in [0, 1] (a success rate, one reward function's "
+            "mean), or fit this one with `saturation plateau FILE --metric KEY` (any scale)"
         )
     short = [a for a, row in zip(arms, seen, strict=True) if row.sum() < MIN_FIT_STEPS]
     if short:
@@ -946,7 +947,7 @@ def fit_sigmoid(
         ``p_asymptote_higher``, ``confounded`` (None: no confounder declared; True: a
         declared confounder is not matched, :func:`confounding`) and ``confounders`` (per
         declared confounder both arms' values); ``estimands["forecast"][arm]`` (:func:`forecast`). Each estimand
-        ``{"mean", "sd", "hdi"}`` (94 % HDI).
+        ``{"mean", "median", "sd", "hdi"}`` (94 % HDI).
 
     Notes
     -----
@@ -1160,7 +1161,7 @@ def _estimands(
             "asymptote_diff": interval(diff),
             "efficiency_diff": interval(draws["efficiency"][:, a] - draws["efficiency"][:, r]),
             # "which only gets there faster?": the x (steps or compute) to half the rise, as a ratio
-            "midpoint_ratio": interval(draws["midpoint"][:, a] / draws["midpoint"][:, r]),
+            "midpoint_ratio": interval(draws["midpoint"][:, a] / draws["midpoint"][:, r], center="median"),
             "p_midpoint_lower": float(np.mean(draws["midpoint"][:, a] < draws["midpoint"][:, r])),
             "last_diff": {**interval(curve[:, a, j] - curve[:, r, j]), "step": int(data.steps[j])},
             "p_asymptote_higher": float(np.mean(diff > 0)),

@@ -971,7 +971,11 @@ def _estimands(idata: az.InferenceData, data: TransferData, config: TransferConf
         out["initial"][arm] = initial
         cross = curves.crossover_steps(gap[S.ALL_ROLLOUT], common)
         found = np.isfinite(cross)
-        c_int = interval(cross[found]) if found.sum() >= 2 else {"mean": None, "sd": None, "hdi": [None, None]}
+        c_int = (
+            interval(cross[found])
+            if found.sum() >= 2
+            else {"mean": None, "median": None, "sd": None, "hdi": [None, None]}
+        )
         out["crossover_step"][arm] = {
             **c_int,
             "p_no_crossover": float(np.mean(~found)),
