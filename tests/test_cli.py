@@ -965,3 +965,20 @@ def _with_command(parser, command):
         for sub in action.choices.values():
             sub.set_defaults(func=command)
     return parser
+
+
+def test_describe_a_per_step_metrics_file_instead_of_refusing_it(tmp_path, capsys):
+    """A per-step metrics file (here a CSV of step, reward, kl) is described as one: its runs,
+    logged steps and metrics, and how to fit one; the JSON has the same. A file that is
+    neither trials nor metrics keeps the trials' error."""
+    metrics = tmp_path / "m.csv"
+    metrics.write_text("step,reward,kl\n" + "".join(f"{t},{t / 100:.2f},{0.01 * t:.3f}\n" for t in range(1, 31)))
+    out = tmp_path / "d.json"
+    assert main(["describe", str(metrics), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "per-step metrics (not graded trials)" in printed and "steps 1..30 (30), 2 metrics" in printed
+    (d,) = json.loads(out.read_text()).values()
+    assert d["metrics"] == ["kl", "reward"] and d["runs"][0]["n_steps"] == 30
+    (tmp_path / "bad.csv").write_text("a,b\n")
+    assert main(["describe", str(tmp_path / "bad.csv")]) == 1
+    assert "graded-trials input" in capsys.readouterr().err
