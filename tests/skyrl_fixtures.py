@@ -660,7 +660,9 @@ def probe_eval_logs(root: Path, steps: tuple[int, ...] = (5, 10, 15), label: str
 
 
 # ------------------------------------------------------------------ wandb
-def wandb_run_dir(root: Path, n_steps: int = 4, *, seed: int = 0, tables: bool = False) -> Path:
+def wandb_run_dir(
+    root: Path, n_steps: int = 4, *, seed: int = 0, tables: bool = False, payloads: dict[int, dict] | None = None
+) -> Path:
     """A run whose tracker was wandb (SkyRL's default), offline: in a subprocess, what
     ``Tracking(backend="wandb")`` does - ``wandb.init(project=, name=, config=asdict(cfg),
     tags=)``, ``wandb.log(data, step=step)`` per step (with a NaN), ``wandb.finish(exit_code=0)``
@@ -669,14 +671,16 @@ def wandb_run_dir(root: Path, n_steps: int = 4, *, seed: int = 0, tables: bool =
     ``tables``: also what SkyRL a9564572 logs as ``wandb.Table``: per step the
     ``TrajectoryLogger``'s sample table (``skyrl/train/utils/tracking.py:150-180``,
     ``self.logger.log({key: new_table}, step=step)``) and, after the last step, the crash
-    handler's ``error/tracebacks`` table logged without a step (``tracking.py:120-127``)."""
+    handler's ``error/tracebacks`` table logged without a step (``tracking.py:120-127``).
+    ``payloads``: the metrics logged per step instead of :func:`step_metrics`' (and no NaN)."""
     import os
     import subprocess
     import sys
 
     rng = np.random.default_rng(seed)
-    payloads = {s: step_metrics(s, rng) for s in range(1, n_steps + 1)}
-    payloads[2]["policy/policy_kl"] = float("nan")
+    if payloads is None:
+        payloads = {s: step_metrics(s, rng) for s in range(1, n_steps + 1)}
+        payloads[2]["policy/policy_kl"] = float("nan")
     config = {
         "trainer": {
             "policy": {"model": {"path": "Qwen/Qwen3-8B"}},

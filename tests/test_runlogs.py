@@ -423,7 +423,29 @@ def _hinge_logged(n: int = 80, knee: int = 30, seed: int = 11) -> list[tuple[int
     ]
 
 
-@pytest.mark.parametrize("fmt", ["verl-jsonl", "mlflow", "tensorboard", "table", "wandb-csv", "skyrl-console"])
+def test_a_wandb_directory_of_a_hugging_face_trainer_run_is_a_run_log(tmp_path):
+    """A wandb run directory (or its wandb/ parent) is read as per-step metrics on the run's
+    declared step axis (train/global_step), with the accounting's records = kept + foreign +
+    malformed and the axis and the keys not read in its notes."""
+    pytest.importorskip("wandb")
+    from skyrl_fixtures import hf_trainer_wandb_run_dir
+
+    root, logged = hf_trainer_wandb_run_dir(tmp_path / "trl")
+    (run_dir,) = (root / "wandb").glob("offline-run-*")
+    assert R.detect_format(run_dir) == R.detect_format(root / "wandb") == "wandb"
+    assert R.detect_format(root) is None  # the run's parent directory: a SkyRL-style run directory for ingest
+    res = R.read_runlogs([run_dir])
+    ds = res.metrics
+    assert list(ds["step"].values) == [0, 5, 10, 15, 20]
+    reward = ds[next(v for v in ds.data_vars if ds[v].attrs.get("metric_name") == "train/reward")]
+    assert reward.sel(step=10).item() == logged[10]["train/reward"]
+    (acc,) = res.accounting
+    _identity(res.accounting)
+    assert acc["malformed"] == 0 and acc["kept"] == 4 * 3  # two profiling rows and the logs (story/* is not read)
+    assert acc["step_axis"] == {run_dir.name: "train/global_step"} and "story/pnl_mean" in acc["keys_not_read"]
+
+
+@pytest.mark.parametrize("fmt", ["verl-jsonl", "mlflow", "tensorboard", "table", "wandb-csv", "skyrl-console", "wandb"])
 def test_plateau_answers_from_the_raw_file_of_every_format(tmp_path, capsys, fmt):
     """Issue 42's done-when for the formats the test above does not cover: each file written
     as its framework writes it, given as it is to ``saturation plateau FILE --metric KEY``,
@@ -444,6 +466,12 @@ def test_plateau_answers_from_the_raw_file_of_every_format(tmp_path, capsys, fmt
     elif fmt == "wandb-csv":
         path = tmp_path / "wandb_export.csv"
         path.write_text('"Step","grpo - critic/score/mean"\n' + "".join(f"{s},{m[key]!r}\n" for s, m in logged))
+    elif fmt == "wandb":
+        pytest.importorskip("wandb")
+        from skyrl_fixtures import wandb_run_dir
+
+        root = wandb_run_dir(tmp_path / "run", payloads={s: {key: m[key]} for s, m in logged})
+        (path,) = (root / "wandb").glob("offline-run-*")
     else:
         from skyrl_fixtures import Loguru
 

@@ -984,6 +984,60 @@ def _read_mlflow(path: Path) -> _FileRead:
 
 
 # ------------------------------------------------------------------ TensorBoard
+#: a wandb run directory's name (``run-<date>-<id>``, offline ``offline-run-<date>-<id>``)
+WANDB_RUN_DIR_RE = re.compile(r"^(?:offline-)?run-")
+
+
+def _wandb_run_dirs(path: Path) -> list[Path]:
+    """The wandb run directories ``path`` is or holds: itself when it holds a ``run-*.wandb``
+    history file, else its ``run-*`` / ``offline-run-*`` subdirectories that do (``path`` a
+    ``wandb/`` directory)."""
+    if not path.is_dir():
+        return []
+    if any(path.glob("run-*.wandb")):
+        return [path]
+    runs = (d for d in path.iterdir() if d.is_dir() and WANDB_RUN_DIR_RE.match(d.name))
+    return sorted(d for d in runs if any(d.glob("run-*.wandb")))
+
+
+def _read_wandb(path: Path) -> _FileRead:
+    """A wandb run directory (or a ``wandb/`` directory of runs) through
+    :func:`saturation.wandb_history.read_wandb_run`: each run's steps on its step axis
+    (``_step``, or the metric it declared with ``define_metric``, e.g. the Hugging Face
+    Trainer's ``train/global_step``). Records: the history file's records; kept: the history
+    rows placed on a step; malformed: rows that could not be (each a problem); foreign: the
+    rest (run, config and metric records, rows of media only)."""
+    from saturation.wandb_history import read_wandb_run, require_wandb
+
+    read = _FileRead(str(path), "wandb")
+    dirs = _wandb_run_dirs(path)
+    require_wandb([str(d) for d in dirs])
+    axes: dict[str, str] = {}
+    not_read: dict[str, str] = {}
+    for d in dirs:
+        log = read_wandb_run(d)
+        run = d.name
+        read.counts["files"] += 1
+        read.counts["records"] += log.lines
+        read.counts["kept"] += log.blocks
+        for problem in log.problems:
+            read.problem(problem)
+        read.counts["malformed"] += len(log.problems)
+        collector = read.run(run)
+        for step in sorted(log.steps):
+            values = log.steps[step]
+            collector.add(int(step), tuple(values), list(values.values()))
+            read.counts["values"] += len(values)
+        read.counts["values_superseded"] += log.values_superseded
+        read.counts["restarts"] += log.restarts
+        axes[run] = log.step_axis or "_step"
+        not_read.update(log.non_numeric)
+    read.counts["foreign"] = read.counts["records"] - read.counts["kept"] - read.counts["malformed"]
+    read.notes["step_axis"] = axes
+    read.notes["keys_not_read"] = not_read
+    return read
+
+
 def require_tensorboard() -> None:
     """Raise ValueError naming the optional extra when the ``tensorboard`` package is missing."""
     try:
@@ -1070,6 +1124,8 @@ def _sniff_text(path: Path, limit: int = 1 << 24) -> str:
 
 
 def _detect_dir(path: Path) -> str | None:
+    if (path.name == "wandb" or WANDB_RUN_DIR_RE.match(path.name)) and _wandb_run_dirs(path):
+        return "wandb"
     if _trl_candidates(path):
         return "trl"
     if any(path.rglob("events.out.tfevents.*")):
@@ -1285,6 +1341,8 @@ def _read_one(path: Path, fmt: str, run: str, run_column: Sequence[str] | None, 
         return _read_wandb_csv(path)
     if fmt == "mlflow":
         return _read_mlflow(path)
+    if fmt == "wandb":
+        return _read_wandb(path)
     return _read_tensorboard(path)
 
 

@@ -160,6 +160,7 @@ RUNLOG_FORMATS: Final = (
     "wandb-csv",
     "mlflow",
     "tensorboard",
+    "wandb",
 )
 #: named simulation scenarios (``saturation simulate``; built in ``scenarios.SCENARIOS``, which
 #: must have exactly these keys: a test checks it). Here so the CLI's help needs no heavy import.
