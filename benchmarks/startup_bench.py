@@ -16,6 +16,8 @@ this interpreter imports; the ``saturation`` console script runs the same
   steps) and on a made-up series of 2 runs x 400 steps (a sigmoid rise with Gaussian
   noise, seeded); and the 400-step one again with an empty numba cache in every run
   (``NUMBA_CACHE_DIR`` a new folder: the first use on a machine, which compiles the kernel);
+- ``saturation plateau FILE --metric KEY`` on a made-up logged series of 4,000 steps (one
+  run, the 400-step rise stretched, seeded): fitted on 500 bin means with AR(1) step noise;
 - ``saturation transfer`` (the embedded SWE-Gym trials, the default arms: all three, integrated task
   effects: nutpie on the cached numba kernel, 4 x (500 + 800) draws), with the numba cache
   of earlier runs and with an empty one (the first use on a machine).
@@ -122,6 +124,17 @@ def main() -> int:
         commands["saturation compare (2 runs x 400 steps)"] = [*compare, "reward/mean", str(series)]
         commands[f"saturation compare (2 runs x 400 steps){EMPTY_CACHE}"] = commands[
             "saturation compare (2 runs x 400 steps)"
+        ]
+        long = cwd / "series4000.csv"
+        _series_csv(long, n_runs=1, n_steps=4000)
+        commands["saturation plateau FILE --metric KEY (4,000 logged steps)"] = [
+            sys.executable,
+            "-c",
+            MAIN,
+            "plateau",
+            str(long),
+            "--metric",
+            "reward/mean",
         ]
         commands["saturation transfer (embedded, default arms)"] = [sys.executable, "-c", MAIN, "transfer"]
         commands[f"saturation transfer (embedded){EMPTY_CACHE}"] = commands[
