@@ -982,3 +982,20 @@ def test_describe_a_per_step_metrics_file_instead_of_refusing_it(tmp_path, capsy
     (tmp_path / "bad.csv").write_text("a,b\n")
     assert main(["describe", str(tmp_path / "bad.csv")]) == 1
     assert "graded-trials input" in capsys.readouterr().err
+
+
+def test_ingest_reads_a_wandb_run_directory_as_a_run_log(tmp_path, capsys):
+    """A wandb run directory holds files/output.log, as a SkyRL run directory holds console
+    logs: ingest reads it as the wandb run it is (on its declared step axis)."""
+    pytest.importorskip("wandb")
+    from saturation.series import read_metrics as read_metrics_nc
+    from skyrl_fixtures import hf_trainer_wandb_run_dir
+
+    root, _ = hf_trainer_wandb_run_dir(tmp_path / "trl")
+    (run_dir,) = (root / "wandb").glob("offline-run-*")
+    (run_dir / "files").mkdir(exist_ok=True)
+    (run_dir / "files" / "output.log").write_text("training started\n")
+    out = tmp_path / "m.nc"
+    assert main(["ingest", str(run_dir), "--metrics-out", str(out)]) == 0
+    assert "(wandb)" in capsys.readouterr().out
+    assert list(read_metrics_nc(out)["step"].values) == [0, 5, 10, 15, 20]

@@ -508,3 +508,29 @@ def test_a_jsonl_tables_lines_are_counted_once_and_a_record_of_too_many_keys_is_
     assert (a["records"], a["kept"], a["foreign"], a["malformed"]) == (5, 2, 1, 2)
     assert any(f"{path}:4: 21 keys, 20 of them new: more than the limit of 10 columns" in p for p in res.problems)
     assert res.metrics["step"].values.tolist() == [1, 2]
+
+
+def test_an_mlflow_run_that_logged_no_metric_is_listed_not_dropped(tmp_path):
+    """A run started and ended without a metric (a run killed before its first step) has
+    no metric file: it is named in the accounting, not silently left out; values logged
+    twice at one step without the step going back are not called a resumed run."""
+    pytest.importorskip("mlflow")
+    store = F.write_mlflow(tmp_path, {"run": _hinge_logged()[:10], "killed": []})
+    res = R.read_runlogs([store])
+    (a,) = res.accounting
+    _identity(res.accounting)
+    assert len(a["runs_without_metrics"]) == 1 and list(a["steps"]) == ["run"]
+    assert "1 run(s) without any metric file (not read)" in R.summary_lines(res)[0]
+
+
+def test_a_wandb_csv_export_with_a_step_column_per_run_keeps_the_step_axis(tmp_path):
+    """wandb adds `<run> - _step` columns when a chart's x-axis is not _step: the key _step
+    is read as a metric of its own (a variable other than the step coordinate)."""
+    path = tmp_path / "export.csv"
+    rows = "".join(f"{s},{s / 100:.2f},{3 * s}\n" for s in range(1, 21))
+    path.write_text('"Step","grpo - train/reward","grpo - _step"\n' + rows)
+    ds = R.read_metrics(path)
+    assert list(ds["step"].values) == list(range(1, 21))
+    names = {str(ds[v].attrs.get("metric_name")): v for v in ds.data_vars}
+    assert set(names) >= {"train/reward", "_step"} and names["_step"] != "step"
+    assert ds[names["_step"]].sel(run="grpo", step=4).item() == 12

@@ -26,3 +26,8 @@ def test_an_interval_is_shown_by_its_mean_unless_a_ratio_or_outside_its_hdi():
     assert cell is not None and cell.mean == 0.005 and str(cell) == cell_text(skewed) == "median -0.001 [-0.008, 0.002]"
     assert format_interval({"mean": 1.0, "hdi": [0.0, 2.0]}) == "1.000 [0.000, 2.000]"  # no median: the mean
     assert format_interval(None) == "-"
+
+
+def test_a_rounded_zero_has_no_sign():
+    assert format_interval({"mean": -0.0004, "hdi": [-31.2, 21.4]}, 0) == "0 [-31, 21]"
+    assert format_interval({"mean": 0.5, "hdi": [-0.001, 1.0]}, 2) == "0.50 [0.00, 1.00]"

@@ -299,8 +299,10 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     _check_outputs(args.inputs, [args.output, args.metrics_out, args.json, args.rejects or default_rejects])
     from saturation.ingest import looks_like_run_dir
     from saturation.io import read_trials_report, write_trials
+    from saturation.runlogs import detect_format
 
-    runs = [looks_like_run_dir(p) for p in args.inputs]
+    # a wandb run directory holds files/output.log, as a SkyRL run directory holds console logs
+    runs = [looks_like_run_dir(p) and detect_format(p) != "wandb" for p in args.inputs]
     if args.format or args.run_column or _runlog_inputs(args.inputs, runs):
         return _cmd_ingest_runlogs(args)
     if any(runs):
@@ -310,7 +312,12 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
                 + ", ".join(p for p, r in zip(args.inputs, runs, strict=True) if not r)
             )
         return _cmd_ingest_runs(args)
-    for flag in ("metrics_out", "label", "arm", "index", "include_added", "workers"):
+    if args.metrics_out:
+        raise ValueError(
+            f"--metrics-out: {_names(args.inputs)} is neither a SkyRL run directory nor a run log this reader "
+            f"knows ({', '.join(S.RUNLOG_FORMATS)}); name its format with --format"
+        )
+    for flag in ("label", "arm", "index", "include_added", "workers"):
         if getattr(args, flag):
             raise ValueError(f"--{flag.replace('_', '-')} applies to SkyRL run directories only")
     if not args.output:
@@ -497,9 +504,9 @@ def _cmd_describe(args: argparse.Namespace) -> int:
         try:
             ds = load()
         except Exception as exc:  # not graded trials: a per-step metrics file is described as one
-            series = _metrics_or_none(args.trials)
+            series, per_step = _metrics_or_error(args.trials)
             if series is None:
-                raise exc from None
+                raise (per_step or exc) from None
             out[name] = describe_series(series)
             _print_series_description(name, out[name])
             continue
@@ -511,16 +518,19 @@ def _cmd_describe(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _metrics_or_none(paths: Sequence[str] | None) -> xr.Dataset | None:
-    """One path that every per-step reader accepts, read; None otherwise."""
+def _metrics_or_error(paths: Sequence[str] | None) -> tuple[xr.Dataset | None, Exception | None]:
+    """One path read as per-step metrics: (the Dataset, None); (None, the error) when it is a
+    run log of a known format (or a metrics .nc) that could not be read; (None, None) when it
+    is not one."""
     if not paths or len(paths) != 1:
-        return None
-    from saturation.runlogs import read_metrics
+        return None, None
+    from saturation.runlogs import detect_format, read_metrics
 
     try:
-        return read_metrics(paths[0])
-    except Exception:
-        return None
+        return read_metrics(paths[0]), None
+    except Exception as exc:
+        known = detect_format(paths[0]) is not None
+        return None, exc if known else None
 
 
 def describe_series(series: xr.Dataset) -> dict[str, Any]:

@@ -894,15 +894,21 @@ def _read_wandb_csv(path: Path) -> _FileRead:
 
 
 # ------------------------------------------------------------------ MLflow
+def _is_mlflow_run(here: Path) -> bool:
+    """``meta.yaml`` beside ``metrics/``, ``params/`` or ``tags/`` (a run that logged no metric
+    may have no ``metrics/``: an empty directory is not kept by every copy)."""
+    return (here / "meta.yaml").is_file() and any((here / d).is_dir() for d in ("metrics", "params", "tags"))
+
+
 def _mlflow_run_dirs(root: Path) -> list[Path]:
-    """Run directories under ``root`` (``meta.yaml`` beside ``metrics/``), the trash left out."""
-    if (root / "metrics").is_dir() and (root / "meta.yaml").is_file():
+    """Run directories under ``root`` (:func:`_is_mlflow_run`), the trash left out."""
+    if _is_mlflow_run(root):
         return [root]
     out = []
     for dirpath, dirnames, _ in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != ".trash" and d != "metrics")
+        dirnames[:] = sorted(d for d in dirnames if d not in (".trash", "metrics", "params", "tags", "artifacts"))
         here = Path(dirpath)
-        if (here / "metrics").is_dir() and (here / "meta.yaml").is_file():
+        if _is_mlflow_run(here):
             out.append(here)
             dirnames[:] = []
     return sorted(out)
@@ -967,7 +973,8 @@ def _read_mlflow(path: Path) -> _FileRead:
     if not run_dirs:
         read.problem(f"{path}: no MLflow run directory (meta.yaml beside metrics/) under it")
     names: Counter[str] = Counter(_mlflow_run_name(d) for d in run_dirs)
-    deleted = []
+    deleted: list[str] = []
+    empty: list[str] = []
     for run_dir in run_dirs:
         if _yaml_field(run_dir / "meta.yaml", "lifecycle_stage") == "deleted":
             deleted.append(str(run_dir))
@@ -976,10 +983,14 @@ def _read_mlflow(path: Path) -> _FileRead:
         if names[name] > 1:  # two runs of one name: the run id tells them apart
             name = f"{name} ({run_dir.name[:8]})"
         metrics = run_dir / "metrics"
-        for file in sorted(p for p in metrics.rglob("*") if p.is_file()):
+        files = sorted(p for p in metrics.rglob("*") if p.is_file()) if metrics.is_dir() else []
+        if not files:  # a run killed before it logged, or one that logs no metric
+            empty.append(str(run_dir))
+        for file in files:
             _mlflow_metric(file, file.relative_to(metrics).as_posix(), name, read)
             read.counts["files"] += 1
     read.notes["deleted_runs_left_out"] = deleted
+    read.notes["runs_without_metrics"] = empty
     return read
 
 
@@ -1032,6 +1043,7 @@ def _read_wandb(path: Path) -> _FileRead:
         read.counts["restarts"] += log.restarts
         axes[run] = log.step_axis or "_step"
         not_read.update(log.non_numeric)
+        read.counts["rows_before_step_axis"] += log.rows_before_step_axis
     read.counts["foreign"] = read.counts["records"] - read.counts["kept"] - read.counts["malformed"]
     read.notes["step_axis"] = axes
     read.notes["keys_not_read"] = not_read
@@ -1432,10 +1444,11 @@ def summary_lines(logs: RunLogs) -> list[str]:
         if a.get("values_null"):
             line += f"; {a['values_null']} null (missing)"
         if a["values_superseded"] or a["restarts"]:
-            line += (
-                f"; {a['values_superseded']} values logged again at a step already logged, the later kept "
-                f"(the step went back {a['restarts']} time(s): a resumed run)"
-            )
+            line += f"; {a['values_superseded']} values logged again at a step already logged, the later kept"
+            if a["restarts"]:
+                line += f" (the step went back {a['restarts']} time(s): a resumed run)"
+        if a.get("runs_without_metrics"):
+            line += f"; {len(a['runs_without_metrics'])} run(s) without any metric file (not read)"
         if a.get("columns_left_out"):
             line += f"; {len(a['columns_left_out'])} __MIN/__MAX columns left out"
         if a.get("superseded_files"):

@@ -158,14 +158,15 @@ def metric_variable_names(metrics: list[str]) -> dict[str, str]:
     """netCDF-safe, unique variable names for logged metric keys: the package's names for
     known SkyRL metrics (``reward_mean``, ``pass_at_k``, ``policy_entropy``) when exactly
     one key maps to them, otherwise the key with every non-alphanumeric character as ``_``;
-    a remaining clash gets a numeric suffix."""
+    a remaining clash, with another key or with a coordinate's name (``_step`` would be
+    ``step``, the Dataset's step axis), gets a numeric suffix."""
     known = {m: _safe_name(m) for m in metrics}
     generic = {m: "".join(ch if ch.isalnum() else "_" for ch in m).strip("_") or "metric" for m in metrics}
     counts: dict[str, int] = {}
     for v in known.values():
         counts[v] = counts.get(v, 0) + 1
     names: dict[str, str] = {}
-    used: set[str] = set()
+    used: set[str] = {S.RUN, S.STEP, S.PHASE, S.ARM, S.LEVEL}
     for m in metrics:
         name = known[m] if counts[known[m]] == 1 else generic[m]
         base, i = name, 1

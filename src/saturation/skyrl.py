@@ -131,6 +131,9 @@ class ConsoleLog:
     #: a wandb history's step axis: ``_step``, or the metric the run declared as its x-axis
     #: (``train/global_step`` for the Hugging Face Trainer; :mod:`saturation.wandb_history`)
     step_axis: str | None = None
+    #: wandb history rows holding values logged before the first value of the run's declared
+    #: step axis (placed at no step, as wandb's own charts place them)
+    rows_before_step_axis: int = 0
 
     #: a run resumed from a checkpoint in the same log (SkyRL re-runs the steps after it):
     #: attempts seen after the first, steps the later attempt logged again, values replaced
@@ -263,6 +266,7 @@ class ConsoleLog:
             "values_superseded": self.values_superseded,
             "bytes": self.bytes_read,
             "step_axis": self.step_axis,
+            "rows_before_step_axis": self.rows_before_step_axis,
             "keys_not_read": dict(self.non_numeric),
         }
 

@@ -67,8 +67,14 @@ def format_interval(e: dict[str, Any] | None, digits: int = 3) -> str:
     high]"`` when :func:`shows_median`; ``"-"`` when missing."""
     if not e or e.get("mean") is None:
         return "-"
-    point = f"median {e['median']:.{digits}f}" if shows_median(e) else f"{e['mean']:.{digits}f}"
-    return f"{point} [{e['hdi'][0]:.{digits}f}, {e['hdi'][1]:.{digits}f}]"
+    point = f"median {_fixed(e['median'], digits)}" if shows_median(e) else _fixed(e["mean"], digits)
+    return f"{point} [{_fixed(e['hdi'][0], digits)}, {_fixed(e['hdi'][1], digits)}]"
+
+
+def _fixed(value: float, digits: int) -> str:
+    """``value`` to ``digits`` decimals, a rounded zero without its sign ("0.00", not "-0.00")."""
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
 def convergence_words(diag: dict[str, Any] | None) -> str:

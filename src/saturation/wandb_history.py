@@ -18,6 +18,7 @@ removed), so the chunk framing is read here.
 from __future__ import annotations
 
 import json
+import math
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
@@ -234,8 +235,9 @@ def _place_rows(rows: list[dict[str, Any]], axes: StepAxes, out: ConsoleLog) -> 
     """Merge the history rows into ``out``'s steps. Without a declared step axis each row is
     placed at its ``_step``. With one (``axes.default``), at the row's value of that metric,
     or, as wandb's ``step_sync`` does, the last value logged before it; keys declared against
-    another step metric are not read (listed in ``non_numeric``), nor are values logged
-    before the first value of the axis (counted in ``problems``)."""
+    another step metric are not read (listed in ``non_numeric``), nor are rows of values
+    logged before the first value of the axis, which wandb plots at no step either (counted
+    in ``rows_before_step_axis``)."""
     axis = axes.default
     out.step_axis = axis or "_step"
     steps_metrics = set(axes.names.values()) | set(axes.globs.values())
@@ -246,7 +248,7 @@ def _place_rows(rows: list[dict[str, Any]], axes: StepAxes, out: ConsoleLog) -> 
             _merge_row(_metric_values(row, out), row["_step"], out, repeats_restart=True)
             continue
         value = row.get(axis)
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
             last = value
         kept: dict[str, Any] = {}
         for key, v in row.items():
@@ -259,8 +261,7 @@ def _place_rows(rows: list[dict[str, Any]], axes: StepAxes, out: ConsoleLog) -> 
                 kept[key] = v
         if kept and not _merge_row(_metric_values(kept, out), last, out, repeats_restart=False):
             early += 1
-    if early:
-        out.problems.append(f"{out.path}: {early} history row(s) logged before the first {axis} (not placed on a step)")
+    out.rows_before_step_axis = early
 
 
 def _history_row(record: Any, out: ConsoleLog) -> dict[str, Any] | None:
