@@ -673,9 +673,6 @@ def wandb_run_dir(
     ``self.logger.log({key: new_table}, step=step)``) and, after the last step, the crash
     handler's ``error/tracebacks`` table logged without a step (``tracking.py:120-127``).
     ``payloads``: the metrics logged per step instead of :func:`step_metrics`' (and no NaN)."""
-    import os
-    import subprocess
-    import sys
 
     rng = np.random.default_rng(seed)
     if payloads is None:
@@ -708,6 +705,17 @@ def wandb_run_dir(
         "    wandb.log({'error/tracebacks': error_table})\n"
         "wandb.finish(exit_code=0)\n"
     )
+    run_wandb_script(root, script, json.dumps(config), json.dumps(payloads, allow_nan=True), str(int(tables)))
+    return root
+
+
+def run_wandb_script(root: Path, script: str, *args: str) -> None:
+    """Run ``script`` (wandb calls) in a subprocess with the working directory ``root``,
+    wandb offline and silent, so its run lands in ``root/wandb/offline-run-*``."""
+    import os
+    import subprocess
+    import sys
+
     root.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
@@ -717,14 +725,8 @@ def wandb_run_dir(
         "WANDB_CONSOLE": "off",
     }
     subprocess.run(
-        [sys.executable, "-c", script, json.dumps(config), json.dumps(payloads, allow_nan=True), str(int(tables))],
-        cwd=root,
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=300,
+        [sys.executable, "-c", script, *args], cwd=root, env=env, check=True, capture_output=True, timeout=300
     )
-    return root
 
 
 def wandb_expected(n_steps: int = 4, *, seed: int = 0) -> dict[int, dict[str, float]]:
@@ -748,9 +750,6 @@ def hf_trainer_wandb_run_dir(root: Path, n_steps: int = 4, *, logging_steps: int
     counts the calls (4 a logging step here), not the trainer's steps.
 
     Returns the run's root and, per global step, the ``train/`` values logged."""
-    import os
-    import subprocess
-    import sys
 
     rng = np.random.default_rng(7)
     logs = {
@@ -772,22 +771,7 @@ def hf_trainer_wandb_run_dir(root: Path, n_steps: int = 4, *, logging_steps: int
         "    wandb.log({'story/pnl_mean': float(i), 'story/global_step': i})\n"
         "wandb.finish(exit_code=0)\n"
     )
-    root.mkdir(parents=True, exist_ok=True)
-    env = {
-        **os.environ,
-        "WANDB_MODE": "offline",
-        "WANDB_SILENT": "true",
-        "WANDB_DISABLE_GIT": "true",
-        "WANDB_CONSOLE": "off",
-    }
-    subprocess.run(
-        [sys.executable, "-c", script, json.dumps(logs)],
-        cwd=root,
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    run_wandb_script(root, script, json.dumps(logs))
     return root, {int(k): v for k, v in logs.items()}
 
 
