@@ -17,7 +17,8 @@ this interpreter imports; the ``saturation`` console script runs the same
   noise, seeded); and the 400-step one again with an empty numba cache in every run
   (``NUMBA_CACHE_DIR`` a new folder: the first use on a machine, which compiles the kernel);
 - ``saturation plateau FILE --metric KEY`` on a made-up logged series of 4,000 steps (one
-  run, the 400-step rise stretched, seeded): fitted on 500 bin means with AR(1) step noise;
+  run: the same sigmoid rise, flat after about step 300, Gaussian noise, seeded): fitted on
+  500 bin means with AR(1) step noise;
 - ``saturation transfer`` (the embedded SWE-Gym trials, the default arms: all three, integrated task
   effects: nutpie on the cached numba kernel, 4 x (500 + 800) draws), with the numba cache
   of earlier runs and with an empty one (the first use on a machine).

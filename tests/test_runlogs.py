@@ -442,7 +442,12 @@ def test_a_wandb_directory_of_a_hugging_face_trainer_run_is_a_run_log(tmp_path):
     (acc,) = res.accounting
     _identity(res.accounting)
     assert acc["malformed"] == 0 and acc["kept"] == 4 * 3  # two profiling rows and the logs (story/* is not read)
-    assert acc["step_axis"] == {run_dir.name: "train/global_step"} and "story/pnl_mean" in acc["keys_not_read"]
+    assert (
+        acc["step_axis"] == {run_dir.name: "train/global_step"}
+        and "story/pnl_mean" in acc["keys_not_read"][run_dir.name]
+    )
+    assert acc["conflicting_values"] == 4  # each step's second profiling call (the first is kept)
+    assert "4 values logged again in one step, the first kept" in R.summary_lines(res)[0]
 
 
 @pytest.mark.parametrize("fmt", ["verl-jsonl", "mlflow", "tensorboard", "table", "wandb-csv", "skyrl-console", "wandb"])

@@ -299,10 +299,10 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     _check_outputs(args.inputs, [args.output, args.metrics_out, args.json, args.rejects or default_rejects])
     from saturation.ingest import looks_like_run_dir
     from saturation.io import read_trials_report, write_trials
-    from saturation.runlogs import detect_format
+    from saturation.runlogs import wandb_run_dirs
 
     # a wandb run directory holds files/output.log, as a SkyRL run directory holds console logs
-    runs = [looks_like_run_dir(p) and detect_format(p) != "wandb" for p in args.inputs]
+    runs = [looks_like_run_dir(p) and not wandb_run_dirs(Path(p)) for p in args.inputs]
     if args.format or args.run_column or _runlog_inputs(args.inputs, runs):
         return _cmd_ingest_runlogs(args)
     if any(runs):

@@ -269,13 +269,16 @@ def _fmt(value: Any, spec: str) -> str:
 
 class _Interval:
     """An interval cell of a results CSV (its ``<col> mean`` / ``hdi_low`` / ``hdi_high``
-    columns shown again as one "mean [low, high]" cell)."""
+    columns, and ``median`` where the cell shows it, as one "mean [low, high]" cell)."""
 
-    def __init__(self, mean: float, low: float, high: float) -> None:
-        self.mean, self.low, self.high = mean, low, high
+    def __init__(self, mean: float, low: float, high: float, median: float | None = None) -> None:
+        self.mean, self.low, self.high, self.median = mean, low, high, median
 
     def text(self) -> str:
-        return format_interval({"mean": self.mean, "hdi": [self.low, self.high]}, interval_digits(self.low, self.high))
+        e: dict[str, Any] = {"mean": self.mean, "hdi": [self.low, self.high]}
+        if self.median is not None:  # the CSV's median column: the cell shows it (a ratio, a skewed posterior)
+            e.update(median=self.median, center="median")
+        return format_interval(e, interval_digits(self.low, self.high))
 
 
 def _collapse_intervals(frame: pd.DataFrame) -> pd.DataFrame:
@@ -292,15 +295,17 @@ def _collapse_intervals(frame: pd.DataFrame) -> pd.DataFrame:
             out[col] = list(frame[col])
             continue
         note = f"{base} note" if f"{base} note" in frame.columns else None
+        median = f"{base} median" if f"{base} median" in frame.columns else None
         cells: list[Any] = []
         for i in range(len(frame)):
             m, lo, hi = (frame[c].iloc[i] for c in (col, *parts))
+            med = frame[median].iloc[i] if median else np.nan
             if pd.notna(m):
-                cells.append(_Interval(float(m), float(lo), float(hi)))
+                cells.append(_Interval(float(m), float(lo), float(hi), None if pd.isna(med) else float(med)))
             else:
                 cells.append(frame[note].iloc[i] if note and pd.notna(frame[note].iloc[i]) else None)
         out[base] = cells
-        done |= {col, *parts, *([note] if note else [])}
+        done |= {col, *parts, *([note] if note else []), *([median] if median else [])}
     return pd.DataFrame(out)
 
 

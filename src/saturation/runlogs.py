@@ -895,9 +895,15 @@ def _read_wandb_csv(path: Path) -> _FileRead:
 
 # ------------------------------------------------------------------ MLflow
 def _is_mlflow_run(here: Path) -> bool:
-    """``meta.yaml`` beside ``metrics/``, ``params/`` or ``tags/`` (a run that logged no metric
-    may have no ``metrics/``: an empty directory is not kept by every copy)."""
-    return (here / "meta.yaml").is_file() and any((here / d).is_dir() for d in ("metrics", "params", "tags"))
+    """``meta.yaml`` naming a ``run_id`` beside ``metrics/``, ``params/`` or ``tags/`` (a run
+    that logged no metric may have no ``metrics/``: an empty directory is not kept by every
+    copy; a registered model's ``meta.yaml`` names no run)."""
+    meta = here / "meta.yaml"
+    return (
+        meta.is_file()
+        and any((here / d).is_dir() for d in ("metrics", "params", "tags"))
+        and _yaml_field(meta, "run_id") is not None
+    )
 
 
 def _mlflow_run_dirs(root: Path) -> list[Path]:
@@ -999,11 +1005,12 @@ def _read_mlflow(path: Path) -> _FileRead:
 WANDB_RUN_DIR_RE = re.compile(r"^(?:offline-)?run-")
 
 
-def _wandb_run_dirs(path: Path) -> list[Path]:
+def wandb_run_dirs(path: Path) -> list[Path]:
     """The wandb run directories ``path`` is or holds: itself when it holds a ``run-*.wandb``
     history file, else its ``run-*`` / ``offline-run-*`` subdirectories that do (``path`` a
-    ``wandb/`` directory)."""
-    if not path.is_dir():
+    ``wandb/`` directory). Only a directory named ``wandb``, ``latest-run``, ``run-*`` or
+    ``offline-run-*`` is looked into (a SkyRL run directory is not walked)."""
+    if not path.is_dir() or not (path.name in ("wandb", "latest-run") or WANDB_RUN_DIR_RE.match(path.name)):
         return []
     if any(path.glob("run-*.wandb")):
         return [path]
@@ -1021,10 +1028,12 @@ def _read_wandb(path: Path) -> _FileRead:
     from saturation.wandb_history import read_wandb_run, require_wandb
 
     read = _FileRead(str(path), "wandb")
-    dirs = _wandb_run_dirs(path)
+    dirs = wandb_run_dirs(path)
+    if not dirs:
+        read.problem(f"{path}: no wandb run directory (a run-*.wandb history file) in it")
     require_wandb([str(d) for d in dirs])
     axes: dict[str, str] = {}
-    not_read: dict[str, str] = {}
+    not_read: dict[str, dict[str, str]] = {}
     for d in dirs:
         log = read_wandb_run(d)
         run = d.name
@@ -1033,17 +1042,22 @@ def _read_wandb(path: Path) -> _FileRead:
         read.counts["kept"] += log.blocks
         for problem in log.problems:
             read.problem(problem)
-        read.counts["malformed"] += len(log.problems)
+        read.counts["malformed"] += log.rows_without_step
+        for name, n in (
+            ("conflicting_values", log.conflicts),
+            ("rows_before_step_axis", log.rows_before_step_axis),
+            # resumed attempts are resolved in the history (wandb_history), before the collector
+            ("values_superseded", log.values_superseded),
+            ("restarts", log.restarts),
+        ):
+            read.notes[name] = read.notes.get(name, 0) + n
         collector = read.run(run)
         for step in sorted(log.steps):
             values = log.steps[step]
             collector.add(int(step), tuple(values), list(values.values()))
             read.counts["values"] += len(values)
-        read.counts["values_superseded"] += log.values_superseded
-        read.counts["restarts"] += log.restarts
         axes[run] = log.step_axis or "_step"
-        not_read.update(log.non_numeric)
-        read.counts["rows_before_step_axis"] += log.rows_before_step_axis
+        not_read[run] = dict(log.non_numeric)
     read.counts["foreign"] = read.counts["records"] - read.counts["kept"] - read.counts["malformed"]
     read.notes["step_axis"] = axes
     read.notes["keys_not_read"] = not_read
@@ -1136,7 +1150,7 @@ def _sniff_text(path: Path, limit: int = 1 << 24) -> str:
 
 
 def _detect_dir(path: Path) -> str | None:
-    if (path.name == "wandb" or WANDB_RUN_DIR_RE.match(path.name)) and _wandb_run_dirs(path):
+    if wandb_run_dirs(path):
         return "wandb"
     if _trl_candidates(path):
         return "trl"
@@ -1447,6 +1461,8 @@ def summary_lines(logs: RunLogs) -> list[str]:
             line += f"; {a['values_superseded']} values logged again at a step already logged, the later kept"
             if a["restarts"]:
                 line += f" (the step went back {a['restarts']} time(s): a resumed run)"
+        if a.get("conflicting_values"):
+            line += f"; {a['conflicting_values']} values logged again in one step, the first kept"
         if a.get("runs_without_metrics"):
             line += f"; {len(a['runs_without_metrics'])} run(s) without any metric file (not read)"
         if a.get("columns_left_out"):

@@ -134,6 +134,8 @@ class ConsoleLog:
     #: wandb history rows holding values logged before the first value of the run's declared
     #: step axis (placed at no step, as wandb's own charts place them)
     rows_before_step_axis: int = 0
+    #: wandb history rows without a (finite) step: each also a problem
+    rows_without_step: int = 0
 
     #: a run resumed from a checkpoint in the same log (SkyRL re-runs the steps after it):
     #: attempts seen after the first, steps the later attempt logged again, values replaced

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from saturation.io import neutralise_formulas, write_atomic
-from saturation.summary import cell_text
+from saturation.summary import cell_text, shows_median
 
 
 def _is_interval(value: Any) -> bool:
@@ -20,8 +20,9 @@ def _is_interval(value: Any) -> bool:
 
 def numeric_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with every interval column split into numeric ``<col> mean``,
-    ``<col> hdi_low`` and ``<col> hdi_high`` columns (a text cell in such a column, e.g.
-    "known (46)", goes to ``<col> note``): what the CSV holds."""
+    ``<col> hdi_low`` and ``<col> hdi_high`` columns, and ``<col> median`` where a cell shows
+    its median (:func:`saturation.summary.shows_median`; NaN elsewhere); a text cell in
+    such a column, e.g. "known (46)", goes to ``<col> note``: what the CSV holds."""
     out: dict[str, Any] = {}
     for col in frame.columns:
         values = list(frame[col])
@@ -31,6 +32,9 @@ def numeric_frame(frame: pd.DataFrame) -> pd.DataFrame:
         out[f"{col} mean"] = [v["mean"] if _is_interval(v) else np.nan for v in values]
         out[f"{col} hdi_low"] = [v["hdi"][0] if _is_interval(v) else np.nan for v in values]
         out[f"{col} hdi_high"] = [v["hdi"][1] if _is_interval(v) else np.nan for v in values]
+        shown = [v["median"] if _is_interval(v) and shows_median(v) else np.nan for v in values]
+        if not all(np.isnan(shown)):  # the median where the cell shows it instead of the mean
+            out[f"{col} median"] = shown
         notes = [None if _is_interval(v) or v is None else str(v) for v in values]
         if any(notes):
             out[f"{col} note"] = notes

@@ -201,15 +201,19 @@ class StepAxes:
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
         self.globs: dict[str, str] = {}
+        #: the ``step_sync`` option of each glob (wandb writes the last value of the step
+        #: metric into rows that lack it)
+        self.synced: dict[str, bool] = {}
 
     def define(self, metric: Any) -> None:
-        """Record one ``MetricRecord`` (a name or a glob with its ``step_metric``)."""
-        if not metric.step_metric:
-            return
+        """Record one ``MetricRecord``: a name with its ``step_metric`` (``""``: defined with
+        none, plotted on ``_step`` and not matched by the globs, as wandb does), or a glob
+        with its ``step_metric`` and ``step_sync``."""
         if metric.name:
             self.names[metric.name] = metric.step_metric
-        elif metric.glob_name:
+        elif metric.glob_name and metric.step_metric:
             self.globs[metric.glob_name] = metric.step_metric
+            self.synced[metric.glob_name] = bool(metric.options.step_sync)
 
     @property
     def default(self) -> str | None:
@@ -217,17 +221,16 @@ class StepAxes:
         return self.globs.get("*")
 
     def of(self, key: str) -> str | None:
-        """The step metric ``key`` is plotted against: its own declaration, else the most
-        specific glob that matches it (``prefix*``)."""
+        """The step metric ``key`` is plotted against: its own declaration (``None`` for
+        ``_step``), else the longest glob (``prefix*``) that matches it. (wandb itself picks
+        among overlapping globs in no fixed order; the longest prefix is this reader's rule.)"""
         if key in self.names:
-            return self.names[key]
+            return self.names[key] or None
         best, best_len = None, -1
         for glob, step_metric in self.globs.items():
-            prefix = glob.rstrip("*")
-            if glob.endswith("*") and key.startswith(prefix) and len(prefix) > best_len:
+            prefix = glob.removesuffix("*")
+            if key.startswith(prefix) and len(prefix) > best_len:
                 best, best_len = step_metric, len(prefix)
-            elif glob == key:
-                return step_metric
         return best
 
 
@@ -239,8 +242,18 @@ def _place_rows(rows: list[dict[str, Any]], axes: StepAxes, out: ConsoleLog) -> 
     logged before the first value of the axis, which wandb plots at no step either (counted
     in ``rows_before_step_axis``)."""
     axis = axes.default
+    if axis is not None:
+        values = [row[axis] for row in rows if _is_number(row.get(axis))]
+        if any(float(v) != int(v) for v in values):  # an epoch axis (0.25, 0.5, ...): not whole steps
+            shown = next(v for v in values if float(v) != int(v))
+            out.problems.append(
+                f"{out.path}: the run's step axis {axis} is not whole steps (e.g. {shown:g}); "
+                "its rows are placed by wandb's _step instead"
+            )
+            axis = None
     out.step_axis = axis or "_step"
-    steps_metrics = set(axes.names.values()) | set(axes.globs.values())
+    steps_metrics = {m for m in (*axes.names.values(), *axes.globs.values()) if m}
+    synced = axes.synced.get("*", False)
     last: float | None = None
     early = 0
     for row in rows:
@@ -248,8 +261,10 @@ def _place_rows(rows: list[dict[str, Any]], axes: StepAxes, out: ConsoleLog) -> 
             _merge_row(_metric_values(row, out), row["_step"], out, repeats_restart=True)
             continue
         value = row.get(axis)
-        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        if _is_number(value):
             last = value
+        elif not synced:  # without step_sync wandb plots a row lacking the axis at no step
+            last = None
         kept: dict[str, Any] = {}
         for key, v in row.items():
             if key.startswith("_") or key in steps_metrics:
@@ -264,14 +279,20 @@ def _place_rows(rows: list[dict[str, Any]], axes: StepAxes, out: ConsoleLog) -> 
     out.rows_before_step_axis = early
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _history_row(record: Any, out: ConsoleLog) -> dict[str, Any] | None:
-    """One history record's items by key (``_step`` included); None (a problem) without a step."""
+    """One history record's items by key (``_step`` included); None (a problem, counted in
+    ``rows_without_step``) without a finite step."""
     row: dict[str, Any] = {}
     for item in record.history.item:
         row[item.key or ".".join(item.nested_key)] = _item_value(item)
     step = row.get("_step", record.history.step.num if record.history.HasField("step") else None)
-    if not isinstance(step, int | float) or isinstance(step, bool):
+    if not _is_number(step):
         out.problems.append(f"{out.path}: history row without a step")
+        out.rows_without_step += 1
         return None
     row["_step"] = step
     return row

@@ -1487,13 +1487,16 @@ def test_step_axis_candidates_are_capped_at_the_logged_steps_and_their_midpoints
     whole step inside the searchable range; a short grid is every whole step."""
     from saturation.models.plateau_model import MAX_CANDIDATES
 
-    steps = 128.0 * np.arange(1, 301)
+    steps = 128.0 * np.arange(1, 501)  # 998 logged steps and midpoints: thinned to the cap
     grid = candidate_grid(steps, 5, on_step_axis=True)
-    assert len(grid) <= MAX_CANDIDATES and np.all(grid == np.floor(grid)) and np.all(np.diff(grid) > 0)
+    assert len(grid) == MAX_CANDIDATES and np.all(grid == np.floor(grid)) and np.all(np.diff(grid) > 0)
     mids = np.floor((steps[:-1] + steps[1:]) / 2)
     assert np.isin(grid, np.concatenate([steps, mids])).all()
     assert grid[0] >= steps[1] + 1 and grid[-1] <= steps[-2]
-    assert np.isin(steps[2:-2], grid).mean() > 0.9  # the logged steps are kept (thinned evenly)
+    sparse = 100.0 * np.arange(1, 51)  # 50 points every 100 steps: logged, midpoints and a lattice
+    grid = candidate_grid(sparse, 5, on_step_axis=True)
+    assert 0.95 * MAX_CANDIDATES <= len(grid) <= MAX_CANDIDATES and np.isin(sparse[2:-2], grid).all()
+    assert np.diff(grid).max() <= 2 * (sparse[-2] - sparse[1]) / MAX_CANDIDATES + 1
     dense = candidate_grid(np.arange(1.0, 101.0), 5, on_step_axis=True)
     assert np.array_equal(dense, np.arange(6.0, 97.0))
 
@@ -1519,3 +1522,19 @@ def test_a_long_series_is_fitted_on_the_means_of_runs_of_consecutive_points():
     sd = step_data(series, response="reward")
     assert len(sd.steps) == MAX_SERIES_POINTS
     assert sd.summary["binned"] == {"points": n, "bins": MAX_SERIES_POINTS, "points_per_bin": [3, 4]}
+
+
+def test_the_frame_gives_each_candidates_mass_to_the_nearest_logged_step():
+    """A validation metric logged every 10 steps: candidates lie between the logged steps,
+    and the frame's p_changepoint column still sums to the change point's mass."""
+    import xarray as xr
+
+    from saturation.models.plateau import plateau_frame
+
+    rng = np.random.default_rng(0)
+    t = np.arange(0.0, 201.0, 10.0)
+    y = np.where(t < 55, 0.2 + 0.4 * t / 55, 0.6) + rng.normal(0, 0.01, t.size)
+    ds = xr.Dataset({"m": (("run", "step"), y[None])}, coords={"run": ["r"], "step": t})
+    frame = plateau_frame(fit_plateau(ds, response="m", seed=0))
+    assert frame["p_changepoint"].sum() == pytest.approx(1.0)
+    assert frame.loc[frame["p_changepoint"].idxmax(), "step"] in (50.0, 60.0)

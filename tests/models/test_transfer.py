@@ -217,7 +217,7 @@ def test_transfer_command_writes_the_json_contract(tmp_path, capsys, monkeypatch
     assert set(d) >= {"data", "reference", "arms", "initial", "crossover_step", "by_step", "diagnostics"}
     ini = d["initial"]["s85"]
     assert {"delta_all_rollout", "delta_graded_only", "delta_ungraded_rate", "p_positive"} <= set(ini)
-    assert set(ini["delta_all_rollout"]) == {"mean", "sd", "hdi"}
+    assert set(ini["delta_all_rollout"]) == {"mean", "median", "sd", "hdi"}
     assert {"mean", "sd", "hdi", "p_no_crossover"} <= set(d["crossover_step"]["s85"])
     row = d["by_step"][0]
     assert {"all_rollout", "graded_only", "ungraded_rate"} <= set(row["s85"])

@@ -745,7 +745,7 @@ def _sample_exact(
         "draws": config.sampler.draws_for(exact=True),
         "seed": seed,
         "evidence_weight": evidence_weight(sd, config),
-        "noise_prior": noise_prior(config),
+        "noise_prior": noise_prior(config, sd),
     }
     if config.continuity == "auto":
         return sample_either_shape(gate=config.jump_gate, **exact_args)
@@ -942,7 +942,7 @@ def fit_plateau(
             pri,
             config.continuity == "jump",
             hinge_evidence,
-            noise_prior=noise_prior(config),
+            noise_prior=noise_prior(config, sd),
         )
         if config.likelihood == "gaussian"
         else None
@@ -1035,7 +1035,7 @@ def _smooth_estimands(
     ``rule.slow_ratio`` x the average slope from the first logged step to the window's
     start), which :func:`plateau_verdict` reads for a curve of the shape "smooth"."""
     span = max(float(sd.steps[-1] - sd.steps[0]), 1.0)
-    noise = noise_prior(config)
+    noise = noise_prior(config, sd)
     mask = end_window(sd.steps)
     rng = np.random.default_rng([seed, 47])
     for j, est in enumerate(estimands["levels"].values()):
@@ -1117,7 +1117,7 @@ def _end_window_estimands(
             j,
             rng,
             4000,
-            noise_prior=noise_prior(config),
+            noise_prior=noise_prior(config, sd),
         )
         est["end_window"] = [float(sd.steps[ok][0]), float(sd.steps[ok][-1])]
         est["end_gain"] = interval(gain)
@@ -1148,7 +1148,7 @@ def _no_change_from_the_line(
             j,
             rng,
             4000,
-            noise_prior=noise_prior(config),
+            noise_prior=noise_prior(config, sd),
         )
         est["p_no_change"] = float(np.mean(np.abs(change) < config.rope))
 
@@ -1570,14 +1570,23 @@ def curve_draws(fit: PlateauFit, steps: Any = None) -> np.ndarray:
 
 def plateau_frame(fit: PlateauFit) -> pd.DataFrame:
     """Per-step observed means with the posterior mean curve, its 94 % band and the
-    posterior probability of the change point at that step (the data behind the plot)."""
+    posterior probability of the change point at that step (the data behind the plot): the
+    mass of the candidates nearest that logged step (candidates on the step axis between
+    logged steps, or a series fitted on bin means, go to the nearer one; the column sums to
+    the mass)."""
     rows = []
     t = fit.data.steps
     draws = curve_draws(fit)
     for j, level in enumerate(fit.data.levels):
         mu = draws[:, j, :]
         hdi = az.hdi(mu[None], hdi_prob=S.HDI_PROB)
+        at_step = np.zeros(len(t))
         mass = fit.estimands["levels"][level]["changepoint_mass"]
+        if mass and len(t):
+            cands = np.array([float(c) for c in mass])
+            right = np.clip(np.searchsorted(t, cands), 1, len(t) - 1) if len(t) > 1 else np.zeros(len(cands), int)
+            nearest = right - (np.abs(cands - t[right - 1]) <= np.abs(t[right] - cands)) if len(t) > 1 else right
+            np.add.at(at_step, nearest, np.array(list(mass.values()), dtype=float))
         for i, step in enumerate(t):
             rows.append(
                 {
@@ -1587,7 +1596,7 @@ def plateau_frame(fit: PlateauFit) -> pd.DataFrame:
                     "mean": mu[:, i].mean(),
                     "hdi_low": hdi[i, 0],
                     "hdi_high": hdi[i, 1],
-                    "p_changepoint": mass.get(str(int(step)), 0.0),
+                    "p_changepoint": float(at_step[i]),
                 }
             )
     return pd.DataFrame(rows)

@@ -203,6 +203,7 @@ def _from_series(data: xr.Dataset, response: str, run: str | None, summary: dict
     if S.RUN in series.dims:
         series = series.sel({S.RUN: run}) if run is not None else series.squeeze(S.RUN, drop=True)
     series = series.dropna(S.STEP)
+    series = series.isel({S.STEP: np.isfinite(series[S.STEP].to_numpy().astype(float))}).sortby(S.STEP)
     steps, values, sizes = bin_series(series[S.STEP].to_numpy(), series.to_numpy())
     y = values[None, :]
     summary.update(series=True, metric_name=series.attrs.get("metric_name", response))

@@ -177,8 +177,10 @@ def candidate_grid(steps: np.ndarray, min_segment: int, *, on_step_axis: bool = 
     least :data:`MIN_SEGMENT_POINTS` logged points, so that a knee between two sparse logged
     points (a validation metric every 10 steps) is representable. On a series logged at
     every step both grids are the same. When there are more than :data:`MAX_CANDIDATES`
-    whole steps, the candidates are the logged steps and the whole steps midway between
-    two logged steps, thinned evenly (every k-th) to at most :data:`MAX_CANDIDATES`.
+    whole steps, the candidates are the logged steps (their whole part: a bin mean's step
+    may be fractional) and the whole steps midway between two logged steps, thinned evenly
+    to :data:`MAX_CANDIDATES` when they are more, filled up to it with an even lattice of
+    whole steps when they are fewer (sparse logging).
     """
     steps = np.asarray(steps, dtype=float)
     if not on_step_axis:
@@ -198,10 +200,14 @@ def candidate_grid(steps: np.ndarray, min_segment: int, *, on_step_axis: bool = 
     grid = np.arange(np.ceil(lo), np.floor(hi) + 1.0)
     if len(grid) > MAX_CANDIDATES:
         mids = np.floor((steps[:-1] + steps[1:]) / 2.0)
-        pool = np.unique(np.concatenate([steps, mids]))
-        pool = pool[(pool >= grid[0]) & (pool <= grid[-1]) & (pool == np.floor(pool))]
-        keep = np.unique(np.round(np.linspace(0, len(pool) - 1, min(len(pool), MAX_CANDIDATES))).astype(int))
-        grid = pool[keep]
+        pool = np.unique(np.concatenate([np.floor(steps), mids]))
+        pool = pool[(pool >= grid[0]) & (pool <= grid[-1])]
+        if len(pool) > MAX_CANDIDATES:
+            pool = pool[np.unique(np.round(np.linspace(0, len(pool) - 1, MAX_CANDIDATES)).astype(int))]
+        else:  # sparse logging: an even lattice of whole steps fills the rest
+            lattice = np.round(np.linspace(grid[0], grid[-1], MAX_CANDIDATES - len(pool)))
+            pool = np.unique(np.concatenate([pool, lattice]))
+        grid = pool
     return grid
 
 
@@ -765,10 +771,22 @@ def _sample_alternative_nuts(
     return sample_model(model, cache_key=key, data=values, seed=seed, config=sampler)
 
 
-def noise_prior(config: PlateauConfig) -> RhoPrior | None:
+def noise_prior(config: PlateauConfig, data: StepData | None = None) -> RhoPrior | None:
     """The prior of the AR(1) coefficient the exact sampler sums over (uniform for "ar1",
-    half its mass on independent noise for "auto"), or None for independent noise."""
-    return {"ar1": AR1_PRIOR, "auto": AUTO_NOISE_PRIOR}.get(config.noise or "independent")
+    half its mass on independent noise for "auto"), or None for independent noise.
+
+    The coefficient is per step of the step axis (two points ``d`` steps apart correlate by
+    :math:`\\rho^d`). A series fitted on bin means (``data.summary["binned"]``, bins of
+    ``w`` points on average, :func:`~saturation.models.plateau_data.bin_series`) gets the
+    grid :math:`\\rho^{1/w}`, so that consecutive bins correlate by the same values as
+    consecutive points of an unbinned series (with the per-step grid, bins of 40 points
+    could correlate by at most :math:`0.96^{40} = 0.2`: persistent noise would be read as
+    independent)."""
+    base = {"ar1": AR1_PRIOR, "auto": AUTO_NOISE_PRIOR}.get(config.noise or "independent")
+    if base is None or data is None or not data.summary.get("binned") or len(data.steps) < 2:
+        return base
+    width = float(data.steps[-1] - data.steps[0]) / (len(data.steps) - 1)  # steps between bin centres
+    return RhoPrior(rho=tuple(float(r) ** (1.0 / width) for r in base.rho), p_independent=base.p_independent)
 
 
 def exact_loo(data: StepData, kind: str, config: PlateauConfig | None = None) -> np.ndarray:
@@ -823,7 +841,7 @@ def exact_loo_lppd(data: StepData, kind: str, config: PlateauConfig | None = Non
     if config.likelihood != "gaussian":
         raise ValueError("exact LOO needs the Gaussian likelihood")
     t = data.steps
-    noise = noise_prior(config)
+    noise = noise_prior(config, data)
     loo, lppd = np.empty(data.y.shape), np.empty(data.y.shape)
     if kind == "hinge":
         if is_pooled(config, len(data.levels)):

@@ -874,7 +874,7 @@ SigmoidFit.idata = InferenceDataField()  # type: ignore[assignment]
 
 
 def _fmt(e: dict[str, Any]) -> str:
-    return f"{e['mean']:.3f} [{e['hdi'][0]:.3f}, {e['hdi'][1]:.3f}]"
+    return format_interval(e, 3)
 
 
 def forecast_sentence(arm: str, f: dict[str, Any]) -> str:
