@@ -867,7 +867,7 @@ def test_plateau_on_a_logged_series_finds_a_knee_between_sparse_points(tmp_path,
 
 def test_plateau_on_a_long_logged_series_fits_bin_means_and_says_so(tmp_path, capsys):
     """A series of 1,501 logged points (a PPO run's episode reward ran for minutes and 10 GB
-    unbinned) is fitted on 500 bin means; the output and the JSON say so, and the knee is
+    unbinned) is fitted on 375 bin means of 4-5 points; the output and the JSON say so, and the knee is
     still located."""
     rng = np.random.default_rng(3)
     steps = np.arange(1, 1502)
@@ -877,9 +877,9 @@ def test_plateau_on_a_long_logged_series_fits_bin_means_and_says_so(tmp_path, ca
     out = tmp_path / "p.json"
     assert main(["plateau", str(metrics), "--metric", "reward", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "(1501 logged steps, fitted as the means of 500 runs of 3-4 consecutive points)" in printed
+    assert "(1501 logged steps, fitted as the means of 375 runs of 4-5 consecutive points)" in printed
     (run,) = json.loads(out.read_text())["runs"].values()
-    assert run["data"]["binned"] == {"points": 1501, "bins": 500, "points_per_bin": [3, 4]}
+    assert run["data"]["binned"] == {"points": 1501, "bins": 375, "points_per_bin": [4, 5]}
     (level,) = run["levels"].values()
     lo, hi = level["changepoint"]["hdi"]
     assert lo - 10 <= 600 <= hi + 10 and level["verdict"] == "plateaued"

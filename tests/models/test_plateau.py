@@ -1502,17 +1502,18 @@ def test_step_axis_candidates_are_capped_at_the_logged_steps_and_their_midpoints
 
 
 def test_a_long_series_is_fitted_on_the_means_of_runs_of_consecutive_points():
-    """bin_series: equal-count runs (sizes differ by at most one), each at the mean of its
-    steps and values; the series' step data says how it was binned."""
+    """bin_series: runs of at least ceil(n / max_points) points, of equal count (sizes differ
+    by at most one), each at the mean of its steps and values; the series' step data says
+    how it was binned."""
     import xarray as xr
 
     from saturation.models.plateau_data import MAX_SERIES_POINTS, bin_series
 
     steps, values = np.arange(1.0, 1004.0), np.linspace(0.0, 1.0, 1003)
-    bs, bv, sizes = bin_series(steps, values, max_points=10)
-    assert sizes.sum() == 1003 and set(sizes) == {100, 101} and len(bs) == 10
+    bs, bv, sizes = bin_series(steps, values, max_points=10)  # at least 101 points a bin: 9 bins
+    assert sizes.sum() == 1003 and set(sizes) == {111, 112} and len(bs) == 9
     edges = np.concatenate([[0], np.cumsum(sizes)])
-    for i in range(10):
+    for i in range(9):
         assert bs[i] == pytest.approx(steps[edges[i] : edges[i + 1]].mean())
         assert bv[i] == pytest.approx(values[edges[i] : edges[i + 1]].mean())
     same = bin_series(steps[:10], values[:10], max_points=10)
@@ -1520,8 +1521,9 @@ def test_a_long_series_is_fitted_on_the_means_of_runs_of_consecutive_points():
     n = MAX_SERIES_POINTS * 3 + 7
     series = xr.Dataset({"reward": ("step", np.sin(np.arange(n) / 300.0))}, coords={"step": np.arange(1, n + 1)})
     sd = step_data(series, response="reward")
-    assert len(sd.steps) == MAX_SERIES_POINTS
-    assert sd.summary["binned"] == {"points": n, "bins": MAX_SERIES_POINTS, "points_per_bin": [3, 4]}
+    width = -(-n // MAX_SERIES_POINTS)  # at least this many points a bin: 4
+    assert len(sd.steps) == n // width <= MAX_SERIES_POINTS
+    assert sd.summary["binned"] == {"points": n, "bins": n // width, "points_per_bin": [4, 5]}
 
 
 def test_the_frame_gives_each_candidates_mass_to_the_nearest_logged_step():

@@ -165,8 +165,8 @@ def _check_levels_share_steps(n: np.ndarray, steps: np.ndarray, levels: list[str
     )
 
 
-#: a logged series longer than this is fitted on the means of this many runs of consecutive
-#: points (:func:`bin_series`): the exact sampler's AR(1) noise model costs the cube of the
+#: a logged series longer than this is fitted on the means of at most this many runs of
+#: consecutive points (:func:`bin_series`): the exact sampler's AR(1) noise model costs the cube of the
 #: points (3,907 points: more than 5 minutes and 10 GB; 500: seconds)
 MAX_SERIES_POINTS = 500
 
@@ -174,10 +174,11 @@ MAX_SERIES_POINTS = 500
 def bin_series(steps: np.ndarray, values: np.ndarray, max_points: int = MAX_SERIES_POINTS) -> tuple[Any, ...]:
     """A long series as the means of at most ``max_points`` runs of consecutive points.
 
-    The points are split into ``max_points`` runs of as equal a count as possible (sizes
-    differ by at most one, in order); each run becomes one point at the mean of its steps
-    with the mean of its values. A series of ``max_points`` points or fewer is returned as
-    it is.
+    Each run holds at least ``w = ceil(n / max_points)`` points: the ``n`` points are split
+    into ``n // w`` runs of as equal a count as possible (sizes differ by at most one, in
+    order, so the bin means' noise variances differ by at most a factor (w + 1) / w <= 1.5);
+    each run becomes one point at the mean of its steps with the mean of its values. A
+    series of ``max_points`` points or fewer is returned as it is.
 
     Returns
     -------
@@ -187,7 +188,8 @@ def bin_series(steps: np.ndarray, values: np.ndarray, max_points: int = MAX_SERI
     steps, values = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
     if len(steps) <= max_points:
         return steps, values, np.ones(len(steps), dtype=np.int64)
-    edges = np.round(np.linspace(0, len(steps), max_points + 1)).astype(np.int64)
+    n_bins = len(steps) // -(-len(steps) // max_points)
+    edges = np.round(np.linspace(0, len(steps), n_bins + 1)).astype(np.int64)
     sizes = np.diff(edges)
     return np.add.reduceat(steps, edges[:-1]) / sizes, np.add.reduceat(values, edges[:-1]) / sizes, sizes
 
