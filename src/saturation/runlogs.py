@@ -977,7 +977,9 @@ def _read_mlflow(path: Path) -> _FileRead:
     read = _FileRead(str(path), "mlflow")
     run_dirs = _mlflow_run_dirs(path)
     if not run_dirs:
-        read.problem(f"{path}: no MLflow run directory (meta.yaml beside metrics/) under it")
+        read.problem(
+            f"{path}: no MLflow run directory (meta.yaml naming a run_id beside metrics/, params/ or tags/) under it"
+        )
     names: Counter[str] = Counter(_mlflow_run_name(d) for d in run_dirs)
     deleted: list[str] = []
     empty: list[str] = []

@@ -1582,10 +1582,9 @@ def plateau_frame(fit: PlateauFit) -> pd.DataFrame:
         hdi = az.hdi(mu[None], hdi_prob=S.HDI_PROB)
         at_step = np.zeros(len(t))
         mass = fit.estimands["levels"][level]["changepoint_mass"]
-        if mass and len(t):
+        if mass and len(t):  # each candidate to its nearest logged step (the lower one on a tie)
             cands = np.array([float(c) for c in mass])
-            right = np.clip(np.searchsorted(t, cands), 1, len(t) - 1) if len(t) > 1 else np.zeros(len(cands), int)
-            nearest = right - (np.abs(cands - t[right - 1]) <= np.abs(t[right] - cands)) if len(t) > 1 else right
+            nearest = np.abs(cands[:, None] - t[None, :]).argmin(axis=1)
             np.add.at(at_step, nearest, np.array(list(mass.values()), dtype=float))
         for i, step in enumerate(t):
             rows.append(
